@@ -1,0 +1,49 @@
+/* analysis.c - from a loaded trace to the tables the writers print. */
+#include "analysis.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int plr_use_tools_from_env(void) {
+  const char *v = getenv("PAGELOCK_NO_ADDR2LINE");
+  return !(v && v[0] && strcmp(v, "0") != 0);
+}
+
+int plr_process_analyze(plr_process *p, int use_tools) {
+  plr_sym_init(&p->sym, &p->t, use_tools);
+  p->calls.v = p->allocs.v = NULL;
+  p->calls.n = p->allocs.n = 0;
+  if (plr_sites_want(&p->t, &p->sym)) return -1;
+  plr_sym_resolve(&p->sym);
+  if (plr_sites_build(&p->t, &p->sym, PLR_SITE_CALL, &p->calls)) return -1;
+  if (plr_sites_build(&p->t, &p->sym, PLR_SITE_ALLOC, &p->allocs)) return -1;
+  return 0;
+}
+
+void plr_process_free(plr_process *p) {
+  plr_rows_free(&p->calls);
+  plr_rows_free(&p->allocs);
+  plr_sym_free(&p->sym);
+  plr_trace_free(&p->t);
+}
+
+void plr_process_warnings(FILE *err, const plr_process *p) {
+  const plr_trace *t = &p->t;
+  char msg[4096];
+  plr_trace_partial_message(t, msg, sizeof msg);
+  if (msg[0]) fprintf(err, "pagelock: warning: %s\n", msg);
+  if (t->malformed_records)
+    fprintf(err,
+            "pagelock: warning: '%s': %llu malformed records were skipped\n",
+            t->path, (unsigned long long)t->malformed_records);
+  if (t->have_counters && t->counters.dropped_records)
+    fprintf(err,
+            "pagelock: warning: '%s': the shim dropped %llu records: counts "
+            "are low\n",
+            t->path, (unsigned long long)t->counters.dropped_records);
+  else if (t->have_end && t->end.dropped)
+    fprintf(err,
+            "pagelock: warning: '%s': the shim dropped %llu records: counts "
+            "are low\n",
+            t->path, (unsigned long long)t->end.dropped);
+}

@@ -1,0 +1,43 @@
+/* analysis.h - one trace made ready for the report writers: loaded, its
+ * frames symbolized and its call-site tables built. */
+#ifndef PLR_ANALYSIS_H
+#define PLR_ANALYSIS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "callsite.h"
+#include "symbolize.h"
+#include "trace_model.h"
+
+typedef struct plr_process {
+  plr_trace t;
+  plr_symbolizer sym;
+  plr_rows calls;  /* pageable copies by call site */
+  plr_rows allocs; /* pageable copies by allocation site */
+} plr_process;
+
+/* Symbolizes p->t (external tools only when use_tools) and builds the
+ * tables.  p->t must be loaded.  Returns -1 when out of memory; p must be
+ * plr_process_free'd either way. */
+int plr_process_analyze(plr_process *p, int use_tools);
+
+/* Frees the analysis and the trace. */
+void plr_process_free(plr_process *p);
+
+/* Whether reports should run addr2line/c++filt: yes unless the environment
+ * says PAGELOCK_NO_ADDR2LINE=1 (deterministic output for tests). */
+int plr_use_tools_from_env(void);
+
+/* Prints, to err, the warnings a user must see about how complete the
+ * trace is (partial, malformed records skipped), each line prefixed
+ * "pagelock: warning: ". */
+void plr_process_warnings(FILE *err, const plr_process *p);
+
+/* The text report of n processes, then totals when n > 1. */
+void plr_report_text(FILE *out, const plr_process *ps, size_t n);
+
+/* The JSON report (schema in docs/trace-format.md). */
+void plr_report_json(FILE *out, const plr_process *ps, size_t n);
+
+#endif

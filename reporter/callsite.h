@@ -1,0 +1,54 @@
+/* callsite.h - which frame of a copy's stack the user should look at, and
+ * the per-call-site / per-allocation-site tables built from that choice. */
+#ifndef PLR_CALLSITE_H
+#define PLR_CALLSITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "symbolize.h"
+#include "trace_model.h"
+
+typedef enum plr_site_kind {
+  PLR_SITE_CALL,  /* where the copy was called */
+  PLR_SITE_ALLOC, /* where its host buffer was allocated */
+} plr_site_kind;
+
+typedef struct plr_row {
+  plr_bucket b;
+  uint32_t dirs;
+  uint64_t addr;          /* chosen frame, 0 = unknown site */
+  const plr_frame *frame; /* owned by the symbolizer; NULL if addr == 0 */
+} plr_row;
+
+typedef struct plr_rows {
+  plr_row *v;
+  size_t n;
+} plr_rows;
+
+/* Registers every frame the tables of t can need with the symbolizer; call
+ * before plr_sym_resolve.  Returns -1 when out of memory. */
+int plr_sites_want(const plr_trace *t, plr_symbolizer *sym);
+
+/* Builds the table of one kind: raw sites are mapped to their chosen frame,
+ * merged per frame and sorted by host time, worst first (ties by bytes,
+ * then address, so output is stable).  Returns -1 when out of memory. */
+int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
+                    plr_site_kind kind, plr_rows *out);
+
+void plr_rows_free(plr_rows *r);
+
+/* 1 when a frame in a module with this basename is CUDA or pagelock
+ * plumbing that the user did not write. */
+int plr_skip_module(const char *basename, plr_site_kind kind);
+
+/* 1 when a function of this name is CUDA runtime/driver API or internals
+ * (needed because a static cudart lives inside the main program). */
+int plr_skip_function(const char *name, plr_site_kind kind);
+
+/* "func+0xoff (module) file.c:12", "func (module+0xoff)", "module+0xoff" or
+ * "0xaddr": the most precise form the frame allows. */
+void plr_site_format(const plr_frame *f, uint64_t addr, char *buf,
+                     size_t len);
+
+#endif

@@ -1,0 +1,42 @@
+/* cli.h - the subcommands of the pagelock executable. */
+#ifndef PLR_CLI_H
+#define PLR_CLI_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define PLR_VERSION "0.1.0"
+
+typedef enum plr_format { PLR_FORMAT_TEXT, PLR_FORMAT_JSON } plr_format;
+
+int plr_cmd_run(int argc, char **argv);
+int plr_cmd_report(int argc, char **argv);
+int plr_cmd_demo(int argc, char **argv);
+
+/* Loads, analyses and reports the traces at paths to out; problems go to
+ * stderr as "pagelock: ..." lines.  Traces that cannot be read are skipped
+ * after their message.  Returns the number of traces reported; *failed
+ * counts the ones that could not be read. */
+size_t plr_report_paths(FILE *out, char *const *paths, size_t n,
+                        plr_format format, size_t *failed);
+
+/* Options shared by run and demo. */
+typedef struct plr_run_opts {
+  const char *mode;   /* default "observe" */
+  const char *output; /* NULL unless -o */
+  int quick;          /* demo only: --quick */
+} plr_run_opts;
+
+/* Parses options from argv[*i] on, stopping at "--" (consumed) or the
+ * first non-option.  allow_quick accepts --quick (demo).  Returns 0, or
+ * prints the problem and returns the exit status (0 after --help). */
+int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o,
+                       int allow_quick, int *done);
+
+/* Prints the "trace written" lines, or the "no trace was written" line. */
+void plr_print_trace_list(FILE *out, char *const *paths, size_t n);
+
+/* The usage text, to out. */
+void plr_usage(FILE *out);
+
+#endif

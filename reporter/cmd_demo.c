@@ -1,0 +1,111 @@
+/* cmd_demo.c - `pagelock demo`: the bundled workload under the shim, over
+ * the real GPU when one answers, else over the fake CUDA. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "launch.h"
+
+/* A driver that hangs in cuInit must not hang the demo. */
+#define PLR_PROBE_TIMEOUT_S 60
+
+/* 1 when libcuda.so.1 loads, initialises and sees a device.  Probed in a
+ * child so a broken driver cannot take pagelock down, and so the driver is
+ * not initialised in the process that forks the workload. */
+static int plr_gpu_usable(void) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return 0;
+  if (pid == 0) {
+    alarm(PLR_PROBE_TIMEOUT_S);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) _exit(1);
+    int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
+    int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
+    int n = 0;
+    if (!init || !count || init(0) != 0 || count(&n) != 0 || n <= 0) _exit(1);
+    _exit(0);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int plr_cmd_demo(int argc, char **argv) {
+  int i = 1, done;
+  plr_run_opts o;
+  int rc = plr_parse_run_opts(argc, argv, &i, &o, 1, &done);
+  if (rc || done) return rc;
+  if (i < argc) {
+    fprintf(stderr, "pagelock: demo: unexpected argument '%s'\n", argv[i]);
+    plr_usage(stderr);
+    return PLR_EXIT_USAGE;
+  }
+  char dir[PATH_MAX];
+  if (plr_self_dir(dir, sizeof dir) != 0) {
+    fprintf(stderr, "pagelock: cannot find my own executable\n");
+    return PLR_EXIT_USAGE;
+  }
+  char demo[PATH_MAX + 32];
+  snprintf(demo, sizeof demo, "%s/pagelock-demo", dir);
+
+  char fake[PATH_MAX + 32];
+  const char *ld_prepend = NULL;
+  if (!plr_gpu_usable()) {
+    snprintf(fake, sizeof fake, "%s/fakecuda", dir);
+    struct stat st;
+    if (stat(fake, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      fprintf(stderr,
+              "pagelock: no GPU found, and there is no fake CUDA at '%s' "
+              "to run the demo over\n",
+              fake);
+      return PLR_EXIT_USAGE;
+    }
+    ld_prepend = fake;
+    printf("pagelock: no GPU found: running the demo over fake CUDA; "
+           "timings are simulated.\n");
+  }
+
+  char tmpl[PATH_MAX];
+  char pattern[PATH_MAX + 32];
+  const char *output = o.output;
+  if (!output) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmpl, sizeof tmpl, "%s/pagelock-demo.XXXXXX",
+             tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(tmpl)) {
+      fprintf(stderr, "pagelock: cannot create a directory for the demo "
+              "traces: %s\n", strerror(errno));
+      return PLR_EXIT_USAGE;
+    }
+    snprintf(pattern, sizeof pattern, "%s/pagelock.%%p.trace", tmpl);
+    output = pattern;
+  }
+
+  char *args[3] = {demo, o.quick ? "--quick" : NULL, NULL};
+  plr_launch l = {o.mode, output, ld_prepend, args};
+  plr_launch_result res;
+  rc = plr_launch_run(&l, &res);
+  if (rc) return rc;
+  size_t failed;
+  if (res.ntraces) {
+    putchar('\n');
+    plr_report_paths(stdout, res.traces, res.ntraces, PLR_FORMAT_TEXT,
+                     &failed);
+    putchar('\n');
+  }
+  plr_print_trace_list(stdout, res.traces, res.ntraces);
+  /* Nothing to keep: leave no empty directory behind. */
+  if (!o.output && !res.ntraces) rmdir(tmpl);
+  int status = res.status;
+  plr_launch_result_free(&res);
+  return status;
+}

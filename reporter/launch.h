@@ -1,0 +1,44 @@
+/* launch.h - runs a program under the shim and collects the traces it
+ * wrote: the part `pagelock run` and `pagelock demo` share. */
+#ifndef PLR_LAUNCH_H
+#define PLR_LAUNCH_H
+
+#include <stddef.h>
+
+/* Exit statuses of the CLI itself (the child's own status passes through). */
+#define PLR_EXIT_USAGE 2
+#define PLR_EXIT_NOT_FOUND 127
+
+typedef struct plr_launch {
+  const char *mode;       /* validated PAGELOCK_MODE value */
+  const char *output;     /* -o pattern, NULL for the shim's default */
+  const char *ld_prepend; /* directory put first in LD_LIBRARY_PATH, or NULL */
+  char *const *argv;      /* program and arguments, NULL-terminated */
+} plr_launch;
+
+typedef struct plr_launch_result {
+  int status;     /* the child's exit status, 128+N when killed by N */
+  char **traces;  /* absolute trace paths from the manifest, deduplicated */
+  size_t ntraces;
+} plr_launch_result;
+
+/* Checks the program, the output directory and the shim, runs the program
+ * with the shim preloaded and waits for it (SIGINT/SIGQUIT ignored, SIGTERM
+ * and SIGHUP forwarded), then reads the manifest.  Returns 0 with *res
+ * filled when the program ran, or the CLI's exit status after printing why
+ * it could not (nothing to free then). */
+int plr_launch_run(const plr_launch *l, plr_launch_result *res);
+
+void plr_launch_result_free(plr_launch_result *res);
+
+/* 1 when mode is one of observe|stage|register|auto|off. */
+int plr_mode_valid(const char *mode);
+
+/* Prints the invalid --mode message; returns PLR_EXIT_USAGE. */
+int plr_mode_error(const char *mode);
+
+/* Directory holding the pagelock executable (from /proc/self/exe), into
+ * buf; returns -1 when it cannot be found. */
+int plr_self_dir(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,81 @@
+/* main.c - pagelock command dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "launch.h"
+#include "pagelock_trace.h"
+
+void plr_usage(FILE *out) {
+  fprintf(out,
+          "usage: pagelock run [--mode M] [-o PATTERN] [--] program [args...]\n"
+          "       pagelock report [--format text|json] FILE...\n"
+          "       pagelock demo [--mode M] [-o PATTERN] [--quick]\n"
+          "       pagelock --help | --version\n"
+          "\n"
+          "  run     run a CUDA program with libpagelock.so preloaded, then\n"
+          "          print a report of its host<->device copies to stderr\n"
+          "  report  report on trace files written by an earlier run\n"
+          "  demo    run the bundled workload (over fake CUDA when no GPU\n"
+          "          answers) and print its report\n"
+          "\n"
+          "  --mode M      observe (default), stage, register, auto or off\n"
+          "  -o PATTERN    trace file name; %%p pid, %%h host, %%r rank\n"
+          "                (default: pagelock.%%p.trace in the current "
+          "directory)\n"
+          "  --format F    text (default) or json\n"
+          "\n"
+          "environment (read by libpagelock.so unless marked CLI):\n"
+          "  PAGELOCK_MODE           observe|stage|register|auto|off "
+          "(default observe)\n"
+          "  PAGELOCK_OUTPUT         trace file pattern, %%p %%h %%r "
+          "(default pagelock.%%p.trace)\n"
+          "  PAGELOCK_LOG            quiet|error|warn|info|debug (default "
+          "warn)\n"
+          "  PAGELOCK_MANIFEST       file each traced process appends its "
+          "trace path to\n"
+          "                          (set by pagelock run and demo)\n"
+          "  PAGELOCK_BACKTRACE_DEPTH  frames recorded per call stack, 0-16 "
+          "(default 8)\n"
+          "  PAGELOCK_TRACK_MIN      smallest host allocation tracked "
+          "(default 64K)\n"
+          "  PAGELOCK_STAGE_MIN      smallest pageable copy staged (default "
+          "64K)\n"
+          "  PAGELOCK_POOL_SIZE      pinned staging pool size (default 64M)\n"
+          "  PAGELOCK_CHUNK_SIZE     staging chunk size (default 4M)\n"
+          "  PAGELOCK_COPY_THREADS   host copy threads, 0 = automatic "
+          "(default 0)\n"
+          "  PAGELOCK_WAIT_US        longest wait for a pool chunk before "
+          "the native\n"
+          "                          copy is used (default 2000)\n"
+          "  PAGELOCK_D2H            sync|async device-to-host copies "
+          "(default sync)\n"
+          "  PAGELOCK_SHIM           CLI: path of libpagelock.so (default: "
+          "next to pagelock)\n"
+          "  PAGELOCK_NO_ADDR2LINE   CLI: 1 = reports use only the names "
+          "stored in the trace\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    plr_usage(stderr);
+    return PLR_EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+      strcmp(cmd, "help") == 0) {
+    plr_usage(stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+    printf("pagelock %s (trace format %u)\n", PLR_VERSION,
+           PAGELOCK_TRACE_VERSION);
+    return 0;
+  }
+  if (strcmp(cmd, "run") == 0) return plr_cmd_run(argc - 1, argv + 1);
+  if (strcmp(cmd, "report") == 0) return plr_cmd_report(argc - 1, argv + 1);
+  if (strcmp(cmd, "demo") == 0) return plr_cmd_demo(argc - 1, argv + 1);
+  fprintf(stderr, "pagelock: unknown command '%s'\n", cmd);
+  plr_usage(stderr);
+  return PLR_EXIT_USAGE;
+}

@@ -1,0 +1,56 @@
+/* util.c - formatting helpers. */
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "trace_model.h"
+
+const char *plr_basename(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+void plr_fmt_bytes(uint64_t bytes, char *buf, size_t len) {
+  static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) {
+    snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+    return;
+  }
+  double v = (double)bytes / 1024.0;
+  size_t u = 0;
+  while (v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+    v /= 1024.0;
+    u++;
+  }
+  snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+void plr_fmt_ms(uint64_t ns, char *buf, size_t len) {
+  snprintf(buf, len, "%.3f", (double)ns / 1e6);
+}
+
+void plr_fmt_gbps(uint64_t bytes, uint64_t ns, char *buf, size_t len) {
+  if (ns == 0) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  snprintf(buf, len, "%.2f", (double)bytes / (double)ns);
+}
+
+void plr_fmt_dirs(uint32_t dirs, char *buf, size_t len) {
+  size_t used = 0;
+  if (len) buf[0] = 0;
+  /* Known directions first so "unknown" only trails when mixed in. */
+  static const unsigned order[] = {PAGELOCK_DIR_H2D, PAGELOCK_DIR_D2H,
+                                   PAGELOCK_DIR_D2D, PAGELOCK_DIR_H2H,
+                                   PAGELOCK_DIR_UNKNOWN};
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    if (!(dirs & (1u << order[i]))) continue;
+    int k = snprintf(buf + used, len > used ? len - used : 0, "%s%s",
+                     used ? "," : "", plr_dir_name(order[i]));
+    if (k < 0) return;
+    used += (size_t)k;
+  }
+  if (used == 0) snprintf(buf, len, "-");
+}

@@ -1,0 +1,198 @@
+/* config.c - the PAGELOCK_* option table, parsed once.
+ *
+ * One table (like mimalloc's options.c) so that the README's configuration
+ * section, the typo guard and the parser can never disagree.  Values are read
+ * with getenv at load time; a bad value never stops the program: it is
+ * reported once, naming the variable and the accepted values, and the safe
+ * default is used. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_internal.h"
+
+typedef enum { PL_T_CHOICE, PL_T_LONG, PL_T_SIZE, PL_T_STRING } pl_opt_type;
+
+typedef struct pl_option {
+  const char *name;        /* environment variable */
+  pl_opt_type type;
+  long def;                /* default (choice index or number) */
+  long min, max;           /* range for numbers */
+  const char *choices;     /* comma-separated, for PL_T_CHOICE */
+  long value;
+  const char *str;
+  bool init;
+} pl_option;
+
+static pl_option pl_options[PL_OPT_COUNT] = {
+  [PL_OPT_MODE] = {"PAGELOCK_MODE", PL_T_CHOICE, PAGELOCK_MODE_OBSERVE, 0, 0,
+                   "observe,stage,register,auto,off", 0, NULL, false},
+  [PL_OPT_OUTPUT] = {"PAGELOCK_OUTPUT", PL_T_STRING, 0, 0, 0, NULL, 0, NULL, false},
+  [PL_OPT_LOG] = {"PAGELOCK_LOG", PL_T_CHOICE, PL_LOG_WARN, 0, 0,
+                  "quiet,error,warn,info,debug", 0, NULL, false},
+  [PL_OPT_MANIFEST] = {"PAGELOCK_MANIFEST", PL_T_STRING, 0, 0, 0, NULL, 0, NULL, false},
+  [PL_OPT_BACKTRACE_DEPTH] = {"PAGELOCK_BACKTRACE_DEPTH", PL_T_LONG, 8, 0,
+                              PAGELOCK_MAX_FRAMES, NULL, 0, NULL, false},
+  /* Read by the CLI only; listed so the typo guard knows it. */
+  [PL_OPT_SHIM] = {"PAGELOCK_SHIM", PL_T_STRING, 0, 0, 0, NULL, 0, NULL, false},
+  [PL_OPT_TRACK_MIN] = {"PAGELOCK_TRACK_MIN", PL_T_SIZE, 64 << 10, 0, 0, NULL, 0, NULL, false},
+  [PL_OPT_STAGE_MIN] = {"PAGELOCK_STAGE_MIN", PL_T_SIZE, 64 << 10, 0, 0, NULL, 0, NULL, false},
+  [PL_OPT_POOL_SIZE] = {"PAGELOCK_POOL_SIZE", PL_T_SIZE, 64l << 20, 1 << 20, 0, NULL, 0, NULL, false},
+  [PL_OPT_CHUNK_SIZE] = {"PAGELOCK_CHUNK_SIZE", PL_T_SIZE, 4l << 20, 64 << 10, 1l << 30, NULL, 0, NULL, false},
+  [PL_OPT_COPY_THREADS] = {"PAGELOCK_COPY_THREADS", PL_T_LONG, 0, 0, 256, NULL, 0, NULL, false},
+  [PL_OPT_WAIT_US] = {"PAGELOCK_WAIT_US", PL_T_LONG, 2000, 0, 10000000, NULL, 0, NULL, false},
+  [PL_OPT_D2H] = {"PAGELOCK_D2H", PL_T_CHOICE, PL_D2H_SYNC, 0, 0, "sync,async", 0, NULL, false},
+};
+
+/* Names the shim does not read but other parts of pagelock set; listed so
+ * the typo guard stays quiet about them. */
+static const char *const pl_known_extra[] = {"PAGELOCK_NO_ADDR2LINE", NULL};
+
+static atomic_int pl_config_state; /* 0 none, 1 parsing, 2 done */
+
+bool pl_parse_size(const char *s, uint64_t *out) {
+  if (s == NULL || !isdigit((unsigned char)*s)) return false;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0) return false;
+  uint64_t mul = 1;
+  switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': mul = 1ull << 10; end++; break;
+    case 'm': case 'M': mul = 1ull << 20; end++; break;
+    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    default: return false;
+  }
+  if (*end == 'i' || *end == 'I') end++;  /* accept KiB/MiB spellings */
+  if (*end == 'b' || *end == 'B') end++;
+  if (*end != '\0') return false;
+  if (v > UINT64_MAX / mul) return false;
+  *out = v * mul;
+  return true;
+}
+
+/* Index of `v` in a comma-separated choice list, or -1.  Case-insensitive
+ * because users type MODE=Stage. */
+static int pl_choice_index(const char *choices, const char *v) {
+  int idx = 0;
+  const char *p = choices;
+  size_t vl = strlen(v);
+  while (*p) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len == vl && strncasecmp(p, v, len) == 0) return idx;
+    idx++;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return -1;
+}
+
+/* Parse one option from the environment into its slot. */
+static void pl_option_load(pl_option *o) {
+  const char *v = getenv(o->name);
+  o->value = o->def;
+  o->str = NULL;
+  o->init = true;
+  if (v == NULL) return;
+  switch (o->type) {
+    case PL_T_STRING:
+      o->str = *v ? v : NULL;
+      return;
+    case PL_T_CHOICE: {
+      int i = pl_choice_index(o->choices, v);
+      if (i >= 0) { o->value = i; return; }
+      char def[32] = "";
+      /* name the default by its position in the list */
+      const char *p = o->choices;
+      for (long k = 0; k < o->def && p; k++) { p = strchr(p, ','); if (p) p++; }
+      if (p) { size_t n = strcspn(p, ","); if (n >= sizeof def) n = sizeof def - 1; memcpy(def, p, n); def[n] = 0; }
+      pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "invalid %s='%s' (valid: %s); using '%s'",
+             o->name, v, o->choices, def);
+      return;
+    }
+    case PL_T_LONG: {
+      char *end;
+      errno = 0;
+      long n = strtol(v, &end, 10);
+      if (errno == 0 && end != v && *end == '\0' && n >= o->min && n <= o->max) {
+        o->value = n;
+        return;
+      }
+      pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "invalid %s='%s' (valid: an integer from %ld to %ld); using %ld",
+             o->name, v, o->min, o->max, o->def);
+      return;
+    }
+    case PL_T_SIZE: {
+      uint64_t n;
+      if (pl_parse_size(v, &n) && (long long)n >= o->min && (o->max == 0 || n <= (uint64_t)o->max)) {
+        o->value = (long)n;
+        return;
+      }
+      char range[96] = "";
+      if (o->max > 0) snprintf(range, sizeof range, " from %ld to %ld bytes", o->min, o->max);
+      else if (o->min > 0) snprintf(range, sizeof range, " of at least %ld bytes", o->min);
+      pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "invalid %s='%s' (valid: a size%s, like 4096, 64K, 16M, 2G); using %ld",
+             o->name, v, range, o->def);
+      return;
+    }
+  }
+}
+
+/* Warn about PAGELOCK_* variables no table entry knows (typo guard). */
+static void pl_config_typo_guard(void) {
+  extern char **environ;
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "PAGELOCK_", 9) != 0) continue;
+    size_t len = strcspn(*e, "=");
+    bool known = false;
+    for (int i = 0; i < PL_OPT_COUNT && !known; i++)
+      known = strlen(pl_options[i].name) == len && strncmp(pl_options[i].name, *e, len) == 0;
+    for (int i = 0; pl_known_extra[i] && !known; i++)
+      known = strlen(pl_known_extra[i]) == len && strncmp(pl_known_extra[i], *e, len) == 0;
+    if (!known)
+      pl_log(PL_LOG_WARN, PL_LK_CONFIG, "unknown variable %.*s ignored (see 'pagelock --help' for the list)",
+             (int)len, *e);
+  }
+}
+
+void pl_config_init(void) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&pl_config_state, &expected, 1)) {
+    /* Another thread is parsing: the table is tiny, wait for it. */
+    while (atomic_load(&pl_config_state) != 2) { }
+    return;
+  }
+  /* The log level decides whether the others' errors print: read it first. */
+  pl_option_load(&pl_options[PL_OPT_LOG]);
+  for (int i = 0; i < PL_OPT_COUNT; i++)
+    if (i != PL_OPT_LOG) pl_option_load(&pl_options[i]);
+  pl_config_typo_guard();
+  atomic_store(&pl_config_state, 2);
+}
+
+long pl_opt_long(pl_option_id id) {
+  if (PL_UNLIKELY(atomic_load_explicit(&pl_config_state, memory_order_acquire) != 2)) {
+    /* The log level is needed while the table itself is being parsed. */
+    if (id == PL_OPT_LOG && pl_options[PL_OPT_LOG].init) return pl_options[PL_OPT_LOG].value;
+    if (atomic_load(&pl_config_state) == 1) return pl_options[id].def;
+    pl_config_init();
+  }
+  return pl_options[id].value;
+}
+
+const char *pl_opt_str(pl_option_id id) {
+  if (PL_UNLIKELY(atomic_load_explicit(&pl_config_state, memory_order_acquire) != 2)) pl_config_init();
+  return pl_options[id].str;
+}
+
+void pl_config_reset_for_test(void) {
+  for (int i = 0; i < PL_OPT_COUNT; i++) pl_options[i].init = false;
+  atomic_store(&pl_config_state, 0);
+  pl_config_init();
+}

@@ -1,0 +1,277 @@
+/* hook_alloc.c - the malloc family and mmap/munmap/mremap.
+ *
+ * Why: the report names the line that allocated a pageable buffer, and the
+ * classification cache must forget a range the moment its memory is
+ * released.  Only allocations of at least PAGELOCK_TRACK_MIN bytes are
+ * tracked; everything else costs a size comparison.
+ *
+ * Rules that keep this safe inside any program (after LTTng-UST's libc
+ * wrapper and mimalloc's alloc-override):
+ *  - the next allocator is whatever dlsym(RTLD_NEXT) finds (glibc, or a
+ *    jemalloc/tcmalloc preloaded after us);
+ *  - while that lookup runs (dlsym itself may calloc), requests are served
+ *    from a static bootstrap arena, and freeing arena memory is a no-op;
+ *  - an initial-exec TLS guard keeps the shim's own allocations (backtrace,
+ *    dlopen) untracked and out of recursion;
+ *  - the bookkeeping never allocates and never holds a lock across a call
+ *    that could allocate;
+ *  - free() keeps errno, and untracks even when the guard is set, because a
+ *    stale range would misclassify whatever reuses the address. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "pl_internal.h"
+
+typedef struct pl_next_alloc {
+  void *(*malloc)(size_t);
+  void (*free)(void *);
+  void *(*calloc)(size_t, size_t);
+  void *(*realloc)(void *, size_t);
+  int (*posix_memalign)(void **, size_t, size_t);
+  void *(*aligned_alloc)(size_t, size_t);
+  void *(*memalign)(size_t, size_t);
+  void *(*valloc)(size_t);
+  void *(*pvalloc)(size_t);
+  size_t (*malloc_usable_size)(void *);
+  void *(*mmap)(void *, size_t, int, int, int, off_t);
+  int (*munmap)(void *, size_t);
+  void *(*mremap)(void *, size_t, size_t, int, ...);
+} pl_next_alloc;
+
+static pl_next_alloc pl_next;
+static atomic_int pl_next_state; /* 0 unresolved, 1 resolving, 2 ready */
+static PL_TLS int pl_resolving;
+static atomic_bool pl_tracking;   /* set once the shim is initialised */
+static size_t pl_track_min = 64 << 10;
+
+/* ---- bootstrap arena ----------------------------------------------------- */
+
+#define PL_ARENA_SIZE (256u << 10)
+static _Alignas(64) char pl_arena[PL_ARENA_SIZE];
+static atomic_size_t pl_arena_used;
+
+static bool pl_in_arena(const void *p) {
+  return (const char *)p >= pl_arena && (const char *)p < pl_arena + PL_ARENA_SIZE;
+}
+
+/* Bump allocation for the few requests made while the next allocator is
+ * being looked up; never freed. */
+static void *pl_arena_alloc(size_t n, size_t align) {
+  if (align < 16) align = 16;
+  size_t old = atomic_load(&pl_arena_used), start, end;
+  do {
+    start = (old + align - 1) & ~(align - 1);
+    end = start + n;
+    if (end > PL_ARENA_SIZE || end < start) return NULL;
+  } while (!atomic_compare_exchange_weak(&pl_arena_used, &old, end));
+  return pl_arena + start; /* static memory: already zero */
+}
+
+/* Resolve the next allocator.  Returns false while this thread is itself
+ * in the middle of resolving (caller uses the arena). */
+static bool pl_next_ready(void) {
+  if (PL_LIKELY(atomic_load_explicit(&pl_next_state, memory_order_acquire) == 2)) return true;
+  if (pl_resolving) return false;
+  pl_resolving = 1;
+  pl_next_alloc n;
+#define PL_NEXT(f) n.f = pl_real_dlsym(RTLD_NEXT, #f)
+  PL_NEXT(malloc); PL_NEXT(free); PL_NEXT(calloc); PL_NEXT(realloc);
+  PL_NEXT(posix_memalign); PL_NEXT(aligned_alloc); PL_NEXT(memalign);
+  PL_NEXT(valloc); PL_NEXT(pvalloc); PL_NEXT(malloc_usable_size);
+  PL_NEXT(mmap); PL_NEXT(munmap); PL_NEXT(mremap);
+#undef PL_NEXT
+  pl_resolving = 0;
+  if (n.malloc == NULL || n.free == NULL || n.calloc == NULL || n.realloc == NULL) return false;
+  /* Benign race: every thread resolves the same pointers. */
+  pl_next = n;
+  atomic_store_explicit(&pl_next_state, 2, memory_order_release);
+  return true;
+}
+
+void pl_alloc_enable(void) {
+  pl_track_min = (size_t)pl_opt_long(PL_OPT_TRACK_MIN);
+  if (pl_track_min == 0) pl_track_min = 1;
+  (void)pl_next_ready();
+  atomic_store(&pl_tracking, true);
+}
+
+/* ---- tracking ------------------------------------------------------------ */
+
+static void pl_track(void *p, size_t n) {
+  if (p == NULL || n < pl_track_min || pl_in_shim || !atomic_load_explicit(&pl_tracking, memory_order_relaxed))
+    return;
+  pl_in_shim++;
+  /* Skip pl_track, the hook: the first frame is the program's call. */
+  uint32_t site = pl_stack_capture(2);
+  pl_hostmem_track(p, n, site);
+  pl_in_shim--;
+}
+
+/* Forget p if it was tracked.  The usable-size test keeps small frees
+ * away from the registry lock. */
+static void pl_untrack(void *p) {
+  if (p == NULL || !atomic_load_explicit(&pl_tracking, memory_order_relaxed)) return;
+  if (pl_next.malloc_usable_size && pl_next.malloc_usable_size(p) < pl_track_min) return;
+  pl_hostmem_untrack(p);
+}
+
+/* ---- the malloc family --------------------------------------------------- */
+
+PL_EXPORT void *malloc(size_t n) {
+  if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 16);
+  void *p = pl_next.malloc(n);
+  if (n >= pl_track_min) pl_track(p, n);
+  return p;
+}
+
+PL_EXPORT void free(void *p) {
+  if (p == NULL || PL_UNLIKELY(pl_in_arena(p))) return;
+  int saved = errno;
+  if (PL_UNLIKELY(!pl_next_ready())) { errno = saved; return; } /* cannot happen for heap memory */
+  pl_untrack(p);
+  pl_next.free(p);
+  errno = saved;
+}
+
+PL_EXPORT void *calloc(size_t k, size_t n) {
+  if (PL_UNLIKELY(!pl_next_ready())) {
+    if (n && k > SIZE_MAX / n) return NULL;
+    return pl_arena_alloc(k * n, 16);
+  }
+  void *p = pl_next.calloc(k, n);
+  if (p && n && k <= SIZE_MAX / n && k * n >= pl_track_min) pl_track(p, k * n);
+  return p;
+}
+
+PL_EXPORT void *realloc(void *old, size_t n) {
+  if (PL_UNLIKELY(old != NULL && pl_in_arena(old))) {
+    /* Leaving the arena: copy into the real heap (the old size is not
+     * known; copy what can exist). */
+    void *p = malloc(n);
+    if (p) {
+      size_t avail = (size_t)(pl_arena + PL_ARENA_SIZE - (char *)old);
+      memcpy(p, old, n < avail ? n : avail);
+    }
+    return p;
+  }
+  if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 16);
+  /* Untrack before: once realloc returns, the old range may already be
+   * someone else's. */
+  if (old) pl_untrack(old);
+  void *p = pl_next.realloc(old, n);
+  if (p == NULL && old != NULL && n != 0) {
+    /* Failed: the old block is intact; track it again. */
+    size_t u = pl_next.malloc_usable_size ? pl_next.malloc_usable_size(old) : 0;
+    if (u >= pl_track_min) pl_track(old, u);
+    return NULL;
+  }
+  if (n >= pl_track_min) pl_track(p, n);
+  return p;
+}
+
+PL_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+  if (PL_UNLIKELY(!pl_next_ready())) {
+    void *p = pl_arena_alloc(n, align);
+    if (p == NULL) return ENOMEM;
+    *out = p;
+    return 0;
+  }
+  int r = pl_next.posix_memalign(out, align, n);
+  if (r == 0 && n >= pl_track_min) pl_track(*out, n);
+  return r;
+}
+
+#define PL_ALIGNED_HOOK(name, ...)                                          \
+  do {                                                                      \
+    if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 4096);     \
+    if (pl_next.name == NULL) { errno = ENOMEM; return NULL; }              \
+    void *p = pl_next.name(__VA_ARGS__);                                    \
+    if (n >= pl_track_min) pl_track(p, n);                                  \
+    return p;                                                               \
+  } while (0)
+
+PL_EXPORT void *aligned_alloc(size_t align, size_t n) { PL_ALIGNED_HOOK(aligned_alloc, align, n); }
+PL_EXPORT void *memalign(size_t align, size_t n) { PL_ALIGNED_HOOK(memalign, align, n); }
+PL_EXPORT void *valloc(size_t n) { PL_ALIGNED_HOOK(valloc, n); }
+PL_EXPORT void *pvalloc(size_t n) { PL_ALIGNED_HOOK(pvalloc, n); }
+
+PL_EXPORT size_t malloc_usable_size(void *p) {
+  if (p == NULL) return 0;
+  if (PL_UNLIKELY(pl_in_arena(p))) return 0;
+  if (PL_UNLIKELY(!pl_next_ready()) || pl_next.malloc_usable_size == NULL) return 0;
+  return pl_next.malloc_usable_size(p);
+}
+
+/* ---- mmap ---------------------------------------------------------------- */
+
+/* Only memory a program could copy from: anonymous, writable. */
+static bool pl_mmap_trackable(int prot, int flags) {
+  return (flags & MAP_ANONYMOUS) && (prot & PROT_WRITE);
+}
+
+PL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  if (PL_UNLIKELY(!pl_next_ready() || pl_next.mmap == NULL)) {
+    errno = ENOSYS;
+    return MAP_FAILED;
+  }
+  void *p = pl_next.mmap(addr, len, prot, flags, fd, off);
+  if (p == MAP_FAILED || !atomic_load_explicit(&pl_tracking, memory_order_relaxed)) return p;
+  int saved = errno;
+  /* A fixed mapping replaces whatever was there. */
+  if (flags & MAP_FIXED) pl_hostmem_untrack_range(p, len);
+  if (pl_mmap_trackable(prot, flags) && len >= pl_track_min) pl_track(p, len);
+  errno = saved;
+  return p;
+}
+PL_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+    __attribute__((alias("mmap")));
+
+PL_EXPORT int munmap(void *addr, size_t len) {
+  if (PL_UNLIKELY(!pl_next_ready() || pl_next.munmap == NULL)) {
+    errno = ENOSYS;
+    return -1;
+  }
+  /* Untrack first: after munmap the address can be reused at once. */
+  if (atomic_load_explicit(&pl_tracking, memory_order_relaxed)) {
+    int saved = errno;
+    pl_hostmem_untrack_range(addr, len);
+    errno = saved;
+  }
+  return pl_next.munmap(addr, len);
+}
+
+PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
+  void *new_addr = NULL;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    new_addr = va_arg(ap, void *);
+    va_end(ap);
+  }
+  if (PL_UNLIKELY(!pl_next_ready() || pl_next.mremap == NULL)) {
+    errno = ENOSYS;
+    return MAP_FAILED;
+  }
+  bool tracking = atomic_load_explicit(&pl_tracking, memory_order_relaxed);
+  if (tracking) {
+    int saved = errno;
+    pl_hostmem_untrack_range(old, old_len);
+    errno = saved;
+  }
+  void *p = pl_next.mremap(old, old_len, new_len, flags, new_addr);
+  if (tracking) {
+    int saved = errno;
+    if (p != MAP_FAILED) {
+      if (new_len >= pl_track_min) pl_track(p, new_len);
+    } else if (old_len >= pl_track_min) {
+      pl_track(old, old_len); /* unchanged: keep knowing it */
+    }
+    errno = saved;
+  }
+  return p;
+}

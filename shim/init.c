@@ -1,0 +1,77 @@
+/* init.c - load, fork and exit.
+ *
+ * The constructor only parses the configuration and arms the fork handlers:
+ * it must not touch CUDA (the program may never use it) nor allocate more
+ * than libc already does.  Everything else starts lazily on the first hook. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "pl_internal.h"
+
+PL_TLS int pl_in_shim;
+static bool pl_enabled;
+static atomic_uint_fast64_t pl_correlation;
+
+bool pl_active(void) { return pl_enabled; }
+
+uint32_t pl_gettid(void) {
+  static PL_TLS uint32_t tid;
+  if (PL_UNLIKELY(tid == 0)) tid = (uint32_t)syscall(SYS_gettid);
+  return tid;
+}
+
+uint64_t pl_next_correlation(void) { return atomic_fetch_add(&pl_correlation, 1) + 1; }
+
+/* Every shim lock is held across fork, in the one order the shim takes
+ * them (stack -> trace; registry alone), so the child never inherits a
+ * lock some vanished thread held. */
+static void pl_atfork_prepare(void) {
+  pl_stack_atfork_prepare();
+  pl_trace_atfork_prepare();
+  pl_hostmem_atfork_prepare();
+}
+
+static void pl_atfork_parent(void) {
+  pl_hostmem_atfork_parent();
+  pl_trace_atfork_parent();
+  pl_stack_atfork_parent();
+}
+
+static void pl_atfork_child(void) {
+  pl_hostmem_atfork_child();
+  pl_stack_reset();
+  pl_stage_atfork_child();
+  pl_trace_atfork_child();
+}
+
+__attribute__((constructor)) static void pl_init(void) {
+  pl_config_init();
+  pl_trace_init_clock();
+  /* A setuid/setgid program runs with privileges the caller does not have:
+   * writing files where the environment says would hand those privileges
+   * out.  Pass everything through and write nothing. */
+  if (getauxval(AT_SECURE)) {
+    pl_log(PL_LOG_INFO, PL_LK_SETUID, "setuid/setgid program: passing calls through, no trace");
+    return;
+  }
+  if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OFF) return;
+  long mode = pl_opt_long(PL_OPT_MODE);
+  if (mode == PAGELOCK_MODE_REGISTER || mode == PAGELOCK_MODE_AUTO)
+    pl_log(PL_LOG_WARN, PL_LK_MODE_UNAVAILABLE, "PAGELOCK_MODE=%s is not available in this build; observing only",
+           mode == PAGELOCK_MODE_REGISTER ? "register" : "auto");
+  pthread_atfork(pl_atfork_prepare, pl_atfork_parent, pl_atfork_child);
+  pl_enabled = true;
+#ifndef PL_UNIT_TEST
+  pl_alloc_enable();
+#endif
+}
+
+__attribute__((destructor)) static void pl_fini(void) {
+  if (!pl_enabled) return;
+  pl_in_shim++;
+  pl_trace_finish();
+  pl_in_shim--;
+}

@@ -1,0 +1,281 @@
+/* pl_internal.h - declarations shared by the shim's modules.
+ *
+ * Naming: pagelock_* is public (exported or in the trace format), pl_* is
+ * internal to libpagelock.so.  Everything here has hidden visibility; the
+ * only exported symbols are the interposed libc/driver entry points, marked
+ * PL_EXPORT where they are defined. */
+#ifndef PL_INTERNAL_H
+#define PL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+
+#include "pagelock_trace.h"
+
+#define PL_EXPORT __attribute__((visibility("default")))
+#define PL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* Initial-exec TLS: the cheapest access, and it never calls malloc (a
+ * general-dynamic TLS access can, which is fatal inside a malloc hook). */
+#define PL_TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* ---- config.c: the PAGELOCK_* option table ---------------------------- */
+
+typedef enum pl_option_id {
+  PL_OPT_MODE,
+  PL_OPT_OUTPUT,
+  PL_OPT_LOG,
+  PL_OPT_MANIFEST,
+  PL_OPT_BACKTRACE_DEPTH,
+  PL_OPT_SHIM,
+  PL_OPT_TRACK_MIN,
+  PL_OPT_STAGE_MIN,
+  PL_OPT_POOL_SIZE,
+  PL_OPT_CHUNK_SIZE,
+  PL_OPT_COPY_THREADS,
+  PL_OPT_WAIT_US,
+  PL_OPT_D2H,
+  PL_OPT_COUNT
+} pl_option_id;
+
+enum pl_d2h_mode { PL_D2H_SYNC = 0, PL_D2H_ASYNC = 1 };
+enum pl_log_level { PL_LOG_QUIET = 0, PL_LOG_ERROR, PL_LOG_WARN, PL_LOG_INFO, PL_LOG_DEBUG };
+
+/* Parse every option from the environment once.  Bad values are reported
+ * (one line each) and replaced by the default; unknown PAGELOCK_* names are
+ * warned about.  Safe to call more than once: later calls are no-ops. */
+void pl_config_init(void);
+/* The numeric value of an option (enum index for choice options). */
+long pl_opt_long(pl_option_id id);
+/* The string value of a string option, or NULL when unset. */
+const char *pl_opt_str(pl_option_id id);
+/* Re-read the table, for unit tests that change the environment. */
+void pl_config_reset_for_test(void);
+
+/* Parse "64K", "16M", "2G", "4096": returns false on junk or overflow. */
+bool pl_parse_size(const char *s, uint64_t *out);
+
+/* ---- log.c -------------------------------------------------------------- */
+
+/* Each kind of problem is logged at most once per process. */
+typedef enum pl_log_kind {
+  PL_LK_CONFIG = 0, /* config messages are per option, never deduplicated */
+  PL_LK_NO_DRIVER,
+  PL_LK_TRACE_OPEN,
+  PL_LK_TRACE_WRITE,
+  PL_LK_STACK_TABLE_FULL,
+  PL_LK_MANIFEST,
+  PL_LK_SETUID,
+  PL_LK_MODE_UNAVAILABLE,
+  PL_LK_ATTR_QUERY,
+  PL_LK_STAGE_POOL,     /* pinned pool could not be allocated */
+  PL_LK_STAGE_ERROR,    /* a driver call inside the engine failed */
+  PL_LK_STAGE_WORKERS,  /* copy threads could not be started */
+  PL_LK_STAGE_FALLBACK, /* a wait for a chunk timed out */
+  PL_LK_COUNT
+} pl_log_kind;
+
+/* Log to stderr with the "pagelock: " prefix.  Never allocates, never
+ * touches stdout, keeps errno.  kind != PL_LK_CONFIG logs only once. */
+void pl_log(int level, pl_log_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void pl_log_reset_for_test(void);
+
+/* ---- init.c ------------------------------------------------------------- */
+
+/* True when the shim should do anything at all: not setuid, mode not off. */
+bool pl_active(void);
+/* Shim-wide reentrancy guard: nonzero while the shim itself is running on
+ * this thread, so calls it makes never come back into its own hooks. */
+extern PL_TLS int pl_in_shim;
+
+/* ---- driver.c: the real driver, loaded at run time ---------------------- */
+
+/* Raw driver names: the shim defines the exact decorated symbols itself
+ * (cuMemcpyHtoD_v2, cuMemcpyHtoDAsync_v2_ptsz, legacy cuGetProcAddress),
+ * so the header must not rename them. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+typedef struct pl_driver {
+  CUresult (*cuPointerGetAttributes)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
+  CUresult (*cuCtxGetDevice)(CUdevice *);
+  CUresult (*cuGetProcAddress)(const char *, void **, int, cuuint64_t);
+  CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t,
+                                  CUdriverProcAddressQueryResult *);
+  bool simulated; /* the loaded libcuda is tests/fakecuda */
+} pl_driver;
+
+/* The real driver's functions, resolved on first use from the libcuda the
+ * program itself loaded (never loads it into a program that does not use
+ * CUDA).  Returns NULL while libcuda is not loaded. */
+const pl_driver *pl_driver_get(void);
+/* The real address of an exact driver symbol, or NULL. */
+void *pl_driver_sym(const char *name);
+/* Tell the driver module which handle the program got for libcuda. */
+void pl_driver_note_handle(void *handle);
+
+/* ---- hook_dl.c ---------------------------------------------------------- */
+
+/* The real dlsym, found with dlvsym so that our own dlsym is skipped. */
+void *pl_real_dlsym(void *handle, const char *name);
+
+/* ---- hooks.c: the table of every wrapped driver symbol ------------------ */
+
+/* Host-allocation entry points the program itself calls; wrapped so the
+ * shim's picture of pinned memory stays exact (hook_hostalloc.c).  Their
+ * hook ids follow the copy ids of PAGELOCK_API_LIST. */
+#define PL_HOSTALLOC_LIST(X) \
+  X(cuMemHostAlloc)          \
+  X(cuMemAllocHost_v2)       \
+  X(cuMemFreeHost)           \
+  X(cuMemHostRegister_v2)    \
+  X(cuMemHostUnregister)
+
+enum pl_hook_id {
+  PL_HOOK_HOSTALLOC_FIRST = PAGELOCK_API_COUNT - 1,
+#define PL_HOOK_ENUM(name) PL_HOOK_##name,
+  PL_HOSTALLOC_LIST(PL_HOOK_ENUM)
+#undef PL_HOOK_ENUM
+  PL_HOOK_COUNT
+};
+
+/* The real driver function behind hook id `id`, resolved lazily from the
+ * program's libcuda; NULL if this driver lacks it. */
+void *pl_hook_real(int id);
+/* Our wrapper for hook id `id`. */
+void *pl_hook_wrapper(int id);
+/* Hook id of an exact driver symbol name, or -1. */
+int pl_hook_find_name(const char *name);
+/* Hook id whose real driver function is `fn`, or -1. */
+int pl_hook_find_real(void *fn);
+extern const char *const pl_hook_names[PL_HOOK_COUNT];
+/* The wrappers, defined next to them (hook_copy.c, hook_hostalloc.c). */
+extern void *const pl_copy_wrappers[PAGELOCK_API_COUNT];
+extern void *const pl_hostalloc_wrappers[PL_HOOK_COUNT - PAGELOCK_API_COUNT];
+
+/* ---- copy.c: the one decision point ------------------------------------- */
+
+/* Everything one copy call needs, filled by its wrapper.  The native thunk
+ * reissues the exact original call from the saved arguments. */
+typedef struct pl_copy pl_copy;
+typedef CUresult (*pl_native_fn)(const pl_copy *c);
+
+struct pl_copy {
+  int api;
+  uint32_t flags;           /* PAGELOCK_COPY_* known from the entry point */
+  int dir;                  /* pagelock_dir, UNKNOWN until classified */
+  CUdeviceptr dst, src;     /* as passed; host pointers cast */
+  size_t bytes;
+  CUstream stream;
+  void *callsite;
+  const void *args;         /* entry-point specific (2D/3D/batch params) */
+  pl_native_fn native;
+  /* filled by classification */
+  uint8_t src_mem, dst_mem;
+  uint32_t alloc_stack;     /* allocation site of the host side, 0 unknown */
+};
+
+/* Every wrapper ends here: classify, decide (observe/stage/...), run, record.
+ * Returns exactly what the program must see. */
+CUresult pl_copy_exec(pl_copy *c);
+/* Number of entries of a batch call, and entry i of it. */
+size_t pl_batch_count(const pl_copy *c);
+void pl_batch_entry(const pl_copy *c, size_t i, CUdeviceptr *dst, CUdeviceptr *src, size_t *n);
+
+/* ---- stage.c: the staging engine (pool.c, workers.c) ------------------- */
+
+/* Move copy `c` (pageable host side, H2D or D2H, 1D) through the shim's
+ * pinned pool, keeping the contract in DESIGN.md.  Returns true when it
+ * handled the copy: *r is what the program must see and c->flags gained
+ * PAGELOCK_COPY_STAGED and/or PAGELOCK_COPY_FALLBACK.  Returns false, having
+ * enqueued nothing, when the caller must run the native call itself
+ * (capturing stream, no context, engine disabled...); it may set
+ * PAGELOCK_COPY_CAPTURE in c->flags. */
+bool pl_stage_copy(pl_copy *c, CUresult *r);
+/* Write the engine's COUNTERS record (at exit, before END). */
+void pl_stage_write_counters(void);
+/* A forked child: CUDA is unusable there; the engine turns itself off. */
+void pl_stage_atfork_child(void);
+
+/* ---- hostmem.c: what kind of memory a pointer is ------------------------ */
+
+/* Classify one pointer: the program's own pinned ranges first, then the
+ * cached driver answer of the tracked allocation containing it, else the
+ * driver's attribute query.  Never holds the registry lock across a
+ * driver call. */
+int pl_hostmem_classify(CUdeviceptr p);
+/* The same, also giving the allocation site (stack id, 0 unknown). */
+int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack);
+/* Tracked allocations (heap/mmap) from hook_alloc.c. */
+void pl_hostmem_track(void *p, size_t n, uint32_t stack_id);
+/* Forget the allocation starting at p; false if it was not tracked. */
+bool pl_hostmem_untrack(void *p);
+/* Forget every tracked allocation overlapping [p, p+n) (munmap). */
+void pl_hostmem_untrack_range(void *p, size_t n);
+/* The program page-locked [p, p+n) (kind PINNED or REGISTERED), or undid
+ * it; any change invalidates every cached classification. */
+void pl_hostmem_pinned_add(void *p, size_t n, int kind);
+void pl_hostmem_pinned_remove(void *p);
+/* Registry invariants hold; counts of tracked and pinned ranges. */
+bool pl_hostmem_check(size_t *tracked, size_t *pinned);
+void pl_hostmem_atfork_prepare(void);
+void pl_hostmem_atfork_parent(void);
+void pl_hostmem_atfork_child(void);
+
+/* ---- stack.c ------------------------------------------------------------ */
+
+/* Capture the caller's stack (skipping `skip` shim frames) and intern it.
+ * Returns its id (>0), or 0 when stacks are off or the table is full.
+ * Writes nothing: see pl_stack_emit. */
+uint32_t pl_stack_capture(int skip);
+/* Make sure stack `id`'s STACK record is in the trace (before a record
+ * that refers to it).  id 0 is ignored. */
+void pl_stack_emit(uint32_t id);
+void pl_stack_atfork_prepare(void);
+void pl_stack_atfork_parent(void);
+/* Write SYMBOL records for every interned frame (at exit). */
+void pl_stack_write_symbols(void);
+/* Forget all stacks (a forked child starts a new trace). */
+void pl_stack_reset(void);
+
+/* ---- trace.c ------------------------------------------------------------ */
+
+/* Append one record; the file is created on first use.  Never blocks on
+ * anything but the trace lock and write(2). */
+void pl_trace_write(const void *rec, size_t size);
+/* Append a record made of a fixed part and a NUL-terminated string. */
+void pl_trace_write_str(const void *fixed, size_t fixed_size, uint32_t type,
+                        const char *str);
+/* Write modules, symbols, counters and END, then flush (at exit). */
+void pl_trace_finish(void);
+/* fork: hold the trace lock across fork; the child drops the parent's file
+ * and buffer and starts afresh. */
+void pl_trace_atfork_prepare(void);
+void pl_trace_atfork_parent(void);
+void pl_trace_atfork_child(void);
+/* Take the start timestamps (at load). */
+void pl_trace_init_clock(void);
+/* Expand %p %h %r %% in pattern into out; false if it does not fit. */
+bool pl_trace_expand(const char *pattern, char *out, size_t outsz);
+/* The path of the open trace file ("" if none yet). */
+const char *pl_trace_path(void);
+/* Set a file-header flag before the file is created. */
+void pl_trace_set_flag(uint32_t flag);
+/* A note for the report (once per text). */
+void pl_trace_note(uint32_t kind, const char *text);
+
+/* ---- hook_alloc.c ------------------------------------------------------- */
+
+/* Start tracking allocations (from the constructor, after the config). */
+void pl_alloc_enable(void);
+
+/* ---- util --------------------------------------------------------------- */
+
+uint64_t pl_now_ns(void);
+uint32_t pl_gettid(void);
+uint64_t pl_next_correlation(void);
+
+#endif

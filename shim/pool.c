@@ -1,0 +1,313 @@
+/* pool.c - the pinned chunks and the bound on them.
+ *
+ * One pool per CUDA context, created empty and grown one chunk at a time on
+ * demand (cuMemHostAlloc of 64 MiB takes ~22 ms: nobody pays for chunks a
+ * program never needs).  The bytes of all pools together never exceed
+ * PAGELOCK_POOL_SIZE: they are reserved with one atomic compare-and-swap
+ * before the driver is asked, so no interleaving of threads can overshoot.
+ *
+ * A chunk is free again when the event recorded after its last use on the
+ * caller's stream has completed; the free list is oldest first, so the
+ * first event asked is the likeliest to be done.  Nothing here waits inside
+ * the driver: events are polled (cuEventQuery) and the poll is bounded by
+ * the caller, because a program may hold the stream back until after our
+ * call returns.
+ *
+ * No lock is held across a driver call: the free list is detached under the
+ * lock, its events queried without it, and the rest put back.  That also
+ * keeps the lock safe to take from a CUDA host function (the asynchronous
+ * device-to-host copy-out releases its chunk there).
+ *
+ * Several contexts share the bound.  When it is reached, a pool holding
+ * less than its share (bound / pools) takes over an idle chunk of one
+ * holding more: the pinned memory is portable, only the event is
+ * re-created in the new context, so no pinned memory is ever freed on the
+ * copy path (freeing it can synchronise the whole device). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "stage.h"
+
+struct pl_pool {
+  CUcontext ctx;
+  unsigned long long ctx_id; /* cuCtxGetId: a handle value can be reused */
+  pthread_mutex_t lock;
+  pl_chunk *head, *tail;     /* free chunks, oldest first; under lock */
+  atomic_uint_fast64_t bytes; /* owned: free, in use or quarantined */
+  atomic_bool disabled;
+  pl_pool *next;             /* registry link, immutable once published */
+};
+
+static _Atomic(pl_pool *) pl_pools;
+static pthread_mutex_t pl_pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint pl_npools;
+static atomic_uint_fast64_t pl_bytes; /* reserved by all pools */
+static atomic_uint_fast64_t pl_high;
+
+/* The last pool this thread used: almost every copy of a thread goes to
+ * the same context. */
+static PL_TLS pl_pool *pl_tls_pool;
+static PL_TLS CUcontext pl_tls_ctx;
+static PL_TLS unsigned long long pl_tls_id;
+
+pl_pool *pl_pool_get(CUcontext ctx) {
+  const pl_stage_drv *d = pl_stage_drv_get();
+  unsigned long long id = 0;
+  if (d->cuCtxGetId != NULL && d->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) id = 0;
+  if (PL_LIKELY(pl_tls_pool != NULL && pl_tls_ctx == ctx && pl_tls_id == id)) return pl_tls_pool;
+  pl_pool *p;
+  for (p = atomic_load_explicit(&pl_pools, memory_order_acquire); p; p = p->next)
+    if (p->ctx == ctx && p->ctx_id == id) break;
+  if (p == NULL) {
+    pthread_mutex_lock(&pl_pools_lock);
+    for (p = atomic_load(&pl_pools); p; p = p->next)
+      if (p->ctx == ctx && p->ctx_id == id) break;
+    if (p == NULL && (p = calloc(1, sizeof *p)) != NULL) {
+      p->ctx = ctx;
+      p->ctx_id = id;
+      pthread_mutex_init(&p->lock, NULL);
+      p->next = atomic_load(&pl_pools);
+      atomic_store_explicit(&pl_pools, p, memory_order_release);
+      atomic_fetch_add(&pl_npools, 1);
+    }
+    pthread_mutex_unlock(&pl_pools_lock);
+    if (p == NULL) return NULL;
+  }
+  pl_tls_pool = p;
+  pl_tls_ctx = ctx;
+  pl_tls_id = id;
+  return p;
+}
+
+bool pl_pool_usable(const pl_pool *p) { return !atomic_load_explicit(&p->disabled, memory_order_relaxed); }
+
+/* Chunk size for a pool bounded by `bound`: the configured size, but at
+ * most half the bound, since with a single chunk nothing overlaps. */
+static size_t pl_chunk_bytes(uint64_t bound) {
+  uint64_t c = (uint64_t)pl_opt_long(PL_OPT_CHUNK_SIZE);
+  if (c > bound / 2) c = bound / 2;
+  return (size_t)(c & ~(uint64_t)4095);
+}
+
+/* Reserve `size` bytes of the global bound; false when they do not fit. */
+static bool pl_reserve(uint64_t size, uint64_t bound) {
+  uint64_t cur = atomic_load(&pl_bytes), next;
+  do {
+    if (size > bound || cur > bound - size) return false;
+    next = cur + size;
+  } while (!atomic_compare_exchange_weak(&pl_bytes, &cur, next));
+  uint64_t h = atomic_load(&pl_high);
+  while (next > h && !atomic_compare_exchange_weak(&pl_high, &h, next)) { }
+  return true;
+}
+
+/* Take the oldest free chunk of p whose last use is complete, or NULL.  On
+ * a failed event query *err is set (a sticky context error: the chunk
+ * stays where it is).  No lock held across cuEventQuery. */
+static pl_chunk *pl_take_free(pl_pool *p, CUresult *err) {
+  const pl_stage_drv *d = pl_stage_drv_get();
+  *err = CUDA_SUCCESS;
+  pthread_mutex_lock(&p->lock);
+  pl_chunk *list = p->head;
+  p->head = p->tail = NULL;
+  pthread_mutex_unlock(&p->lock);
+  if (list == NULL) return NULL;
+
+  pl_chunk *got = NULL, **link = &list;
+  for (pl_chunk *c = list; c; link = &c->next, c = c->next) {
+    if (c->pending) {
+      CUresult q = d->cuEventQuery(c->ev);
+      if (q == CUDA_ERROR_NOT_READY) continue;
+      if (q != CUDA_SUCCESS) { *err = q; break; }
+      c->pending = false;
+    }
+    got = c;
+    *link = c->next;
+    break;
+  }
+  if (list != NULL) {
+    /* What we did not take is older than anything released meanwhile:
+     * back to the front. */
+    pl_chunk *last = list;
+    while (last->next) last = last->next;
+    pthread_mutex_lock(&p->lock);
+    last->next = p->head;
+    if (p->head == NULL) p->tail = last;
+    p->head = list;
+    pthread_mutex_unlock(&p->lock);
+  }
+  if (got) got->next = NULL;
+  return got;
+}
+
+/* Turn a pool off after its context failed to give us pinned memory or an
+ * event: retrying on every copy would only repeat the failure. */
+static void pl_pool_disable(pl_pool *p, const char *what, CUresult r) {
+  atomic_store(&p->disabled, true);
+  pl_log(PL_LOG_WARN, PL_LK_STAGE_POOL, "%s failed (error %d): staging disabled for this context, copies pass through",
+         what, (int)r);
+}
+
+/* Move an idle chunk of a pool above its share into p, which is below its
+ * share, re-creating the event in p's context (current).  NULL when there
+ * is nothing to take. */
+static pl_chunk *pl_pool_steal(pl_pool *p, uint64_t bound) {
+  const pl_stage_drv *d = pl_stage_drv_get();
+  unsigned n = atomic_load(&pl_npools);
+  if (n < 2) return NULL;
+  uint64_t share = bound / n;
+  if (atomic_load(&p->bytes) >= share) return NULL;
+  CUevent ev = NULL;
+  for (pl_pool *q = atomic_load_explicit(&pl_pools, memory_order_acquire); q; q = q->next) {
+    if (q == p || atomic_load(&q->bytes) <= share) continue;
+    if (ev == NULL && d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return NULL;
+    /* q's events are q's context's: ask and destroy them there. */
+    if (d->cuCtxPushCurrent(q->ctx) != CUDA_SUCCESS) continue;
+    CUresult err;
+    pl_chunk *c = pl_take_free(q, &err);
+    if (c) d->cuEventDestroy(c->ev);
+    CUcontext popped;
+    d->cuCtxPopCurrent(&popped);
+    if (c == NULL) continue;
+    atomic_fetch_sub(&q->bytes, c->size);
+    atomic_fetch_add(&p->bytes, c->size);
+    c->pool = p;
+    c->ev = ev;
+    c->pending = false;
+    return c;
+  }
+  if (ev) d->cuEventDestroy(ev);
+  return NULL;
+}
+
+/* Add one chunk to p within the bound.  1: *out is a new chunk the caller
+ * owns; 0: the bound is reached; -1: the driver refused (*err), p is now
+ * disabled. */
+static int pl_pool_grow(pl_pool *p, pl_chunk **out, CUresult *err) {
+  const pl_stage_drv *d = pl_stage_drv_get();
+  uint64_t bound = (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE);
+  size_t size = pl_chunk_bytes(bound);
+  if (size == 0) return 0;
+  if (!pl_reserve(size, bound)) return (*out = pl_pool_steal(p, bound)) != NULL;
+  pl_chunk *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    atomic_fetch_sub(&pl_bytes, size);
+    return 0;
+  }
+  /* A thread capturing in global mode elsewhere makes allocation calls
+   * illegal (and would invalidate that capture); relaxed mode for our own
+   * call is how CUDA libraries allocate safely meanwhile. */
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool swapped = d->cuThreadExchangeStreamCaptureMode != NULL &&
+                 d->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+  CUresult r = d->cuMemHostAlloc(&c->host, size, CU_MEMHOSTALLOC_PORTABLE);
+  const char *what = "cuMemHostAlloc";
+  if (r == CUDA_SUCCESS) {
+    r = d->cuEventCreate(&c->ev, CU_EVENT_DISABLE_TIMING);
+    what = "cuEventCreate";
+    if (r != CUDA_SUCCESS) d->cuMemFreeHost(c->host);
+  }
+  if (swapped) d->cuThreadExchangeStreamCaptureMode(&mode);
+  if (r != CUDA_SUCCESS) {
+    free(c);
+    atomic_fetch_sub(&pl_bytes, size);
+    pl_pool_disable(p, what, r);
+    *err = r;
+    return -1;
+  }
+  c->size = size;
+  c->pool = p;
+  atomic_fetch_add(&p->bytes, size);
+  *out = c;
+  return 1;
+}
+
+/* Sleep a little longer each round, never past the deadline: yielding
+ * first, because a chunk usually frees within one DMA (~76 us for 4 MiB). */
+static void pl_backoff(unsigned round, uint64_t left_ns) {
+  if (round < 8) {
+    sched_yield();
+    return;
+  }
+  uint64_t ns = 5000ull << (round - 8 < 5 ? round - 8 : 5); /* 5 us .. 160 us */
+  if (ns > 100000) ns = 100000;
+  if (ns > left_ns) ns = left_ns;
+  struct timespec ts = {0, (long)ns};
+  nanosleep(&ts, NULL);
+}
+
+pl_acq pl_pool_acquire(pl_pool *p, uint64_t wait_ns, pl_chunk **out, uint64_t *waited_ns,
+                       CUresult *err) {
+  uint64_t t0 = 0;
+  *waited_ns = 0;
+  for (unsigned round = 0;; round++) {
+    pl_chunk *c = pl_take_free(p, err);
+    if (c) { *out = c; break; }
+    if (*err != CUDA_SUCCESS) return PL_ACQ_ERROR;
+    int g = pl_pool_grow(p, out, err);
+    if (g > 0) break;
+    if (g < 0) return PL_ACQ_ERROR;
+    uint64_t now = pl_now_ns();
+    if (t0 == 0) t0 = now;
+    if (now - t0 >= wait_ns) {
+      *waited_ns = now - t0;
+      return PL_ACQ_TIMEOUT;
+    }
+    pl_backoff(round, wait_ns - (now - t0));
+  }
+  if (t0 != 0) *waited_ns = pl_now_ns() - t0;
+  return PL_ACQ_OK;
+}
+
+void pl_pool_release(pl_chunk *c, bool pending) {
+  pl_pool *p = c->pool;
+  c->pending = pending;
+  c->next = NULL;
+  pthread_mutex_lock(&p->lock);
+  if (p->tail) p->tail->next = c;
+  else p->head = c;
+  p->tail = c;
+  pthread_mutex_unlock(&p->lock);
+}
+
+void pl_pool_quarantine(pl_chunk *c) {
+  /* Its DMA may still run: freeing or reusing it could corrupt memory.
+   * The chunk struct stays allocated on purpose. */
+  pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR, "a staging chunk could not be tracked (event record failed); it is retired");
+  (void)c;
+}
+
+void pl_pool_get_stats(pl_pool_stats *s) {
+  s->bytes = atomic_load(&pl_bytes);
+  s->high_water = atomic_load(&pl_high);
+  s->bound = (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE);
+}
+
+void pl_pool_reset_for_test(void) {
+  const pl_stage_drv *d = pl_stage_drv_get();
+  for (pl_pool *p = atomic_load(&pl_pools); p && d; p = p->next) {
+    pthread_mutex_lock(&p->lock);
+    pl_chunk *list = p->head;
+    p->head = p->tail = NULL;
+    pthread_mutex_unlock(&p->lock);
+    if (list && d->cuCtxPushCurrent(p->ctx) == CUDA_SUCCESS) {
+      while (list) {
+        pl_chunk *c = list;
+        list = c->next;
+        if (c->pending) d->cuEventSynchronize(c->ev);
+        d->cuEventDestroy(c->ev);
+        d->cuMemFreeHost(c->host);
+        atomic_fetch_sub(&p->bytes, c->size);
+        atomic_fetch_sub(&pl_bytes, c->size);
+        free(c);
+      }
+      CUcontext popped;
+      d->cuCtxPopCurrent(&popped);
+    }
+    atomic_store(&p->disabled, false);
+  }
+  atomic_store(&pl_high, atomic_load(&pl_bytes));
+}

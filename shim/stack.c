@@ -1,0 +1,134 @@
+/* stack.c - call stacks of interesting copies and allocations, interned.
+ *
+ * Capturing only interns; a stack is written (once, as a STACK record) when
+ * a record first refers to it, so allocation sites captured in a program
+ * that never copies leave no trace file.  Then it is referred to by id, so a loop of a million copies costs a million small records, not a
+ * million stacks.  The table is fixed-size static memory: no allocation on
+ * the copy path, and a full table degrades to "no stack" (logged once). */
+#define _GNU_SOURCE
+#include <execinfo.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_internal.h"
+
+#define PL_STACK_SLOTS 4096 /* power of two */
+
+typedef struct pl_stack_slot {
+  uint64_t hash;
+  uint32_t id, depth;
+  bool emitted; /* its STACK record is in the trace */
+  void *frames[PAGELOCK_MAX_FRAMES];
+} pl_stack_slot;
+
+static pl_stack_slot pl_stacks[PL_STACK_SLOTS];
+static pl_stack_slot *pl_stack_by_id[PL_STACK_SLOTS]; /* id -> slot */
+static uint32_t pl_stack_count;
+static pthread_mutex_t pl_stack_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t pl_hash_frames(void *const *f, int n) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < n; i++) {
+    h ^= (uint64_t)(uintptr_t)f[i];
+    h *= 1099511628211ull;
+    h ^= h >> 29;
+  }
+  return h | 1; /* 0 marks an empty slot */
+}
+
+uint32_t pl_stack_capture(int skip) {
+  int depth = (int)pl_opt_long(PL_OPT_BACKTRACE_DEPTH);
+  if (depth <= 0) return 0;
+  void *buf[PAGELOCK_MAX_FRAMES + 8];
+  if (skip > 8) skip = 8;
+  int n = backtrace(buf, depth + skip) - skip;
+  if (n <= 0) return 0;
+  void **f = buf + skip;
+  uint64_t h = pl_hash_frames(f, n);
+
+  pthread_mutex_lock(&pl_stack_lock);
+  uint32_t id = 0;
+  for (uint32_t i = 0; i < PL_STACK_SLOTS; i++) {
+    pl_stack_slot *s = &pl_stacks[(h + i) & (PL_STACK_SLOTS - 1)];
+    if (s->hash == 0) {
+      /* Keep a quarter free so probes stay short. */
+      if (pl_stack_count >= PL_STACK_SLOTS * 3 / 4) break;
+      s->hash = h;
+      s->depth = (uint32_t)n;
+      memcpy(s->frames, f, sizeof(void *) * (size_t)n);
+      s->id = id = ++pl_stack_count;
+      s->emitted = false;
+      pl_stack_by_id[id] = s;
+      break;
+    }
+    if (s->hash == h && s->depth == (uint32_t)n && memcmp(s->frames, f, sizeof(void *) * (size_t)n) == 0) {
+      id = s->id;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&pl_stack_lock);
+  if (id == 0) pl_log(PL_LOG_INFO, PL_LK_STACK_TABLE_FULL, "too many distinct call stacks; later ones are not recorded");
+  return id;
+}
+
+void pl_stack_emit(uint32_t id) {
+  if (id == 0 || id >= PL_STACK_SLOTS) return;
+  pthread_mutex_lock(&pl_stack_lock);
+  pl_stack_slot *s = pl_stack_by_id[id];
+  if (s && !s->emitted) {
+    /* Written under the stack lock so no record can refer to the id
+     * before its STACK record is in the file. */
+    struct { pagelock_rec_stack r; uint64_t frames[PAGELOCK_MAX_FRAMES]; } rec;
+    memset(&rec, 0, sizeof rec);
+    rec.r.h.type = PAGELOCK_REC_STACK;
+    rec.r.h.size = (uint32_t)(sizeof rec.r + sizeof(uint64_t) * s->depth);
+    rec.r.id = id;
+    rec.r.depth = s->depth;
+    for (uint32_t i = 0; i < s->depth; i++) rec.frames[i] = (uint64_t)(uintptr_t)s->frames[i];
+    pl_trace_write(&rec, rec.r.h.size);
+    s->emitted = true;
+  }
+  pthread_mutex_unlock(&pl_stack_lock);
+}
+
+static int pl_cmp_addr(const void *a, const void *b) {
+  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+void pl_stack_write_symbols(void) {
+  static uintptr_t addrs[PL_STACK_SLOTS * PAGELOCK_MAX_FRAMES];
+  size_t n = 0;
+  pthread_mutex_lock(&pl_stack_lock);
+  for (uint32_t i = 0; i < PL_STACK_SLOTS; i++)
+    for (uint32_t k = 0; pl_stacks[i].hash && pl_stacks[i].emitted && k < pl_stacks[i].depth; k++)
+      addrs[n++] = (uintptr_t)pl_stacks[i].frames[k];
+  pthread_mutex_unlock(&pl_stack_lock);
+  qsort(addrs, n, sizeof addrs[0], pl_cmp_addr);
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0 && addrs[i] == addrs[i - 1]) continue;
+    Dl_info info;
+    pagelock_rec_symbol s;
+    memset(&s, 0, sizeof s);
+    s.addr = addrs[i];
+    const char *name = "";
+    /* Return addresses point after the call; look up the call itself. */
+    if (dladdr((void *)(addrs[i] - 1), &info) && info.dli_sname) {
+      name = info.dli_sname;
+      s.sym_addr = (uint64_t)(uintptr_t)info.dli_saddr;
+    }
+    pl_trace_write_str(&s, sizeof s, PAGELOCK_REC_SYMBOL, name);
+  }
+}
+
+void pl_stack_reset(void) {
+  /* The child keeps the interned stacks (its allocations were made by the
+   * same code) but writes a new trace, so every record is due again. */
+  pthread_mutex_init(&pl_stack_lock, NULL);
+  for (uint32_t i = 0; i < PL_STACK_SLOTS; i++) pl_stacks[i].emitted = false;
+}
+
+void pl_stack_atfork_prepare(void) { pthread_mutex_lock(&pl_stack_lock); }
+void pl_stack_atfork_parent(void) { pthread_mutex_unlock(&pl_stack_lock); }

@@ -1,0 +1,435 @@
+/* stage.c - the staging engine: pageable 1D copies through pinned chunks.
+ *
+ * A pageable copy is slow because the driver bounces it through a small
+ * pinned buffer on the calling thread, one piece at a time.  Here the
+ * bounce goes through the shim's own pool of big pinned chunks (pool.c),
+ * the host side is copied by many threads (workers.c), and the DMA of one
+ * chunk overlaps the memcpy of the next.
+ *
+ *   host to device    memcpy chunk i (parallel) | DMA chunk i-1 on the
+ *                     caller's stream | event after each DMA frees its chunk.
+ *                     Returns once the source is consumed; the sync entry
+ *                     points also wait for the last DMA.
+ *   device to host    DMA up to PL_D2H_INFLIGHT chunks ahead, wait for the
+ *   (sync, default)   oldest, copy it out (parallel); returns with the bytes
+ *                     in the user's buffer, as CUDA's pageable copy does.
+ *   device to host    DMA then a host function on the stream that copies the
+ *   (async, opt-in)   chunk out and frees it: any later synchronisation
+ *                     covers the copy-out; returns at once.
+ *
+ * Whatever goes wrong, the rule of DESIGN.md's contract holds: with nothing
+ * enqueued yet the engine declines and the caller runs the native call;
+ * with part of the copy enqueued, the native call (same entry point, same
+ * stream, so in stream order) runs for the rest and its result is the
+ * program's result.  A wait for a free chunk is bounded by
+ * PAGELOCK_WAIT_US, since the program may hold its stream back until after
+ * this call returns. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <string.h>
+
+#include "stage.h"
+
+#define PL_D2H_INFLIGHT 4 /* DMAs ahead of the copy-out: past 2 the DMA is never starved */
+
+/* ---- the driver ---------------------------------------------------------- */
+
+static pl_stage_drv pl_sd;
+static atomic_int pl_sd_state; /* 0 unresolved, 1 ready, -1 unusable */
+static pthread_mutex_t pl_sd_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Resolve one exact name; *missing is set when a required one is absent. */
+static void *pl_sd_sym(const char *name, bool required, bool *missing) {
+  void *f = pl_driver_sym(name);
+  if (f == NULL && required) {
+    if (!*missing)
+      pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR, "driver lacks %s: staging disabled, copies pass through", name);
+    *missing = true;
+  }
+  return f;
+}
+
+const pl_stage_drv *pl_stage_drv_get(void) {
+  int st = atomic_load_explicit(&pl_sd_state, memory_order_acquire);
+  if (PL_LIKELY(st == 1)) return &pl_sd;
+  if (st < 0) return NULL;
+  pthread_mutex_lock(&pl_sd_lock);
+  if (atomic_load(&pl_sd_state) == 0 && pl_driver_get() != NULL) {
+    bool miss = false;
+#define PL_SYM(field, name, req) *(void **)&pl_sd.field = pl_sd_sym(name, req, &miss)
+    PL_SYM(cuCtxGetCurrent, "cuCtxGetCurrent", true);
+    PL_SYM(cuCtxGetId, "cuCtxGetId", false);
+    PL_SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2", true);
+    PL_SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2", true);
+    PL_SYM(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", false);
+    PL_SYM(cuStreamGetCtx, "cuStreamGetCtx", false);
+    PL_SYM(cuMemGetAddressRange, "cuMemGetAddressRange_v2", true);
+    PL_SYM(cuMemHostAlloc, "cuMemHostAlloc", true);
+    PL_SYM(cuMemFreeHost, "cuMemFreeHost", true);
+    PL_SYM(cuEventCreate, "cuEventCreate", true);
+    PL_SYM(cuEventDestroy, "cuEventDestroy_v2", true);
+    PL_SYM(cuEventQuery, "cuEventQuery", true);
+    PL_SYM(cuEventSynchronize, "cuEventSynchronize", true);
+    PL_SYM(cuStreamIsCapturing[0], "cuStreamIsCapturing", true);
+    PL_SYM(cuStreamIsCapturing[1], "cuStreamIsCapturing_ptsz", true);
+    PL_SYM(cuMemcpyHtoDAsync[0], "cuMemcpyHtoDAsync_v2", true);
+    PL_SYM(cuMemcpyHtoDAsync[1], "cuMemcpyHtoDAsync_v2_ptsz", true);
+    PL_SYM(cuMemcpyDtoHAsync[0], "cuMemcpyDtoHAsync_v2", true);
+    PL_SYM(cuMemcpyDtoHAsync[1], "cuMemcpyDtoHAsync_v2_ptsz", true);
+    PL_SYM(cuEventRecord[0], "cuEventRecord", true);
+    PL_SYM(cuEventRecord[1], "cuEventRecord_ptsz", true);
+    PL_SYM(cuLaunchHostFunc[0], "cuLaunchHostFunc", true);
+    PL_SYM(cuLaunchHostFunc[1], "cuLaunchHostFunc_ptsz", true);
+#undef PL_SYM
+    atomic_store_explicit(&pl_sd_state, miss ? -1 : 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&pl_sd_lock);
+  return atomic_load(&pl_sd_state) == 1 ? &pl_sd : NULL;
+}
+
+/* ---- state and counters -------------------------------------------------- */
+
+static atomic_bool pl_stage_off;  /* forked child: CUDA is unusable there */
+static atomic_bool pl_stage_used; /* write COUNTERS only if we ever ran */
+static atomic_uint_fast64_t pl_n_copies, pl_n_staged, pl_n_pass, pl_n_fallbacks, pl_n_waits,
+    pl_n_wait_ns;
+
+#define PL_ADD(ctr, v) atomic_fetch_add_explicit(&(ctr), (v), memory_order_relaxed)
+
+/* One staged copy in progress: what every step needs. */
+typedef struct pl_run {
+  const pl_stage_drv *d;
+  pl_copy *c;
+  pl_pool *pool;
+  CUstream stream; /* the stream the chunks go on: c->stream, or 0 for sync calls */
+  int pt;          /* 1: _ptsz twins, so stream 0 stays the per-thread stream */
+  uint64_t wait_ns;
+  size_t staged;   /* bytes moved through chunks so far */
+} pl_run;
+
+/* Get a chunk for run x, counting the wait. */
+static pl_acq pl_run_acquire(pl_run *x, uint64_t wait_ns, pl_chunk **out, CUresult *err) {
+  uint64_t waited;
+  pl_acq a = pl_pool_acquire(x->pool, wait_ns, out, &waited, err);
+  if (waited) {
+    PL_ADD(pl_n_waits, 1);
+    PL_ADD(pl_n_wait_ns, waited);
+  }
+  if (a == PL_ACQ_ERROR)
+    pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR, "staging chunk unavailable (error %d); copy passes through", (int)*err);
+  return a;
+}
+
+/* Run the native call for bytes [off, end) of the copy, in stream order
+ * after whatever chunks were enqueued.  Its result is the program's. */
+static CUresult pl_run_fallback(pl_run *x, size_t off, bool timed_out) {
+  pl_copy rest = *x->c;
+  rest.dst += off;
+  rest.src += off;
+  rest.bytes -= off;
+  x->c->flags |= PAGELOCK_COPY_FALLBACK;
+  PL_ADD(pl_n_fallbacks, 1);
+  PL_ADD(pl_n_pass, rest.bytes);
+  if (timed_out)
+    pl_log(PL_LOG_INFO, PL_LK_STAGE_FALLBACK,
+           "no staging chunk freed within PAGELOCK_WAIT_US=%ld us; the rest of the copy passes through (raise PAGELOCK_POOL_SIZE if this repeats)",
+           pl_opt_long(PL_OPT_WAIT_US));
+  return x->c->native(&rest);
+}
+
+/* Log a driver call of the engine failing mid-copy (the copy itself is
+ * finished by the native call). */
+static void pl_run_error(const char *what, CUresult r) {
+  pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR, "%s failed inside the staging engine (error %d); the rest of the copy passes through",
+         what, (int)r);
+}
+
+/* ---- host to device ------------------------------------------------------ */
+
+/* Returns false when nothing was enqueued and the caller must run the
+ * native call; otherwise *r is the program's result. */
+static bool pl_h2d(pl_run *x, CUresult *r) {
+  const pl_stage_drv *d = x->d;
+  pl_copy *c = x->c;
+  const char *src = (const char *)(uintptr_t)c->src;
+  bool sync = !(c->flags & PAGELOCK_COPY_ASYNC);
+  size_t off = 0;
+  pl_chunk *last = NULL; /* sync: the final chunk, kept until its DMA is done */
+  bool timed_out = false;
+
+  while (off < c->bytes) {
+    pl_chunk *ch;
+    CUresult e;
+    pl_acq a = pl_run_acquire(x, x->wait_ns, &ch, &e);
+    if (a == PL_ACQ_ERROR && off == 0) return false;
+    if (a != PL_ACQ_OK) { timed_out = a == PL_ACQ_TIMEOUT; break; }
+    size_t len = c->bytes - off < ch->size ? c->bytes - off : ch->size;
+    pl_workers_memcpy(ch->host, src + off, len);
+    e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, ch->host, len, x->stream);
+    if (e != CUDA_SUCCESS) {
+      pl_pool_release(ch, false);
+      if (off == 0) return false; /* the native call reports it */
+      pl_run_error("cuMemcpyHtoDAsync", e);
+      break;
+    }
+    off += len;
+    x->staged += len;
+    e = d->cuEventRecord[x->pt](ch->ev, x->stream);
+    if (e != CUDA_SUCCESS) {
+      pl_pool_quarantine(ch);
+      pl_run_error("cuEventRecord", e);
+      break;
+    }
+    if (sync && off == c->bytes) last = ch;
+    else pl_pool_release(ch, true);
+  }
+
+  if (off < c->bytes) {
+    /* A sync native call syncs the stream before it copies, so it also
+     * covers our chunks. */
+    *r = pl_run_fallback(x, off, timed_out);
+    return true;
+  }
+  *r = CUDA_SUCCESS;
+  if (last) {
+    /* Stricter than CUDA (a pageable sync copy may return before its last
+     * DMA ends), and so always safe. */
+    CUresult e = d->cuEventSynchronize(last->ev);
+    pl_pool_release(last, e != CUDA_SUCCESS);
+    *r = e;
+  }
+  return true;
+}
+
+/* ---- device to host, synchronous ------------------------------------------ */
+
+static bool pl_d2h_sync(pl_run *x, CUresult *r) {
+  const pl_stage_drv *d = x->d;
+  pl_copy *c = x->c;
+  char *dst = (char *)(uintptr_t)c->dst;
+  pl_chunk *fl[PL_D2H_INFLIGHT]; /* in flight, oldest at fl[head] */
+  size_t fl_off[PL_D2H_INFLIGHT], fl_len[PL_D2H_INFLIGHT];
+  unsigned head = 0, count = 0;
+  size_t issued = 0, done = 0;
+  bool stop = false, enqueued = false, timed_out = false, errored = false;
+
+  for (;;) {
+    while (!stop && issued < c->bytes && count < PL_D2H_INFLIGHT) {
+      pl_chunk *ch;
+      CUresult e;
+      /* With DMAs of our own in flight, draining them beats waiting on
+       * someone else's chunk. */
+      pl_acq a = pl_run_acquire(x, count ? 0 : x->wait_ns, &ch, &e);
+      if (a == PL_ACQ_TIMEOUT && count) break;
+      if (a != PL_ACQ_OK) { stop = true; timed_out = a == PL_ACQ_TIMEOUT; errored = !timed_out; break; }
+      size_t len = c->bytes - issued < ch->size ? c->bytes - issued : ch->size;
+      e = d->cuMemcpyDtoHAsync[x->pt](ch->host, c->src + issued, len, x->stream);
+      if (e != CUDA_SUCCESS) {
+        pl_pool_release(ch, false);
+        stop = errored = true;
+        if (enqueued) pl_run_error("cuMemcpyDtoHAsync", e);
+        break;
+      }
+      enqueued = true;
+      e = d->cuEventRecord[x->pt](ch->ev, x->stream);
+      if (e != CUDA_SUCCESS) {
+        /* Its bytes cannot be known to have landed: the native call
+         * redoes this range. */
+        pl_pool_quarantine(ch);
+        pl_run_error("cuEventRecord", e);
+        stop = errored = true;
+        break;
+      }
+      unsigned slot = (head + count) % PL_D2H_INFLIGHT;
+      fl[slot] = ch;
+      fl_off[slot] = issued;
+      fl_len[slot] = len;
+      count++;
+      issued += len;
+    }
+    if (count == 0) break;
+    pl_chunk *ch = fl[head];
+    size_t o = fl_off[head], len = fl_len[head];
+    head = (head + 1) % PL_D2H_INFLIGHT;
+    count--;
+    CUresult e = d->cuEventSynchronize(ch->ev);
+    if (e != CUDA_SUCCESS) {
+      /* A sticky error from earlier work: the native call for the rest
+       * reports it.  Chunks still in flight are freed by their events. */
+      pl_pool_release(ch, true);
+      while (count) {
+        pl_pool_release(fl[head], true);
+        head = (head + 1) % PL_D2H_INFLIGHT;
+        count--;
+      }
+      pl_run_error("cuEventSynchronize", e);
+      errored = true;
+      break;
+    }
+    pl_workers_memcpy(dst + o, ch->host, len);
+    pl_pool_release(ch, false);
+    done = o + len;
+    x->staged += len;
+  }
+
+  if (done == c->bytes) {
+    *r = CUDA_SUCCESS;
+    return true;
+  }
+  if (!enqueued && errored) return false;
+  *r = pl_run_fallback(x, done, timed_out);
+  return true;
+}
+
+/* ---- device to host, asynchronous ----------------------------------------- */
+
+/* Host function: the chunk's DMA is complete (stream order).  Must not call
+ * CUDA; takes only the pool lock. */
+static void CUDA_CB pl_copyout(void *arg) {
+  pl_chunk *ch = arg;
+  pl_in_shim++;
+  pl_workers_memcpy(ch->out_dst, ch->host, ch->out_n);
+  pl_pool_release(ch, false);
+  pl_in_shim--;
+}
+
+static bool pl_d2h_async(pl_run *x, CUresult *r) {
+  const pl_stage_drv *d = x->d;
+  pl_copy *c = x->c;
+  char *dst = (char *)(uintptr_t)c->dst;
+  size_t off = 0;
+  bool timed_out = false;
+
+  while (off < c->bytes) {
+    pl_chunk *ch;
+    CUresult e;
+    pl_acq a = pl_run_acquire(x, x->wait_ns, &ch, &e);
+    if (a == PL_ACQ_ERROR && off == 0) return false;
+    if (a != PL_ACQ_OK) { timed_out = a == PL_ACQ_TIMEOUT; break; }
+    size_t len = c->bytes - off < ch->size ? c->bytes - off : ch->size;
+    ch->out_dst = dst + off;
+    ch->out_n = len;
+    e = d->cuMemcpyDtoHAsync[x->pt](ch->host, c->src + off, len, x->stream);
+    if (e != CUDA_SUCCESS) {
+      pl_pool_release(ch, false);
+      if (off == 0) return false;
+      pl_run_error("cuMemcpyDtoHAsync", e);
+      break;
+    }
+    e = d->cuLaunchHostFunc[x->pt](x->stream, pl_copyout, ch);
+    if (e != CUDA_SUCCESS) {
+      /* The DMA into the chunk runs anyway; an event tells when the chunk
+       * is free.  Its range goes to the native call. */
+      if (d->cuEventRecord[x->pt](ch->ev, x->stream) == CUDA_SUCCESS) pl_pool_release(ch, true);
+      else pl_pool_quarantine(ch);
+      pl_run_error("cuLaunchHostFunc", e);
+      break;
+    }
+    off += len;
+    x->staged += len;
+  }
+  *r = off < c->bytes ? pl_run_fallback(x, off, timed_out) : CUDA_SUCCESS;
+  return true;
+}
+
+/* ---- the entry point ------------------------------------------------------- */
+
+/* Checks that must pass before anything is enqueued, then the pipeline. */
+static bool pl_stage_run(pl_copy *c, CUresult *r) {
+  const pl_stage_drv *d = pl_stage_drv_get();
+  if (d == NULL) return false;
+  pl_run x = {.d = d, .c = c, .pt = (c->flags & PAGELOCK_COPY_PTDS) ? 1 : 0};
+  x.stream = (c->flags & PAGELOCK_COPY_ASYNC) ? c->stream : NULL;
+
+  CUcontext ctx = NULL;
+  if (d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) return false;
+  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (d->cuStreamIsCapturing[x.pt](x.stream, &cap) != CUDA_SUCCESS) return false;
+  if (cap != CU_STREAM_CAPTURE_STATUS_NONE) {
+    c->flags |= PAGELOCK_COPY_CAPTURE;
+    return false;
+  }
+  /* Our chunks' events are the current context's: a stream of another
+   * context is the native call's business. */
+  if (x.stream != NULL && x.stream != CU_STREAM_LEGACY && x.stream != CU_STREAM_PER_THREAD &&
+      d->cuStreamGetCtx != NULL) {
+    CUcontext sctx = NULL;
+    if (d->cuStreamGetCtx(x.stream, &sctx) != CUDA_SUCCESS || sctx != ctx) return false;
+  }
+  /* A bad device range must fail exactly as the native call fails it, with
+   * no chunk of ours having been written anywhere. */
+  CUdeviceptr dev = c->dir == PAGELOCK_DIR_H2D ? c->dst : c->src, base = 0;
+  size_t size = 0;
+  if (d->cuMemGetAddressRange(&base, &size, dev) != CUDA_SUCCESS) return false;
+  if (dev < base || dev - base > size || c->bytes > size - (dev - base)) return false;
+
+  x.pool = pl_pool_get(ctx);
+  if (x.pool == NULL || !pl_pool_usable(x.pool)) return false;
+  x.wait_ns = (uint64_t)pl_opt_long(PL_OPT_WAIT_US) * 1000u;
+
+  bool done;
+  if (c->dir == PAGELOCK_DIR_H2D) done = pl_h2d(&x, r);
+  else if ((c->flags & PAGELOCK_COPY_ASYNC) && pl_opt_long(PL_OPT_D2H) == PL_D2H_ASYNC) done = pl_d2h_async(&x, r);
+  else done = pl_d2h_sync(&x, r);
+  if (x.staged) {
+    c->flags |= PAGELOCK_COPY_STAGED;
+    PL_ADD(pl_n_copies, 1);
+    PL_ADD(pl_n_staged, x.staged);
+  }
+  return done;
+}
+
+bool pl_stage_copy(pl_copy *c, CUresult *r) {
+  if (atomic_load_explicit(&pl_stage_off, memory_order_relaxed)) return false;
+  if (PL_UNLIKELY(!atomic_load_explicit(&pl_stage_used, memory_order_relaxed)))
+    atomic_store(&pl_stage_used, true);
+  bool done = false;
+  if (c->bytes > 0 && (c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_D2H)) {
+    pl_in_shim++;
+    done = pl_stage_run(c, r);
+    pl_in_shim--;
+  }
+  if (!done) PL_ADD(pl_n_pass, c->bytes);
+  return done;
+}
+
+void pl_stage_get_stats(pl_stage_stats *s) {
+  s->copies_staged = atomic_load(&pl_n_copies);
+  s->bytes_staged = atomic_load(&pl_n_staged);
+  s->bytes_passthrough = atomic_load(&pl_n_pass);
+  s->fallbacks = atomic_load(&pl_n_fallbacks);
+  s->waits = atomic_load(&pl_n_waits);
+  s->wait_ns = atomic_load(&pl_n_wait_ns);
+  pl_pool_get_stats(&s->pool);
+}
+
+void pl_stage_reset_for_test(void) {
+  pl_pool_reset_for_test();
+  atomic_store(&pl_n_copies, 0);
+  atomic_store(&pl_n_staged, 0);
+  atomic_store(&pl_n_pass, 0);
+  atomic_store(&pl_n_fallbacks, 0);
+  atomic_store(&pl_n_waits, 0);
+  atomic_store(&pl_n_wait_ns, 0);
+  atomic_store(&pl_stage_off, false);
+}
+
+void pl_stage_write_counters(void) {
+  if (!atomic_load(&pl_stage_used)) return;
+  pl_stage_stats s;
+  pl_stage_get_stats(&s);
+  pagelock_rec_counters rec;
+  memset(&rec, 0, sizeof rec);
+  rec.h.type = PAGELOCK_REC_COUNTERS;
+  rec.h.size = sizeof rec;
+  rec.bytes_staged = s.bytes_staged;
+  rec.bytes_passthrough = s.bytes_passthrough;
+  rec.fallbacks = s.fallbacks;
+  rec.waits = s.waits;
+  rec.wait_ns = s.wait_ns;
+  rec.pool_high_water = s.pool.high_water;
+  rec.pool_bytes = s.pool.bound;
+  pl_trace_write(&rec, sizeof rec);
+}
+
+void pl_stage_atfork_child(void) { atomic_store(&pl_stage_off, true); }

@@ -1,0 +1,126 @@
+/* stage.h - the staging engine's internal interface (stage.c, pool.c,
+ * workers.c).  Nothing here leaves the engine except the test hooks at the
+ * end, which tests/unit/test_stage.c uses to check the pool bound. */
+#ifndef PL_STAGE_H
+#define PL_STAGE_H
+
+#include "pl_internal.h"
+
+/* ---- the real driver entry points the engine calls (stage.c) ----------- */
+
+/* Every pointer comes from pl_driver_sym with the exact decorated name, so
+ * the engine never re-enters the shim's wrappers.  Optional entries
+ * (cuCtxGetId, cuThreadExchangeStreamCaptureMode, cuStreamGetCtx) may be NULL on older or
+ * simulated drivers; the others are required for the engine to run. */
+typedef struct pl_stage_drv {
+  CUresult (*cuCtxGetCurrent)(CUcontext *);
+  CUresult (*cuCtxGetId)(CUcontext, unsigned long long *);
+  CUresult (*cuCtxPushCurrent)(CUcontext);
+  CUresult (*cuCtxPopCurrent)(CUcontext *);
+  CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
+  CUresult (*cuMemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
+  CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
+  CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
+  CUresult (*cuMemFreeHost)(void *);
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuEventSynchronize)(CUevent);
+  /* [0] legacy default stream semantics, [1] the _ptsz per-thread twin */
+  CUresult (*cuStreamIsCapturing[2])(CUstream, CUstreamCaptureStatus *);
+  CUresult (*cuMemcpyHtoDAsync[2])(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*cuMemcpyDtoHAsync[2])(void *, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuEventRecord[2])(CUevent, CUstream);
+  CUresult (*cuLaunchHostFunc[2])(CUstream, CUhostFn, void *);
+} pl_stage_drv;
+
+/* The resolved table, or NULL when the driver is not loaded or lacks a
+ * required entry point.  Resolved once; safe from any thread. */
+const pl_stage_drv *pl_stage_drv_get(void);
+
+/* ---- pool.c: pinned chunks and the global bound ------------------------- */
+
+typedef struct pl_pool pl_pool;
+typedef struct pl_chunk pl_chunk;
+
+/* One pinned buffer.  A chunk belongs to exactly one pool (context) at a
+ * time and to at most one copy at a time: the copy that acquired it owns
+ * every field until it hands the chunk back with pl_pool_release. */
+struct pl_chunk {
+  void *host;          /* cuMemHostAlloc'd, CU_MEMHOSTALLOC_PORTABLE */
+  size_t size;
+  CUevent ev;          /* recorded after the last use on its stream */
+  bool pending;        /* ev recorded and not yet seen complete */
+  pl_pool *pool;
+  pl_chunk *next;      /* free-list link, only while free */
+  /* asynchronous device-to-host copy-out, read by the host function */
+  void *out_dst;
+  size_t out_n;
+};
+
+typedef enum pl_acq {
+  PL_ACQ_OK,      /* *out holds a chunk the caller now owns */
+  PL_ACQ_TIMEOUT, /* none became free within the wait: fall back */
+  PL_ACQ_ERROR,   /* a driver call failed (*err): staging this copy must stop */
+} pl_acq;
+
+/* The pool of the calling thread's current context `ctx`, created empty on
+ * first use (chunks come later, on demand).  NULL only when out of memory
+ * for the bookkeeping itself.  Pools live until the process exits. */
+pl_pool *pl_pool_get(CUcontext ctx);
+/* False once the pool's context could not allocate pinned memory or
+ * events: the engine declines that context's copies from then on. */
+bool pl_pool_usable(const pl_pool *p);
+/* Get a chunk whose previous use is complete, growing the pool within the
+ * global bound when none is free, and polling for up to wait_ns otherwise.
+ * Must be called with p's context current and no engine lock held; it
+ * never blocks in the driver.  *waited_ns gets the time spent polling. */
+pl_acq pl_pool_acquire(pl_pool *p, uint64_t wait_ns, pl_chunk **out, uint64_t *waited_ns,
+                       CUresult *err);
+/* Hand a chunk back.  pending: its event was recorded after its last use
+ * and must complete before the next use.  Callable from a CUDA host
+ * function (takes only the pool lock, calls no CUDA). */
+void pl_pool_release(pl_chunk *c, bool pending);
+/* Give up on a chunk whose last use can no longer be tracked (its event
+ * could not be recorded): it is never reused and its bytes stay counted,
+ * so the bound still holds. */
+void pl_pool_quarantine(pl_chunk *c);
+
+typedef struct pl_pool_stats {
+  uint64_t bytes;      /* pinned bytes held by all pools now */
+  uint64_t high_water; /* most ever held at once */
+  uint64_t bound;      /* PAGELOCK_POOL_SIZE */
+} pl_pool_stats;
+void pl_pool_get_stats(pl_pool_stats *s);
+/* Tests only: wait for every free chunk's last use, free all chunks,
+ * re-enable disabled pools and reset the high-water mark.  The caller
+ * guarantees no copy is in flight in any thread. */
+void pl_pool_reset_for_test(void);
+
+/* ---- workers.c: the copy thread pool ------------------------------------ */
+
+/* memcpy(dst, src, n), split in pieces of at least 256 KiB over the copy
+ * threads, with the calling thread copying too.  Returns when every byte
+ * is copied.  Calls no CUDA and takes no engine lock across the copy, so
+ * it is safe inside a CUDA host function. */
+void pl_workers_memcpy(void *dst, const void *src, size_t n);
+/* Threads that copy, the caller included (PAGELOCK_COPY_THREADS, 0 means
+ * min(16, CPUs this process may run on)). */
+unsigned pl_workers_parallelism(void);
+
+/* ---- stage.c: test hooks ------------------------------------------------- */
+
+typedef struct pl_stage_stats {
+  uint64_t copies_staged;     /* calls that used the pool (fully or in part) */
+  uint64_t bytes_staged;      /* bytes moved through chunks */
+  uint64_t bytes_passthrough; /* bytes the engine left to the native call */
+  uint64_t fallbacks;         /* copies finished by the native call */
+  uint64_t waits, wait_ns;    /* waits for a free chunk, and their total */
+  pl_pool_stats pool;
+} pl_stage_stats;
+void pl_stage_get_stats(pl_stage_stats *s);
+/* Tests only: zero the counters, reset the pool (see
+ * pl_pool_reset_for_test) and re-enable the engine. */
+void pl_stage_reset_for_test(void);
+
+#endif

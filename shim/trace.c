@@ -1,0 +1,321 @@
+/* trace.c - the per-process trace file.
+ *
+ * Records are appended to a static buffer under one lock and written with
+ * write(2) when the buffer fills, once a second, and at exit, so a long run
+ * streams its trace and a crash loses at most a second.  The file is created
+ * on the first record: a process that never copies (the shell in
+ * `pagelock run -- sh -c ...`, or any non-CUDA program) leaves no file.
+ * Creation is careful because the path comes from the environment: never
+ * through a symlink, never over an existing file, mode from the umask. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pl_internal.h"
+
+#define PL_TRACE_BUF (256u << 10)
+#define PL_FLUSH_NS 1000000000ull
+
+static pthread_mutex_t pl_trace_lock = PTHREAD_MUTEX_INITIALIZER;
+static char pl_buf[PL_TRACE_BUF];
+static size_t pl_buf_len;
+static int pl_fd = -1;
+static bool pl_failed;          /* creation failed: stop trying */
+static char pl_path[PATH_MAX];
+static uint64_t pl_records, pl_dropped;
+static uint64_t pl_last_flush;
+static uint32_t pl_file_flags;
+static uint64_t pl_start_mono, pl_start_real;
+
+uint64_t pl_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void pl_trace_set_flag(uint32_t flag) { __atomic_fetch_or(&pl_file_flags, flag, __ATOMIC_RELAXED); }
+
+const char *pl_trace_path(void) { return pl_path; }
+
+/* The job rank from the usual launchers, or -1. */
+static int pl_rank(void) {
+  static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+  for (int i = 0; vars[i]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) {
+      char *end;
+      long r = strtol(v, &end, 10);
+      if (*end == '\0' && r >= 0 && r < INT_MAX) return (int)r;
+    }
+  }
+  return -1;
+}
+
+bool pl_trace_expand(const char *pattern, char *out, size_t outsz) {
+  size_t o = 0;
+  char tmp[HOST_NAME_MAX + 32];
+  for (const char *p = pattern; *p; p++) {
+    const char *add = tmp;
+    if (*p != '%') { tmp[0] = *p; tmp[1] = 0; }
+    else {
+      switch (p[1]) {
+        case 'p': snprintf(tmp, sizeof tmp, "%d", (int)getpid()); p++; break;
+        case 'h':
+          if (gethostname(tmp, sizeof tmp - 1) != 0) strcpy(tmp, "host");
+          tmp[sizeof tmp - 1] = 0;
+          p++;
+          break;
+        case 'r': {
+          int r = pl_rank();
+          if (r >= 0) snprintf(tmp, sizeof tmp, "%d", r); else strcpy(tmp, "0");
+          p++;
+          break;
+        }
+        case '%': strcpy(tmp, "%"); p++; break;
+        default: strcpy(tmp, "%"); break; /* a lone % stays literal */
+      }
+    }
+    size_t l = strlen(add);
+    if (o + l + 1 > outsz) return false;
+    memcpy(out + o, add, l);
+    o += l;
+  }
+  out[o] = 0;
+  return true;
+}
+
+/* Tell `pagelock run` which file this process wrote.  One short write to an
+ * O_APPEND file is atomic, so many processes can share the manifest. */
+static void pl_manifest_add(const char *path) {
+  const char *m = pl_opt_str(PL_OPT_MANIFEST);
+  if (m == NULL) return;
+  int fd = open(m, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    pl_log(PL_LOG_WARN, PL_LK_MANIFEST, "cannot open manifest '%s': %s", m, strerror(errno));
+    return;
+  }
+  char line[PATH_MAX + 2];
+  int n = snprintf(line, sizeof line, "%s\n", path);
+  if (n > 0 && (size_t)n < sizeof line && write(fd, line, (size_t)n) != n)
+    pl_log(PL_LOG_WARN, PL_LK_MANIFEST, "cannot write manifest '%s': %s", m, strerror(errno));
+  close(fd);
+}
+
+static bool pl_write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n > 0) {
+    ssize_t w = write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    c += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
+/* Write the PROCESS record straight into the buffer (lock held). */
+static void pl_buf_put(const void *p, size_t n);
+static void pl_put_process(void) {
+  char exe[PATH_MAX] = "";
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = 0;
+  char host[HOST_NAME_MAX + 1] = "";
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  size_t el = strlen(exe) + 1, hl = strlen(host) + 1;
+  size_t size = (sizeof(pagelock_rec_process) + el + hl + 7) & ~(size_t)7;
+  char rec[sizeof(pagelock_rec_process) + PATH_MAX + HOST_NAME_MAX + 16];
+  memset(rec, 0, size);
+  pagelock_rec_process *pr = (pagelock_rec_process *)rec;
+  pr->h.type = PAGELOCK_REC_PROCESS;
+  pr->h.size = (uint32_t)size;
+  pr->ppid = (uint64_t)getppid();
+  pr->mode = (uint32_t)pl_opt_long(PL_OPT_MODE);
+  pr->rank = pl_rank();
+  memcpy(rec + sizeof *pr, exe, el);
+  memcpy(rec + sizeof *pr + el, host, hl);
+  pl_buf_put(rec, size);
+}
+
+/* Create the trace file and write its header (lock held).  Returns false,
+ * logging once, when no file can be made; tracing then stops. */
+static bool pl_open_locked(void) {
+  if (pl_fd >= 0) return true;
+  if (pl_failed) return false;
+  const char *pattern = pl_opt_str(PL_OPT_OUTPUT);
+  if (pattern == NULL) pattern = "pagelock.%p.trace";
+  char base[PATH_MAX - 16];
+  if (!pl_trace_expand(pattern, base, sizeof base)) {
+    pl_log(PL_LOG_ERROR, PL_LK_TRACE_OPEN, "PAGELOCK_OUTPUT='%s' is too long; no trace written", pattern);
+    pl_failed = true;
+    return false;
+  }
+  int fd = -1;
+  for (int i = 0; i < 1000 && fd < 0; i++) {
+    size_t bl = strlen(base);
+    memcpy(pl_path, base, bl + 1);
+    if (i > 0) snprintf(pl_path + bl, sizeof pl_path - bl, ".%d", i);
+    fd = open(pl_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    pl_log(PL_LOG_ERROR, PL_LK_TRACE_OPEN, "cannot create trace file '%s': %s; tracing is off", pl_path, strerror(errno));
+    pl_failed = true;
+    pl_path[0] = 0;
+    return false;
+  }
+  pl_fd = fd;
+  if (pl_path[0] != '/') {
+    /* The manifest and the report need a path valid from any directory. */
+    char cwd[PATH_MAX], rel[PATH_MAX];
+    size_t rl = strlen(pl_path);
+    memcpy(rel, pl_path, rl + 1);
+    if (getcwd(cwd, sizeof cwd)) {
+      size_t cl = strlen(cwd);
+      if (cl + rl + 2 <= sizeof pl_path) {
+        memcpy(pl_path, cwd, cl);
+        pl_path[cl] = '/';
+        memcpy(pl_path + cl + 1, rel, rl + 1);
+      }
+    }
+  }
+  pagelock_file_header h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.magic, PAGELOCK_TRACE_MAGIC, 8);
+  h.version = PAGELOCK_TRACE_VERSION;
+  h.header_size = sizeof h;
+  h.pid = (uint64_t)getpid();
+  h.start_realtime_ns = pl_start_real;
+  h.start_mono_ns = pl_start_mono;
+  h.flags = __atomic_load_n(&pl_file_flags, __ATOMIC_RELAXED);
+  /* The header goes first, ahead of anything buffered. */
+  if (!pl_write_all(fd, &h, sizeof h)) {
+    pl_log(PL_LOG_ERROR, PL_LK_TRACE_WRITE, "cannot write trace '%s': %s", pl_path, strerror(errno));
+  }
+  pl_manifest_add(pl_path);
+  pl_put_process();
+  return true;
+}
+
+static void pl_flush_locked(void) {
+  if (pl_buf_len == 0 || pl_fd < 0) return;
+  if (!pl_write_all(pl_fd, pl_buf, pl_buf_len))
+    pl_log(PL_LOG_ERROR, PL_LK_TRACE_WRITE, "cannot write trace '%s': %s", pl_path, strerror(errno));
+  pl_buf_len = 0;
+  pl_last_flush = pl_now_ns();
+}
+
+static void pl_buf_put(const void *p, size_t n) {
+  if (pl_buf_len + n > sizeof pl_buf) pl_flush_locked();
+  if (n > sizeof pl_buf) { pl_dropped++; return; }
+  memcpy(pl_buf + pl_buf_len, p, n);
+  pl_buf_len += n;
+  pl_records++;
+}
+
+void pl_trace_write(const void *rec, size_t size) {
+  if (!pl_active()) return;
+  pthread_mutex_lock(&pl_trace_lock);
+  if (pl_open_locked()) {
+    pl_buf_put(rec, size);
+    uint64_t now = pl_now_ns();
+    if (now - pl_last_flush > PL_FLUSH_NS) pl_flush_locked();
+  }
+  pthread_mutex_unlock(&pl_trace_lock);
+}
+
+void pl_trace_write_str(const void *fixed, size_t fixed_size, uint32_t type, const char *str) {
+  char rec[4096];
+  size_t sl = strnlen(str, sizeof rec - fixed_size - 8);
+  size_t size = (fixed_size + sl + 1 + 7) & ~(size_t)7;
+  memset(rec, 0, size);
+  memcpy(rec, fixed, fixed_size);
+  memcpy(rec + fixed_size, str, sl);
+  pagelock_rec_hdr *h = (pagelock_rec_hdr *)rec;
+  h->type = type;
+  h->size = (uint32_t)size;
+  pl_trace_write(rec, size);
+}
+
+void pl_trace_note(uint32_t kind, const char *text) {
+  pagelock_rec_note n;
+  memset(&n, 0, sizeof n);
+  n.kind = kind;
+  pl_trace_write_str(&n, sizeof n, PAGELOCK_REC_NOTE, text);
+}
+
+/* One MODULE record per loaded object, with its executable extent, so the
+ * reporter can turn addresses into module + offset after the process is
+ * gone. */
+static int pl_module_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
+  (void)sz;
+  (void)arg;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+    uint64_t s = info->dlpi_addr + ph->p_vaddr;
+    if (s < lo) lo = s;
+    if (s + ph->p_memsz > hi) hi = s + ph->p_memsz;
+  }
+  if (hi == 0) return 0;
+  pagelock_rec_module m;
+  memset(&m, 0, sizeof m);
+  m.base = info->dlpi_addr;
+  m.start = lo;
+  m.end = hi;
+  pl_trace_write_str(&m, sizeof m, PAGELOCK_REC_MODULE, info->dlpi_name ? info->dlpi_name : "");
+  return 0;
+}
+
+void pl_trace_finish(void) {
+  pthread_mutex_lock(&pl_trace_lock);
+  bool open = pl_fd >= 0;
+  pthread_mutex_unlock(&pl_trace_lock);
+  if (!open) return; /* nothing was traced: leave no file */
+  dl_iterate_phdr(pl_module_cb, NULL);
+  pl_stack_write_symbols();
+  pl_stage_write_counters();
+  pthread_mutex_lock(&pl_trace_lock);
+  pagelock_rec_end e;
+  memset(&e, 0, sizeof e);
+  e.h.type = PAGELOCK_REC_END;
+  e.h.size = sizeof e;
+  e.end_mono_ns = pl_now_ns();
+  e.records = pl_records;
+  e.dropped = pl_dropped;
+  pl_buf_put(&e, sizeof e);
+  pl_flush_locked();
+  pthread_mutex_unlock(&pl_trace_lock);
+}
+
+void pl_trace_atfork_prepare(void) { pthread_mutex_lock(&pl_trace_lock); }
+void pl_trace_atfork_parent(void) { pthread_mutex_unlock(&pl_trace_lock); }
+
+void pl_trace_atfork_child(void) {
+  /* The parent's buffered records are the parent's to write; the child
+   * starts its own file (with its own pid) on its first record. */
+  pthread_mutex_init(&pl_trace_lock, NULL);
+  if (pl_fd >= 0) close(pl_fd);
+  pl_fd = -1;
+  pl_failed = false;
+  pl_buf_len = 0;
+  pl_records = pl_dropped = 0;
+  pl_path[0] = 0;
+  pl_start_mono = pl_now_ns();
+}
+
+void pl_trace_init_clock(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  pl_start_real = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  pl_start_mono = pl_last_flush = pl_now_ns();
+}

@@ -1,0 +1,194 @@
+/* workers.c - the copy thread pool: one job, a big memcpy into or out of a
+ * pinned chunk, shared by persistent threads.
+ *
+ * One thread copies pageable memory at ~11 GB/s on the H200 host, sixteen
+ * at ~40 GB/s, and the DMA behind it runs at ~55 GB/s: without parallel
+ * copies the host side would be the bottleneck of every staged copy.
+ *
+ * A job lives on its caller's stack.  Its pieces are claimed with one
+ * atomic counter by the caller and by any worker that wakes in time, so a
+ * slow or descheduled worker never holds the caller up for more than one
+ * piece, and the caller alone finishes the job when no worker is free (the
+ * engine never depends on a worker to make progress).  A worker announces
+ * itself in job->refs under the lock before touching the job, and the
+ * caller returns only once refs is back to zero: the stack frame is never
+ * read after it is gone. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stage.h"
+
+#define PL_PIECE_MIN ((size_t)256 << 10) /* smaller pieces cost more to hand out than to copy */
+#define PL_THREADS_DEFAULT_MAX 16u       /* beyond this memcpy stops scaling on the H200 host */
+#define PL_SPIN_NS 50000ull              /* a pipelined copy's next chunk comes within this */
+#define PL_WORKER_STACK ((size_t)256 << 10)
+
+typedef struct pl_job {
+  char *dst;
+  const char *src;
+  size_t n, piece, npieces;
+  atomic_size_t next;       /* next piece to claim */
+  unsigned refs;            /* workers inside the job, under pl_wk_lock */
+  bool queued;              /* on the queue, under pl_wk_lock */
+  struct pl_job *link;
+} pl_job;
+
+static pthread_mutex_t pl_wk_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pl_wk_wake = PTHREAD_COND_INITIALIZER; /* workers sleep here */
+static pthread_cond_t pl_wk_done = PTHREAD_COND_INITIALIZER; /* callers wait for refs == 0 */
+static pl_job *pl_wk_head;                                   /* under pl_wk_lock */
+static atomic_uint pl_wk_queued;  /* jobs on the queue: what spinning workers poll */
+static atomic_uint pl_wk_helpers; /* worker threads running */
+static atomic_int pl_wk_state;    /* 0 not started, 1 starting, 2 started */
+
+unsigned pl_workers_parallelism(void) {
+  long want = pl_opt_long(PL_OPT_COPY_THREADS);
+  if (want > 0) return (unsigned)want;
+  cpu_set_t set;
+  unsigned cpus = 0;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = (unsigned)CPU_COUNT(&set);
+  if (cpus == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpus = n > 0 ? (unsigned)n : 1;
+  }
+  return cpus < PL_THREADS_DEFAULT_MAX ? cpus : PL_THREADS_DEFAULT_MAX;
+}
+
+/* Copy pieces of j until none is left to claim.  Any thread, no lock. */
+static void pl_job_run(pl_job *j) {
+  size_t i;
+  while ((i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->npieces) {
+    size_t off = i * j->piece;
+    size_t len = j->n - off < j->piece ? j->n - off : j->piece;
+    memcpy(j->dst + off, j->src + off, len);
+  }
+}
+
+/* Take j off the queue.  Caller holds pl_wk_lock; j is queued. */
+static void pl_job_unqueue_locked(pl_job *j) {
+  pl_job **pp = &pl_wk_head;
+  while (*pp != j) pp = &(*pp)->link;
+  *pp = j->link;
+  j->queued = false;
+  atomic_fetch_sub_explicit(&pl_wk_queued, 1, memory_order_relaxed);
+}
+
+/* After a job, poll briefly for the next before sleeping: waking from the
+ * condition variable costs tens of microseconds, a chunk's memcpy about a
+ * hundred.  Returns with pl_wk_lock held either way. */
+static void pl_worker_spin_then_lock(void) {
+  uint64_t until = pl_now_ns() + PL_SPIN_NS;
+  unsigned k = 0;
+  while (atomic_load_explicit(&pl_wk_queued, memory_order_relaxed) == 0) {
+    if ((++k & 63) == 0 && pl_now_ns() >= until) break;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+  }
+  pthread_mutex_lock(&pl_wk_lock);
+}
+
+static void *pl_worker_main(void *arg) {
+  (void)arg;
+  /* A copy thread is the shim's own: nothing it does is the program's. */
+  pl_in_shim++;
+  pthread_mutex_lock(&pl_wk_lock);
+  for (;;) {
+    pl_job *j = pl_wk_head;
+    if (j == NULL) {
+      pthread_cond_wait(&pl_wk_wake, &pl_wk_lock);
+      continue;
+    }
+    if (atomic_load_explicit(&j->next, memory_order_relaxed) >= j->npieces) {
+      pl_job_unqueue_locked(j); /* all claimed: nothing for anyone here */
+      continue;
+    }
+    j->refs++;
+    pthread_mutex_unlock(&pl_wk_lock);
+    pl_job_run(j);
+    pthread_mutex_lock(&pl_wk_lock);
+    if (j->queued) pl_job_unqueue_locked(j);
+    if (--j->refs == 0) pthread_cond_broadcast(&pl_wk_done);
+    /* j may be gone from here on: its caller owns it again. */
+    pthread_mutex_unlock(&pl_wk_lock);
+    pl_worker_spin_then_lock();
+  }
+  return NULL;
+}
+
+/* Start the helper threads once.  A thread that arrives while another is
+ * starting them simply copies alone this time.  Returns helpers running. */
+static unsigned pl_workers_start(void) {
+  if (PL_LIKELY(atomic_load_explicit(&pl_wk_state, memory_order_acquire) == 2))
+    return atomic_load_explicit(&pl_wk_helpers, memory_order_relaxed);
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&pl_wk_state, &expected, 1)) return 0;
+  unsigned want = pl_workers_parallelism() - 1; /* the caller is one of them */
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, PL_WORKER_STACK);
+  /* The program's signals are for the program's threads: created with all
+   * blocked, helpers never run its handlers (nor steal its SIGINT). */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  unsigned started = 0;
+  int err = 0;
+  for (unsigned i = 0; i < want; i++) {
+    pthread_t t;
+    err = pthread_create(&t, &attr, pl_worker_main, NULL);
+    if (err != 0) break;
+    pthread_setname_np(t, "pagelock-copy");
+    started++;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (started < want)
+    pl_log(PL_LOG_WARN, PL_LK_STAGE_WORKERS, "started %u of %u copy threads (error %d); staging continues with fewer",
+           started, want, err);
+  atomic_store_explicit(&pl_wk_helpers, started, memory_order_relaxed);
+  atomic_store_explicit(&pl_wk_state, 2, memory_order_release);
+  return started;
+}
+
+void pl_workers_memcpy(void *dst, const void *src, size_t n) {
+  unsigned helpers = n >= 2 * PL_PIECE_MIN ? pl_workers_start() : 0;
+  if (helpers == 0) {
+    memcpy(dst, src, n);
+    return;
+  }
+  /* About two pieces per thread: enough to even out threads that wake late,
+   * few enough that handing them out costs nothing. */
+  size_t piece = n / (2 * ((size_t)helpers + 1));
+  piece = (piece + 4095) & ~(size_t)4095;
+  if (piece < PL_PIECE_MIN) piece = PL_PIECE_MIN;
+  pl_job j = {.dst = dst, .src = src, .n = n, .piece = piece,
+              .npieces = (n + piece - 1) / piece, .queued = true};
+  atomic_init(&j.next, 0);
+  unsigned wake = j.npieces - 1 < helpers ? (unsigned)(j.npieces - 1) : helpers;
+
+  pthread_mutex_lock(&pl_wk_lock);
+  pl_job **pp = &pl_wk_head;
+  while (*pp) pp = &(*pp)->link;
+  *pp = &j;
+  atomic_fetch_add_explicit(&pl_wk_queued, 1, memory_order_relaxed);
+  if (wake == helpers) pthread_cond_broadcast(&pl_wk_wake);
+  else for (unsigned i = 0; i < wake; i++) pthread_cond_signal(&pl_wk_wake);
+  pthread_mutex_unlock(&pl_wk_lock);
+
+  pl_job_run(&j);
+
+  /* Every piece is claimed now; the ones workers claimed are done once no
+   * worker is left inside the job. */
+  pthread_mutex_lock(&pl_wk_lock);
+  if (j.queued) pl_job_unqueue_locked(&j);
+  while (j.refs > 0) pthread_cond_wait(&pl_wk_done, &pl_wk_lock);
+  pthread_mutex_unlock(&pl_wk_lock);
+}

@@ -1,0 +1,120 @@
+/* bench_copy.c - copy timings for tests/bench/run.sh.
+ *
+ *   bench_copy h2d|d2h KIND SIZE REPS    bandwidth (stream-synchronised) and
+ *                                        the time the call itself took
+ *   bench_copy small KIND 256 REPS       host time per cudaMemcpyAsync call
+ *                                        (10,000 calls a repetition)
+ *   bench_copy overlap KIND SIZE REPS    a kernel stream and a copy stream:
+ *                                        end-to-end time of 8 copies of SIZE
+ *                                        beside 8 kernels of equal length
+ * KIND is pinned or pageable.  Prints one line "result key=value ..." with
+ * medians over REPS; the shim (or not) is chosen by whoever runs it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "../../reporter/demo/spin_ptx.h"
+
+#define RT(x)                                                                         \
+  do {                                                                                \
+    cudaError_t e_ = (x);                                                             \
+    if (e_ != cudaSuccess) { fprintf(stderr, "bench_copy: %s: %s\n", #x, cudaGetErrorString(e_)); exit(2); } \
+  } while (0)
+#define DRV(x)                                                                        \
+  do {                                                                                \
+    CUresult r_ = (x);                                                                \
+    if (r_ != CUDA_SUCCESS) { fprintf(stderr, "bench_copy: %s: %d\n", #x, (int)r_); exit(2); } \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void *host_alloc(const char *kind, size_t n) {
+  void *p;
+  if (strcmp(kind, "pinned") == 0) RT(cudaMallocHost(&p, n));
+  else p = malloc(n);
+  memset(p, 0x5a, n); /* fault the pages in: first-touch is not the copy's cost */
+  return p;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 5) { fprintf(stderr, "usage: bench_copy h2d|d2h|small|overlap pinned|pageable SIZE REPS\n"); return 2; }
+  const char *mode = argv[1], *kind = argv[2];
+  size_t size = strtoull(argv[3], NULL, 10);
+  int reps = atoi(argv[4]);
+  if (reps < 1 || reps > 1000) reps = 5;
+  double *v = calloc((size_t)reps, sizeof *v), *call = calloc((size_t)reps, sizeof *call);
+  void *dev;
+  cudaStream_t s, k;
+  RT(cudaFree(0));
+  RT(cudaMalloc(&dev, size < 256 ? 256 : size));
+  RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  RT(cudaStreamCreateWithFlags(&k, cudaStreamNonBlocking));
+  void *host = host_alloc(kind, size);
+
+  if (!strcmp(mode, "h2d") || !strcmp(mode, "d2h")) {
+    int h2d = mode[0] == 'h';
+    for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+      double t0 = now_s();
+      if (h2d) RT(cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s));
+      else RT(cudaMemcpyAsync(host, dev, size, cudaMemcpyDeviceToHost, s));
+      double t1 = now_s();
+      RT(cudaStreamSynchronize(s));
+      double t2 = now_s();
+      if (r >= 0) { v[r] = size / (t2 - t0) / 1e9; call[r] = (t1 - t0) * 1e6; }
+    }
+    double gbps = median(v, reps), us = median(call, reps);
+    printf("result mode=%s kind=%s size=%zu gbps=%.2f call_us=%.1f\n", mode, kind, size, gbps, us);
+  } else if (!strcmp(mode, "small")) {
+    const int calls = 10000;
+    for (int r = -1; r < reps; r++) {
+      double t0 = now_s();
+      for (int i = 0; i < calls; i++) RT(cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s));
+      double t1 = now_s();
+      RT(cudaStreamSynchronize(s));
+      if (r >= 0) v[r] = (t1 - t0) / calls * 1e9;
+    }
+    printf("result mode=small kind=%s size=%zu ns_per_call=%.1f\n", kind, size, median(v, reps));
+  } else if (!strcmp(mode, "overlap")) {
+    CUmodule m;
+    CUfunction f;
+    DRV(cuModuleLoadData(&m, pagelock_spin_ptx));
+    DRV(cuModuleGetFunction(&f, m, "pagelock_spin"));
+    /* Each kernel lasts as long as one pinned copy of SIZE at ~50 GB/s, so
+     * perfect overlap halves the serial time. */
+    unsigned long long ns = (unsigned long long)(size / 50.0);
+    void *params[] = {&ns};
+    for (int r = -1; r < reps; r++) {
+      RT(cudaDeviceSynchronize());
+      double t0 = now_s();
+      for (int i = 0; i < 8; i++) {
+        DRV(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, (CUstream)k, params, NULL));
+        RT(cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s));
+      }
+      RT(cudaDeviceSynchronize());
+      if (r >= 0) v[r] = (now_s() - t0) * 1e3;
+    }
+    printf("result mode=overlap kind=%s size=%zu ms=%.2f kernel_ms=%.2f\n", kind, size, median(v, reps),
+           8 * ns / 1e6);
+  } else {
+    fprintf(stderr, "bench_copy: unknown mode %s\n", mode);
+    return 2;
+  }
+  return 0;
+}

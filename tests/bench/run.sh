@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# tests/bench/run.sh BUILD_DIR [OUTDIR] - the benchmarks, side by side in
+# one run: each number is the median of REPS repetitions, each ratio compares
+# two runs made here, one after the other.  Needs a GPU except bench_malloc.
+set -u
+B=$(cd "$1" && pwd)
+OUT=${2:-/tmp}
+REPS=${REPS:-5}
+SHIM="$B/libpagelock.so"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+res="$OUT/bench.txt"
+: >"$res"
+
+# run LABEL ENV... -- CMD... : append "LABEL result..." to the results
+run() {
+  local label=$1; shift
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  local line
+  line=$(env "${envs[@]}" PAGELOCK_OUTPUT="$T/b.%p.trace" "$@" 2>"$T/err" | grep '^result') ||
+    { echo "bench: $label failed: $(tail -3 "$T/err")" >&2; return 1; }
+  echo "$label $line" | tee -a "$res"
+}
+get() { grep "^$1 " "$res" | tr ' ' '\n' | grep "^$2=" | cut -d= -f2; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
+
+shim=(LD_PRELOAD="$SHIM")
+stage=(LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage)
+async=(LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage PAGELOCK_D2H=async)
+
+run malloc_native X=1 -- "$B/bench_malloc" "$REPS"
+run malloc_shim "${shim[@]}" -- "$B/bench_malloc" "$REPS"
+run small_pinned_native X=1 -- "$B/bench_copy" small pinned 256 "$REPS"
+run small_pinned_shim "${shim[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
+run small_pinned_stage "${stage[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
+run small_pageable_native X=1 -- "$B/bench_copy" small pageable 256 "$REPS"
+run small_pageable_stage "${stage[@]}" -- "$B/bench_copy" small pageable 256 "$REPS"
+[ -x "$B/bench_classify" ] && run classify X=1 -- "$B/bench_classify" 7
+for mb in 1 16 64 256; do
+  n=$((mb << 20))
+  run h2d_pinned_$mb X=1 -- "$B/bench_copy" h2d pinned $n "$REPS"
+  run h2d_pageable_$mb X=1 -- "$B/bench_copy" h2d pageable $n "$REPS"
+  run h2d_stage_$mb "${stage[@]}" -- "$B/bench_copy" h2d pageable $n "$REPS"
+  run d2h_pinned_$mb X=1 -- "$B/bench_copy" d2h pinned $n "$REPS"
+  run d2h_pageable_$mb X=1 -- "$B/bench_copy" d2h pageable $n "$REPS"
+  run d2h_stage_$mb "${stage[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
+  run d2h_async_$mb "${async[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
+done
+run overlap_pinned X=1 -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"
+run overlap_pageable X=1 -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
+run overlap_stage "${stage[@]}" -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
+
+echo
+echo "== summary (ratios of medians, this run) =="
+printf '%-44s %10s %s\n' "measure" "value" "target"
+printf '%-44s %10s %s\n' "malloc workload, shim / native time" "$(ratio "$(get malloc_shim ms)" "$(get malloc_native ms)")" "<= 1.05"
+printf '%-44s %10s %s\n' "pinned 256 B async, observe / native" "$(ratio "$(get small_pinned_shim ns_per_call)" "$(get small_pinned_native ns_per_call)")" "<= 1.10"
+printf '%-44s %10s %s\n' "pinned 256 B async, stage / native" "$(ratio "$(get small_pinned_stage ns_per_call)" "$(get small_pinned_native ns_per_call)")" "<= 1.10"
+printf '%-44s %10s %s\n' "pageable 256 B async, stage / native" "$(ratio "$(get small_pageable_stage ns_per_call)" "$(get small_pageable_native ns_per_call)")" "<= 1.10"
+printf '%-44s %10s %s\n' "classify, cached (ns)" "$(get classify cached_ns)" "<= 150"
+for mb in 1 16 64 256; do
+  printf '%-44s %10s %s\n' "H2D $mb MiB GB/s pinned|pageable|staged" "$(get h2d_pinned_$mb gbps)|$(get h2d_pageable_$mb gbps)|$(get h2d_stage_$mb gbps)" ""
+  printf '%-44s %10s %s\n' "  staged / pinned" "$(ratio "$(get h2d_stage_$mb gbps)" "$(get h2d_pinned_$mb gbps)")" "$([ $mb -ge 64 ] && echo '>= 0.80' || ([ $mb = 16 ] && echo '>= 0.65') || echo '')"
+  printf '%-44s %10s %s\n' "  staged / pageable" "$(ratio "$(get h2d_stage_$mb gbps)" "$(get h2d_pageable_$mb gbps)")" "$([ $mb = 1 ] && echo '>= 1.0')"
+  printf '%-44s %10s %s\n' "D2H $mb MiB GB/s pinned|pageable|staged" "$(get d2h_pinned_$mb gbps)|$(get d2h_pageable_$mb gbps)|$(get d2h_stage_$mb gbps)" ""
+  printf '%-44s %10s %s\n' "  staged / pageable" "$(ratio "$(get d2h_stage_$mb gbps)" "$(get d2h_pageable_$mb gbps)")" "$([ $mb -ge 16 ] && echo '>= 1.8')"
+  printf '%-44s %10s %s\n' "  D2H async: call returns in (us)" "$(get d2h_async_$mb call_us)" "< 50"
+done
+printf '%-44s %10s %s\n' "overlap 8x16 MiB: pinned|pageable|staged ms" "$(get overlap_pinned ms)|$(get overlap_pageable ms)|$(get overlap_stage ms)" ""
+printf '%-44s %10s %s\n' "  staged / pinned time" "$(ratio "$(get overlap_stage ms)" "$(get overlap_pinned ms)")" "<= 1.10"

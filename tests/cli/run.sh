@@ -1,0 +1,323 @@
+#!/bin/sh
+# run.sh BUILD_DIR CASE - one CLI test of the pagelock executable.
+#
+# The shim is not under test here: PAGELOCK_SHIM points at libm, which any
+# program can preload harmlessly, and traces come from pl_mktrace or from
+# programs that append to $PAGELOCK_MANIFEST themselves.
+set -u
+B=$1
+CASE=$2
+PL="$B/pagelock"
+MK="$B/pl_mktrace"
+T=$(mktemp -d "${TMPDIR:-/tmp}/pagelock-cli.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+export PAGELOCK_NO_ADDR2LINE=1
+unset PAGELOCK_OUTPUT PAGELOCK_MANIFEST PAGELOCK_MODE LD_PRELOAD CUDA_INJECTION64_PATH
+# Some cases start pagelock itself with LD_PRELOAD set; a sanitizer build
+# would refuse to start then.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+
+for f in /lib/x86_64-linux-gnu/libm.so.6 /lib/aarch64-linux-gnu/libm.so.6 \
+         /lib64/libm.so.6 /usr/lib64/libm.so.6 /usr/lib/libm.so.6; do
+  [ -r "$f" ] && { PAGELOCK_SHIM=$f; break; }
+done
+[ -n "${PAGELOCK_SHIM:-}" ] || { echo "no libm.so.6 to stand in for the shim"; exit 1; }
+export PAGELOCK_SHIM
+
+fail() { echo "FAIL [$CASE]: $*"; echo "--- stdout"; cat out 2>/dev/null; echo "--- stderr"; cat err 2>/dev/null; exit 1; }
+
+# run_pl EXPECTED_STATUS args...: runs pagelock, output in ./out and ./err
+run_pl() {
+  want=$1; shift
+  "$PL" "$@" >out 2>err
+  got=$?
+  [ "$got" = "$want" ] || fail "pagelock $* exited $got, expected $want"
+}
+has_err() { grep -qF -- "$1" err || fail "stderr lacks: $1"; }
+has_out() { grep -qF -- "$1" out || fail "stdout lacks: $1"; }
+no_err() { ! grep -qF -- "$1" err || fail "stderr has: $1"; }
+# records FILE: the record count mktrace printed for FILE
+mk() { "$MK" "$@" >mk.out || fail "mktrace $* failed"; sed -n 's/^records=//p' mk.out; }
+
+case $CASE in
+usage)
+  run_pl 2
+  has_err "usage: pagelock run"
+  run_pl 2 frobnicate
+  has_err "pagelock: unknown command 'frobnicate'"
+  has_err "usage:"
+  run_pl 0 --help
+  has_out "usage: pagelock run"
+  ;;
+version)
+  run_pl 0 --version
+  has_out "pagelock 0.1.0"
+  ;;
+exit_status)
+  run_pl 7 run -- sh -c 'exit 7'
+  run_pl 0 run true
+  run_pl 3 run --mode off sh -c 'exit 3'
+  # a script without "#!" runs under sh, as with execvp
+  printf 'exit 4\n' >noshebang && chmod +x noshebang
+  run_pl 4 run ./noshebang
+  has_err "pagelock: no trace was written"
+  ;;
+signal)
+  run_pl 143 run -- sh -c 'kill -TERM $$'
+  run_pl 137 run -- sh -c 'kill -KILL $$'
+  # SIGINT/SIGQUIT to pagelock itself are ignored while the child runs
+  run_pl 3 run -- sh -c 'kill -INT $PPID; kill -QUIT $PPID; sleep 0.2; exit 3'
+  # SIGTERM/SIGHUP to pagelock are forwarded to the child
+  run_pl 9 run -- sh -c 'trap "exit 9" TERM; kill -TERM $PPID; sleep 5 & wait'
+  run_pl 8 run -- sh -c 'trap "exit 8" HUP; kill -HUP $PPID; sleep 5 & wait'
+  # a signal ignored when pagelock started (nohup) stays ignored in the program
+  ( trap '' HUP; "$PL" run sh -c 'kill -HUP $$; exit 0' >out 2>err ) || fail "ignored SIGHUP not inherited"
+  ;;
+not_found)
+  run_pl 127 run no-such-program-pagelock-test
+  has_err "pagelock: program 'no-such-program-pagelock-test' not found"
+  run_pl 127 run ./nope -x
+  has_err "pagelock: program './nope' not found"
+  ;;
+not_executable)
+  printf '#!/bin/sh\nexit 0\n' >script.sh
+  chmod 644 script.sh
+  run_pl 127 run ./script.sh
+  has_err "pagelock: program './script.sh' not executable"
+  run_pl 127 run "$T"
+  has_err "not executable"
+  ;;
+bad_mode)
+  run_pl 2 run --mode fast true
+  has_err "pagelock: invalid --mode 'fast' (valid: observe, stage, register, auto, off)"
+  run_pl 2 run --mode=turbo true
+  has_err "pagelock: invalid --mode 'turbo'"
+  run_pl 2 demo --mode x
+  has_err "pagelock: invalid --mode 'x'"
+  for m in observe stage register auto off; do run_pl 0 run --mode "$m" true; done
+  ;;
+no_program)
+  run_pl 2 run
+  has_err "usage: pagelock run"
+  run_pl 2 run --mode stage --
+  has_err "usage:"
+  ;;
+unwritable_output)
+  run_pl 2 run -o /nonexistent-pagelock-dir/x.%p.trace true
+  has_err "pagelock: cannot write traces to '/nonexistent-pagelock-dir/': No such file or directory"
+  : >afile
+  run_pl 2 run -o afile/x.trace true
+  has_err "pagelock: cannot write traces to 'afile/': Not a directory"
+  if [ "$(id -u)" != 0 ]; then
+    mkdir ro && chmod 555 ro
+    run_pl 2 run -o ro/t.%p.trace true
+    has_err "pagelock: cannot write traces to 'ro/': Permission denied"
+  fi
+  mkdir ok
+  run_pl 0 run -o ok/t.%p.trace true
+  run_pl 0 run -o ok true
+  # without -o, a PAGELOCK_OUTPUT from the environment is checked, and kept
+  PAGELOCK_OUTPUT=/nonexistent-pagelock-dir/y.trace "$PL" run true >out 2>err
+  [ $? = 2 ] || fail "bad PAGELOCK_OUTPUT not refused"
+  has_err "pagelock: cannot write traces to '/nonexistent-pagelock-dir/'"
+  PAGELOCK_OUTPUT=ok/z.%p.trace "$PL" run sh -c 'echo "$PAGELOCK_OUTPUT" >ok/seen' >out 2>err
+  [ "$(cat ok/seen)" = "ok/z.%p.trace" ] || fail "PAGELOCK_OUTPUT changed: $(cat ok/seen)"
+  "$PL" run sh -c 'echo "${PAGELOCK_OUTPUT:-unset}" >ok/seen2' >out 2>err
+  [ "$(cat ok/seen2)" = "unset" ] || fail "PAGELOCK_OUTPUT set without -o"
+  ;;
+report_missing)
+  run_pl 2 report missing.trace
+  has_err "pagelock: cannot open 'missing.trace': No such file or directory"
+  ;;
+report_not_trace)
+  printf 'hello, this is not a trace at all, just some text....................................\n' >text.trace
+  run_pl 2 report text.trace
+  has_err "pagelock: 'text.trace' is not a pagelock trace"
+  printf 'abc' >tiny.trace
+  run_pl 2 report tiny.trace
+  has_err "pagelock: 'tiny.trace' is not a pagelock trace"
+  ;;
+report_empty)
+  : >empty.trace
+  run_pl 2 report empty.trace
+  has_err "pagelock: 'empty.trace' is empty"
+  ;;
+report_short_header)
+  mk good.trace >/dev/null
+  head -c 20 good.trace >short.trace
+  run_pl 2 report short.trace
+  has_err "pagelock: 'short.trace' is truncated: its trace header is incomplete"
+  ;;
+report_future_version)
+  mk good.trace >/dev/null
+  # version is the little-endian u32 at offset 8
+  { head -c 8 good.trace; printf '\011\000\000\000'; tail -c +13 good.trace; } >future.trace
+  run_pl 2 report future.trace
+  has_err "pagelock: 'future.trace' uses trace format version 9; this pagelock reads version 1 or older"
+  ;;
+report_truncated)
+  n=$(mk cut.trace --cut-mid-record --copies 50)
+  [ -n "$n" ] || fail "mktrace printed no record count"
+  run_pl 0 report cut.trace
+  has_err "pagelock: warning: 'cut.trace' ends after $n complete records (the program may have died): report is partial"
+  has_out "[partial trace]"
+  has_out "copies: 49 calls"
+  ;;
+report_corrupt_size)
+  n=$(mk bad.trace --no-end)
+  # a COPY record header claiming 12 bytes: not a multiple of 8
+  printf '\002\000\000\000\014\000\000\000garbage-garbage-' >>bad.trace
+  run_pl 0 report bad.trace
+  has_err "pagelock: warning: 'bad.trace' ends after $n complete records (the program may have died): report is partial"
+  n=$(mk big.trace --no-end)
+  # size 0x7fffffff: over PAGELOCK_TRACE_MAX_RECORD
+  printf '\002\000\000\000\370\377\377\177' >>big.trace
+  run_pl 0 report big.trace
+  has_err "'big.trace' ends after $n complete records"
+  n=$(mk zero.trace --no-end)
+  printf '\002\000\000\000\000\000\000\000' >>zero.trace
+  run_pl 0 report zero.trace
+  has_err "'zero.trace' ends after $n complete records"
+  n=$(mk past.trace --no-end)
+  # size 4096: more than the file holds
+  printf '\002\000\000\000\000\020\000\000abcdefgh' >>past.trace
+  run_pl 0 report past.trace
+  has_err "'past.trace' ends after $n complete records"
+  ;;
+report_no_end)
+  n=$(mk noend.trace --no-end)
+  run_pl 0 report noend.trace
+  has_err "pagelock: warning: 'noend.trace' ends after $n complete records (the program may have died): report is partial"
+  ;;
+report_good)
+  mk good.trace --copies 40 --sites 3 --simulated >/dev/null
+  run_pl 0 report good.trace
+  [ -s err ] && fail "unexpected stderr"
+  has_out "== pid 4242 /opt/app/bin/app on testhost: mode observe"
+  has_out "(simulated timings)"
+  has_out "note: synthetic trace written by mktrace"
+  has_out "copies: 40 calls, 40.0 MiB"
+  has_out "30 async copies were made synchronous by pageable memory, blocking the host"
+  has_out "pageable copies by call site (worst first):"
+  has_out "step_2+0x20 (app)"
+  has_out "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost"
+  grep -q "cudaMemcpyAsync" out && fail "a cudart frame was chosen as call site"
+  ;;
+report_json)
+  mk good.trace --copies 40 --sites 3 >/dev/null
+  run_pl 0 report --format json good.trace
+  has_out '"schema": "pagelock-report"'
+  has_out '"call_sites"'
+  if command -v python3 >/dev/null 2>&1; then
+    python3 - out <<'EOF' || fail "json check failed"
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d["processes"][0]
+assert p["pid"] == 4242 and p["partial"] is False, p
+assert p["totals"]["copies"] == 40, p["totals"]
+assert d["totals"]["pageable_async"]["copies"] == 30
+sites = p["call_sites"]
+assert [s["function"] for s in sites] == ["step_2", "step_1", "step_0"], sites
+assert sum(s["copies"] for s in sites) == 30
+EOF
+  fi
+  run_pl 0 report --format=json good.trace
+  ;;
+report_format)
+  mk good.trace >/dev/null
+  run_pl 2 report --format xml good.trace
+  has_err "pagelock: invalid --format 'xml' (valid: text, json)"
+  run_pl 2 report
+  has_err "no trace file given"
+  ;;
+report_many_files)
+  mk a.trace --pid 101 >/dev/null
+  mk b.trace --pid 202 --mode 1 >/dev/null
+  run_pl 0 report a.trace b.trace
+  has_out "== pid 101 /opt/app/bin/app"
+  has_out "== pid 202 /opt/app/bin/app on testhost: mode stage"
+  has_out "== total over 2 processes =="
+  has_out "copies: 200 calls"
+  # one bad file among good ones: report the good ones, exit 2
+  run_pl 2 report a.trace missing.trace
+  has_out "== pid 101"
+  has_err "cannot open 'missing.trace'"
+  ;;
+report_million)
+  mk big.trace --copies 1000000 --sites 50 >/dev/null
+  start=$(date +%s%N)
+  run_pl 0 report big.trace
+  end=$(date +%s%N)
+  ms=$(( (end - start) / 1000000 ))
+  echo "report of 1000000 copy records: $ms ms"
+  [ "$ms" -lt 5000 ] || fail "report took $ms ms"
+  has_out "copies: 1000000 calls"
+  has_out "... 30 more"
+  ;;
+run_no_trace)
+  run_pl 0 run true
+  has_err "pagelock: no trace was written (the program made no CUDA copies, or the shim was not loaded"
+  ;;
+run_manifest)
+  # The child writes a trace and lists it, as the shim would; it also
+  # reports the environment pagelock gave it.
+  mk t.trace >/dev/null
+  cat >child.sh <<EOF
+#!/bin/sh
+echo "\$PAGELOCK_MANIFEST" >manifest-path
+echo "$T/t.trace" >>"\$PAGELOCK_MANIFEST"
+echo "$T/t.trace" >>"\$PAGELOCK_MANIFEST"
+printf '%s\n' "\$LD_PRELOAD" "\$PAGELOCK_MODE" "\$CUDA_INJECTION64_PATH" "\${PAGELOCK_OUTPUT:-unset}" >env.txt
+exit 5
+EOF
+  chmod +x child.sh
+  LD_PRELOAD="$PAGELOCK_SHIM" CUDA_INJECTION64_PATH=/keep/me.so "$PL" run --mode auto -o out.%p.trace ./child.sh >out 2>err
+  [ $? = 5 ] || fail "status not passed through"
+  has_err "== pid 4242 /opt/app/bin/app"
+  has_err "pagelock: trace written to $T/t.trace"
+  [ "$(grep -c 'pagelock: trace written to' err)" = 1 ] || fail "duplicate manifest lines not merged"
+  shim=$(readlink -f "$PAGELOCK_SHIM")
+  [ "$(sed -n 1p env.txt)" = "$shim:$PAGELOCK_SHIM" ] || [ "$(sed -n 1p env.txt)" = "$shim" ] || fail "LD_PRELOAD: $(sed -n 1p env.txt)"
+  [ "$(sed -n 2p env.txt)" = auto ] || fail "PAGELOCK_MODE: $(sed -n 2p env.txt)"
+  [ "$(sed -n 3p env.txt)" = /keep/me.so ] || fail "CUDA_INJECTION64_PATH overwritten"
+  [ "$(sed -n 4p env.txt)" = "$T/out.%p.trace" ] || fail "PAGELOCK_OUTPUT: $(sed -n 4p env.txt)"
+  [ -e "$(cat manifest-path)" ] && fail "manifest not removed"
+  # an existing LD_PRELOAD entry is kept after the shim
+  echo 'printf "%s\n" "$LD_PRELOAD" >env2.txt' >c2.sh
+  LD_PRELOAD=/nonexistent/keep.so "$PL" run sh c2.sh >out 2>err
+  [ "$(cat env2.txt)" = "$shim:/nonexistent/keep.so" ] || fail "LD_PRELOAD: $(cat env2.txt)"
+  ;;
+demo_no_shim)
+  # The demo workload over whatever CUDA this machine has (fake CUDA without
+  # a GPU), with a stand-in shim: no traces, but the workload must pass.
+  [ -x "$B/pagelock-demo" ] || { echo "SKIP: no pagelock-demo"; exit 77; }
+  run_pl 0 demo --quick
+  has_out "pagelock-demo: all bytes round-tripped"
+  has_out "pagelock: no trace was written"
+  if grep -q "no GPU found" out; then
+    has_out "pagelock: no GPU found: running the demo over fake CUDA; timings are simulated."
+  fi
+  ;;
+demo)
+  # End to end: the real shim over the demo workload.
+  [ -x "$B/pagelock-demo" ] && [ -r "$B/libpagelock.so" ] || { echo "SKIP: no demo or shim"; exit 77; }
+  unset PAGELOCK_SHIM PAGELOCK_NO_ADDR2LINE
+  run_pl 0 demo --quick -o "$T/demo.%p.trace"
+  has_out "pagelock-demo: all bytes round-tripped"
+  has_out "async copies were made synchronous by pageable memory"
+  has_out "pageable copies by call site (worst first):"
+  # names of the demo's own (static) functions need addr2line
+  if command -v addr2line >/dev/null 2>&1; then has_out "run_phase"; fi
+  no_err "unknown variable"
+  has_out "pagelock: trace written to $T/demo."
+  if grep -q "no GPU found" out; then has_out "(simulated timings)"; fi
+  run_pl 0 demo --quick --mode auto -o "$T/auto.%p.trace"
+  has_out "mode auto"
+  ;;
+*)
+  echo "unknown case $CASE"
+  exit 2
+  ;;
+esac
+exit 0

@@ -1,0 +1,207 @@
+/* trace_builder.h - builds pagelock trace bytes in memory, record by record,
+ * for the reader unit tests and the mktrace test tool.  Header-only: both
+ * users are single-file programs.  Deliberately allows invalid records
+ * (tb_raw) so tests can write every kind of corruption. */
+#ifndef PL_TRACE_BUILDER_H
+#define PL_TRACE_BUILDER_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pagelock_trace.h"
+
+typedef struct tb {
+  unsigned char *p;
+  size_t len, cap;
+  size_t nrec;     /* records appended */
+  size_t *offsets; /* start offset of each record, for precise cuts */
+  size_t cap_off;
+} tb;
+
+static inline void tb_put(tb *b, const void *d, size_t n) {
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 4096;
+    while (cap < b->len + n) cap *= 2;
+    b->p = realloc(b->p, cap);
+    if (!b->p) abort();
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, d, n);
+  b->len += n;
+}
+
+static inline void tb_mark(tb *b) {
+  if (b->nrec == b->cap_off) {
+    b->cap_off = b->cap_off ? b->cap_off * 2 : 64;
+    b->offsets = realloc(b->offsets, b->cap_off * sizeof *b->offsets);
+    if (!b->offsets) abort();
+  }
+  b->offsets[b->nrec++] = b->len;
+}
+
+static inline void tb_free(tb *b) {
+  free(b->p);
+  free(b->offsets);
+  memset(b, 0, sizeof *b);
+}
+
+static inline void tb_header_v(tb *b, uint32_t version, uint32_t header_size,
+                        uint64_t pid, uint32_t flags) {
+  pagelock_file_header h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.magic, PAGELOCK_TRACE_MAGIC, 8);
+  h.version = version;
+  h.header_size = header_size;
+  h.pid = pid;
+  h.start_realtime_ns = 1700000000000000000ull;
+  h.start_mono_ns = 1000000000ull;
+  h.flags = flags;
+  tb_put(b, &h, sizeof h);
+  /* A longer (future) header: zero-filled extension. */
+  static const unsigned char zero[64];
+  for (uint32_t left = header_size > sizeof h ? header_size - sizeof h : 0;
+       left;) {
+    uint32_t k = left < sizeof zero ? left : sizeof zero;
+    tb_put(b, zero, k);
+    left -= k;
+  }
+}
+
+static inline void tb_header(tb *b, uint64_t pid, uint32_t flags) {
+  tb_header_v(b, PAGELOCK_TRACE_VERSION, sizeof(pagelock_file_header), pid,
+              flags);
+}
+
+/* Appends fixed (whose first 8 bytes are the record header, filled here)
+ * followed by NUL-terminated strings, padded to 8. */
+static inline void tb_rec(tb *b, uint32_t type, void *fixed, size_t fixed_size,
+                   const char *s1, const char *s2) {
+  size_t l1 = s1 ? strlen(s1) + 1 : 0, l2 = s2 ? strlen(s2) + 1 : 0;
+  size_t size = (fixed_size + l1 + l2 + 7) & ~(size_t)7;
+  pagelock_rec_hdr *h = fixed;
+  h->type = type;
+  h->size = (uint32_t)size;
+  tb_mark(b);
+  tb_put(b, fixed, fixed_size);
+  if (s1) tb_put(b, s1, l1);
+  if (s2) tb_put(b, s2, l2);
+  static const unsigned char zero[8];
+  tb_put(b, zero, size - fixed_size - l1 - l2);
+}
+
+/* A record with arbitrary header values and body: for corruption. */
+static inline void tb_raw(tb *b, uint32_t type, uint32_t size, const void *body,
+                   size_t body_len) {
+  pagelock_rec_hdr h = {type, size};
+  tb_mark(b);
+  tb_put(b, &h, sizeof h);
+  if (body_len) tb_put(b, body, body_len);
+}
+
+static inline void tb_process(tb *b, const char *exe, const char *host,
+                       uint32_t mode, int32_t rank) {
+  pagelock_rec_process r;
+  memset(&r, 0, sizeof r);
+  r.ppid = 1;
+  r.mode = mode;
+  r.rank = rank;
+  tb_rec(b, PAGELOCK_REC_PROCESS, &r, sizeof r, exe, host);
+}
+
+typedef struct tb_copy_args {
+  uint64_t start_ns, host_ns, bytes, callsite, host_ptr, stream;
+  uint32_t stack_id, alloc_stack_id, flags;
+  int32_t result;
+  uint8_t dir, host_mem;
+  uint16_t api;
+} tb_copy_args;
+
+static inline void tb_copy(tb *b, const tb_copy_args *a) {
+  pagelock_rec_copy r;
+  memset(&r, 0, sizeof r);
+  r.start_ns = a->start_ns;
+  r.host_ns = a->host_ns;
+  r.bytes = a->bytes;
+  r.stream = a->stream;
+  r.host_ptr = a->host_ptr;
+  r.callsite = a->callsite;
+  r.correlation = b->nrec;
+  r.tid = 42;
+  r.stack_id = a->stack_id;
+  r.alloc_stack_id = a->alloc_stack_id;
+  r.flags = a->flags;
+  r.result = a->result;
+  r.device = 0;
+  r.api = a->api;
+  r.dir = a->dir;
+  r.host_mem = a->host_mem;
+  r.src_mem = a->dir == PAGELOCK_DIR_H2D ? a->host_mem : PAGELOCK_MEM_DEVICE;
+  r.dst_mem = a->dir == PAGELOCK_DIR_D2H ? a->host_mem : PAGELOCK_MEM_DEVICE;
+  tb_rec(b, PAGELOCK_REC_COPY, &r, sizeof r, NULL, NULL);
+}
+
+static inline void tb_stack(tb *b, uint32_t id, const uint64_t *frames,
+                     uint32_t depth) {
+  struct {
+    pagelock_rec_stack r;
+    uint64_t f[PAGELOCK_MAX_FRAMES];
+  } s;
+  memset(&s, 0, sizeof s);
+  s.r.id = id;
+  s.r.depth = depth;
+  memcpy(s.f, frames, (depth <= PAGELOCK_MAX_FRAMES ? depth : 0) * 8);
+  tb_rec(b, PAGELOCK_REC_STACK, &s,
+         sizeof s.r + 8 * (depth <= PAGELOCK_MAX_FRAMES ? depth : 0), NULL,
+         NULL);
+}
+
+static inline void tb_module(tb *b, uint64_t base, uint64_t start, uint64_t end,
+                      const char *path) {
+  pagelock_rec_module m;
+  memset(&m, 0, sizeof m);
+  m.base = base;
+  m.start = start;
+  m.end = end;
+  tb_rec(b, PAGELOCK_REC_MODULE, &m, sizeof m, path, NULL);
+}
+
+static inline void tb_symbol(tb *b, uint64_t addr, uint64_t sym_addr,
+                      const char *name) {
+  pagelock_rec_symbol s;
+  memset(&s, 0, sizeof s);
+  s.addr = addr;
+  s.sym_addr = sym_addr;
+  tb_rec(b, PAGELOCK_REC_SYMBOL, &s, sizeof s, name, NULL);
+}
+
+static inline void tb_note(tb *b, uint32_t kind, const char *text) {
+  pagelock_rec_note n;
+  memset(&n, 0, sizeof n);
+  n.kind = kind;
+  tb_rec(b, PAGELOCK_REC_NOTE, &n, sizeof n, text, NULL);
+}
+
+static inline void tb_counters(tb *b, const pagelock_rec_counters *c) {
+  pagelock_rec_counters r = *c;
+  tb_rec(b, PAGELOCK_REC_COUNTERS, &r, sizeof r, NULL, NULL);
+}
+
+static inline void tb_end(tb *b, uint64_t end_mono_ns) {
+  pagelock_rec_end e;
+  memset(&e, 0, sizeof e);
+  e.end_mono_ns = end_mono_ns;
+  e.records = b->nrec;
+  tb_rec(b, PAGELOCK_REC_END, &e, sizeof e, NULL, NULL);
+}
+
+/* Writes the first len bytes of b to path; returns 0 on success. */
+static inline int tb_write(const tb *b, size_t len, const char *path) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return -1;
+  size_t w = len ? fwrite(b->p, 1, len, f) : 0;
+  return (fclose(f) == 0 && w == len) ? 0 : -1;
+}
+
+#endif

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh - everything that needs a real GPU, in one go.
+# Builds pagelock against the real CUDA runtime, runs the preload tests over
+# real CUDA (shared cudart, static cudart from a default nvcc build), the
+# demo and the benchmarks, and prints a short table last.
+# Usage (repo root, on the GPU machine): tests/gpu/run.sh [OUTDIR]
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${1:-${OUT:-/tmp/pagelock-gpu}}
+mkdir -p "$OUT"
+B=/tmp/pagelock-gpu-build
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+export PATH="$CUDA_HOME/bin:$PATH"
+declare -a rows
+row() { rows+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); }
+
+nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader | tee "$OUT/device.txt"
+date -u +%Y-%m-%dT%H:%MZ >>"$OUT/device.txt"
+
+# cmocka is not on the GPU image; uthash travels in .deps (see README).
+cmake -S "$ROOT" -B "$B" -DPAGELOCK_REAL_CUDA=ON -DPAGELOCK_UNIT_TESTS=OFF \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/cmake.log" 2>&1 &&
+  cmake --build "$B" -j16 >"$OUT/build.log" 2>&1
+if [ $? != 0 ]; then tail -30 "$OUT/build.log" "$OUT/cmake.log"; row build FAIL "see build.log"; printf '%s\n' "${rows[@]}"; exit 1; fi
+row build ok "$(nvcc --version | tail -1)"
+
+# A default nvcc build links cudart statically: the shim must still see it.
+nvcc -O2 -o "$B/test_copies_static" "$ROOT/tests/preload/copies.c" >>"$OUT/build.log" 2>&1 &&
+  row "nvcc static build" ok "" || row "nvcc static build" FAIL ""
+
+export PAGELOCK_REAL_CUDA=1
+"$ROOT/tests/preload/run.sh" "$B" >"$OUT/preload.log" 2>&1
+row "preload tests (real CUDA)" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/preload.log")"
+
+# static cudart: the counts must be exact there too
+d=$(mktemp -d)
+"$B/pagelock" run -o "$d/s.%p.trace" -- "$B/test_copies_static" >"$d/out" 2>"$OUT/static.err"
+eval "$(sed 's/ /;/g' "$d/out")"
+"$B/trace_check" "$d"/s.*.trace --pageable "${pageable:-x}" --pageable-bytes "${pageable_bytes:-x}" \
+   --pinned "${pinned:-x}" --pinned-bytes "${pinned_bytes:-x}" --failed 0 --complete --simulated 0 >"$OUT/static.log" 2>&1
+row "static cudart counts exact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/static.log" | cut -c1-120)"
+
+"$B/pagelock" demo >"$OUT/demo.txt" 2>&1
+row "pagelock demo" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -i 'pageable' "$OUT/demo.txt" | cut -c1-100)"
+
+if [ -x "$ROOT/tests/bench/run.sh" ]; then
+  "$ROOT/tests/bench/run.sh" "$B" "$OUT" >"$OUT/bench.log" 2>&1
+  row "benchmarks" "$([ $? = 0 ] && echo ok || echo FAIL)" "see bench.log"
+fi
+
+echo
+cat "$OUT/preload.log"
+echo "---- bench ----"; cat "$OUT/bench.log" 2>/dev/null | tail -40
+echo "---- demo ----"; head -60 "$OUT/demo.txt"
+echo
+echo "== pagelock GPU run: $(head -1 "$OUT/device.txt") =="
+printf '%s\n' "${rows[@]}"

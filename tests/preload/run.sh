@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Preload tests: the shim over a CUDA (fake in CI, real on the GPU machine),
+# loaded with LD_PRELOAD exactly as users run it.
+#   run.sh BUILD_DIR CASE...     (no CASE: all of them)
+# Prints one line per case and "N passed, M failed" last; exit 1 on failure.
+set -u
+B=$(cd "$1" && pwd); shift
+SIM=1
+if [ -f "$B/fakecuda/libcuda.so.1" ] && [ "${PAGELOCK_REAL_CUDA:-0}" != 1 ]; then
+  export LD_LIBRARY_PATH="$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  SIM=0
+fi
+SHIM="$B/libpagelock.so"
+T=$(mktemp -d "${TMPDIR:-/tmp}/pagelock-test.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+
+# each case prints why it failed on stderr and returns non-zero
+fail() { echo "    $*" >&2; return 1; }
+
+case_observe_counts() {
+  local d="$T/oc"; mkdir -p "$d"
+  "$B/pagelock" run -o "$d/t.%p.trace" -- "$B/test_copies" >"$d/out" 2>"$d/err" || { cat "$d/err" >&2; fail "copies exited non-zero"; return; }
+  local f; f=$(ls "$d"/t.*.trace 2>/dev/null)
+  [ "$(echo "$f" | wc -w)" = 1 ] || fail "expected one trace file, got: $f" || return
+  # the program prints its own counts: the trace must agree exactly
+  eval "$(sed 's/ /;/g' "$d/out")"
+  "$B/trace_check" "$f" --pageable "$pageable" --pageable-bytes "$pageable_bytes" \
+     --pinned "$pinned" --pinned-bytes "$pinned_bytes" --failed 0 --complete --stacks --simulated $SIM >&2 || return
+  grep -q "pagelock: trace written to $f" "$d/err" || fail "run did not name the trace file" || return
+  "$B/pagelock" report "$f" >"$d/report" || fail "report failed" || return
+  local shown; shown=$(awk '$2 == "pageable" && ($1 == "H2D" || $1 == "D2H") { n += $3 } END { print n + 0 }' "$d/report")
+  [ "$shown" = "$pageable" ] || fail "report shows $shown pageable copies, the program made $pageable" || return
+  grep -q "copies.c" "$d/report" || grep -q "roundtrip" "$d/report" || fail "report does not name the call site (roundtrip in copies.c)"
+}
+
+case_plain_preload() {
+  local d="$T/pp"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/x.%p.trace" "$B/test_copies" >"$d/out" 2>"$d/err" || fail "copies failed: $(cat "$d/err")" || return
+  [ "$(ls "$d" | grep -c '^x\..*\.trace$')" = 1 ] || fail "expected one trace from a plain LD_PRELOAD run" || return
+  [ ! -s "$d/err" ] || fail "shim printed to stderr in a clean run: $(cat "$d/err")"
+}
+
+case_non_cuda_program() {
+  local d="$T/nc"; mkdir -p "$d"
+  (cd "$d" && sh -c 'echo hello; ls /' >"$T/nc.want" 2>&1)
+  (cd "$d" && LD_PRELOAD="$SHIM" sh -c 'echo hello; ls /' >"$T/nc.got" 2>&1) || fail "sh failed under the shim" || return
+  cmp -s "$T/nc.want" "$T/nc.got" || fail "output differs under the shim" || return
+  [ -z "$(ls -A "$d")" ] || fail "a program without CUDA left files: $(ls -A "$d")"
+}
+
+case_bad_env() {
+  local d="$T/be"; mkdir -p "$d"
+  PAGELOCK_MODE=bogus PAGELOCK_MOED=x PAGELOCK_BACKTRACE_DEPTH=99 LD_PRELOAD="$SHIM" \
+    PAGELOCK_OUTPUT="$d/t.trace" "$B/test_copies" >"$d/out" 2>"$d/err" || fail "program failed with bad settings" || return
+  grep -qx "pagelock: invalid PAGELOCK_MODE='bogus' (valid: observe,stage,register,auto,off); using 'observe'" "$d/err" || fail "no clear line for a bad PAGELOCK_MODE: $(cat "$d/err")" || return
+  grep -q "^pagelock: unknown variable PAGELOCK_MOED" "$d/err" || fail "typo PAGELOCK_MOED not warned" || return
+  grep -q "^pagelock: invalid PAGELOCK_BACKTRACE_DEPTH='99' (valid: an integer from 0 to 16)" "$d/err" || fail "bad depth not reported" || return
+  [ "$(grep -c . "$d/err")" = 3 ] || fail "expected exactly 3 lines on stderr, got: $(cat "$d/err")" || return
+  grep -q '^pageable=' "$d/out" || fail "program output lost" || return
+  [ -f "$d/t.trace" ] || fail "fallback to observe did not trace"
+}
+
+case_no_clobber() {
+  local d="$T/nc2"; mkdir -p "$d"
+  echo precious >"$d/t.trace"
+  echo target >"$d/target"; ln -s "$d/target" "$d/t.trace.1"
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/t.trace" "$B/test_copies" >/dev/null 2>"$d/err" || fail "program failed" || return
+  [ "$(cat "$d/t.trace")" = precious ] || fail "existing file overwritten" || return
+  [ "$(cat "$d/target")" = target ] || fail "wrote through a symlink" || return
+  [ -f "$d/t.trace.2" ] || fail "no suffixed trace: $(ls "$d")" || return
+  "$B/trace_check" "$d/t.trace.2" --complete >/dev/null || fail "suffixed trace incomplete"
+  local mode; mode=$(stat -c %a "$d/t.trace.2")
+  [ "$mode" = "$(printf '%o' $(( 0666 & ~$(umask) )))" ] || fail "trace mode $mode does not follow the umask $(umask)"
+}
+
+case_unwritable_output() {
+  local d="$T/uw"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/nope/t.trace" "$B/test_copies" >"$d/out" 2>"$d/err" || fail "program failed when the trace could not be written" || return
+  [ "$(grep -c "^pagelock: cannot create trace file '$d/nope/t.trace'" "$d/err")" = 1 ] || fail "expected one clear line, got: $(cat "$d/err")" || return
+  grep -q '^pageable=' "$d/out" || fail "program output lost"
+}
+
+case_exit_status() {
+  "$B/pagelock" run -o "$T/es.%p.trace" -- "$B/test_copies" >/dev/null 2>&1 || fail "clean run returned non-zero" || return
+  "$B/pagelock" run -- sh -c 'exit 7' >/dev/null 2>&1; [ $? = 7 ] || fail "exit status 7 not passed through"
+}
+
+case_mode_off() {
+  local d="$T/off"; mkdir -p "$d"
+  PAGELOCK_MODE=off LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/t.trace" "$B/test_copies" >/dev/null 2>&1 || fail "program failed in mode off" || return
+  [ ! -e "$d/t.trace" ] || fail "mode off wrote a trace"
+}
+
+# exact counts of a test_copies-like program run under `pagelock run`
+expect_copies() { # NAME BINARY [trace_check options...]
+  local d="$T/$1" bin="$2"; shift 2; mkdir -p "$d"
+  [ -x "$bin" ] || { echo "    (no $bin in this build: skipped)" >&2; return 0; }
+  "$B/pagelock" run -o "$d/t.%p.trace" -- "$bin" >"$d/out" 2>"$d/err" || { cat "$d/err" >&2; fail "$bin exited non-zero"; return; }
+  local pageable= pageable_bytes= pinned= pinned_bytes=
+  eval "$(sed 's/ /;/g' "$d/out")"
+  local f; f=$(ls "$d"/t.*.trace)
+  set -- --failed 0 --complete --simulated $SIM "$@"
+  [ -n "$pageable" ] && set -- --pageable "$pageable" "$@"
+  [ -n "$pageable_bytes" ] && set -- --pageable-bytes "$pageable_bytes" "$@"
+  [ -n "$pinned" ] && set -- --pinned "$pinned" --pinned-bytes "$pinned_bytes" "$@"
+  "$B/trace_check" "$f" "$@" >&2
+}
+
+case_reach_static_cudart() { expect_copies static "$B/test_copies_static" --api-min cuMemcpyHtoDAsync_v2=10 --api-min cuMemcpy=2; }
+case_reach_ptds() { expect_copies ptds "$B/test_copies_ptds" --api-min cuMemcpyHtoDAsync_v2_ptsz=10 --api-min cuMemcpyHtoD_v2_ptds=10 --api-min cuMemcpy_ptds=2; }
+case_reach_driver_direct() {
+  expect_copies direct "$B/test_driver_direct" --api-min cuMemcpyHtoD_v2=1 --api-min cuMemcpyDtoHAsync_v2=1 \
+    --api-min cuMemcpyAsync=1 --api-min cuMemcpy2D_v2=1 --api-min cuMemcpy2DAsync_v2=1 --api-min cuMemcpy3D_v2=1 \
+    --api-min cuMemcpyBatchAsync_v2=3
+}
+case_reach_dlopen_dlsym() { expect_copies dlopen "$B/test_dlopen_client" --api-min cuMemcpyHtoD_v2=3 --api-min cuMemcpyDtoH_v2=3; }
+
+case_dlsym_rtld_next() {
+  "$B/test_next_main" >/dev/null || fail "RTLD_NEXT broken even without the shim" || return
+  LD_PRELOAD="$SHIM" "$B/test_next_main" >"$T/next.out" 2>&1 || fail "under the shim: $(cat "$T/next.out")"
+}
+
+case_alloc_sites() {
+  local d="$T/as"; mkdir -p "$d"
+  "$B/pagelock" run -o "$d/t.%p.trace" -- "$B/test_copies" >/dev/null 2>&1 || fail "copies failed" || return
+  "$B/pagelock" report "$d"/t.*.trace >"$d/report" || fail "report failed" || return
+  grep -qi "alloc" "$d/report" || fail "no allocation-site table in the report" || return
+  grep -q "main" "$d/report" || fail "the allocation site (main in copies.c) is not named: $(cat "$d/report")"
+}
+
+case_fork_exec() {
+  local d="$T/fe"; mkdir -p "$d"
+  "$B/pagelock" run -o "$d/t.%p.trace" -- "$B/test_fork_exec" "$B/test_copies" 5 >"$d/out" 2>"$d/err" || { cat "$d/err" >&2; fail "fork_exec failed"; return; }
+  local n; n=$(ls "$d"/t.*.trace | wc -l)
+  [ "$n" = 6 ] || fail "expected 6 traces (parent + 5 exec'd children), got $n" || return
+  local exact=0 f
+  for f in "$d"/t.*.trace; do
+    "$B/trace_check" "$f" --complete >/dev/null 2>&1 || fail "incomplete trace $f" || return
+    "$B/trace_check" "$f" --pageable 22 --pinned 20 >/dev/null 2>&1 && exact=$((exact+1))
+  done
+  [ "$exact" = 5 ] || fail "expected 5 child traces with exact counts, got $exact"
+}
+
+case_stress() {
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$T/stress.%p.trace" timeout 120 "$B/test_stress" 3 >"$T/stress.out" 2>&1 || fail "stress: $(cat "$T/stress.out")" || return
+  grep -q "registry=consistent" "$T/stress.out" || fail "registry not checked: $(cat "$T/stress.out")"
+}
+
+all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress"
+for c in ${@:-$all}; do
+  if "case_$c"; then echo "ok   $c"; pass=$((pass+1)); else echo "FAIL $c"; fail=$((fail+1)); fi
+done
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
