@@ -87,7 +87,7 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
     pageable = pl_hostmem_classify(s) == PAGELOCK_MEM_PAGEABLE ||
                pl_hostmem_classify(d) == PAGELOCK_MEM_PAGEABLE;
   }
-  uint32_t stack = pageable ? pl_stack_capture(2) : 0;
+  uint32_t stack = pageable ? pl_stack_capture_at(2, c->callsite, c) : 0;
   pl_in_shim--;
   uint64_t t0 = pl_now_ns();
   CUresult r = c->native(c);
@@ -115,9 +115,10 @@ CUresult pl_copy_exec(pl_copy *c) {
   pl_in_shim++;
   pl_classify(c);
   uint8_t host = pl_host_side(c->dir, c->src_mem, c->dst_mem);
-  /* A stack costs a few microseconds; only pageable copies are worth it,
-   * and they block for far longer than that anyway. */
-  uint32_t stack = host == PAGELOCK_MEM_PAGEABLE ? pl_stack_capture(2) : 0;
+  /* Only pageable copies need a stack (they are what the report lists). */
+  /* The wrapper's pl_copy lives in its frame: its address stands for the
+   * caller's stack depth in the memo key. */
+  uint32_t stack = host == PAGELOCK_MEM_PAGEABLE ? pl_stack_capture_at(2, c->callsite, c) : 0;
   pl_in_shim--;
 
   /* The decision point.  observe: run the original call.  stage: a

@@ -102,12 +102,15 @@ void pl_alloc_enable(void) {
 
 /* ---- tracking ------------------------------------------------------------ */
 
-static void pl_track(void *p, size_t n) {
+/* Track [p, p+n) with its allocation site.  ra is the hook's return address
+ * and sp a stack address in the hook's frame: together they let a repeated
+ * allocation from the same place skip the unwind (pl_stack_capture_at). */
+static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
   if (p == NULL || n < pl_track_min || pl_in_shim || !atomic_load_explicit(&pl_tracking, memory_order_relaxed))
     return;
   pl_in_shim++;
-  /* Skip pl_track, the hook: the first frame is the program's call. */
-  uint32_t site = pl_stack_capture(2);
+  /* Skip pl_track: the innermost frame kept is the hook's caller's call. */
+  uint32_t site = pl_stack_capture_at(2, ra, sp);
   pl_hostmem_track(p, n, site);
   pl_in_shim--;
 }
@@ -120,12 +123,16 @@ static void pl_untrack(void *p) {
   pl_hostmem_untrack(p);
 }
 
+/* The hooked call's return address and a stack address in the hook's
+ * frame, for the allocation-site memo. */
+#define PL_SITE __builtin_return_address(0), __builtin_frame_address(0)
+
 /* ---- the malloc family --------------------------------------------------- */
 
 PL_EXPORT void *malloc(size_t n) {
   if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 16);
   void *p = pl_next.malloc(n);
-  if (n >= pl_track_min) pl_track(p, n);
+  if (n >= pl_track_min) pl_track(p, n, PL_SITE);
   return p;
 }
 
@@ -144,7 +151,7 @@ PL_EXPORT void *calloc(size_t k, size_t n) {
     return pl_arena_alloc(k * n, 16);
   }
   void *p = pl_next.calloc(k, n);
-  if (p && n && k <= SIZE_MAX / n && k * n >= pl_track_min) pl_track(p, k * n);
+  if (p && n && k <= SIZE_MAX / n && k * n >= pl_track_min) pl_track(p, k * n, PL_SITE);
   return p;
 }
 
@@ -167,10 +174,10 @@ PL_EXPORT void *realloc(void *old, size_t n) {
   if (p == NULL && old != NULL && n != 0) {
     /* Failed: the old block is intact; track it again. */
     size_t u = pl_next.malloc_usable_size ? pl_next.malloc_usable_size(old) : 0;
-    if (u >= pl_track_min) pl_track(old, u);
+    if (u >= pl_track_min) pl_track(old, u, PL_SITE);
     return NULL;
   }
-  if (n >= pl_track_min) pl_track(p, n);
+  if (n >= pl_track_min) pl_track(p, n, PL_SITE);
   return p;
 }
 
@@ -182,7 +189,7 @@ PL_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     return 0;
   }
   int r = pl_next.posix_memalign(out, align, n);
-  if (r == 0 && n >= pl_track_min) pl_track(*out, n);
+  if (r == 0 && n >= pl_track_min) pl_track(*out, n, PL_SITE);
   return r;
 }
 
@@ -191,7 +198,7 @@ PL_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 4096);     \
     if (pl_next.name == NULL) { errno = ENOMEM; return NULL; }              \
     void *p = pl_next.name(__VA_ARGS__);                                    \
-    if (n >= pl_track_min) pl_track(p, n);                                  \
+    if (n >= pl_track_min) pl_track(p, n, PL_SITE);                                  \
     return p;                                                               \
   } while (0)
 
@@ -224,7 +231,7 @@ PL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
   int saved = errno;
   /* A fixed mapping replaces whatever was there. */
   if (flags & MAP_FIXED) pl_hostmem_untrack_range(p, len);
-  if (pl_mmap_trackable(prot, flags) && len >= pl_track_min) pl_track(p, len);
+  if (pl_mmap_trackable(prot, flags) && len >= pl_track_min) pl_track(p, len, PL_SITE);
   errno = saved;
   return p;
 }
@@ -267,9 +274,9 @@ PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
   if (tracking) {
     int saved = errno;
     if (p != MAP_FAILED) {
-      if (new_len >= pl_track_min) pl_track(p, new_len);
+      if (new_len >= pl_track_min) pl_track(p, new_len, PL_SITE);
     } else if (old_len >= pl_track_min) {
-      pl_track(old, old_len); /* unchanged: keep knowing it */
+      pl_track(old, old_len, PL_SITE); /* unchanged: keep knowing it */
     }
     errno = saved;
   }

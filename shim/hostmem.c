@@ -16,7 +16,9 @@
 #include "pl_internal.h"
 #include "rangemap.h"
 
-static pthread_mutex_t pl_hm_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Adaptive: the critical sections are a few hundred nanoseconds, so under
+ * contention from many allocating threads a short spin beats a futex sleep. */
+static pthread_mutex_t pl_hm_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static pl_rangemap pl_tracked, pl_pinned;
 static atomic_uint pl_pin_gen = 1;
 
@@ -131,7 +133,13 @@ bool pl_hostmem_check(size_t *tracked, size_t *pinned) {
 
 void pl_hostmem_atfork_prepare(void) { pthread_mutex_lock(&pl_hm_lock); }
 void pl_hostmem_atfork_parent(void) { pthread_mutex_unlock(&pl_hm_lock); }
-void pl_hostmem_atfork_child(void) { pthread_mutex_init(&pl_hm_lock, NULL); }
+void pl_hostmem_atfork_child(void) {
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+  pthread_mutex_init(&pl_hm_lock, &a);
+  pthread_mutexattr_destroy(&a);
+}
 
 /* Exported for tests and debugging: 1 when the registry's invariants hold.
  * Counts of tracked allocations and program-pinned ranges go to the

@@ -231,6 +231,10 @@ void pl_hostmem_atfork_child(void);
  * Returns its id (>0), or 0 when stacks are off or the table is full.
  * Writes nothing: see pl_stack_emit. */
 uint32_t pl_stack_capture(int skip);
+/* The same, memoised per thread on (return address ra of the hooked call,
+ * caller's stack pointer sp): a repeat of the same call path costs a few
+ * nanoseconds instead of an unwind. */
+uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp);
 /* Make sure stack `id`'s STACK record is in the trace (before a record
  * that refers to it).  id 0 is ignored. */
 void pl_stack_emit(uint32_t id);

@@ -198,14 +198,6 @@ int fc_copy_classify(fc_op *op)
 
 enum { FC_SYNC = 0, FC_ASYNC = 1, FC_ASYNC_WAIT = 2 /* async API, must finish before return */ };
 
-static int fc_stream_capturing(fc_stream *s)
-{
-    pthread_mutex_lock(&s->mu);
-    int c = s->capturing;
-    pthread_mutex_unlock(&s->mu);
-    return c;
-}
-
 /* Takes ownership of op. */
 static CUresult fc_issue(fc_op *op, fc_stream *s, int mode)
 {

@@ -501,7 +501,10 @@ static CUresult fc_ctx_sync_api(fc_ctx *c)
     } else if (!fc_ctx_usable(c)) {
         return CUDA_ERROR_INVALID_CONTEXT;
     }
-    return fc_ctx_synchronize(c);
+    /* Synchronising a context while one of its streams captures is illegal
+     * and invalidates the capture. */
+    CUresult r = fc_ctx_capture_check(c);
+    return r != CUDA_SUCCESS ? r : fc_ctx_synchronize(c);
 }
 
 FC_EXPORT CUresult cuCtxSynchronize(void)

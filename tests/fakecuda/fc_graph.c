@@ -130,10 +130,8 @@ static CUgraphNodeType fc_node_type(int kind)
 CUresult fc_capture_add_locked(fc_stream *s, fc_op *op)
 {
     fc_graph *g = s->cap_graph;
-    if (s->cap_invalid || g == NULL) {
-        fc_op_free(op);
+    if (s->cap_invalid || g == NULL)
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    }
     fc_gnode *node = calloc(1, sizeof *node);
     if (node != NULL && g->n == g->cap) {
         size_t cap = g->cap ? g->cap * 2 : 16;
@@ -146,10 +144,8 @@ CUresult fc_capture_add_locked(fc_stream *s, fc_op *op)
             g->cap = cap;
         }
     }
-    if (node == NULL) {
-        fc_op_free(op);
+    if (node == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    }
     node->magic = FC_GNODE_MAGIC;
     node->graph = g;
     node->type = fc_node_type(op->kind);
@@ -531,9 +527,7 @@ static CUresult fc_graph_launch(CUgraphExec h, CUstream hs, int pt)
     CUresult r = fc_stream_resolve(hs, pt, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    pthread_mutex_lock(&s->mu);
-    int capturing = s->capturing;
-    pthread_mutex_unlock(&s->mu);
+    int capturing = fc_stream_capturing(s);
     if (!capturing)
         FC_STAT_ADD(graph_launches, 1);
     for (size_t i = 0; i < x->n && r == CUDA_SUCCESS; i++) {

@@ -187,7 +187,6 @@ int fc_range_find(uintptr_t p, fc_range *out);
 /* [p, p+n) inside a single range. n == 0 behaves as 1. */
 int fc_range_covers(uintptr_t p, size_t n, fc_range *out);
 int fc_range_is_pinned_host(uintptr_t p, size_t n);
-int fc_range_is_device(uintptr_t p, size_t n); /* device, managed or mapped pinned */
 
 CUresult fc_dev_alloc(int device, fc_ctx *ctx, size_t size, int kind, uintptr_t *out);
 CUresult fc_dev_free(uintptr_t p);
@@ -287,7 +286,7 @@ struct fc_stream {
     uint64_t enq_seq;  /* last sequence number handed out */
     uint64_t done_seq; /* last sequence number completed, in order */
     int stopping;      /* destroyed: drain the queue, then exit */
-    int exited;
+    atomic_int exited; /* written under mu; read lock-free by the reaper */
     pthread_t thread;
     /* capture state, under mu */
     int capturing;
@@ -324,7 +323,7 @@ CUresult fc_stream_sync(fc_stream *s);
 CUresult fc_stream_query(fc_stream *s);
 /* Invalidate the capture on s (under s->mu). */
 void fc_capture_invalidate_locked(fc_stream *s);
-CUresult fc_stream_check_not_capturing(fc_stream *s);
+int fc_stream_capturing(fc_stream *s); /* racy snapshot, for statistics and fast paths */
 void fc_streams_stop_ctx(fc_ctx *c, int include_defaults);
 void fc_streams_shutdown(void); /* exit: stop and join every worker */
 int fc_streams_all_joined(void);
@@ -375,7 +374,8 @@ void fc_events_fini(void);
 /* ------------------------------------------------------------------ */
 /* capture and graphs (fc_graph.c)                                    */
 
-/* Append op (owned) to the capture of s; s->mu held. */
+/* Append op to the capture of s (s->mu held).  On failure the caller
+ * still owns op and frees it after dropping s->mu. */
 CUresult fc_capture_add_locked(fc_stream *s, fc_op *op);
 void fc_graph_free(fc_graph *g);
 void fc_graph_fini(void);

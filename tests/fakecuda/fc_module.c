@@ -186,9 +186,7 @@ static CUresult fc_launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, 
     if (op == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.kernel.spin_ns = f->spin ? fc_spin_arg(params, extra) : 0;
-    pthread_mutex_lock(&s->mu);
-    int capturing = s->capturing;
-    pthread_mutex_unlock(&s->mu);
+    int capturing = fc_stream_capturing(s);
     if (!capturing)
         FC_STAT_ADD(kernels_launched, 1);
     return fc_submit(s, op, 0, 0);

@@ -65,21 +65,45 @@ static size_t fc_rt_upper(uintptr_t p)
     return lo;
 }
 
-static int fc_rt_insert_locked(const fc_range *r)
+/*
+ * Take the write lock with room for one more entry.  The array grows
+ * outside the lock: a preloaded allocator hook may itself query the
+ * driver, and must not find this thread holding the table.
+ */
+static int fc_rt_wrlock_room(void)
 {
-    if (fc_rt_n == fc_rt_cap) {
-        size_t cap = fc_rt_cap ? fc_rt_cap * 2 : 64;
-        fc_range *n = realloc(fc_rt, cap * sizeof *n);
-        if (n == NULL)
+    for (;;) {
+        pthread_rwlock_wrlock(&fc_rt_lock);
+        if (fc_rt_n < fc_rt_cap)
+            return 0;
+        size_t want = fc_rt_cap ? fc_rt_cap * 2 : 64;
+        pthread_rwlock_unlock(&fc_rt_lock);
+        fc_range *fresh = malloc(want * sizeof *fresh);
+        if (fresh == NULL)
             return -1;
-        fc_rt = n;
-        fc_rt_cap = cap;
+        fc_range *old = NULL;
+        pthread_rwlock_wrlock(&fc_rt_lock);
+        if (fc_rt_cap < want) {
+            if (fc_rt_n)
+                memcpy(fresh, fc_rt, fc_rt_n * sizeof *fresh);
+            old = fc_rt;
+            fc_rt = fresh;
+            fc_rt_cap = want;
+        } else {
+            old = fresh; /* another thread grew it meanwhile */
+        }
+        pthread_rwlock_unlock(&fc_rt_lock);
+        free(old);
     }
+}
+
+/* Caller holds the lock taken by fc_rt_wrlock_room. */
+static void fc_rt_insert_locked(const fc_range *r)
+{
     size_t i = fc_rt_upper(r->start);
     memmove(&fc_rt[i + 1], &fc_rt[i], (fc_rt_n - i) * sizeof *fc_rt);
     fc_rt[i] = *r;
     fc_rt_n++;
-    return 0;
 }
 
 /*
@@ -147,13 +171,6 @@ int fc_range_is_pinned_host(uintptr_t p, size_t n)
     return fc_range_covers(p, n, &r) && (r.kind == FC_R_HOSTALLOC || r.kind == FC_R_REGISTERED);
 }
 
-int fc_range_is_device(uintptr_t p, size_t n)
-{
-    /* With unified addressing pinned host memory is device-accessible at
-     * the same address, so it is a valid "device pointer" too. */
-    return fc_range_covers(p, n, NULL);
-}
-
 static int fc_in_device_window(uintptr_t p, size_t n)
 {
     for (int d = 0; d < fc_ndevices; d++) {
@@ -197,7 +214,8 @@ CUresult fc_dev_alloc(int device, fc_ctx *ctx, size_t size, int kind, uintptr_t 
     if (need < size || need > fc_devices[device].va_size)
         return CUDA_ERROR_OUT_OF_MEMORY;
 
-    pthread_rwlock_wrlock(&fc_rt_lock);
+    if (fc_rt_wrlock_room() != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     /* First fit among this device's allocations (contiguous in the table). */
     uintptr_t cursor = base, at = 0;
     for (size_t i = fc_rt_upper(base - 1); i < fc_rt_n; i++) {
@@ -220,10 +238,7 @@ CUresult fc_dev_alloc(int device, fc_ctx *ctx, size_t size, int kind, uintptr_t 
         .start = at, .size = size, .map_size = need, .kind = kind, .device = device,
         .ctx = ctx, .id = fc_rt_next_id++, .dying = 1, /* reserved until mapped */
     };
-    if (fc_rt_insert_locked(&r) != 0) {
-        pthread_rwlock_unlock(&fc_rt_lock);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    fc_rt_insert_locked(&r);
     pthread_rwlock_unlock(&fc_rt_lock);
 
     void *m = mmap((void *)at, need, PROT_READ | PROT_WRITE,
@@ -285,14 +300,13 @@ CUresult fc_host_alloc(fc_ctx *ctx, size_t size, unsigned flags, void **out)
         .start = (uintptr_t)m, .size = size, .map_size = need, .kind = FC_R_HOSTALLOC,
         .device = ctx->device, .ctx = ctx, .flags = flags,
     };
-    pthread_rwlock_wrlock(&fc_rt_lock);
-    r.id = fc_rt_next_id++;
-    int bad = fc_rt_insert_locked(&r);
-    pthread_rwlock_unlock(&fc_rt_lock);
-    if (bad) {
+    if (fc_rt_wrlock_room() != 0) {
         munmap(m, need);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    r.id = fc_rt_next_id++;
+    fc_rt_insert_locked(&r);
+    pthread_rwlock_unlock(&fc_rt_lock);
     FC_STAT_ADD(host_allocs_live, 1);
     FC_STAT_ADD(host_alloc_bytes_live, size);
     /* Pinned allocation is slow on real hardware (the pages are locked and
@@ -354,7 +368,8 @@ CUresult fc_host_register(fc_ctx *ctx, void *p, size_t size, unsigned flags)
         .device = ctx->device, .ctx = ctx, .flags = flags,
     };
     uintptr_t os = fc_occ_start(&r), oe = fc_occ_end(&r);
-    pthread_rwlock_wrlock(&fc_rt_lock);
+    if (fc_rt_wrlock_room() != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     /* Any pinned range whose pages meet ours conflicts.  A linear scan:
      * registration is rare and slow on real hardware anyway. */
     for (size_t i = 0; i < fc_rt_n; i++) {
@@ -366,10 +381,8 @@ CUresult fc_host_register(fc_ctx *ctx, void *p, size_t size, unsigned flags)
         }
     }
     r.id = fc_rt_next_id++;
-    int bad = fc_rt_insert_locked(&r);
+    fc_rt_insert_locked(&r);
     pthread_rwlock_unlock(&fc_rt_lock);
-    if (bad)
-        return CUDA_ERROR_OUT_OF_MEMORY;
     FC_STAT_ADD(registered_ranges_live, 1);
     fc_stat_registered_add(size);
     fc_model_time(t0, size, fc_register_bps);

@@ -34,6 +34,7 @@ static int fc_streams_unjoined_at_exit;
 
 static pthread_once_t fc_pt_once = PTHREAD_ONCE_INIT;
 static pthread_key_t fc_pt_key;
+static int fc_pt_key_ok; /* set once, inside pthread_once */
 
 #define FC_PT_MAX 16
 struct fc_pt_tls {
@@ -76,7 +77,7 @@ fc_op *fc_op_clone(const fc_op *op)
         return NULL;
     c->u = op->u;
     if (op->kind == FC_OP_COPY) {
-        c->u.copy.jobs = malloc(op->u.copy.njobs * sizeof *c->u.copy.jobs);
+        c->u.copy.jobs = malloc((op->u.copy.njobs ? op->u.copy.njobs : 1) * sizeof *c->u.copy.jobs);
         if (c->u.copy.jobs == NULL) {
             free(c);
             return NULL;
@@ -104,18 +105,38 @@ static int fc_op_add_dep(fc_op *op, fc_stream *t, uint64_t seq)
 /* ------------------------------------------------------------------ */
 /* stream lifetime                                                    */
 
-static void fc_stream_free(fc_stream *s)
+static void fc_registry_remove(fc_stream *s)
 {
+    struct fc_stream_node *gone = NULL;
     pthread_mutex_lock(&fc_streams_mu);
     for (struct fc_stream_node **pp = &fc_streams_all; *pp; pp = &(*pp)->next) {
         if ((*pp)->s == s) {
-            struct fc_stream_node *n = *pp;
-            *pp = n->next;
-            free(n);
+            gone = *pp;
+            *pp = gone->next;
             break;
         }
     }
     pthread_mutex_unlock(&fc_streams_mu);
+    free(gone);
+}
+
+static void fc_ctx_list_remove(fc_stream *s)
+{
+    fc_ctx *c = s->ctx;
+    pthread_mutex_lock(&c->mu);
+    if (s->ctx_prev)
+        s->ctx_prev->ctx_next = s->ctx_next;
+    else if (c->streams == s)
+        c->streams = s->ctx_next;
+    if (s->ctx_next)
+        s->ctx_next->ctx_prev = s->ctx_prev;
+    s->ctx_next = s->ctx_prev = NULL;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void fc_stream_free(fc_stream *s)
+{
+    fc_registry_remove(s);
     for (fc_op *op = s->head; op;) {
         fc_op *n = op->next;
         fc_op_free(op);
@@ -217,20 +238,10 @@ static void *fc_worker_main(void *arg)
         fc_op_free(op);
     }
     pthread_mutex_lock(&s->mu);
-    s->exited = 1;
+    atomic_store(&s->exited, 1);
     pthread_cond_broadcast(&s->cv_done);
     pthread_mutex_unlock(&s->mu);
-
-    fc_ctx *c = s->ctx;
-    pthread_mutex_lock(&c->mu);
-    if (s->ctx_prev)
-        s->ctx_prev->ctx_next = s->ctx_next;
-    else if (c->streams == s)
-        c->streams = s->ctx_next;
-    if (s->ctx_next)
-        s->ctx_next->ctx_prev = s->ctx_prev;
-    s->ctx_next = s->ctx_prev = NULL;
-    pthread_mutex_unlock(&c->mu);
+    fc_ctx_list_remove(s);
     return NULL;
 }
 
@@ -243,10 +254,8 @@ static void fc_reap(void)
     for (struct fc_stream_node *x = fc_streams_all; x && n < 32; x = x->next) {
         if (x->joined)
             continue;
-        pthread_mutex_lock(&x->s->mu);
-        int exited = x->s->exited;
-        pthread_mutex_unlock(&x->s->mu);
-        if (exited) {
+        /* No stream lock here: fc_streams_mu nests outside none of them. */
+        if (atomic_load(&x->s->exited)) {
             x->joined = 1;
             done[n++] = x->s;
         }
@@ -298,17 +307,8 @@ static CUresult fc_stream_create(fc_ctx *c, int kind, unsigned flags, int prio, 
     int rc = pthread_create(&s->thread, NULL, fc_worker_main, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        /* Run the exit path by hand: mark exited and joined, drop both refs. */
-        pthread_mutex_lock(&c->mu);
-        if (s->ctx_prev)
-            s->ctx_prev->ctx_next = s->ctx_next;
-        else
-            c->streams = s->ctx_next;
-        if (s->ctx_next)
-            s->ctx_next->ctx_prev = s->ctx_prev;
-        pthread_mutex_unlock(&c->mu);
-        s->exited = 1;
-        node->joined = 1;
+        /* No worker ever ran: unlink and free directly. */
+        fc_ctx_list_remove(s);
         atomic_store(&s->refs, 1);
         fc_stream_unref(s);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -324,14 +324,13 @@ static void fc_stream_stop(fc_stream *s, int kill_handle)
     s->stopping = 1;
     if (kill_handle)
         s->magic = FC_STREAM_DEAD;
-    if (s->capturing) {
-        s->capturing = 0;
-        if (s->cap_graph)
-            fc_graph_free(s->cap_graph);
-        s->cap_graph = NULL;
-    }
+    fc_graph *abandoned = s->cap_graph;
+    s->capturing = 0;
+    s->cap_graph = NULL;
     pthread_cond_broadcast(&s->cv_work);
     pthread_mutex_unlock(&s->mu);
+    /* Freed unlocked: dropping its ops' refs may free other streams. */
+    fc_graph_free(abandoned);
 }
 
 static void fc_pt_destructor(void *p)
@@ -346,12 +345,14 @@ static void fc_pt_destructor(void *p)
 
 static void fc_pt_init(void)
 {
-    pthread_key_create(&fc_pt_key, fc_pt_destructor);
+    fc_pt_key_ok = pthread_key_create(&fc_pt_key, fc_pt_destructor) == 0;
 }
 
 static CUresult fc_per_thread_of(fc_ctx *c, fc_stream **out)
 {
     pthread_once(&fc_pt_once, fc_pt_init);
+    if (!fc_pt_key_ok)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     struct fc_pt_tls *t = pthread_getspecific(fc_pt_key);
     if (t == NULL) {
         t = calloc(1, sizeof *t);
@@ -468,6 +469,8 @@ CUresult fc_submit(fc_stream *s, fc_op *op, int wait, int sync_api)
         }
         CUresult cr = fc_capture_add_locked(s, op);
         pthread_mutex_unlock(&s->mu);
+        if (cr != CUDA_SUCCESS)
+            fc_op_free(op);
         return cr;
     }
     int stopping = s->stopping;
@@ -588,10 +591,7 @@ static int fc_idle(fc_stream *s)
 
 CUresult fc_stream_query(fc_stream *s)
 {
-    pthread_mutex_lock(&s->mu);
-    int cap = s->capturing;
-    pthread_mutex_unlock(&s->mu);
-    if (cap)
+    if (fc_stream_capturing(s))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (!fc_idle(s))
         return CUDA_ERROR_NOT_READY;
@@ -609,12 +609,12 @@ CUresult fc_stream_query(fc_stream *s)
     return CUDA_SUCCESS;
 }
 
-CUresult fc_stream_check_not_capturing(fc_stream *s)
+int fc_stream_capturing(fc_stream *s)
 {
     pthread_mutex_lock(&s->mu);
     int cap = s->capturing;
     pthread_mutex_unlock(&s->mu);
-    return cap ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+    return cap;
 }
 
 /* Take a ref on every stream of c (for waiting outside c->mu). */
@@ -766,7 +766,10 @@ void fc_streams_fini(void)
         free(list);
         list = n;
     }
-    struct fc_pt_tls *t = pthread_getspecific(fc_pt_key);
+    /* Only the exiting thread's table can be reached; other threads'
+     * go with their thread (key destructor) or the process. */
+    pthread_once(&fc_pt_once, fc_pt_init);
+    struct fc_pt_tls *t = fc_pt_key_ok ? pthread_getspecific(fc_pt_key) : NULL;
     if (t) {
         pthread_setspecific(fc_pt_key, NULL);
         free(t);

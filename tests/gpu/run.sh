@@ -28,7 +28,7 @@ row build ok "$(nvcc --version | tail -1)"
 nvcc -O2 -o "$B/test_copies_static" "$ROOT/tests/preload/copies.c" >>"$OUT/build.log" 2>&1 &&
   row "nvcc static build" ok "" || row "nvcc static build" FAIL ""
 
-export PAGELOCK_REAL_CUDA=1
+export PL_TEST_REAL_CUDA=1
 "$ROOT/tests/preload/run.sh" "$B" >"$OUT/preload.log" 2>&1
 row "preload tests (real CUDA)" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/preload.log")"
 
@@ -39,6 +39,45 @@ eval "$(sed 's/ /;/g' "$d/out")"
 "$B/trace_check" "$d"/s.*.trace --pageable "${pageable:-x}" --pageable-bytes "${pageable_bytes:-x}" \
    --pinned "${pinned:-x}" --pinned-bytes "${pinned_bytes:-x}" --failed 0 --complete --simulated 0 >"$OUT/static.log" 2>&1
 row "static cudart counts exact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/static.log" | cut -c1-120)"
+
+# Python programs (PyTorch, CuPy): the trace must count exactly the copies
+# each script says it made, and the bytes must arrive intact.
+for py in torch cupy; do
+  d=$(mktemp -d)
+  if python3 -c "import $py" 2>/dev/null; then
+    "$B/pagelock" run -o "$d/p.%p.trace" -- python3 "$ROOT/tests/gpu/${py}_copies.py" >"$d/out" 2>"$OUT/$py.err"
+    rc=$?
+    pageable= pageable_bytes= pinned= pinned_bytes= copies= bytes=
+    eval "$(grep -E '^(pageable|copies)=' "$d/out" | sed 's/ /;/g')"
+    args=(--failed 0 --complete --simulated 0)
+    [ -n "$pageable" ] && args+=(--pageable "$pageable" --pageable-bytes "$pageable_bytes")
+    [ -n "$pinned" ] && args+=(--pinned "$pinned" --pinned-bytes "$pinned_bytes")
+    [ -n "$copies" ] && args+=(--copies "$copies" --bytes "$bytes")
+    # one trace per process that copied: python itself
+    "$B/trace_check" $(ls "$d"/p.*.trace | head -1) "${args[@]}" >"$OUT/$py.log" 2>&1
+    ok=$?
+    row "$py counts exact, bytes intact" "$([ $rc = 0 ] && [ $ok = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/$py.log" | cut -c1-110)"
+    cp "$d"/p.*.trace "$OUT/" 2>/dev/null
+    "$B/pagelock" run --mode stage -o "$d/s.%p.trace" -- python3 "$ROOT/tests/gpu/${py}_copies.py" >"$d/sout" 2>"$OUT/$py.stage.err"
+    row "$py under --mode=stage, bytes intact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 '^staging:' "$OUT/$py.stage.err" | cut -c1-100)"
+  else
+    row "$py" skip "not installed"
+  fi
+done
+
+# Staging correctness over real CUDA: the preload programs in stage mode.
+for prog in test_copies test_copies_static test_copies_ptds test_driver_direct; do
+  PAGELOCK_MODE=stage LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/st.%p.trace" "$B/$prog" >/dev/null 2>"$OUT/stage_$prog.err"
+  row "stage: $prog bytes intact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/stage_$prog.err" | cut -c1-90)"
+done
+for prog in test_copies; do
+  PAGELOCK_MODE=stage PAGELOCK_D2H=async LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/sa.%p.trace" "$B/$prog" >/dev/null 2>"$OUT/stagea_$prog.err"
+  row "stage, D2H async: $prog bytes intact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/stagea_$prog.err" | cut -c1-90)"
+done
+if [ -x "$B/test_stage_real" ]; then
+  "$B/test_stage_real" >"$OUT/stage_real.log" 2>&1
+  row "staging engine tests, real CUDA" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/stage_real.log" | cut -c1-90)"
+fi
 
 "$B/pagelock" demo >"$OUT/demo.txt" 2>&1
 row "pagelock demo" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -i 'pageable' "$OUT/demo.txt" | cut -c1-100)"

@@ -6,7 +6,7 @@
 set -u
 B=$(cd "$1" && pwd); shift
 SIM=1
-if [ -f "$B/fakecuda/libcuda.so.1" ] && [ "${PAGELOCK_REAL_CUDA:-0}" != 1 ]; then
+if [ -f "$B/fakecuda/libcuda.so.1" ] && [ "${PL_TEST_REAL_CUDA:-0}" != 1 ]; then
   export LD_LIBRARY_PATH="$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 else
   SIM=0
