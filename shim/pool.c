@@ -25,7 +25,6 @@
  * copy path (freeing it can synchronise the whole device). */
 #define _GNU_SOURCE
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -225,16 +224,31 @@ static int pl_pool_grow(pl_pool *p, pl_chunk **out, CUresult *err) {
   return 1;
 }
 
-/* Sleep a little longer each round, never past the deadline: yielding
- * first, because a chunk usually frees within one DMA (~76 us for 4 MiB). */
-static void pl_backoff(unsigned round, uint64_t left_ns) {
-  if (round < 8) {
-    sched_yield();
+/* How long a wait for a chunk polls before it sleeps.  A chunk frees
+ * within one DMA (~76 us for 4 MiB at 55 GB/s), and a sleep costs at least
+ * the timer slack (50 us): sleeping early stalls the pipeline once a copy
+ * outgrows the pool.  The caller would be spinning in the driver's own
+ * pageable copy otherwise, so polling costs no CPU the program had. */
+#ifndef PL_WAIT_POLL_NS
+#define PL_WAIT_POLL_NS 1000000ull
+#endif
+
+static inline void pl_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* Pause between two polls of a wait that started waited_ns ago and may go
+ * on for left_ns more. */
+static void pl_backoff(uint64_t waited_ns, uint64_t left_ns) {
+  if (waited_ns < PL_WAIT_POLL_NS) {
+    for (int i = 0; i < 64; i++) pl_cpu_relax(); /* ~1 us: an event query is ~150 ns */
     return;
   }
-  uint64_t ns = 5000ull << (round - 8 < 5 ? round - 8 : 5); /* 5 us .. 160 us */
-  if (ns > 100000) ns = 100000;
-  if (ns > left_ns) ns = left_ns;
+  uint64_t ns = left_ns < 50000 ? left_ns : 50000;
   struct timespec ts = {0, (long)ns};
   nanosleep(&ts, NULL);
 }
@@ -243,7 +257,7 @@ pl_acq pl_pool_acquire(pl_pool *p, uint64_t wait_ns, pl_chunk **out, uint64_t *w
                        CUresult *err) {
   uint64_t t0 = 0;
   *waited_ns = 0;
-  for (unsigned round = 0;; round++) {
+  for (;;) {
     pl_chunk *c = pl_take_free(p, err);
     if (c) { *out = c; break; }
     if (*err != CUDA_SUCCESS) return PL_ACQ_ERROR;
@@ -256,7 +270,7 @@ pl_acq pl_pool_acquire(pl_pool *p, uint64_t wait_ns, pl_chunk **out, uint64_t *w
       *waited_ns = now - t0;
       return PL_ACQ_TIMEOUT;
     }
-    pl_backoff(round, wait_ns - (now - t0));
+    pl_backoff(now - t0, wait_ns - (now - t0));
   }
   if (t0 != 0) *waited_ns = pl_now_ns() - t0;
   return PL_ACQ_OK;

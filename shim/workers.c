@@ -24,7 +24,9 @@
 
 #define PL_PIECE_MIN ((size_t)256 << 10) /* smaller pieces cost more to hand out than to copy */
 #define PL_THREADS_DEFAULT_MAX 16u       /* beyond this memcpy stops scaling on the H200 host */
-#define PL_SPIN_NS 50000ull              /* a pipelined copy's next chunk comes within this */
+#ifndef PL_SPIN_NS
+#define PL_SPIN_NS 50000ull /* a pipelined copy's next chunk comes within this */
+#endif
 #define PL_WORKER_STACK ((size_t)256 << 10)
 
 typedef struct pl_job {

@@ -2,6 +2,7 @@
  * fc_core.c: configuration, load/exit/fork handling, statistics and the
  * time model shared by every part of the fake driver.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,12 +192,36 @@ CUresult fc_driver_init(void)
     return fc_init_result;
 }
 
+/*
+ * The driver's own tool-loading hook: the first successful cuInit loads
+ * $CUDA_INJECTION64_PATH and calls its InitializeInjection().  Done outside
+ * the init once-block, so the tool may itself call cuInit.
+ */
+static void fc_load_injection(void)
+{
+    static atomic_int done;
+    const char *path = getenv("CUDA_INJECTION64_PATH");
+    if (path == NULL || *path == '\0' || atomic_exchange(&done, 1))
+        return;
+    void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (h == NULL) {
+        fprintf(stderr, "fakecuda: CUDA_INJECTION64_PATH: %s\n", dlerror());
+        return;
+    }
+    int (*init)(void) = (int (*)(void))(uintptr_t)dlsym(h, "InitializeInjection");
+    if (init)
+        init();
+}
+
 FC_EXPORT CUresult cuInit(unsigned int Flags)
 {
     FC_ENTER(cuInit);
     if (Flags != 0)
         FC_RETURN(CUDA_ERROR_INVALID_VALUE);
-    FC_RETURN(fc_driver_init());
+    CUresult r = fc_driver_init();
+    if (r == CUDA_SUCCESS)
+        fc_load_injection();
+    FC_RETURN(r);
 }
 
 FC_EXPORT CUresult cuDriverGetVersion(int *driverVersion)

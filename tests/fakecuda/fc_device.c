@@ -83,6 +83,18 @@ CUresult fc_sync_all(void)
     return CUDA_SUCCESS;
 }
 
+CUresult fc_capture_guard(void)
+{
+    pthread_mutex_lock(&fc_ctx_mu);
+    fc_ctx *list = fc_ctx_all;
+    pthread_mutex_unlock(&fc_ctx_mu);
+    CUresult r = CUDA_SUCCESS;
+    for (fc_ctx *c = list; c; c = c->all_next)
+        if (fc_ctx_capture_check(c) != CUDA_SUCCESS)
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return r;
+}
+
 /* Free what the context owns; the structure itself stays. */
 static void fc_ctx_teardown(fc_ctx *c, int include_defaults)
 {

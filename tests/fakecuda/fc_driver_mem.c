@@ -3,7 +3,9 @@
  *
  * Freeing or unregistering memory first waits for all queued work (the
  * real cuMemFree/cuMemFreeHost synchronise), so a queued copy never reads
- * memory that its owner has legitimately released.
+ * memory that its owner has legitimately released.  Being synchronising,
+ * they are also refused while a stream capture forbids that (PyTorch defers
+ * its cudaFreeHost calls during capture for this reason).
  */
 #include <string.h>
 
@@ -50,6 +52,9 @@ FC_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
         FC_RETURN(r);
     if (dptr == 0)
         FC_RETURN(CUDA_ERROR_INVALID_VALUE);
+    r = fc_capture_guard();
+    if (r != CUDA_SUCCESS)
+        FC_RETURN(r);
     fc_sync_all();
     FC_RETURN(fc_dev_free((uintptr_t)dptr));
 }
@@ -110,6 +115,8 @@ FC_EXPORT CUresult cuMemFreeHost(void *p)
     FC_ENTER(cuMemFreeHost);
     fc_ctx *c;
     CUresult r = fc_ctx_require(&c);
+    if (r == CUDA_SUCCESS)
+        r = fc_capture_guard();
     if (r != CUDA_SUCCESS)
         FC_RETURN(r);
     fc_sync_all();
@@ -157,6 +164,9 @@ FC_EXPORT CUresult cuMemHostUnregister(void *p)
         FC_RETURN(r);
     if (!fc_range_is_pinned_host((uintptr_t)p, 1))
         FC_RETURN(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    r = fc_capture_guard();
+    if (r != CUDA_SUCCESS)
+        FC_RETURN(r);
     fc_sync_all();
     FC_RETURN(fc_host_unregister(p));
 }

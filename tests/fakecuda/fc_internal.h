@@ -159,8 +159,11 @@ CUresult fc_ctx_require(fc_ctx **out); /* current context or INVALID_CONTEXT */
 int fc_ctx_usable(fc_ctx *c);
 /* Wait for all work queued so far on every stream of c. */
 CUresult fc_ctx_synchronize(fc_ctx *c);
-/* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and invalidate) if c has a capture going. */
+/* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and invalidate) if a capture on c
+ * forbids a device-synchronising call from this thread. */
 CUresult fc_ctx_capture_check(fc_ctx *c);
+/* The same over every context: for cuMemFree, cuMemFreeHost, cuMemHostUnregister. */
+CUresult fc_capture_guard(void);
 /* Same over every context of the process (cuMemFree and friends). */
 CUresult fc_sync_all(void);
 void fc_ctx_fini(void);

@@ -25,10 +25,7 @@ static unsigned long long fc_rt_next_id = 1;
 
 static size_t fc_page(void)
 {
-    static size_t pg;
-    if (pg == 0)
-        pg = (size_t)sysconf(_SC_PAGESIZE);
-    return pg;
+    return (size_t)sysconf(_SC_PAGESIZE); /* glibc answers from the aux vector */
 }
 
 static size_t fc_round_up(size_t v, size_t a)

@@ -655,13 +655,22 @@ CUresult fc_ctx_synchronize(fc_ctx *c)
     return r;
 }
 
+/*
+ * A "potentially unsafe" call (one that synchronises the device) is refused
+ * while a capture forbids it: a global-mode capture on any thread, or a
+ * thread-local one begun by this thread.  Like CUDA, the refusal also
+ * invalidates that capture.  Relaxed captures allow everything.
+ */
 CUresult fc_ctx_capture_check(fc_ctx *c)
 {
     CUresult r = CUDA_SUCCESS;
+    pthread_t self = pthread_self();
     pthread_mutex_lock(&c->mu);
     for (fc_stream *t = c->streams; t; t = t->ctx_next) {
         pthread_mutex_lock(&t->mu);
-        if (t->capturing) {
+        if (t->capturing && (t->cap_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+                             (t->cap_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                              pthread_equal(t->cap_thread, self)))) {
             fc_capture_invalidate_locked(t);
             r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         }

@@ -509,6 +509,17 @@ static void test_graphs(void)
     CHECK(cudaMemcpy(pin_b, d, 16, cudaMemcpyDeviceToHost) == cudaErrorStreamCaptureImplicit);
     CHECK(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated);
     CHECK(cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal) == cudaErrorStreamCaptureUnsupported);
+    /* freeing pinned memory synchronises: refused under a global capture,
+     * allowed under a relaxed one */
+    unsigned char *tmp;
+    CK(cudaMallocHost((void **)&tmp, 64));
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaFreeHost(tmp) == cudaErrorStreamCaptureUnsupported);
+    CHECK(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated);
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    CK(cudaFreeHost(tmp));
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphDestroy(g));
     cudaGetLastError();
 
     CK(cudaFree(d));
@@ -639,7 +650,8 @@ int main(void)
     test_threads();
     /* Leave work queued: exit must neither hang nor crash. */
     spin(0, 10ull * 1000000000ull);
-    fprintf(stderr, "selftest took %.0f ms\n", now_ms() - t0);
+    printf("selftest took %.0f ms\n", now_ms() - t0);
     printf("%d passed, %d failed\n", atomic_load(&g_pass), atomic_load(&g_fail));
+    fflush(stdout);
     return atomic_load(&g_fail) ? 1 : 0;
 }
