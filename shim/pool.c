@@ -45,6 +45,11 @@ static pthread_mutex_t pl_pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint pl_npools;
 static atomic_uint_fast64_t pl_bytes; /* reserved by all pools */
 static atomic_uint_fast64_t pl_high;
+/* Every live chunk, under pl_pools_lock.  A chunk in flight is otherwise
+ * known only to the driver's queue (and a host function's argument): this
+ * keeps it owned, and visible to leak checkers, when the process exits
+ * with copies in flight. */
+static pl_chunk *pl_all_chunks;
 
 /* The last pool this thread used: almost every copy of a thread goes to
  * the same context. */
@@ -220,6 +225,10 @@ static int pl_pool_grow(pl_pool *p, pl_chunk **out, CUresult *err) {
   c->size = size;
   c->pool = p;
   atomic_fetch_add(&p->bytes, size);
+  pthread_mutex_lock(&pl_pools_lock);
+  c->all_next = pl_all_chunks;
+  pl_all_chunks = c;
+  pthread_mutex_unlock(&pl_pools_lock);
   *out = c;
   return 1;
 }
@@ -233,6 +242,7 @@ static int pl_pool_grow(pl_pool *p, pl_chunk **out, CUresult *err) {
 #define PL_WAIT_POLL_NS 1000000ull
 #endif
 
+/* A spin-wait hint to the core (frees the sibling hyperthread). */
 static inline void pl_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -316,6 +326,11 @@ void pl_pool_reset_for_test(void) {
         d->cuMemFreeHost(c->host);
         atomic_fetch_sub(&p->bytes, c->size);
         atomic_fetch_sub(&pl_bytes, c->size);
+        pthread_mutex_lock(&pl_pools_lock);
+        pl_chunk **pp = &pl_all_chunks;
+        while (*pp != c) pp = &(*pp)->all_next;
+        *pp = c->all_next;
+        pthread_mutex_unlock(&pl_pools_lock);
         free(c);
       }
       CUcontext popped;

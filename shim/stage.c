@@ -30,7 +30,9 @@
 
 #include "stage.h"
 
-#define PL_D2H_INFLIGHT 4 /* DMAs ahead of the copy-out: past 2 the DMA is never starved */
+/* DMAs queued ahead of the copy-out, so the copy engine never idles while
+ * a chunk is being copied out. */
+#define PL_D2H_INFLIGHT 4
 
 /* ---- the driver ---------------------------------------------------------- */
 
@@ -203,6 +205,10 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
 
 /* ---- device to host, synchronous ------------------------------------------ */
 
+/* Returns with the bytes in the user's buffer (or the native call's
+ * result), false when nothing was enqueued and the caller must run the
+ * native call.  Blocks on our own events only: the native call would block
+ * on the same stream just as long. */
 static bool pl_d2h_sync(pl_run *x, CUresult *r) {
   const pl_stage_drv *d = x->d;
   pl_copy *c = x->c;
@@ -293,6 +299,9 @@ static void CUDA_CB pl_copyout(void *arg) {
   pl_in_shim--;
 }
 
+/* Returns once every chunk's DMA and copy-out are queued on the stream;
+ * false when nothing was enqueued and the caller must run the native call.
+ * Waits only for free chunks, bounded like every wait here. */
 static bool pl_d2h_async(pl_run *x, CUresult *r) {
   const pl_stage_drv *d = x->d;
   pl_copy *c = x->c;
@@ -334,7 +343,8 @@ static bool pl_d2h_async(pl_run *x, CUresult *r) {
 
 /* ---- the entry point ------------------------------------------------------- */
 
-/* Checks that must pass before anything is enqueued, then the pipeline. */
+/* Checks that must pass before anything is enqueued, then the pipeline.
+ * Caller: pl_in_shim raised.  Returns as pl_stage_copy does. */
 static bool pl_stage_run(pl_copy *c, CUresult *r) {
   const pl_stage_drv *d = pl_stage_drv_get();
   if (d == NULL) return false;

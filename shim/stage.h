@@ -53,6 +53,7 @@ struct pl_chunk {
   bool pending;        /* ev recorded and not yet seen complete */
   pl_pool *pool;
   pl_chunk *next;      /* free-list link, only while free */
+  pl_chunk *all_next;  /* every chunk ever made, for the life of the process */
   /* asynchronous device-to-host copy-out, read by the host function */
   void *out_dst;
   size_t out_n;

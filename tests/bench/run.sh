@@ -47,6 +47,14 @@ for mb in 1 16 64 256; do
   run d2h_stage_$mb "${stage[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
   run d2h_async_$mb "${async[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
 done
+# Where staging starts to pay: one copy + sync, staging forced at any size.
+if [ -x "$B/test_stage_e2e" ]; then
+  echo "sweep (us per copy+sync), native pageable:" | tee -a "$OUT/sweep.txt"
+  "$B/test_stage_e2e" --sweep 2>&1 | tee -a "$OUT/sweep.txt"
+  echo "sweep, staged (PAGELOCK_STAGE_MIN=0):" | tee -a "$OUT/sweep.txt"
+  env "${stage[@]}" PAGELOCK_STAGE_MIN=0 PAGELOCK_OUTPUT="$T/s.%p.trace" "$B/test_stage_e2e" --sweep 2>&1 | tee -a "$OUT/sweep.txt"
+fi
+run h2d_forced_1 "${stage[@]}" PAGELOCK_STAGE_MIN=0 -- "$B/bench_copy" h2d pageable $((1 << 20)) "$REPS"
 run overlap_pinned X=1 -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"
 run overlap_pageable X=1 -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
 run overlap_stage "${stage[@]}" -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
@@ -67,5 +75,6 @@ for mb in 1 16 64 256; do
   printf '%-44s %10s %s\n' "  staged / pageable" "$(ratio "$(get d2h_stage_$mb gbps)" "$(get d2h_pageable_$mb gbps)")" "$([ $mb -ge 16 ] && echo '>= 1.8')"
   printf '%-44s %10s %s\n' "  D2H async: call returns in (us)" "$(get d2h_async_$mb call_us)" "< 50"
 done
+printf '%-44s %10s %s\n' "H2D 1 MiB staging forced (STAGE_MIN=0) GB/s" "$(get h2d_forced_1 gbps)" "(default 2M passes it through)"
 printf '%-44s %10s %s\n' "overlap 8x16 MiB: pinned|pageable|staged ms" "$(get overlap_pinned ms)|$(get overlap_pageable ms)|$(get overlap_stage ms)" ""
 printf '%-44s %10s %s\n' "  staged / pinned time" "$(ratio "$(get overlap_stage ms)" "$(get overlap_pinned ms)")" "<= 1.10"

@@ -148,7 +148,29 @@ case_stress() {
   grep -q "registry=consistent" "$T/stress.out" || fail "registry not checked: $(cat "$T/stress.out")"
 }
 
-all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress"
+# The staging engine end to end, under the real preload: byte-exact round
+# trips of every size class with a small pool (so chunks recycle and waits
+# happen), both device-to-host modes.  Nothing may be printed.
+stage_e2e() { # D2H_MODE
+  local d="$T/se_$1"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage PAGELOCK_POOL_SIZE=8M PAGELOCK_CHUNK_SIZE=1M PAGELOCK_STAGE_MIN=64K \
+    PAGELOCK_D2H=$1 PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/test_stage_e2e" >"$d/out" 2>"$d/err" ||
+    { cat "$d/out" "$d/err" >&2; fail "stage_e2e ($1) failed"; return; }
+  [ ! -s "$d/err" ] || fail "stderr not empty: $(cat "$d/err")" || return
+  "$B/trace_check" "$d"/t.*.trace --failed 0 --complete >/dev/null || fail "trace incomplete"
+}
+case_stage_e2e() { stage_e2e sync; }
+case_stage_e2e_async() { stage_e2e async; }
+
+# A staged run's report names what was staged, with the engine's counters.
+case_stage_report() {
+  local d="$T/sr"; mkdir -p "$d"
+  PAGELOCK_STAGE_MIN=64K "$B/pagelock" run --mode stage -o "$d/t.%p.trace" -- "$B/test_copies" >"$d/out" 2>"$d/err" || fail "copies failed under stage" || return
+  grep -q "^staging: .* staged" "$d/err" || fail "no staging counters in the report: $(cat "$d/err")" || return
+  grep -q "pageable copies (.*) were staged through pinned memory" "$d/err" || fail "staged copies not reported"
+}
+
+all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress stage_e2e stage_e2e_async stage_report"
 for c in ${@:-$all}; do
   if "case_$c"; then echo "ok   $c"; pass=$((pass+1)); else echo "FAIL $c"; fail=$((fail+1)); fi
 done

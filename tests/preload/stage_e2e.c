@@ -7,6 +7,8 @@
  *                        threads with their own streams.  Exit 0 = all exact.
  *   stage_e2e --bench N  time N MiB pageable copies each way (best of 5):
  *                        GB/s and how long the calling thread was blocked.
+ *   stage_e2e --sweep    median time of one copy + sync, 64 KiB to 64 MiB:
+ *                        where staging starts to pay.
  *
  * It knows nothing of pagelock: the same binary runs without the shim, so
  * its output is directly comparable between modes. */
@@ -172,8 +174,44 @@ static int bench(size_t mib) {
   return 0;
 }
 
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int sweep(void) {
+  size_t max = 64 * MB;
+  char *host = malloc(max), *dev;
+  memset(host, 1, max);
+  cudaStream_t s;
+  CK(cudaMalloc((void **)&dev, max));
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (size_t n = 64 << 10; n <= max; n *= 4) {
+    double med[2];
+    for (int h2d = 1; h2d >= 0; h2d--) {
+      double t[21];
+      for (int rep = 0; rep < 21; rep++) {
+        double t0 = now_s();
+        if (h2d) CK(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, s));
+        else CK(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+        t[rep] = now_s() - t0;
+      }
+      qsort(t, 21, sizeof t[0], cmp_d);
+      med[h2d] = t[10];
+    }
+    printf("%8zu KiB  H2D %8.1f us %5.1f GB/s   D2H %8.1f us %5.1f GB/s\n", n >> 10, med[1] * 1e6,
+           n / med[1] / 1e9, med[0] * 1e6, n / med[0] / 1e9);
+  }
+  CK(cudaStreamDestroy(s));
+  CK(cudaFree(dev));
+  free(host);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   CK(cudaSetDevice(0));
+  if (argc > 1 && strcmp(argv[1], "--sweep") == 0) return sweep();
   if (argc > 2 && strcmp(argv[1], "--bench") == 0) return bench((size_t)atol(argv[2]));
   return correctness();
 }

@@ -58,6 +58,8 @@ DRV(cuInit, unsigned);
 DRV(cuDevicePrimaryCtxRetain, CUcontext *, CUdevice);
 DRV(cuCtxSetCurrent, CUcontext);
 DRV(cuCtxSynchronize, void);
+DRV(cuCtxCreate_v2, CUcontext *, unsigned, CUdevice);
+DRV(cuCtxDestroy_v2, CUcontext);
 DRV(cuMemAlloc_v2, CUdeviceptr *, size_t);
 DRV(cuMemFree_v2, CUdeviceptr);
 DRV(cuMemsetD8_v2, CUdeviceptr, unsigned char, size_t);
@@ -102,6 +104,7 @@ static int load_driver(void) {
     return -1;
   }
   LOAD(cuInit); LOAD(cuDevicePrimaryCtxRetain); LOAD(cuCtxSetCurrent); LOAD(cuCtxSynchronize);
+  LOAD(cuCtxCreate_v2); LOAD(cuCtxDestroy_v2);
   LOAD(cuMemAlloc_v2); LOAD(cuMemFree_v2); LOAD(cuMemsetD8_v2); LOAD(cuStreamCreate);
   LOAD(cuStreamDestroy_v2); LOAD(cuStreamSynchronize); LOAD(cuLaunchHostFunc);
   LOAD(cuEventCreate); LOAD(cuEventRecord); LOAD(cuEventSynchronize); LOAD(cuEventDestroy_v2);
@@ -836,6 +839,58 @@ static int exit_in_flight(void) {
   exit(7);
 }
 
+/* Two contexts share one bound: the second takes over idle chunks of the
+ * first (never more pinned memory in all), and a stream of one context is
+ * left to the native call while the other is current. */
+static void test_two_contexts(void **state) {
+  (void)state;
+  stage_env(POOL, CHUNK, PATIENT_US, "sync");
+  bufs a;
+  bufs_init(&a);
+  /* With A's stream held, a copy of the pool's size makes A's pool grow
+   * to the whole bound. */
+  atomic_store(&gate, 0);
+  assert_int_equal(f_cuLaunchHostFunc(a.s, gate_fn, NULL), CUDA_SUCCESS);
+  assert_int_equal(cuMemcpyHtoDAsync_v2(a.dev, a.host, POOL, a.s), CUDA_SUCCESS);
+  atomic_store(&gate, 1);
+  assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+  pl_stage_stats s;
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.pool.bytes, POOL);
+
+  CUcontext b_ctx;
+  assert_int_equal(f_cuCtxCreate_v2(&b_ctx, 0, 0), CUDA_SUCCESS); /* current now */
+  bufs b;
+  bufs_init(&b);
+  for (unsigned i = 0; i < 3; i++) {
+    one_h2d(&b, V_ASYNC, 3 * CHUNK + 7, 1, 3, 101 + i);
+    one_d2h(&b, V_SYNC, 2 * CHUNK + 5, 3, 1, 104 + i, false);
+  }
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.pool.bytes, POOL); /* moved, not added */
+
+  /* B's stream while A is current: declined before anything is queued. */
+  assert_int_equal(f_cuCtxSetCurrent(g_ctx), CUDA_SUCCESS);
+  pl_copy c = mk_copy(PAGELOCK_API_cuMemcpyHtoDAsync_v2, a.dev, HP(a.host), 200 * KB, b.s);
+  CUresult r;
+  f_reset_call_counts();
+  assert_false(pl_stage_copy(&c, &r));
+  assert_int_equal(f_call_count("cuMemcpyHtoDAsync_v2"), 0);
+  /* and A, which lost chunks, still stages */
+  one_h2d(&a, V_ASYNC, 2 * POOL, 5, 5, 107);
+
+  assert_int_equal(f_cuCtxSetCurrent(b_ctx), CUDA_SUCCESS);
+  bufs_fini(&b);
+  assert_int_equal(f_cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(f_cuCtxSetCurrent(g_ctx), CUDA_SUCCESS);
+  assert_int_equal(f_cuCtxSynchronize(), CUDA_SUCCESS);
+  pl_stage_reset_for_test(); /* free B's chunks while B exists */
+  assert_int_equal(f_cuCtxDestroy_v2(b_ctx), CUDA_SUCCESS);
+  assert_int_equal(f_cuCtxSetCurrent(g_ctx), CUDA_SUCCESS);
+  bufs_fini(&a);
+  assert_true(bound_ok());
+}
+
 /* ---- the COUNTERS record ---------------------------------------------------------- */
 
 static void test_counters_record(void **state) {
@@ -904,6 +959,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_capture),
       cmocka_unit_test(test_fork),
       cmocka_unit_test(test_exit_in_flight),
+      cmocka_unit_test(test_two_contexts),
       cmocka_unit_test(test_counters_record),
   };
   int rc = cmocka_run_group_tests_name("stage", tests, NULL, NULL);
