@@ -74,10 +74,6 @@ for prog in test_copies; do
   PAGELOCK_MODE=stage PAGELOCK_D2H=async LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/sa.%p.trace" "$B/$prog" >/dev/null 2>"$OUT/stagea_$prog.err"
   row "stage, D2H async: $prog bytes intact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/stagea_$prog.err" | cut -c1-90)"
 done
-if [ -x "$B/test_stage_real" ]; then
-  "$B/test_stage_real" >"$OUT/stage_real.log" 2>&1
-  row "staging engine tests, real CUDA" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/stage_real.log" | cut -c1-90)"
-fi
 
 "$B/pagelock" demo >"$OUT/demo.txt" 2>&1
 row "pagelock demo" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -i 'pageable' "$OUT/demo.txt" | cut -c1-100)"
@@ -89,7 +85,7 @@ fi
 
 echo
 cat "$OUT/preload.log"
-echo "---- bench ----"; cat "$OUT/bench.log" 2>/dev/null | tail -40
+echo "---- bench ----"; cat "$OUT/bench.log" 2>/dev/null | tail -75
 echo "---- demo ----"; head -60 "$OUT/demo.txt"
 echo
 echo "== pagelock GPU run: $(head -1 "$OUT/device.txt") =="
