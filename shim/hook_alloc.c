@@ -94,8 +94,11 @@ static bool pl_next_ready(void) {
 }
 
 void pl_alloc_enable(void) {
-  pl_track_min = (size_t)pl_opt_long(PL_OPT_TRACK_MIN);
-  if (pl_track_min == 0) pl_track_min = 1;
+  size_t min = (size_t)pl_opt_long(PL_OPT_TRACK_MIN);
+  size_t granule = pl_hostmem_init(min);
+  if (granule == 0) return; /* no table: nothing is tracked */
+  /* The table cannot hold ranges smaller than its granule (4 KiB at least). */
+  pl_track_min = min < granule ? granule : min;
   (void)pl_next_ready();
   atomic_store(&pl_tracking, true);
 }
@@ -115,11 +118,9 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
   pl_in_shim--;
 }
 
-/* Forget p if it was tracked.  The usable-size test keeps small frees
- * away from the registry lock. */
+/* Forget p if it was tracked: two loads when it was not. */
 static void pl_untrack(void *p) {
   if (p == NULL || !atomic_load_explicit(&pl_tracking, memory_order_relaxed)) return;
-  if (pl_next.malloc_usable_size && pl_next.malloc_usable_size(p) < pl_track_min) return;
   pl_hostmem_untrack(p);
 }
 

@@ -1,10 +1,12 @@
 /* hostmem.c - what kind of memory a host pointer is, and where it came from.
  *
- * Two range maps under one lock:
+ * Two range maps:
  *  - tracked: heap and mmap allocations of at least PAGELOCK_TRACK_MIN bytes,
- *    with their allocation site (fed by hook_alloc.c);
+ *    with their allocation site (fed by hook_alloc.c); lock-free
+ *    (granmap.c), because every free() of the program consults it;
  *  - pinned: host memory the program itself page-locked (cuMemHostAlloc,
- *    cuMemAllocHost, cuMemHostRegister; fed by hook_hostalloc.c).
+ *    cuMemAllocHost, cuMemHostRegister; fed by hook_hostalloc.c); a treap
+ *    under the registry lock, changed rarely.
  * The driver's pointer-attribute query stays the ground truth: a tracked
  * range caches the driver's answer, and any page-locking change anywhere
  * bumps a generation number that invalidates every cached answer, so the
@@ -14,12 +16,13 @@
 #include <pthread.h>
 
 #include "pl_internal.h"
+#include "granmap.h"
 #include "rangemap.h"
 
 /* Adaptive: the critical sections are a few hundred nanoseconds, so under
  * contention from many allocating threads a short spin beats a futex sleep. */
 static pthread_mutex_t pl_hm_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
-static pl_rangemap pl_tracked, pl_pinned;
+static pl_rangemap pl_pinned;
 static atomic_uint pl_pin_gen = 1;
 
 /* Ask the driver (no lock held). */
@@ -51,61 +54,49 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
   if (alloc_stack) *alloc_stack = 0;
   if (p == 0) return PAGELOCK_MEM_UNKNOWN;
   unsigned gen = atomic_load_explicit(&pl_pin_gen, memory_order_acquire);
+  /* Fast path, no lock: a tracked range whose cached driver answer is still
+   * current (any page-locking change since bumps the generation). */
+  pl_range *t = pl_granmap_find((uintptr_t)p);
   uintptr_t base = 0;
+  if (t) {
+    if (alloc_stack) *alloc_stack = t->stack_id;
+    unsigned cgen = __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE);
+    uint8_t cached = __atomic_load_n(&t->cached, __ATOMIC_RELAXED);
+    if (cached && cgen == gen) return cached;
+    base = t->base;
+  }
   pthread_mutex_lock(&pl_hm_lock);
   pl_range *r = pl_rangemap_find(&pl_pinned, (uintptr_t)p);
-  if (r) {
-    int kind = r->kind;
-    pthread_mutex_unlock(&pl_hm_lock);
-    return kind;
-  }
-  r = pl_rangemap_find(&pl_tracked, (uintptr_t)p);
-  if (r) {
-    if (alloc_stack) *alloc_stack = r->stack_id;
-    if (r->cached && r->gen == gen) {
-      int kind = r->cached;
-      pthread_mutex_unlock(&pl_hm_lock);
-      return kind;
-    }
-    base = r->base;
-  }
+  int kind = r ? r->kind : PAGELOCK_MEM_UNKNOWN;
   pthread_mutex_unlock(&pl_hm_lock);
-  int kind = pl_hostmem_query(p);
+  if (kind != PAGELOCK_MEM_UNKNOWN) return kind;
+  kind = pl_hostmem_query(p);
   if (base && kind != PAGELOCK_MEM_UNKNOWN) {
-    /* The range may have been freed (and reused) meanwhile: only cache into
-     * the node that still starts at the same base and contains p. */
-    pthread_mutex_lock(&pl_hm_lock);
-    r = pl_rangemap_find(&pl_tracked, (uintptr_t)p);
-    if (r && r->base == base && atomic_load(&pl_pin_gen) == gen) {
-      r->cached = (uint8_t)kind;
-      r->gen = gen;
+    /* Cache only into the node that still starts at the same base: the
+     * range may have been freed and reused meanwhile. */
+    t = pl_granmap_find((uintptr_t)p);
+    if (t && t->base == base && atomic_load(&pl_pin_gen) == gen) {
+      __atomic_store_n(&t->cached, (uint8_t)kind, __ATOMIC_RELAXED);
+      __atomic_store_n(&t->gen, gen, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&pl_hm_lock);
   }
   return kind;
 }
 
 int pl_hostmem_classify(CUdeviceptr p) { return pl_hostmem_classify_site(p, NULL); }
 
+size_t pl_hostmem_init(size_t track_min) {
+  return pl_granmap_init(track_min) ? pl_granmap_granule() : 0;
+}
+
 void pl_hostmem_track(void *p, size_t n, uint32_t stack_id) {
-  pthread_mutex_lock(&pl_hm_lock);
-  pl_range *r = pl_rangemap_insert(&pl_tracked, (uintptr_t)p, n);
-  if (r) r->stack_id = stack_id;
-  pthread_mutex_unlock(&pl_hm_lock);
+  pl_range *r = pl_granmap_insert((uintptr_t)p, n);
+  if (r) __atomic_store_n(&r->stack_id, stack_id, __ATOMIC_RELEASE);
 }
 
-bool pl_hostmem_untrack(void *p) {
-  pthread_mutex_lock(&pl_hm_lock);
-  bool had = pl_rangemap_erase(&pl_tracked, (uintptr_t)p);
-  pthread_mutex_unlock(&pl_hm_lock);
-  return had;
-}
+bool pl_hostmem_untrack(void *p) { return pl_granmap_erase((uintptr_t)p); }
 
-void pl_hostmem_untrack_range(void *p, size_t n) {
-  pthread_mutex_lock(&pl_hm_lock);
-  pl_rangemap_erase_overlap(&pl_tracked, (uintptr_t)p, n);
-  pthread_mutex_unlock(&pl_hm_lock);
-}
+void pl_hostmem_untrack_range(void *p, size_t n) { pl_granmap_erase_overlap((uintptr_t)p, n); }
 
 void pl_hostmem_pinned_add(void *p, size_t n, int kind) {
   pthread_mutex_lock(&pl_hm_lock);
@@ -124,8 +115,8 @@ void pl_hostmem_pinned_remove(void *p) {
 
 bool pl_hostmem_check(size_t *tracked, size_t *pinned) {
   pthread_mutex_lock(&pl_hm_lock);
-  bool ok = pl_rangemap_check(&pl_tracked) && pl_rangemap_check(&pl_pinned);
-  if (tracked) *tracked = pl_tracked.count;
+  bool ok = pl_granmap_check() && pl_rangemap_check(&pl_pinned);
+  if (tracked) *tracked = pl_granmap_count();
   if (pinned) *pinned = pl_pinned.count;
   pthread_mutex_unlock(&pl_hm_lock);
   return ok;
@@ -134,6 +125,7 @@ bool pl_hostmem_check(size_t *tracked, size_t *pinned) {
 void pl_hostmem_atfork_prepare(void) { pthread_mutex_lock(&pl_hm_lock); }
 void pl_hostmem_atfork_parent(void) { pthread_mutex_unlock(&pl_hm_lock); }
 void pl_hostmem_atfork_child(void) {
+  pl_granmap_atfork_child();
   pthread_mutexattr_t a;
   pthread_mutexattr_init(&a);
   pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);

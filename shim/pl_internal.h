@@ -209,7 +209,10 @@ void pl_stage_atfork_child(void);
 int pl_hostmem_classify(CUdeviceptr p);
 /* The same, also giving the allocation site (stack id, 0 unknown). */
 int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack);
-/* Tracked allocations (heap/mmap) from hook_alloc.c. */
+/* Size the tracked-range table for allocations of at least track_min
+ * bytes; returns the smallest size that can be tracked (0: none). */
+size_t pl_hostmem_init(size_t track_min);
+/* Tracked allocations (heap/mmap) from hook_alloc.c.  Lock-free. */
 void pl_hostmem_track(void *p, size_t n, uint32_t stack_id);
 /* Forget the allocation starting at p; false if it was not tracked. */
 bool pl_hostmem_untrack(void *p);

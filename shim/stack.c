@@ -83,7 +83,7 @@ uint32_t pl_stack_capture(int skip) {
       memcpy(s->frames, f, sizeof(void *) * (size_t)n);
       s->id = id = ++pl_stack_count;
       s->emitted = false;
-      pl_stack_by_id[id] = s;
+      __atomic_store_n(&pl_stack_by_id[id], s, __ATOMIC_RELEASE);
       break;
     }
     if (s->hash == h && s->depth == (uint32_t)n && memcmp(s->frames, f, sizeof(void *) * (size_t)n) == 0) {
@@ -98,6 +98,9 @@ uint32_t pl_stack_capture(int skip) {
 
 void pl_stack_emit(uint32_t id) {
   if (id == 0 || id >= PL_STACK_SLOTS) return;
+  /* Almost always already written: decide that without the lock. */
+  pl_stack_slot *fast = __atomic_load_n(&pl_stack_by_id[id], __ATOMIC_ACQUIRE);
+  if (fast && __atomic_load_n(&fast->emitted, __ATOMIC_ACQUIRE)) return;
   pthread_mutex_lock(&pl_stack_lock);
   pl_stack_slot *s = pl_stack_by_id[id];
   if (s && !s->emitted) {
@@ -111,7 +114,7 @@ void pl_stack_emit(uint32_t id) {
     rec.r.depth = s->depth;
     for (uint32_t i = 0; i < s->depth; i++) rec.frames[i] = (uint64_t)(uintptr_t)s->frames[i];
     pl_trace_write(&rec, rec.r.h.size);
-    s->emitted = true;
+    __atomic_store_n(&s->emitted, true, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&pl_stack_lock);
 }

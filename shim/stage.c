@@ -166,7 +166,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
     if (a == PL_ACQ_ERROR && off == 0) return false;
     if (a != PL_ACQ_OK) { timed_out = a == PL_ACQ_TIMEOUT; break; }
     size_t len = c->bytes - off < ch->size ? c->bytes - off : ch->size;
-    pl_workers_memcpy(ch->host, src + off, len);
+    pl_workers_memcpy_to_chunk(ch->host, src + off, len);
     e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, ch->host, len, x->stream);
     if (e != CUDA_SUCCESS) {
       pl_pool_release(ch, false);

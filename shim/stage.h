@@ -105,6 +105,9 @@ void pl_pool_reset_for_test(void);
  * is copied.  Calls no CUDA and takes no engine lock across the copy, so
  * it is safe inside a CUDA host function. */
 void pl_workers_memcpy(void *dst, const void *src, size_t n);
+/* The same for filling a pinned chunk the DMA engine reads next: streaming
+ * stores, visible to the device once this returns. */
+void pl_workers_memcpy_to_chunk(void *dst, const void *src, size_t n);
 /* Threads that copy, the caller included (PAGELOCK_COPY_THREADS, 0 means
  * min(16, CPUs this process may run on)). */
 unsigned pl_workers_parallelism(void);

@@ -18,6 +18,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <unistd.h>
 
 #include "stage.h"
@@ -37,6 +40,7 @@ typedef struct pl_job {
   const char *src;
   size_t n, piece, npieces;
   atomic_size_t next;       /* next piece to claim */
+  bool nt;                  /* non-temporal stores (see pl_copy_stream) */
   unsigned refs;            /* workers inside the job, under pl_wk_lock */
   bool queued;              /* on the queue, under pl_wk_lock */
   struct pl_job *link;
@@ -63,14 +67,48 @@ unsigned pl_workers_parallelism(void) {
   return cpus < PL_THREADS_DEFAULT_MAX ? cpus : PL_THREADS_DEFAULT_MAX;
 }
 
+/* memcpy with non-temporal (streaming) stores, for filling a pinned chunk
+ * that only the DMA engine will read: ordinary stores first read every
+ * destination line into the cache (read-for-ownership) and evict the
+ * source, so the copy moves three bytes of memory traffic per byte; streaming
+ * stores move two.  The caller must sfence before the data is handed on. */
+static void pl_copy_stream(char *dst, const char *src, size_t n) {
+#if defined(__x86_64__)
+  size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+  if (head > n) head = n;
+  memcpy(dst, src, head);
+  dst += head, src += head, n -= head;
+  for (; n >= 64; n -= 64, dst += 64, src += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)src), b = _mm_loadu_si128((const __m128i *)(src + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(src + 32)), d = _mm_loadu_si128((const __m128i *)(src + 48));
+    _mm_stream_si128((__m128i *)dst, a);
+    _mm_stream_si128((__m128i *)(dst + 16), b);
+    _mm_stream_si128((__m128i *)(dst + 32), c);
+    _mm_stream_si128((__m128i *)(dst + 48), d);
+  }
+  memcpy(dst, src, n);
+#else
+  memcpy(dst, src, n);
+#endif
+}
+
 /* Copy pieces of j until none is left to claim.  Any thread, no lock. */
 static void pl_job_run(pl_job *j) {
   size_t i;
+  bool streamed = false;
   while ((i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->npieces) {
     size_t off = i * j->piece;
     size_t len = j->n - off < j->piece ? j->n - off : j->piece;
-    memcpy(j->dst + off, j->src + off, len);
+    if (j->nt) { pl_copy_stream(j->dst + off, j->src + off, len); streamed = true; }
+    else memcpy(j->dst + off, j->src + off, len);
   }
+#if defined(__x86_64__)
+  /* Streaming stores are weakly ordered: make them globally visible before
+   * this thread reports the job done (the lock release does not). */
+  if (streamed) _mm_sfence();
+#else
+  (void)streamed;
+#endif
 }
 
 /* Take j off the queue.  Caller holds pl_wk_lock; j is queued. */
@@ -166,10 +204,19 @@ static unsigned pl_workers_start(void) {
   return started;
 }
 
-void pl_workers_memcpy(void *dst, const void *src, size_t n) {
+static void pl_workers_copy(void *dst, const void *src, size_t n, bool nt);
+
+void pl_workers_memcpy(void *dst, const void *src, size_t n) { pl_workers_copy(dst, src, n, false); }
+
+void pl_workers_memcpy_to_chunk(void *dst, const void *src, size_t n) { pl_workers_copy(dst, src, n, true); }
+
+/* The parallel copy behind both entry points. */
+static void pl_workers_copy(void *dst, const void *src, size_t n, bool nt) {
   unsigned helpers = n >= 2 * PL_PIECE_MIN ? pl_workers_start() : 0;
   if (helpers == 0) {
-    memcpy(dst, src, n);
+    pl_job one = {.dst = dst, .src = src, .n = n, .piece = n ? n : 1, .npieces = n ? 1 : 0, .nt = nt};
+    atomic_init(&one.next, 0);
+    pl_job_run(&one);
     return;
   }
   /* About two pieces per thread: enough to even out threads that wake late,
@@ -178,7 +225,7 @@ void pl_workers_memcpy(void *dst, const void *src, size_t n) {
   piece = (piece + 4095) & ~(size_t)4095;
   if (piece < PL_PIECE_MIN) piece = PL_PIECE_MIN;
   pl_job j = {.dst = dst, .src = src, .n = n, .piece = piece,
-              .npieces = (n + piece - 1) / piece, .queued = true};
+              .npieces = (n + piece - 1) / piece, .nt = nt, .queued = true};
   atomic_init(&j.next, 0);
   unsigned wake = j.npieces - 1 < helpers ? (unsigned)(j.npieces - 1) : helpers;
 

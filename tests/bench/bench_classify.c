@@ -23,6 +23,7 @@ int main(int argc, char **argv) {
   if (!init || init(0) != CUDA_SUCCESS) { fprintf(stderr, "bench_classify: no CUDA driver\n"); return 2; }
   size_t n = 1 << 20;
   char *buf = malloc(n);
+  pl_hostmem_init(64 << 10);
   pl_hostmem_track(buf, n, 0);
   int first = pl_hostmem_classify((CUdeviceptr)(uintptr_t)buf);
   double t[100];

@@ -1,6 +1,7 @@
 /* test_registry.c - the allocation registry (rangemap.c, hostmem.c).
  *
- * A model check of the range map against a brute-force array, the
+ * A model check of the range map (the pinned-range treap) against a
+ * brute-force array, the granule map (tracked allocations) likewise, the
  * registry's classification rules, and a 16-thread stress for a fixed time
  * (built again under ThreadSanitizer in CI) that must end consistent and
  * empty.  No driver is loaded: ranges the program pinned answer from the
@@ -19,6 +20,7 @@
 #include <cmocka.h>
 
 #include "pl_internal.h"
+#include "granmap.h"
 #include "rangemap.h"
 
 /* The model: up to 256 disjoint ranges in a plain array. */
@@ -83,6 +85,55 @@ static void test_rangemap_model(void **state) {
   assert_true(pl_rangemap_check(&map));
   pl_rangemap_clear(&map);
   assert_int_equal(map.count, 0);
+}
+
+/* The granule map against the same model: inserts erase stale overlaps,
+ * exact erase, erase by overlap, lookups anywhere. */
+static void test_granmap_model(void **state) {
+  (void)state;
+  model_range model[512];
+  int k = 0;
+  unsigned seed = 777;
+  const uintptr_t G = 64 << 10, lo = (uintptr_t)1 << 40;
+  for (int op = 0; op < 20000; op++) {
+    uintptr_t b = lo + (uintptr_t)(rand_r(&seed) % 2048) * 4096;
+    size_t n = G + (size_t)(rand_r(&seed) % (4 * G));
+    switch (rand_r(&seed) % 4) {
+      case 0:
+        if (k < 500) {
+          for (int i = 0; i < k;)
+            if (model[i].b < b + n && b < model[i].b + model[i].n) model[i] = model[--k];
+            else i++;
+          model[k++] = (model_range){b, n};
+          assert_non_null(pl_granmap_insert(b, n));
+        }
+        break;
+      case 1: {
+        int i = k ? rand_r(&seed) % k : -1;
+        if (i >= 0) { assert_true(pl_granmap_erase(model[i].b)); model[i] = model[--k]; }
+        break;
+      }
+      case 2:
+        for (int i = 0; i < k;)
+          if (model[i].b < b + n && b < model[i].b + model[i].n) model[i] = model[--k];
+          else i++;
+        pl_granmap_erase_overlap(b, n);
+        break;
+      default:
+        for (int t = 0; t < 8; t++) {
+          uintptr_t p = lo + (uintptr_t)(rand_r(&seed) % (2048 * 4096 + 5 * G));
+          int i = model_find(model, k, p);
+          pl_range *r = pl_granmap_find(p);
+          if (i < 0) assert_null(r);
+          else { assert_non_null(r); assert_int_equal(r->base, model[i].b); assert_int_equal(r->size, model[i].n); }
+        }
+    }
+    assert_int_equal(pl_granmap_count(), (size_t)k);
+    if (op % 2000 == 0) assert_true(pl_granmap_check());
+  }
+  pl_granmap_erase_overlap(lo, 2048 * 4096 + 5 * G);
+  assert_int_equal(pl_granmap_count(), 0);
+  assert_true(pl_granmap_check());
 }
 
 static void test_classify_rules(void **state) {
@@ -194,8 +245,10 @@ static void test_stress_16_threads(void **state) {
 }
 
 int main(void) {
+  pl_hostmem_init(64 << 10);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rangemap_model),
+      cmocka_unit_test(test_granmap_model),
       cmocka_unit_test(test_classify_rules),
       cmocka_unit_test(test_stress_16_threads),
   };

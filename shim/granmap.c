@@ -1,0 +1,237 @@
+/* granmap.c - tracked allocations, found by address without a lock.
+ *
+ * Why not the treap (rangemap.c): every free() of the program asks "was
+ * this tracked?", and every large malloc/free updates the map, from many
+ * threads at once; a lock there costs more than the allocation.  So the
+ * address space is cut into granules of 2^shift bytes, where 2^shift <=
+ * PAGELOCK_TRACK_MIN, and a two-level radix table gives each granule two
+ * slots holding the ranges that overlap it.  Tracked ranges are at least one
+ * granule long, so no granule can overlap more than two of them (the tail
+ * of one and the head of the next).  Insert and erase touch only the
+ * range's own granules with compare-and-swap; lookups are two loads.
+ *
+ * A range found overlapping a new one is stale (its memory was released by
+ * a path no hook sees, such as glibc's internal free) and is erased first.
+ * Nodes are recycled, never unmapped, so a racing reader may see a recycled
+ * node (a wrong answer for memory being freed under it, as the program's
+ * own use would be) but never a fault. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "granmap.h"
+
+#define PL_ADDR_BITS 48
+#define PL_LEAF_BITS 18
+#define PL_NODE_SLAB 4096
+
+typedef struct pl_gslot {
+  pl_range *_Atomic s[2];
+} pl_gslot;
+
+static unsigned pl_shift;
+static size_t pl_top_len;
+static pl_gslot *_Atomic *pl_top; /* pl_top_len leaves, mapped on demand */
+static atomic_size_t pl_live;
+
+/* ---- nodes ----------------------------------------------------------------- */
+
+static pl_range *pl_free_list; /* guarded by pl_node_lock */
+static pthread_mutex_t pl_node_lock = PTHREAD_MUTEX_INITIALIZER;
+#define PL_TCACHE 32
+static PL_TLS pl_range *pl_tcache[PL_TCACHE];
+static PL_TLS int pl_tcache_n;
+
+static void *pl_raw_map(size_t n) {
+  void *m = (void *)syscall(SYS_mmap, NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return m == MAP_FAILED ? NULL : m;
+}
+
+/* A zeroed node: from this thread's cache, else a batch from the shared
+ * list (refilled from a fresh slab), so the lock is rarely taken. */
+static pl_range *pl_node_get(void) {
+  if (pl_tcache_n == 0) {
+    pthread_mutex_lock(&pl_node_lock);
+    if (pl_free_list == NULL) {
+      pl_range *slab = pl_raw_map(sizeof(pl_range) * PL_NODE_SLAB);
+      for (int i = 0; slab && i < PL_NODE_SLAB; i++) { slab[i].left = pl_free_list; pl_free_list = &slab[i]; }
+    }
+    while (pl_tcache_n < PL_TCACHE / 2 && pl_free_list) {
+      pl_tcache[pl_tcache_n++] = pl_free_list;
+      pl_free_list = pl_free_list->left;
+    }
+    pthread_mutex_unlock(&pl_node_lock);
+    if (pl_tcache_n == 0) return NULL;
+  }
+  pl_range *n = pl_tcache[--pl_tcache_n];
+  memset(n, 0, sizeof *n);
+  return n;
+}
+
+static void pl_node_put(pl_range *n) {
+  if (pl_tcache_n < PL_TCACHE) { pl_tcache[pl_tcache_n++] = n; return; }
+  pthread_mutex_lock(&pl_node_lock);
+  n->left = pl_free_list;
+  pl_free_list = n;
+  pthread_mutex_unlock(&pl_node_lock);
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+bool pl_granmap_init(size_t track_min) {
+  if (pl_top) return true;
+  unsigned s = 12;
+  while (s < 30 && ((size_t)1 << (s + 1)) <= track_min) s++;
+  size_t len = (size_t)1 << (PL_ADDR_BITS - s - PL_LEAF_BITS);
+  pl_gslot *_Atomic *top = pl_raw_map(len * sizeof *top);
+  if (top == NULL) return false;
+  pl_shift = s;
+  pl_top_len = len;
+  pl_top = top;
+  return true;
+}
+
+size_t pl_granmap_granule(void) { return pl_top ? (size_t)1 << pl_shift : 0; }
+
+/* The slots of granule g, mapping its leaf when `create`. */
+static pl_gslot *pl_slot(uintptr_t g, bool create) {
+  size_t hi = g >> PL_LEAF_BITS;
+  if (hi >= pl_top_len) return NULL;
+  pl_gslot *leaf = atomic_load_explicit(&pl_top[hi], memory_order_acquire);
+  if (leaf == NULL) {
+    if (!create) return NULL;
+    pl_gslot *fresh = pl_raw_map(sizeof(pl_gslot) << PL_LEAF_BITS);
+    if (fresh == NULL) return NULL;
+    if (!atomic_compare_exchange_strong(&pl_top[hi], &leaf, fresh))
+      syscall(SYS_munmap, fresh, sizeof(pl_gslot) << PL_LEAF_BITS); /* another thread won */
+    else
+      leaf = fresh;
+  }
+  return &leaf[g & (((uintptr_t)1 << PL_LEAF_BITS) - 1)];
+}
+
+static bool pl_overlaps(const pl_range *r, uintptr_t b, size_t n) {
+  return r->base < b + n && b < r->base + r->size;
+}
+
+/* Take node r out of every granule it occupies, once. */
+static void pl_unlink(pl_range *r) {
+  uintptr_t g0 = r->base >> pl_shift, g1 = (r->base + r->size - 1) >> pl_shift;
+  bool mine = false;
+  for (uintptr_t g = g0; g <= g1; g++) {
+    pl_gslot *s = pl_slot(g, false);
+    for (int k = 0; s && k < 2; k++) {
+      pl_range *exp = r;
+      if (atomic_compare_exchange_strong(&s->s[k], &exp, NULL) && g == g0) mine = true;
+    }
+  }
+  /* Only the thread that removed it from its first granule recycles it. */
+  if (mine) {
+    atomic_fetch_sub(&pl_live, 1);
+    pl_node_put(r);
+  }
+}
+
+pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
+  if (pl_top == NULL || size < ((size_t)1 << pl_shift)) return NULL;
+  pl_range *r = pl_node_get();
+  if (r == NULL) return NULL;
+  r->base = base;
+  r->size = size;
+  uintptr_t g0 = base >> pl_shift, g1 = (base + size - 1) >> pl_shift;
+  for (uintptr_t g = g0; g <= g1; g++) {
+    pl_gslot *s = pl_slot(g, true);
+    bool placed = false;
+    for (int tries = 0; s && !placed && tries < 4; tries++) {
+      /* Stale overlapping ranges go first, from both slots, so none can
+       * survive beside the new one. */
+      for (int k = 0; k < 2; k++) {
+        pl_range *cur = atomic_load(&s->s[k]);
+        if (cur != NULL && cur != r && pl_overlaps(cur, base, size)) pl_unlink(cur);
+      }
+      for (int k = 0; k < 2 && !placed; k++) {
+        pl_range *cur = NULL;
+        placed = atomic_compare_exchange_strong(&s->s[k], &cur, r);
+      }
+    }
+    if (!placed) {
+      /* Cannot happen for ranges of at least a granule; undo and give up
+       * rather than leave a half-linked node. */
+      for (uintptr_t u = g0; u < g; u++) {
+        pl_gslot *su = pl_slot(u, false);
+        for (int k = 0; su && k < 2; k++) {
+          pl_range *exp = r;
+          atomic_compare_exchange_strong(&su->s[k], &exp, NULL);
+        }
+      }
+      pl_node_put(r);
+      return NULL;
+    }
+  }
+  atomic_fetch_add(&pl_live, 1);
+  return r;
+}
+
+pl_range *pl_granmap_find(uintptr_t p) {
+  if (pl_top == NULL) return NULL;
+  pl_gslot *s = pl_slot(p >> pl_shift, false);
+  if (s == NULL) return NULL;
+  for (int k = 0; k < 2; k++) {
+    pl_range *r = atomic_load_explicit(&s->s[k], memory_order_acquire);
+    if (r && p - r->base < r->size && p >= r->base) return r;
+  }
+  return NULL;
+}
+
+bool pl_granmap_erase(uintptr_t base) {
+  pl_range *r = pl_granmap_find(base);
+  if (r == NULL || r->base != base) return false;
+  pl_unlink(r);
+  return true;
+}
+
+void pl_granmap_erase_overlap(uintptr_t p, size_t n) {
+  if (pl_top == NULL || n == 0) return;
+  uintptr_t g0 = p >> pl_shift, g1 = (p + n - 1) >> pl_shift;
+  for (uintptr_t g = g0; g <= g1; g++) {
+    pl_gslot *s = pl_slot(g, false);
+    if (s == NULL) {
+      /* skip the rest of an unmapped leaf */
+      g |= ((uintptr_t)1 << PL_LEAF_BITS) - 1;
+      continue;
+    }
+    for (int k = 0; k < 2; k++) {
+      pl_range *r = atomic_load(&s->s[k]);
+      if (r && pl_overlaps(r, p, n)) pl_unlink(r);
+    }
+  }
+}
+
+size_t pl_granmap_count(void) { return atomic_load(&pl_live); }
+
+bool pl_granmap_check(void) {
+  if (pl_top == NULL) return true;
+  size_t firsts = 0;
+  for (size_t hi = 0; hi < pl_top_len; hi++) {
+    pl_gslot *leaf = atomic_load(&pl_top[hi]);
+    if (leaf == NULL) continue;
+    for (size_t lo = 0; lo < ((size_t)1 << PL_LEAF_BITS); lo++) {
+      uintptr_t g = (hi << PL_LEAF_BITS) | lo;
+      pl_range *a = atomic_load(&leaf[lo].s[0]), *b = atomic_load(&leaf[lo].s[1]);
+      for (int k = 0; k < 2; k++) {
+        pl_range *r = k ? b : a;
+        if (r == NULL) continue;
+        uintptr_t r0 = r->base >> pl_shift, r1 = (r->base + r->size - 1) >> pl_shift;
+        if (g < r0 || g > r1) return false;   /* a node where it does not belong */
+        if (g == r0) firsts++;
+      }
+      if (a && b && (a == b || pl_overlaps(a, b->base, b->size))) return false;
+    }
+  }
+  return firsts == atomic_load(&pl_live);
+}
+
+void pl_granmap_atfork_child(void) { pthread_mutex_init(&pl_node_lock, NULL); }
