@@ -18,7 +18,7 @@ run() {
   local envs=()
   while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
   local line
-  line=$(env "${envs[@]}" PAGELOCK_OUTPUT="$T/b.%p.trace" "$@" 2>"$T/err" | grep '^result') ||
+  line=$(env "${envs[@]}" PAGELOCK_OUTPUT="$T/$label.%p.trace" "$@" 2>"$T/err" | grep '^result') ||
     { echo "bench: $label failed: $(tail -3 "$T/err")" >&2; return 1; }
   echo "$label $line" | tee -a "$res"
 }
@@ -59,6 +59,12 @@ run overlap_pinned X=1 -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"
 run overlap_pageable X=1 -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
 run overlap_stage "${stage[@]}" -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
 
+echo
+echo "== staging counters of the staged runs =="
+for f in "$T"/*stage*.trace "$T"/d2h_async*.trace; do
+  [ -f "$f" ] || continue
+  printf '%-28s %s\n' "$(basename "$f" | cut -d. -f1)" "$("$B/pagelock" report "$f" 2>/dev/null | grep -m1 '^staging:' | cut -c10-)"
+done
 echo
 echo "== summary (ratios of medians, this run) =="
 printf '%-44s %10s %s\n' "measure" "value" "target"
