@@ -28,14 +28,18 @@
 #define PL_LEAF_BITS 18
 #define PL_NODE_SLAB 4096
 
+/* One cache line per granule: neighbouring granules often hold allocations
+ * of different threads (mmap places them side by side), and sharing a line
+ * would make their CAS traffic bounce it between cores.  Leaves are mapped
+ * lazily and only touched pages become resident. */
 typedef struct pl_gslot {
   pl_range *_Atomic s[2];
+  char pad[64 - 2 * sizeof(void *)];
 } pl_gslot;
 
 static unsigned pl_shift;
 static size_t pl_top_len;
 static pl_gslot *_Atomic *pl_top; /* pl_top_len leaves, mapped on demand */
-static atomic_size_t pl_live;
 
 /* ---- nodes ----------------------------------------------------------------- */
 
@@ -129,10 +133,7 @@ static void pl_unlink(pl_range *r) {
     }
   }
   /* Only the thread that removed it from its first granule recycles it. */
-  if (mine) {
-    atomic_fetch_sub(&pl_live, 1);
-    pl_node_put(r);
-  }
+  if (mine) pl_node_put(r);
 }
 
 pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
@@ -171,7 +172,6 @@ pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
       return NULL;
     }
   }
-  atomic_fetch_add(&pl_live, 1);
   return r;
 }
 
@@ -210,12 +210,14 @@ void pl_granmap_erase_overlap(uintptr_t p, size_t n) {
   }
 }
 
-size_t pl_granmap_count(void) { return atomic_load(&pl_live); }
-
-bool pl_granmap_check(void) {
-  if (pl_top == NULL) return true;
+/* Walk every mapped leaf: count the ranges (each once, at its first
+ * granule) and check that each sits exactly in the granules it covers.  A
+ * shared live counter would be simpler, and would be one more cache line
+ * every allocating thread writes. */
+static bool pl_walk(size_t *count) {
   size_t firsts = 0;
-  for (size_t hi = 0; hi < pl_top_len; hi++) {
+  bool ok = true;
+  for (size_t hi = 0; pl_top && hi < pl_top_len; hi++) {
     pl_gslot *leaf = atomic_load(&pl_top[hi]);
     if (leaf == NULL) continue;
     for (size_t lo = 0; lo < ((size_t)1 << PL_LEAF_BITS); lo++) {
@@ -225,13 +227,31 @@ bool pl_granmap_check(void) {
         pl_range *r = k ? b : a;
         if (r == NULL) continue;
         uintptr_t r0 = r->base >> pl_shift, r1 = (r->base + r->size - 1) >> pl_shift;
-        if (g < r0 || g > r1) return false;   /* a node where it does not belong */
+        if (g < r0 || g > r1) ok = false; /* a node where it does not belong */
         if (g == r0) firsts++;
+        /* and it must be in every other granule it covers */
+        if (g == r0)
+          for (uintptr_t u = r0 + 1; u <= r1; u++) {
+            pl_gslot *su = pl_slot(u, false);
+            if (su == NULL || (atomic_load(&su->s[0]) != r && atomic_load(&su->s[1]) != r)) ok = false;
+          }
       }
-      if (a && b && (a == b || pl_overlaps(a, b->base, b->size))) return false;
+      if (a && b && (a == b || pl_overlaps(a, b->base, b->size))) ok = false;
     }
   }
-  return firsts == atomic_load(&pl_live);
+  *count = firsts;
+  return ok;
+}
+
+size_t pl_granmap_count(void) {
+  size_t n;
+  (void)pl_walk(&n);
+  return n;
+}
+
+bool pl_granmap_check(void) {
+  size_t n;
+  return pl_walk(&n);
 }
 
 void pl_granmap_atfork_child(void) { pthread_mutex_init(&pl_node_lock, NULL); }
