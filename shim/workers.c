@@ -26,7 +26,12 @@
 #include "stage.h"
 
 #define PL_PIECE_MIN ((size_t)256 << 10) /* smaller pieces cost more to hand out than to copy */
-#define PL_THREADS_DEFAULT_MAX 16u       /* beyond this memcpy stops scaling on the H200 host */
+/* Default: half the CPUs the process may use, at most 8.  Measured on the
+ * H200 host (docs/benchmarks.md): streaming-store copies into a chunk
+ * reach ~80 GB/s well before 16 threads, and 16 busy copy threads starve the
+ * program's own threads and the driver's (copy/compute overlap fell from
+ * 1.00x to 1.1-1.8x of pinned with 16, and was 1.00x with 4). */
+#define PL_THREADS_DEFAULT_MAX 8u
 /* How long an idle worker polls before sleeping.  On the H200 host (16
  * cores, 4 MiB chunks, 256 MiB H2D) 0 gave 23 GB/s, 50 us 37 GB/s, 200 us
  * 44 GB/s: the next chunk of a pipelined copy arrives within a DMA. */
@@ -64,6 +69,7 @@ unsigned pl_workers_parallelism(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cpus = n > 0 ? (unsigned)n : 1;
   }
+  cpus = cpus > 1 ? cpus / 2 : 1;
   return cpus < PL_THREADS_DEFAULT_MAX ? cpus : PL_THREADS_DEFAULT_MAX;
 }
 
