@@ -24,22 +24,14 @@
 
 #include "granmap.h"
 
-#define PL_ADDR_BITS 48
-#define PL_LEAF_BITS 18
 #define PL_NODE_SLAB 4096
 
-/* One cache line per granule: neighbouring granules often hold allocations
- * of different threads (mmap places them side by side), and sharing a line
- * would make their CAS traffic bounce it between cores.  Leaves are mapped
- * lazily and only touched pages become resident. */
-typedef struct pl_gslot {
-  pl_range *_Atomic s[2];
-  char pad[64 - 2 * sizeof(void *)];
-} pl_gslot;
-
-static unsigned pl_shift;
-static size_t pl_top_len;
-static pl_gslot *_Atomic *pl_top; /* pl_top_len leaves, mapped on demand */
+unsigned pl_gm_shift;
+size_t pl_gm_top_len;
+pl_gslot *_Atomic *pl_gm_top; /* pl_gm_top_len leaves, mapped on demand */
+#define pl_shift pl_gm_shift
+#define pl_top_len pl_gm_top_len
+#define pl_top pl_gm_top
 
 /* ---- nodes ----------------------------------------------------------------- */
 
@@ -173,17 +165,6 @@ pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
     }
   }
   return r;
-}
-
-pl_range *pl_granmap_find(uintptr_t p) {
-  if (pl_top == NULL) return NULL;
-  pl_gslot *s = pl_slot(p >> pl_shift, false);
-  if (s == NULL) return NULL;
-  for (int k = 0; k < 2; k++) {
-    pl_range *r = atomic_load_explicit(&s->s[k], memory_order_acquire);
-    if (r && p - r->base < r->size && p >= r->base) return r;
-  }
-  return NULL;
 }
 
 bool pl_granmap_erase(uintptr_t base) {

@@ -19,6 +19,8 @@
  *    stale range would misclassify whatever reuses the address. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <gnu/libc-version.h>
+#include <stdio.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include "pl_internal.h"
+#include "granmap.h"
 
 typedef struct pl_next_alloc {
   void *(*malloc)(size_t);
@@ -47,6 +50,9 @@ static pl_next_alloc pl_next;
 static atomic_int pl_next_state; /* 0 unresolved, 1 resolving, 2 ready */
 static PL_TLS int pl_resolving;
 static atomic_bool pl_tracking;   /* set once the shim is initialised */
+/* The next free is glibc's, which keeps errno itself since 2.33 (a
+ * preloaded jemalloc or tcmalloc may not, and then we keep it). */
+static bool pl_free_keeps_errno;
 static size_t pl_track_min = 64 << 10;
 
 /* ---- bootstrap arena ----------------------------------------------------- */
@@ -74,8 +80,13 @@ static void *pl_arena_alloc(size_t n, size_t align) {
 
 /* Resolve the next allocator.  Returns false while this thread is itself
  * in the middle of resolving (caller uses the arena). */
-static bool pl_next_ready(void) {
+static bool pl_next_resolve(void);
+static inline bool pl_next_ready(void) {
   if (PL_LIKELY(atomic_load_explicit(&pl_next_state, memory_order_acquire) == 2)) return true;
+  return pl_next_resolve();
+}
+
+static __attribute__((noinline)) bool pl_next_resolve(void) {
   if (pl_resolving) return false;
   pl_resolving = 1;
   pl_next_alloc n;
@@ -99,7 +110,14 @@ void pl_alloc_enable(void) {
   if (granule == 0) return; /* no table: nothing is tracked */
   /* The table cannot hold ranges smaller than its granule (4 KiB at least). */
   pl_track_min = min < granule ? granule : min;
-  (void)pl_next_ready();
+  if (pl_next_ready()) {
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    int maj = 0, mnr = 0;
+    if (libc && pl_real_dlsym(libc, "free") == (void *)pl_next.free &&
+        sscanf(gnu_get_libc_version(), "%d.%d", &maj, &mnr) == 2)
+      pl_free_keeps_errno = maj > 2 || (maj == 2 && mnr >= 33);
+    if (libc) dlclose(libc);
+  }
   atomic_store(&pl_tracking, true);
 }
 
@@ -118,30 +136,45 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
   pl_in_shim--;
 }
 
-/* Forget p if it was tracked: two loads when it was not. */
-static void pl_untrack(void *p) {
-  if (p == NULL || !atomic_load_explicit(&pl_tracking, memory_order_relaxed)) return;
-  pl_hostmem_untrack(p);
+/* Forget p if it was tracked: a few loads, inline, when it was not. */
+static inline void pl_untrack(void *p) {
+  pl_range *r = pl_granmap_find((uintptr_t)p);
+  if (PL_UNLIKELY(r != NULL) && r->base == (uintptr_t)p) pl_hostmem_untrack(p);
 }
 
 /* The hooked call's return address and a stack address in the hook's
  * frame, for the allocation-site memo. */
 #define PL_SITE __builtin_return_address(0), __builtin_frame_address(0)
 
+/* malloc's tracking, out of line so the untracked fast path sets up no
+ * frame.  Its own frame address is the hook's plus a constant, which is
+ * all the memo needs. */
+static __attribute__((noinline)) void *pl_malloc_tracked(void *p, size_t n, const void *ra) {
+  pl_track(p, n, ra, __builtin_frame_address(0));
+  return p;
+}
+
 /* ---- the malloc family --------------------------------------------------- */
 
 PL_EXPORT void *malloc(size_t n) {
   if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 16);
   void *p = pl_next.malloc(n);
-  if (n >= pl_track_min) pl_track(p, n, PL_SITE);
+  if (PL_UNLIKELY(n >= pl_track_min)) return pl_malloc_tracked(p, n, __builtin_return_address(0));
   return p;
 }
 
 PL_EXPORT void free(void *p) {
   if (p == NULL || PL_UNLIKELY(pl_in_arena(p))) return;
-  int saved = errno;
-  if (PL_UNLIKELY(!pl_next_ready())) { errno = saved; return; } /* cannot happen for heap memory */
+  if (PL_UNLIKELY(!pl_next_ready())) return; /* cannot happen for heap memory */
+  /* Nothing on the untrack path can set errno (no system call, no
+   * allocation); only the next allocator's free could, so errno is saved
+   * around the rare tracked case and around that call. */
   pl_untrack(p);
+  if (PL_LIKELY(pl_free_keeps_errno)) {
+    pl_next.free(p);
+    return;
+  }
+  int saved = errno;
   pl_next.free(p);
   errno = saved;
 }

@@ -170,7 +170,15 @@ case_stage_report() {
   grep -q "pageable copies (.*) were staged through pinned memory" "$d/err" || fail "staged copies not reported"
 }
 
-all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress stage_e2e stage_e2e_async stage_report"
+# The malloc family under the shim behaves as without it (errno, realloc,
+# alignment, failures, mmap/mremap/munmap); checked with and without.
+case_alloc_semantics() {
+  "$B/test_alloc_semantics" >/dev/null || fail "fails even without the shim" || return
+  LD_PRELOAD="$SHIM" PAGELOCK_TRACK_MIN=4K "$B/test_alloc_semantics" >"$T/as.out" 2>&1 || fail "$(cat "$T/as.out")" || return
+  LD_PRELOAD="$SHIM" "$B/test_alloc_semantics" >"$T/as.out" 2>&1 || fail "$(cat "$T/as.out")"
+}
+
+all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress stage_e2e stage_e2e_async stage_report alloc_semantics"
 for c in ${@:-$all}; do
   if "case_$c"; then echo "ok   $c"; pass=$((pass+1)); else echo "FAIL $c"; fail=$((fail+1)); fi
 done
