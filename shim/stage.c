@@ -148,6 +148,20 @@ static void pl_run_error(const char *what, CUresult r) {
 
 /* ---- host to device ------------------------------------------------------ */
 
+/* How much of the source the next chunk takes.  Neither the first memcpy
+ * nor the last DMA overlaps anything, so the pieces ramp up from an eighth
+ * of a chunk (the DMA starts sooner) and, once the rest fits one chunk,
+ * halve down to 1 MiB (the last DMA is short).  *ramp carries the current
+ * piece size between calls (0 at first). */
+static size_t pl_h2d_piece(size_t left, size_t chunk, size_t *ramp) {
+  const size_t min_piece = 1u << 20;
+  if (*ramp == 0) *ramp = chunk / 8 > min_piece ? chunk / 8 : min_piece;
+  size_t len = *ramp < chunk ? *ramp : chunk;
+  if (*ramp < chunk) *ramp *= 2;
+  if (left > len) return len;
+  return left >= 2 * min_piece ? left / 2 : left;
+}
+
 /* Returns false when nothing was enqueued and the caller must run the
  * native call; otherwise *r is the program's result. */
 static bool pl_h2d(pl_run *x, CUresult *r) {
@@ -157,6 +171,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   bool sync = !(c->flags & PAGELOCK_COPY_ASYNC);
   size_t off = 0;
   pl_chunk *last = NULL; /* sync: the final chunk, kept until its DMA is done */
+  size_t ramp = 0;
   bool timed_out = false;
 
   while (off < c->bytes) {
@@ -165,7 +180,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
     pl_acq a = pl_run_acquire(x, x->wait_ns, &ch, &e);
     if (a == PL_ACQ_ERROR && off == 0) return false;
     if (a != PL_ACQ_OK) { timed_out = a == PL_ACQ_TIMEOUT; break; }
-    size_t len = c->bytes - off < ch->size ? c->bytes - off : ch->size;
+    size_t len = pl_h2d_piece(c->bytes - off, ch->size, &ramp);
     pl_workers_memcpy_to_chunk(ch->host, src + off, len);
     e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, ch->host, len, x->stream);
     if (e != CUDA_SUCCESS) {
