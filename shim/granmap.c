@@ -113,9 +113,14 @@ static bool pl_overlaps(const pl_range *r, uintptr_t b, size_t n) {
   return r->base < b + n && b < r->base + r->size;
 }
 
+/* The last granule node r is linked into. */
+static uintptr_t pl_last_granule(const pl_range *r) {
+  return r->spans ? (r->base + r->size - 1) >> pl_shift : r->base >> pl_shift;
+}
+
 /* Take node r out of every granule it occupies, once. */
 static void pl_unlink(pl_range *r) {
-  uintptr_t g0 = r->base >> pl_shift, g1 = (r->base + r->size - 1) >> pl_shift;
+  uintptr_t g0 = r->base >> pl_shift, g1 = pl_last_granule(r);
   bool mine = false;
   for (uintptr_t g = g0; g <= g1; g++) {
     pl_gslot *s = pl_slot(g, false);
@@ -135,6 +140,12 @@ pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
   r->base = base;
   r->size = size;
   uintptr_t g0 = base >> pl_shift, g1 = (base + size - 1) >> pl_shift;
+  r->spans = g1 - g0 + 1 > PL_GM_SPAN;
+  if (!r->spans) g1 = g0;
+  /* Whatever overlaps is stale (its memory was released by a path no hook
+   * sees, such as glibc's internal free): forget it first.  Loads only,
+   * unless there is something to forget. */
+  pl_granmap_erase_overlap(base, size);
   for (uintptr_t g = g0; g <= g1; g++) {
     pl_gslot *s = pl_slot(g, true);
     bool placed = false;
@@ -167,16 +178,37 @@ pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
   return r;
 }
 
+pl_range *pl_granmap_find(uintptr_t p) {
+  uintptr_t g = p >> pl_shift;
+  for (uintptr_t k = 0; k < PL_GM_SPAN && k <= g; k++) {
+    pl_gslot *s = pl_gm_slot(g - k);
+    if (s == NULL) continue;
+    bool start_seen = false;
+    for (int i = 0; i < 2; i++) {
+      pl_range *r = atomic_load_explicit(&s->s[i], memory_order_acquire);
+      if (r == NULL) continue;
+      if (p >= r->base && p - r->base < r->size) return r;
+      /* The nearest range starting at or before p does not hold it, so no
+       * earlier one can (tracked ranges are disjoint). */
+      if (k > 0 && (r->base >> pl_shift) == g - k) start_seen = true;
+    }
+    if (start_seen) return NULL;
+  }
+  return NULL;
+}
+
 bool pl_granmap_erase(uintptr_t base) {
-  pl_range *r = pl_granmap_find(base);
-  if (r == NULL || r->base != base) return false;
+  pl_range *r = pl_granmap_find_base(base);
+  if (r == NULL) return false;
   pl_unlink(r);
   return true;
 }
 
 void pl_granmap_erase_overlap(uintptr_t p, size_t n) {
   if (pl_top == NULL || n == 0) return;
-  uintptr_t g0 = p >> pl_shift, g1 = (p + n - 1) >> pl_shift;
+  /* Short ranges sit only where they start: look that far back too. */
+  uintptr_t g1 = (p + n - 1) >> pl_shift, g0 = p >> pl_shift;
+  g0 = g0 >= PL_GM_SPAN - 1 ? g0 - (PL_GM_SPAN - 1) : 0;
   for (uintptr_t g = g0; g <= g1; g++) {
     pl_gslot *s = pl_slot(g, false);
     if (s == NULL) {
@@ -207,8 +239,9 @@ static bool pl_walk(size_t *count) {
       for (int k = 0; k < 2; k++) {
         pl_range *r = k ? b : a;
         if (r == NULL) continue;
-        uintptr_t r0 = r->base >> pl_shift, r1 = (r->base + r->size - 1) >> pl_shift;
+        uintptr_t r0 = r->base >> pl_shift, r1 = pl_last_granule(r);
         if (g < r0 || g > r1) ok = false; /* a node where it does not belong */
+        if (r->spans != (((r->base + r->size - 1) >> pl_shift) - r0 + 1 > PL_GM_SPAN)) ok = false;
         if (g == r0) firsts++;
         /* and it must be in every other granule it covers */
         if (g == r0)

@@ -27,27 +27,40 @@ typedef struct pl_gslot {
   char pad[64 - 2 * sizeof(void *)];
 } pl_gslot;
 
+/* Ranges of at most this many granules are linked only into the granule
+ * where they start (one compare-and-swap to track or forget them); longer
+ * ones into every granule they cover, so a lookup never scans further back
+ * than this. */
+#define PL_GM_SPAN 16
+
 extern unsigned pl_gm_shift;
 extern size_t pl_gm_top_len;
 extern pl_gslot *_Atomic *pl_gm_top;
 
-/* The tracked range containing p, or NULL.  Two loads, no lock; inline
- * because every free() of the program asks. */
-static inline pl_range *pl_granmap_find(uintptr_t p) {
+/* The slots of granule g, or NULL where no leaf is mapped. */
+static inline pl_gslot *pl_gm_slot(uintptr_t g) {
   pl_gslot *_Atomic *top = pl_gm_top;
-  if (top == NULL) return NULL;
-  uintptr_t g = p >> pl_gm_shift;
   size_t hi = g >> PL_LEAF_BITS;
-  if (hi >= pl_gm_top_len) return NULL;
+  if (top == NULL || hi >= pl_gm_top_len) return NULL;
   pl_gslot *leaf = atomic_load_explicit(&top[hi], memory_order_acquire);
-  if (leaf == NULL) return NULL;
-  pl_gslot *s = &leaf[g & (((uintptr_t)1 << PL_LEAF_BITS) - 1)];
+  return leaf ? &leaf[g & (((uintptr_t)1 << PL_LEAF_BITS) - 1)] : NULL;
+}
+
+/* The tracked range starting exactly at p, or NULL: the question every
+ * free() of the program asks, so one slot load, inline, no lock. */
+static inline pl_range *pl_granmap_find_base(uintptr_t p) {
+  pl_gslot *s = pl_gm_slot(p >> pl_gm_shift);
+  if (s == NULL) return NULL;
   for (int k = 0; k < 2; k++) {
     pl_range *r = atomic_load_explicit(&s->s[k], memory_order_acquire);
-    if (r && p >= r->base && p - r->base < r->size) return r;
+    if (r && r->base == p) return r;
   }
   return NULL;
 }
+
+/* The tracked range containing p, or NULL.  No lock: p's granule, then
+ * back at most PL_GM_SPAN granules to the nearest range start. */
+pl_range *pl_granmap_find(uintptr_t p);
 /* Forget the range starting exactly at base; false if none. */
 bool pl_granmap_erase(uintptr_t base);
 /* Forget every range overlapping [p, p+n). */

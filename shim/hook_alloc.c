@@ -138,8 +138,7 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
 
 /* Forget p if it was tracked: a few loads, inline, when it was not. */
 static inline void pl_untrack(void *p) {
-  pl_range *r = pl_granmap_find((uintptr_t)p);
-  if (PL_UNLIKELY(r != NULL) && r->base == (uintptr_t)p) pl_hostmem_untrack(p);
+  if (PL_UNLIKELY(pl_granmap_find_base((uintptr_t)p) != NULL)) pl_hostmem_untrack(p);
 }
 
 /* The hooked call's return address and a stack address in the hook's

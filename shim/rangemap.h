@@ -15,6 +15,7 @@ typedef struct pl_range {
   uint32_t gen;      /* pinned-status generation the cache was taken at */
   uint8_t cached;    /* pagelock_mem from the driver, 0 = not asked yet */
   uint8_t kind;      /* owner-defined */
+  uint8_t spans;     /* granmap.c: linked into every granule it covers */
   uint32_t prio;
   struct pl_range *left, *right;
 } pl_range;
