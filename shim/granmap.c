@@ -123,7 +123,7 @@ static void pl_unlink(pl_range *r) {
   uintptr_t g0 = r->base >> pl_shift, g1 = pl_last_granule(r);
   bool mine = false;
   for (uintptr_t g = g0; g <= g1; g++) {
-    pl_gslot *s = pl_slot(g, false);
+    pl_gslot *s = pl_gm_slot(g);
     for (int k = 0; s && k < 2; k++) {
       pl_range *exp = r;
       if (atomic_compare_exchange_strong(&s->s[k], &exp, NULL) && g == g0) mine = true;
@@ -143,9 +143,19 @@ pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
   r->spans = g1 - g0 + 1 > PL_GM_SPAN;
   if (!r->spans) g1 = g0;
   /* Whatever overlaps is stale (its memory was released by a path no hook
-   * sees, such as glibc's internal free): forget it first.  Loads only,
-   * unless there is something to forget. */
-  pl_granmap_erase_overlap(base, size);
+   * sees, such as glibc's internal free): forget it first.  Only two kinds
+   * can overlap: one holding `base`, and ranges starting inside the new one
+   * (found in its own granules).  Loads only, unless there is something to
+   * forget. */
+  pl_range *o = pl_granmap_find(base);
+  if (o) pl_unlink(o);
+  for (uintptr_t g = g0, ge = (base + size - 1) >> pl_shift; g <= ge; g++) {
+    pl_gslot *s = pl_gm_slot(g);
+    for (int k = 0; s && k < 2; k++) {
+      pl_range *cur = atomic_load_explicit(&s->s[k], memory_order_acquire);
+      if (cur && pl_overlaps(cur, base, size)) pl_unlink(cur);
+    }
+  }
   for (uintptr_t g = g0; g <= g1; g++) {
     pl_gslot *s = pl_slot(g, true);
     bool placed = false;
@@ -210,7 +220,7 @@ void pl_granmap_erase_overlap(uintptr_t p, size_t n) {
   uintptr_t g1 = (p + n - 1) >> pl_shift, g0 = p >> pl_shift;
   g0 = g0 >= PL_GM_SPAN - 1 ? g0 - (PL_GM_SPAN - 1) : 0;
   for (uintptr_t g = g0; g <= g1; g++) {
-    pl_gslot *s = pl_slot(g, false);
+    pl_gslot *s = pl_gm_slot(g);
     if (s == NULL) {
       /* skip the rest of an unmapped leaf */
       g |= ((uintptr_t)1 << PL_LEAF_BITS) - 1;
