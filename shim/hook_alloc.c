@@ -50,9 +50,11 @@ static pl_next_alloc pl_next;
 static atomic_int pl_next_state; /* 0 unresolved, 1 resolving, 2 ready */
 static PL_TLS int pl_resolving;
 static atomic_bool pl_tracking;   /* set once the shim is initialised */
-/* The next free is glibc's, which keeps errno itself since 2.33 (a
- * preloaded jemalloc or tcmalloc may not, and then we keep it). */
-static bool pl_free_keeps_errno;
+/* The next allocator is glibc's (>= 2.33): its free keeps errno itself
+ * (a preloaded jemalloc or tcmalloc may not, and then we keep it), and the
+ * chunk header just below a block gives its size, so most frees can be told
+ * untracked without looking anything up. */
+static bool pl_next_is_glibc;
 static size_t pl_track_min = 64 << 10;
 
 /* ---- bootstrap arena ----------------------------------------------------- */
@@ -115,7 +117,7 @@ void pl_alloc_enable(void) {
     int maj = 0, mnr = 0;
     if (libc && pl_real_dlsym(libc, "free") == (void *)pl_next.free &&
         sscanf(gnu_get_libc_version(), "%d.%d", &maj, &mnr) == 2)
-      pl_free_keeps_errno = maj > 2 || (maj == 2 && mnr >= 33);
+      pl_next_is_glibc = maj > 2 || (maj == 2 && mnr >= 33);
     if (libc) dlclose(libc);
   }
   atomic_store(&pl_tracking, true);
@@ -138,6 +140,9 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
 
 /* Forget p if it was tracked: a few loads, inline, when it was not. */
 static inline void pl_untrack(void *p) {
+  /* glibc keeps a block's size (low 3 bits: flags) in the word before it;
+   * a block smaller than the threshold was never tracked. */
+  if (PL_LIKELY(pl_next_is_glibc) && (((const size_t *)p)[-1] & ~(size_t)7) < pl_track_min) return;
   if (PL_UNLIKELY(pl_granmap_find_base((uintptr_t)p) != NULL)) pl_hostmem_untrack(p);
 }
 
@@ -166,10 +171,9 @@ PL_EXPORT void free(void *p) {
   if (p == NULL || PL_UNLIKELY(pl_in_arena(p))) return;
   if (PL_UNLIKELY(!pl_next_ready())) return; /* cannot happen for heap memory */
   /* Nothing on the untrack path can set errno (no system call, no
-   * allocation); only the next allocator's free could, so errno is saved
-   * around the rare tracked case and around that call. */
+   * allocation); only a next allocator other than glibc's might. */
   pl_untrack(p);
-  if (PL_LIKELY(pl_free_keeps_errno)) {
+  if (PL_LIKELY(pl_next_is_glibc)) {
     pl_next.free(p);
     return;
   }
