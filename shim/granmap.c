@@ -189,22 +189,33 @@ pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
 }
 
 pl_range *pl_granmap_find(uintptr_t p) {
+  if (pl_top == NULL) return NULL;
   uintptr_t g = p >> pl_shift;
-  for (uintptr_t k = 0; k < PL_GM_SPAN && k <= g; k++) {
-    pl_gslot *s = pl_gm_slot(g - k);
-    if (s == NULL) continue;
-    bool start_seen = false;
-    for (int i = 0; i < 2; i++) {
-      pl_range *r = atomic_load_explicit(&s->s[i], memory_order_acquire);
-      if (r == NULL) continue;
-      if (p >= r->base && p - r->base < r->size) return r;
-      /* The nearest range starting at or before p does not hold it, so no
-       * earlier one can (tracked ranges are disjoint). */
-      if (k > 0 && (r->base >> pl_shift) == g - k) start_seen = true;
+  uintptr_t stop = g >= PL_GM_SPAN - 1 ? g - (PL_GM_SPAN - 1) : 0;
+  const uintptr_t mask = ((uintptr_t)1 << PL_LEAF_BITS) - 1;
+  pl_gslot *leaf = NULL;
+  size_t leaf_hi = SIZE_MAX;
+  for (uintptr_t x = g;; x--) {
+    size_t hi = x >> PL_LEAF_BITS;
+    if (hi != leaf_hi) { /* the leaf changes at most once in 16 steps */
+      leaf_hi = hi;
+      leaf = hi < pl_top_len ? atomic_load_explicit(&pl_top[hi], memory_order_acquire) : NULL;
     }
-    if (start_seen) return NULL;
+    if (leaf != NULL) {
+      pl_gslot *s = &leaf[x & mask];
+      bool start_seen = false;
+      for (int i = 0; i < 2; i++) {
+        pl_range *r = atomic_load_explicit(&s->s[i], memory_order_acquire);
+        if (r == NULL) continue;
+        if (p >= r->base && p - r->base < r->size) return r;
+        /* The nearest range starting before p does not hold it, so no
+         * earlier one can (tracked ranges are disjoint). */
+        if (x != g && (r->base >> pl_shift) == x) start_seen = true;
+      }
+      if (start_seen) return NULL;
+    }
+    if (x == stop) return NULL;
   }
-  return NULL;
 }
 
 bool pl_granmap_erase(uintptr_t base) {
