@@ -214,7 +214,13 @@ static void pl_workers_copy(void *dst, const void *src, size_t n, bool nt);
 
 void pl_workers_memcpy(void *dst, const void *src, size_t n) { pl_workers_copy(dst, src, n, false); }
 
-void pl_workers_memcpy_to_chunk(void *dst, const void *src, size_t n) { pl_workers_copy(dst, src, n, true); }
+void pl_workers_memcpy_to_chunk(void *dst, const void *src, size_t n) {
+#ifdef PL_NO_STREAM_STORES /* for comparison runs (tests/bench/diag.sh) */
+  pl_workers_copy(dst, src, n, false);
+#else
+  pl_workers_copy(dst, src, n, true);
+#endif
+}
 
 /* The parallel copy behind both entry points. */
 static void pl_workers_copy(void *dst, const void *src, size_t n, bool nt) {
