@@ -63,7 +63,11 @@ static pl_range *pl_node_get(void) {
     if (pl_tcache_n == 0) return NULL;
   }
   pl_range *n = pl_tcache[--pl_tcache_n];
-  memset(n, 0, sizeof *n);
+  /* Field by field, atomically: a reader may still hold the old incarnation. */
+  __atomic_store_n(&n->stack_id, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&n->gen, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&n->cached, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&n->spans, 0, __ATOMIC_RELAXED);
   return n;
 }
 
@@ -110,17 +114,19 @@ static pl_gslot *pl_slot(uintptr_t g, bool create) {
 }
 
 static bool pl_overlaps(const pl_range *r, uintptr_t b, size_t n) {
-  return r->base < b + n && b < r->base + r->size;
+  uintptr_t rb = PL_RBASE(r);
+  return rb < b + n && b < rb + PL_RSIZE(r);
 }
 
 /* The last granule node r is linked into. */
 static uintptr_t pl_last_granule(const pl_range *r) {
-  return r->spans ? (r->base + r->size - 1) >> pl_shift : r->base >> pl_shift;
+  uintptr_t rb = PL_RBASE(r);
+  return PL_RSPANS(r) ? (rb + PL_RSIZE(r) - 1) >> pl_shift : rb >> pl_shift;
 }
 
 /* Take node r out of every granule it occupies, once. */
 static void pl_unlink(pl_range *r) {
-  uintptr_t g0 = r->base >> pl_shift, g1 = pl_last_granule(r);
+  uintptr_t g0 = PL_RBASE(r) >> pl_shift, g1 = pl_last_granule(r);
   bool mine = false;
   for (uintptr_t g = g0; g <= g1; g++) {
     pl_gslot *s = pl_gm_slot(g);
@@ -137,11 +143,12 @@ pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
   if (pl_top == NULL || size < ((size_t)1 << pl_shift)) return NULL;
   pl_range *r = pl_node_get();
   if (r == NULL) return NULL;
-  r->base = base;
-  r->size = size;
+  __atomic_store_n(&r->base, base, __ATOMIC_RELAXED);
+  __atomic_store_n(&r->size, size, __ATOMIC_RELAXED);
   uintptr_t g0 = base >> pl_shift, g1 = (base + size - 1) >> pl_shift;
-  r->spans = g1 - g0 + 1 > PL_GM_SPAN;
-  if (!r->spans) g1 = g0;
+  bool spans = g1 - g0 + 1 > PL_GM_SPAN;
+  __atomic_store_n(&r->spans, (uint8_t)spans, __ATOMIC_RELAXED);
+  if (!spans) g1 = g0;
   /* Whatever overlaps is stale (its memory was released by a path no hook
    * sees, such as glibc's internal free): forget it first.  Only two kinds
    * can overlap: one holding `base`, and ranges starting inside the new one
@@ -207,10 +214,11 @@ pl_range *pl_granmap_find(uintptr_t p) {
       for (int i = 0; i < 2; i++) {
         pl_range *r = atomic_load_explicit(&s->s[i], memory_order_acquire);
         if (r == NULL) continue;
-        if (p >= r->base && p - r->base < r->size) return r;
+        uintptr_t rb = PL_RBASE(r);
+        if (p >= rb && p - rb < PL_RSIZE(r)) return r;
         /* The nearest range starting before p does not hold it, so no
          * earlier one can (tracked ranges are disjoint). */
-        if (x != g && (r->base >> pl_shift) == x) start_seen = true;
+        if (x != g && (rb >> pl_shift) == x) start_seen = true;
       }
       if (start_seen) return NULL;
     }

@@ -59,11 +59,11 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
   pl_range *t = pl_granmap_find((uintptr_t)p);
   uintptr_t base = 0;
   if (t) {
-    if (alloc_stack) *alloc_stack = t->stack_id;
+    if (alloc_stack) *alloc_stack = __atomic_load_n(&t->stack_id, __ATOMIC_ACQUIRE);
     unsigned cgen = __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE);
     uint8_t cached = __atomic_load_n(&t->cached, __ATOMIC_RELAXED);
     if (cached && cgen == gen) return cached;
-    base = t->base;
+    base = PL_RBASE(t);
   }
   pthread_mutex_lock(&pl_hm_lock);
   pl_range *r = pl_rangemap_find(&pl_pinned, (uintptr_t)p);
@@ -75,7 +75,7 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
     /* Cache only into the node that still starts at the same base: the
      * range may have been freed and reused meanwhile. */
     t = pl_granmap_find((uintptr_t)p);
-    if (t && t->base == base && atomic_load(&pl_pin_gen) == gen) {
+    if (t && PL_RBASE(t) == base && atomic_load(&pl_pin_gen) == gen) {
       __atomic_store_n(&t->cached, (uint8_t)kind, __ATOMIC_RELAXED);
       __atomic_store_n(&t->gen, gen, __ATOMIC_RELEASE);
     }
