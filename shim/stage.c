@@ -122,6 +122,19 @@ static pl_acq pl_run_acquire(pl_run *x, uint64_t wait_ns, pl_chunk **out, CUresu
   return a;
 }
 
+/* The next chunk for a pipeline that has enqueued `off` bytes: 1 with *ch
+ * owned by the caller; 0 to stop and let the native call finish the copy
+ * (*timed_out says whether the wait ran out); -1 when nothing is enqueued
+ * yet and the engine must decline the copy. */
+static int pl_run_next(pl_run *x, size_t off, pl_chunk **ch, bool *timed_out) {
+  CUresult e;
+  pl_acq a = pl_run_acquire(x, x->wait_ns, ch, &e);
+  if (a == PL_ACQ_OK) return 1;
+  if (a == PL_ACQ_ERROR && off == 0) return -1;
+  *timed_out = a == PL_ACQ_TIMEOUT;
+  return 0;
+}
+
 /* Run the native call for bytes [off, end) of the copy, in stream order
  * after whatever chunks were enqueued.  Its result is the program's. */
 static CUresult pl_run_fallback(pl_run *x, size_t off, bool timed_out) {
@@ -177,9 +190,9 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   while (off < c->bytes) {
     pl_chunk *ch;
     CUresult e;
-    pl_acq a = pl_run_acquire(x, x->wait_ns, &ch, &e);
-    if (a == PL_ACQ_ERROR && off == 0) return false;
-    if (a != PL_ACQ_OK) { timed_out = a == PL_ACQ_TIMEOUT; break; }
+    int got = pl_run_next(x, off, &ch, &timed_out);
+    if (got < 0) return false;
+    if (got == 0) break;
     size_t len = pl_h2d_piece(c->bytes - off, ch->size, &ramp);
     pl_workers_memcpy_to_chunk(ch->host, src + off, len);
     e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, ch->host, len, x->stream);
@@ -327,9 +340,9 @@ static bool pl_d2h_async(pl_run *x, CUresult *r) {
   while (off < c->bytes) {
     pl_chunk *ch;
     CUresult e;
-    pl_acq a = pl_run_acquire(x, x->wait_ns, &ch, &e);
-    if (a == PL_ACQ_ERROR && off == 0) return false;
-    if (a != PL_ACQ_OK) { timed_out = a == PL_ACQ_TIMEOUT; break; }
+    int got = pl_run_next(x, off, &ch, &timed_out);
+    if (got < 0) return false;
+    if (got == 0) break;
     size_t len = c->bytes - off < ch->size ? c->bytes - off : ch->size;
     ch->out_dst = dst + off;
     ch->out_n = len;
