@@ -178,7 +178,25 @@ case_alloc_semantics() {
   LD_PRELOAD="$SHIM" "$B/test_alloc_semantics" >"$T/as.out" 2>&1 || fail "$(cat "$T/as.out")"
 }
 
-all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress stage_e2e stage_e2e_async stage_report alloc_semantics"
+# A setuid program gets no trace from the shim (it would write where the
+# caller's environment says, with privileges the caller lacks).  Needs root
+# (to make the binary setuid) and setpriv (to run it as nobody).
+case_setuid() {
+  [ -x "$B/test_setuid_copies" ] || { echo "    (no test_setuid_copies in this build: skipped)" >&2; return 0; }
+  if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then echo "    (needs root and setpriv: skipped)" >&2; return 0; fi
+  local d; d=$(mktemp -d /tmp/pagelock-suid.XXXXXX); chmod 755 "$d"; mkdir "$d/out"; chmod 777 "$d/out"
+  cp "$B/test_setuid_copies" "$d/plain"; cp "$B/test_setuid_copies" "$d/suid"
+  chmod 755 "$d/plain"; chmod 4755 "$d/suid"
+  local run=(setpriv --reuid=65534 --regid=65534 --clear-groups env PAGELOCK_OUTPUT="$d/out/%p.trace")
+  "${run[@]}" "$d/plain" >/dev/null 2>"$d/err1" || { rm -rf "$d"; fail "plain copy failed as nobody: $(cat "$d/err1")"; return; }
+  [ "$(ls "$d/out" | wc -l)" = 1 ] || { rm -rf "$d"; fail "control run wrote no trace (the test could not fail)"; return; }
+  rm -f "$d/out"/*
+  "${run[@]}" "$d/suid" >/dev/null 2>"$d/err2" || { rm -rf "$d"; fail "setuid copy failed: $(cat "$d/err2")"; return; }
+  local n; n=$(ls "$d/out" | wc -l); rm -rf "$d"
+  [ "$n" = 0 ] || fail "a setuid program wrote $n trace file(s)"
+}
+
+all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress stage_e2e stage_e2e_async stage_report alloc_semantics setuid"
 for c in ${@:-$all}; do
   if "case_$c"; then echo "ok   $c"; pass=$((pass+1)); else echo "FAIL $c"; fail=$((fail+1)); fi
 done
