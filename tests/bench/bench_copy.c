@@ -78,6 +78,7 @@ int main(int argc, char **argv) {
       RT(cudaStreamSynchronize(s));
       double t2 = now_s();
       if (r >= 0) { v[r] = size / (t2 - t0) / 1e9; call[r] = (t1 - t0) * 1e6; }
+      if (getenv("BENCH_VERBOSE")) fprintf(stderr, "rep %d: %.2f GB/s, call %.1f us\n", r, size / (t2 - t0) / 1e9, (t1 - t0) * 1e6);
     }
     double gbps = median(v, reps), us = median(call, reps);
     printf("result mode=%s kind=%s size=%zu gbps=%.2f call_us=%.1f\n", mode, kind, size, gbps, us);
