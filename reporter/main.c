@@ -40,7 +40,7 @@ void plr_usage(FILE *out) {
           "  PAGELOCK_TRACK_MIN      smallest host allocation tracked "
           "(default 64K)\n"
           "  PAGELOCK_STAGE_MIN      smallest pageable copy staged (default "
-          "1M)\n"
+          "2M)\n"
           "  PAGELOCK_POOL_SIZE      pinned staging pool size (default 64M)\n"
           "  PAGELOCK_CHUNK_SIZE     staging chunk size (default 8M)\n"
           "  PAGELOCK_COPY_THREADS   host copy threads, 0 = automatic "
