@@ -5,8 +5,6 @@
  *   stage_e2e            byte-exact round trips: every size class, odd
  *                        offsets, sync/async/default-stream calls, several
  *                        threads with their own streams.  Exit 0 = all exact.
- *   stage_e2e --bench N  time N MiB pageable copies each way (best of 5):
- *                        GB/s and how long the calling thread was blocked.
  *   stage_e2e --sweep    median time of one copy + sync, 64 KiB to 64 MiB:
  *                        where staging starts to pay.
  *
@@ -136,43 +134,6 @@ static int correctness(void) {
   return fails ? 1 : 0;
 }
 
-/* Best of 5: seconds the call blocked the thread, seconds until the copy
- * was complete. */
-static void bench_one(int h2d, char *host, char *dev, size_t n, cudaStream_t s, double *call, double *total) {
-  *call = *total = 1e9;
-  for (int rep = 0; rep < 5; rep++) {
-    CK(cudaDeviceSynchronize());
-    double t0 = now_s();
-    if (h2d) CK(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, s));
-    else CK(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, s));
-    double t1 = now_s();
-    CK(cudaStreamSynchronize(s));
-    double t2 = now_s();
-    if (t1 - t0 < *call) *call = t1 - t0;
-    if (t2 - t0 < *total) *total = t2 - t0;
-  }
-}
-
-static int bench(size_t mib) {
-  size_t n = mib * MB;
-  char *host = malloc(n), *dev;
-  memset(host, 1, n); /* fault the pages in: first-touch cost is not the copy's */
-  cudaStream_t s;
-  CK(cudaMalloc((void **)&dev, n));
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  double call, total;
-  bench_one(1, host, dev, n, s, &call, &total); /* warm-up: pool, threads */
-  bench_one(1, host, dev, n, s, &call, &total);
-  printf("H2D %zu MiB pageable: %.1f GB/s, caller blocked %.2f ms of %.2f ms\n", mib, n / total / 1e9,
-         call * 1e3, total * 1e3);
-  bench_one(0, host, dev, n, s, &call, &total);
-  printf("D2H %zu MiB pageable: %.1f GB/s, caller blocked %.2f ms of %.2f ms\n", mib, n / total / 1e9,
-         call * 1e3, total * 1e3);
-  CK(cudaStreamDestroy(s));
-  CK(cudaFree(dev));
-  free(host);
-  return 0;
-}
 
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -212,6 +173,5 @@ static int sweep(void) {
 int main(int argc, char **argv) {
   CK(cudaSetDevice(0));
   if (argc > 1 && strcmp(argv[1], "--sweep") == 0) return sweep();
-  if (argc > 2 && strcmp(argv[1], "--bench") == 0) return bench((size_t)atol(argv[2]));
   return correctness();
 }
