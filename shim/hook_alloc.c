@@ -63,8 +63,21 @@ static size_t pl_track_min = 64 << 10;
 static _Alignas(64) char pl_arena[PL_ARENA_SIZE];
 static atomic_size_t pl_arena_used;
 
-static bool pl_in_arena(const void *p) {
-  return (const char *)p >= pl_arena && (const char *)p < pl_arena + PL_ARENA_SIZE;
+static inline bool pl_in_arena(const void *p) {
+  return (uintptr_t)p - (uintptr_t)pl_arena < PL_ARENA_SIZE; /* one compare */
+}
+
+/* glibc's own entry points: when glibc is the next allocator the hot paths
+ * jump straight to them (a tail call, no frame, no pointer load). */
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+
+/* A glibc block that was never tracked: its chunk header (the word before
+ * it: size, low 3 bits flags) says it is smaller than the threshold. */
+static inline bool pl_glibc_small(const void *p) {
+  return (((const size_t *)p)[-1] & ~(size_t)7) < pl_track_min;
 }
 
 /* Bump allocation for the few requests made while the next allocator is
@@ -140,9 +153,7 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
 
 /* Forget p if it was tracked: a few loads, inline, when it was not. */
 static inline void pl_untrack(void *p) {
-  /* glibc keeps a block's size (low 3 bits: flags) in the word before it;
-   * a block smaller than the threshold was never tracked. */
-  if (PL_LIKELY(pl_next_is_glibc) && (((const size_t *)p)[-1] & ~(size_t)7) < pl_track_min) return;
+  if (PL_LIKELY(pl_next_is_glibc) && pl_glibc_small(p)) return;
   if (PL_UNLIKELY(pl_granmap_find_base((uintptr_t)p) != NULL)) pl_hostmem_untrack(p);
 }
 
@@ -160,14 +171,18 @@ static __attribute__((noinline)) void *pl_malloc_tracked(void *p, size_t n, cons
 
 /* ---- the malloc family --------------------------------------------------- */
 
+
 PL_EXPORT void *malloc(size_t n) {
+  if (PL_LIKELY(pl_next_is_glibc) && PL_LIKELY(n < pl_track_min)) return __libc_malloc(n);
   if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 16);
   void *p = pl_next.malloc(n);
   if (PL_UNLIKELY(n >= pl_track_min)) return pl_malloc_tracked(p, n, __builtin_return_address(0));
   return p;
 }
 
-PL_EXPORT void free(void *p) {
+/* Everything but glibc's untracked fast path, out of line so that path
+ * pushes nothing. */
+static __attribute__((noinline)) void pl_free_slow(void *p) {
   if (p == NULL || PL_UNLIKELY(pl_in_arena(p))) return;
   if (PL_UNLIKELY(!pl_next_ready())) return; /* cannot happen for heap memory */
   /* Nothing on the untrack path can set errno (no system call, no
@@ -182,7 +197,19 @@ PL_EXPORT void free(void *p) {
   errno = saved;
 }
 
+PL_EXPORT void free(void *p) {
+  /* glibc keeps a block's size (low 3 bits: flags) in the word before it;
+   * a block smaller than the threshold was never tracked. */
+  if (PL_LIKELY(pl_next_is_glibc) && p != NULL && !pl_in_arena(p) && PL_LIKELY(pl_glibc_small(p))) {
+    __libc_free(p);
+    return;
+  }
+  pl_free_slow(p);
+}
+
 PL_EXPORT void *calloc(size_t k, size_t n) {
+  if (PL_LIKELY(pl_next_is_glibc) && k < pl_track_min && n < pl_track_min && k * n < pl_track_min)
+    return __libc_calloc(k, n); /* both below the threshold: k * n cannot wrap */
   if (PL_UNLIKELY(!pl_next_ready())) {
     if (n && k > SIZE_MAX / n) return NULL;
     return pl_arena_alloc(k * n, 16);
@@ -193,6 +220,9 @@ PL_EXPORT void *calloc(size_t k, size_t n) {
 }
 
 PL_EXPORT void *realloc(void *old, size_t n) {
+  if (PL_LIKELY(pl_next_is_glibc) && n < pl_track_min && old != NULL && !pl_in_arena(old) &&
+      pl_glibc_small(old))
+    return __libc_realloc(old, n);
   if (PL_UNLIKELY(old != NULL && pl_in_arena(old))) {
     /* Leaving the arena: copy into the real heap (the old size is not
      * known; copy what can exist). */
