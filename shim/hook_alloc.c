@@ -296,6 +296,7 @@ PL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
   void *p = pl_next.mmap(addr, len, prot, flags, fd, off);
   if (p == MAP_FAILED || !atomic_load_explicit(&pl_tracking, memory_order_relaxed)) return p;
   int saved = errno;
+  pl_hostmem_invalidate();
   /* A fixed mapping replaces whatever was there. */
   if (flags & MAP_FIXED) pl_hostmem_untrack_range(p, len);
   if (pl_mmap_trackable(prot, flags) && len >= pl_track_min) pl_track(p, len, PL_SITE);
@@ -314,6 +315,7 @@ PL_EXPORT int munmap(void *addr, size_t len) {
   if (atomic_load_explicit(&pl_tracking, memory_order_relaxed)) {
     int saved = errno;
     pl_hostmem_untrack_range(addr, len);
+    pl_hostmem_invalidate();
     errno = saved;
   }
   return pl_next.munmap(addr, len);
@@ -335,6 +337,7 @@ PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
   if (tracking) {
     int saved = errno;
     pl_hostmem_untrack_range(old, old_len);
+    pl_hostmem_invalidate();
     errno = saved;
   }
   void *p = pl_next.mremap(old, old_len, new_len, flags, new_addr);

@@ -50,6 +50,25 @@ static int pl_hostmem_query(CUdeviceptr p) {
   }
 }
 
+/* Per-thread memo of pages the driver called pageable that no tracked
+ * allocation covers (small heap blocks, stack, static data): a loop of
+ * small copies from one buffer would otherwise pay the registry lock and a
+ * driver query (~100 ns) on every call.  An entry holds while the
+ * generation holds (it moves whenever the program pins or unpins memory
+ * through the hooks, or maps or unmaps anything through mmap: the ways a
+ * page stops being plain pageable memory), and for PL_NEG_USES answers at
+ * most, so a registration the hooks never saw is noticed within that many
+ * copies. */
+#define PL_NEG_SLOTS 8
+#define PL_NEG_USES 64
+typedef struct pl_neg_entry {
+  uintptr_t page;
+  unsigned gen, uses;
+} pl_neg_entry;
+static PL_TLS pl_neg_entry pl_neg[PL_NEG_SLOTS];
+
+void pl_hostmem_invalidate(void) { atomic_fetch_add_explicit(&pl_pin_gen, 1, memory_order_acq_rel); }
+
 int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
   if (alloc_stack) *alloc_stack = 0;
   if (p == 0) return PAGELOCK_MEM_UNKNOWN;
@@ -65,12 +84,25 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
     if (cached && cgen == gen) return cached;
     base = PL_RBASE(t);
   }
+  uintptr_t page = (uintptr_t)p >> 12;
+  pl_neg_entry *neg = &pl_neg[page & (PL_NEG_SLOTS - 1)];
+  if (t == NULL && neg->page == page && neg->gen == gen && neg->uses > 0) {
+    neg->uses--;
+    return PAGELOCK_MEM_PAGEABLE;
+  }
   pthread_mutex_lock(&pl_hm_lock);
   pl_range *r = pl_rangemap_find(&pl_pinned, (uintptr_t)p);
   int kind = r ? r->kind : PAGELOCK_MEM_UNKNOWN;
   pthread_mutex_unlock(&pl_hm_lock);
   if (kind != PAGELOCK_MEM_UNKNOWN) return kind;
   kind = pl_hostmem_query(p);
+  if (t == NULL && kind == PAGELOCK_MEM_PAGEABLE) {
+    neg->page = page;
+    neg->gen = gen;
+    neg->uses = PL_NEG_USES;
+  } else if (t == NULL && neg->page == page) {
+    neg->page = 0; /* no longer pageable: forget it */
+  }
   if (base && kind != PAGELOCK_MEM_UNKNOWN) {
     /* Cache only into the node that still starts at the same base: the
      * range may have been freed and reused meanwhile. */

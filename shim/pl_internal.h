@@ -222,6 +222,9 @@ void pl_hostmem_untrack_range(void *p, size_t n);
  * it; any change invalidates every cached classification. */
 void pl_hostmem_pinned_add(void *p, size_t n, int kind);
 void pl_hostmem_pinned_remove(void *p);
+/* Something may have changed what kind of memory some page is (an mmap,
+ * munmap or mremap): drop every cached classification. */
+void pl_hostmem_invalidate(void);
 /* Registry invariants hold; counts of tracked and pinned ranges. */
 bool pl_hostmem_check(size_t *tracked, size_t *pinned);
 void pl_hostmem_atfork_prepare(void);
