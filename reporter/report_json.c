@@ -59,9 +59,11 @@ static void plr_json_totals(FILE *out, const plr_totals *t, const char *ind) {
           "{\n%s  \"copies\": %" PRIu64 ", \"bytes\": %" PRIu64
           ", \"host_ns\": %" PRIu64 ",\n%s  \"failed\": %" PRIu64
           ", \"fallbacks\": %" PRIu64 ", \"captured\": %" PRIu64
-          ", \"registered\": %" PRIu64 ",\n%s  ",
+          ", \"registered\": %" PRIu64 ", \"graph_nodes\": %" PRIu64
+          ", \"graph_nodes_pageable\": %" PRIu64 ",\n%s  ",
           ind, t->all.count, t->all.bytes, t->all.host_ns, ind, t->failed,
-          t->fallbacks, t->captured, t->registered, ind);
+          t->fallbacks, t->captured, t->registered, t->graph_nodes,
+          t->graph_nodes_pageable, ind);
   plr_json_bucket(out, "pageable", &t->pageable);
   fprintf(out, ",\n%s  ", ind);
   plr_json_bucket(out, "pageable_async", &t->pageable_async);

@@ -66,6 +66,10 @@ static void plr_print_totals(FILE *out, const plr_totals *tot) {
   if (tot->captured)
     fprintf(out, "%" PRIu64 " copies were on a capturing stream (left "
             "untouched)\n", tot->captured);
+  if (tot->graph_nodes)
+    fprintf(out, "%" PRIu64 " graph memcpy nodes were defined, %" PRIu64
+            " of them with a pageable host side (graphs are left as built; "
+            "each launch copies again)\n", tot->graph_nodes, tot->graph_nodes_pageable);
   if (tot->failed)
     fprintf(out, "%" PRIu64 " copies returned a CUDA error to the "
             "program\n", tot->failed);

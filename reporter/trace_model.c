@@ -27,6 +27,8 @@ void plr_totals_add(plr_totals *acc, const plr_totals *t) {
   acc->fallbacks += t->fallbacks;
   acc->captured += t->captured;
   acc->registered += t->registered;
+  acc->graph_nodes += t->graph_nodes;
+  acc->graph_nodes_pageable += t->graph_nodes_pageable;
 }
 
 const char *plr_mode_name(uint32_t mode) {
@@ -87,6 +89,13 @@ static int plr_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
   unsigned mem = c->host_mem < PLR_NMEM ? c->host_mem : PAGELOCK_MEM_UNKNOWN;
   plr_bucket b = {1, c->bytes, c->host_ns};
   plr_totals *tot = &t->tot;
+  /* A graph memcpy node is a definition, not a copy: it is counted apart
+   * (each launch of the graph copies, and the shim does not see launches). */
+  if (c->flags & PAGELOCK_COPY_GRAPH_NODE) {
+    tot->graph_nodes++;
+    if (mem == PAGELOCK_MEM_PAGEABLE) tot->graph_nodes_pageable++;
+    return 0;
+  }
   plr_bucket_add(&tot->all, &b);
   plr_bucket_add(&tot->by[dir][mem], &b);
   if (c->result != 0) tot->failed++;

@@ -35,6 +35,8 @@ typedef struct plr_totals {
   uint64_t fallbacks;                /* PAGELOCK_COPY_FALLBACK */
   uint64_t captured;                 /* PAGELOCK_COPY_CAPTURE */
   uint64_t registered;               /* PAGELOCK_COPY_REGISTERED */
+  uint64_t graph_nodes;              /* PAGELOCK_COPY_GRAPH_NODE: defined, not copies */
+  uint64_t graph_nodes_pageable;     /* ... of them with a pageable host side */
 } plr_totals;
 
 /* Accumulator of pageable copies sharing one raw key. */

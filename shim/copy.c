@@ -140,3 +140,16 @@ CUresult pl_copy_exec(pl_copy *c) {
   pl_in_shim--;
   return r;
 }
+
+void pl_copy_note_graph(int api, const CUDA_MEMCPY3D *p, CUresult r, void *callsite) {
+  if (p == NULL || pl_in_shim || !pl_active()) return;
+  pl_in_shim++;
+  pl_copy c = {.api = api, .flags = PAGELOCK_COPY_GRAPH_NODE, .callsite = callsite};
+  pl_fill_3d(&c, p);
+  pl_classify(&c);
+  uint8_t host = pl_host_side(c.dir, c.src_mem, c.dst_mem);
+  /* The node's definition site is where the report points, as for a copy. */
+  uint32_t stack = host == PAGELOCK_MEM_PAGEABLE ? pl_stack_capture(2) : 0;
+  pl_record(&c, pl_now_ns(), 0, r, stack, pl_next_correlation());
+  pl_in_shim--;
+}

@@ -160,7 +160,7 @@ static void pl_fill_2d(pl_copy *c, const CUDA_MEMCPY2D *p) {
   c->src_mem = pl_side(p->srcMemoryType, p->srcHost, p->srcDevice, &c->src);
   c->dst_mem = pl_side(p->dstMemoryType, p->dstHost, p->dstDevice, &c->dst);
 }
-static void pl_fill_3d(pl_copy *c, const CUDA_MEMCPY3D *p) {
+void pl_fill_3d(pl_copy *c, const CUDA_MEMCPY3D *p) {
   c->args = p;
   if (p == NULL) return;
   c->bytes = p->WidthInBytes * p->Height * p->Depth;
@@ -251,6 +251,77 @@ void pl_batch_entry(const pl_copy *c, size_t i, CUdeviceptr *dst, CUdeviceptr *s
 size_t pl_batch_count(const pl_copy *c) {
   const pl_batch_args *a = c->args;
   return a ? a->count : 0;
+}
+
+/* ---- graph memcpy nodes: logged, never changed ------------------------- */
+
+typedef CUresult (*pl_gadd_t)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                              const CUDA_MEMCPY3D *, CUcontext);
+typedef CUresult (*pl_gset_t)(CUgraphNode, const CUDA_MEMCPY3D *);
+typedef CUresult (*pl_gxset_t)(CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *, CUcontext);
+typedef CUresult (*pl_gaddnode_t)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                  CUgraphNodeParams *);
+typedef CUresult (*pl_gaddnode2_t)(CUgraphNode *, CUgraph, const CUgraphNode *,
+                                   const CUgraphEdgeData *, size_t, CUgraphNodeParams *);
+typedef CUresult (*pl_gnodeset_t)(CUgraphNode, CUgraphNodeParams *);
+typedef CUresult (*pl_gxnodeset_t)(CUgraphExec, CUgraphNode, CUgraphNodeParams *);
+
+/* The memcpy descriptor of generic node parameters, or NULL. */
+static const CUDA_MEMCPY3D *pl_node_memcpy(const CUgraphNodeParams *np) {
+  return np && np->type == CU_GRAPH_NODE_TYPE_MEMCPY ? &np->memcpy.copyParams : NULL;
+}
+
+PL_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
+                                        size_t n, const CUDA_MEMCPY3D *p, CUcontext ctx) {
+  PL_REAL(PAGELOCK_API_cuGraphAddMemcpyNode, pl_gadd_t);
+  CUresult r = f(ph, g, deps, n, p, ctx);
+  pl_copy_note_graph(PAGELOCK_API_cuGraphAddMemcpyNode, p, r, PL_CALLSITE);
+  return r;
+}
+
+PL_EXPORT CUresult cuGraphMemcpyNodeSetParams(CUgraphNode node, const CUDA_MEMCPY3D *p) {
+  PL_REAL(PAGELOCK_API_cuGraphMemcpyNodeSetParams, pl_gset_t);
+  CUresult r = f(node, p);
+  pl_copy_note_graph(PAGELOCK_API_cuGraphMemcpyNodeSetParams, p, r, PL_CALLSITE);
+  return r;
+}
+
+PL_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec x, CUgraphNode node,
+                                                  const CUDA_MEMCPY3D *p, CUcontext ctx) {
+  PL_REAL(PAGELOCK_API_cuGraphExecMemcpyNodeSetParams, pl_gxset_t);
+  CUresult r = f(x, node, p, ctx);
+  pl_copy_note_graph(PAGELOCK_API_cuGraphExecMemcpyNodeSetParams, p, r, PL_CALLSITE);
+  return r;
+}
+
+PL_EXPORT CUresult cuGraphAddNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n,
+                                  CUgraphNodeParams *np) {
+  PL_REAL(PAGELOCK_API_cuGraphAddNode, pl_gaddnode_t);
+  CUresult r = f(ph, g, deps, n, np);
+  pl_copy_note_graph(PAGELOCK_API_cuGraphAddNode, pl_node_memcpy(np), r, PL_CALLSITE);
+  return r;
+}
+
+PL_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
+                                     const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *np) {
+  PL_REAL(PAGELOCK_API_cuGraphAddNode_v2, pl_gaddnode2_t);
+  CUresult r = f(ph, g, deps, edges, n, np);
+  pl_copy_note_graph(PAGELOCK_API_cuGraphAddNode_v2, pl_node_memcpy(np), r, PL_CALLSITE);
+  return r;
+}
+
+PL_EXPORT CUresult cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *np) {
+  PL_REAL(PAGELOCK_API_cuGraphNodeSetParams, pl_gnodeset_t);
+  CUresult r = f(node, np);
+  pl_copy_note_graph(PAGELOCK_API_cuGraphNodeSetParams, pl_node_memcpy(np), r, PL_CALLSITE);
+  return r;
+}
+
+PL_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec x, CUgraphNode node, CUgraphNodeParams *np) {
+  PL_REAL(PAGELOCK_API_cuGraphExecNodeSetParams, pl_gxnodeset_t);
+  CUresult r = f(x, node, np);
+  pl_copy_note_graph(PAGELOCK_API_cuGraphExecNodeSetParams, pl_node_memcpy(np), r, PL_CALLSITE);
+  return r;
 }
 
 void *const pl_copy_wrappers[PAGELOCK_API_COUNT] = {

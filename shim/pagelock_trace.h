@@ -92,6 +92,10 @@ enum pagelock_copy_flags {
   PAGELOCK_COPY_BATCH = 1u << 4,    /* one entry of a batch call */
   PAGELOCK_COPY_FALLBACK = 1u << 5, /* staging gave up, native call used */
   PAGELOCK_COPY_REGISTERED = 1u << 6, /* host range page-locked by the shim */
+  PAGELOCK_COPY_GRAPH_NODE = 1u << 7, /* a graph memcpy node was defined (or its
+                                         parameters set): nothing was copied
+                                         by this call, and the graph is left
+                                         as the program built it */
 };
 
 typedef struct pagelock_rec_copy {
@@ -202,7 +206,14 @@ typedef struct pagelock_rec_end {
   X(cuMemcpyBatchAsync)                              \
   X(cuMemcpyBatchAsync_ptsz)                         \
   X(cuMemcpyBatchAsync_v2)                           \
-  X(cuMemcpyBatchAsync_v2_ptsz)
+  X(cuMemcpyBatchAsync_v2_ptsz)                       \
+  X(cuGraphAddMemcpyNode)                            \
+  X(cuGraphMemcpyNodeSetParams)                      \
+  X(cuGraphExecMemcpyNodeSetParams)                  \
+  X(cuGraphAddNode)                                  \
+  X(cuGraphAddNode_v2)                               \
+  X(cuGraphNodeSetParams)                            \
+  X(cuGraphExecNodeSetParams)
 
 enum pagelock_api_id {
 #define PAGELOCK_API_ENUM(name) PAGELOCK_API_##name,

@@ -181,6 +181,11 @@ struct pl_copy {
 /* Every wrapper ends here: classify, decide (observe/stage/...), run, record.
  * Returns exactly what the program must see. */
 CUresult pl_copy_exec(pl_copy *c);
+/* Fill a pl_copy's sides and bytes from a 3D descriptor (hook_copy.c). */
+void pl_fill_3d(pl_copy *c, const CUDA_MEMCPY3D *p);
+/* A graph memcpy node was defined or changed (call already made, result r):
+ * record it, flagged PAGELOCK_COPY_GRAPH_NODE.  Never touches the graph. */
+void pl_copy_note_graph(int api, const CUDA_MEMCPY3D *p, CUresult r, void *callsite);
 /* Number of entries of a batch call, and entry i of it. */
 size_t pl_batch_count(const pl_copy *c);
 void pl_batch_entry(const pl_copy *c, size_t i, CUdeviceptr *dst, CUdeviceptr *src, size_t *n);

@@ -413,23 +413,68 @@ static CUresult fc_copy_2d(const CUDA_MEMCPY2D *p, CUstream h, int pt, int mode)
     return fc_copy_3d(&so, &dso, p->WidthInBytes, p->Height, 1, h, pt, mode);
 }
 
-static CUresult fc_copy_3d_desc(const CUDA_MEMCPY3D *p, CUstream h, int pt, int mode)
+static void fc_3d_operands(const CUDA_MEMCPY3D *p, struct fc_operand *so, struct fc_operand *dso)
 {
-    if (p == NULL || p->reserved0 != NULL || p->reserved1 != NULL || p->srcLOD || p->dstLOD)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fc_operand so = {
+    *so = (struct fc_operand){
         .type = p->srcMemoryType,
         .base = p->srcMemoryType == CU_MEMORYTYPE_HOST ? (uintptr_t)p->srcHost : (uintptr_t)p->srcDevice,
         .x = p->srcXInBytes, .y = p->srcY, .z = p->srcZ, .pitch = p->srcPitch,
         .height = p->srcHeight ? p->srcHeight : p->Height,
     };
-    struct fc_operand dso = {
+    *dso = (struct fc_operand){
         .type = p->dstMemoryType,
         .base = p->dstMemoryType == CU_MEMORYTYPE_HOST ? (uintptr_t)p->dstHost : (uintptr_t)p->dstDevice,
         .x = p->dstXInBytes, .y = p->dstY, .z = p->dstZ, .pitch = p->dstPitch,
         .height = p->dstHeight ? p->dstHeight : p->Height,
     };
+}
+
+static int fc_3d_desc_ok(const CUDA_MEMCPY3D *p)
+{
+    return p != NULL && p->reserved0 == NULL && p->reserved1 == NULL && !p->srcLOD && !p->dstLOD;
+}
+
+static CUresult fc_copy_3d_desc(const CUDA_MEMCPY3D *p, CUstream h, int pt, int mode)
+{
+    if (!fc_3d_desc_ok(p))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fc_operand so, dso;
+    fc_3d_operands(p, &so, &dso);
     return fc_copy_3d(&so, &dso, p->WidthInBytes, p->Height, p->Depth, h, pt, mode);
+}
+
+/* The copy of an explicit graph memcpy node, built now and run by every
+ * launch of the graph; `device` is the node's context's device. */
+CUresult fc_copy_node_op(const CUDA_MEMCPY3D *p, int device, fc_op **out)
+{
+    if (!fc_3d_desc_ok(p) || p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fc_operand so, dso;
+    fc_3d_operands(p, &so, &dso);
+    uintptr_t sa, da;
+    size_t ss, ds;
+    struct fc_ptr_info si, di;
+    CUresult r = fc_operand_place(&so, p->WidthInBytes, p->Height, p->Depth, &sa, &ss, &si);
+    if (r == CUDA_SUCCESS)
+        r = fc_operand_place(&dso, p->WidthInBytes, p->Height, p->Depth, &da, &ds, &di);
+    if (r != CUDA_SUCCESS)
+        return r;
+    fc_op *op = fc_copy_op(1);
+    if (op == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    fc_copy_job *j = &op->u.copy.jobs[0];
+    j->src = sa;
+    j->dst = da;
+    j->width = p->WidthInBytes;
+    j->height = p->Height;
+    j->depth = p->Depth;
+    j->spitch = so.pitch;
+    j->dpitch = dso.pitch;
+    j->sslice = ss;
+    j->dslice = ds;
+    j->dir = fc_dir_of(&di, &si, &j->device, device);
+    *out = op;
+    return CUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------------ */

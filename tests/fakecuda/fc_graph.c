@@ -127,11 +127,9 @@ static CUgraphNodeType fc_node_type(int kind)
     }
 }
 
-CUresult fc_capture_add_locked(fc_stream *s, fc_op *op)
+/* Append op to g as a new node (taking ownership of op on success). */
+static CUresult fc_graph_append(fc_graph *g, fc_op *op, fc_gnode **out)
 {
-    fc_graph *g = s->cap_graph;
-    if (s->cap_invalid || g == NULL)
-        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     fc_gnode *node = calloc(1, sizeof *node);
     if (node != NULL && g->n == g->cap) {
         size_t cap = g->cap ? g->cap * 2 : 16;
@@ -152,7 +150,17 @@ CUresult fc_capture_add_locked(fc_stream *s, fc_op *op)
     node->op = op;
     g->nodes[g->n++] = node;
     g->tail = (CUgraphNode)node;
+    if (out)
+        *out = node;
     return CUDA_SUCCESS;
+}
+
+CUresult fc_capture_add_locked(fc_stream *s, fc_op *op)
+{
+    fc_graph *g = s->cap_graph;
+    if (s->cap_invalid || g == NULL)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    return fc_graph_append(g, op, NULL);
 }
 
 /* ------------------------------------------------------------------ */
@@ -437,6 +445,55 @@ FC_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *n
         *numNodes = g->n;
     }
     FC_RETURN(CUDA_SUCCESS);
+}
+
+/* Explicit memcpy nodes.  Dependencies are accepted and ignored: nodes run
+ * in the order they were added, which respects any dependency on an
+ * earlier node. */
+static CUresult fc_add_memcpy_node(CUgraphNode *ph, CUgraph hg, const CUgraphNode *deps, size_t ndeps,
+                                   const CUDA_MEMCPY3D *p)
+{
+    fc_graph *g = fc_graph_handle(hg);
+    if (g == NULL || ph == NULL || p == NULL || (ndeps && deps == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_ctx *c;
+    CUresult r = fc_ctx_require(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    fc_op *op;
+    r = fc_copy_node_op(p, c->device, &op);
+    if (r != CUDA_SUCCESS)
+        return r;
+    fc_gnode *node;
+    r = fc_graph_append(g, op, &node);
+    if (r != CUDA_SUCCESS) {
+        fc_op_free(op);
+        return r;
+    }
+    *ph = (CUgraphNode)node;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                        size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    FC_ENTER(cuGraphAddMemcpyNode);
+    (void)ctx;
+    FC_RETURN(fc_add_memcpy_node(phGraphNode, hGraph, dependencies, numDependencies, copyParams));
+}
+
+FC_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                     const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                     CUgraphNodeParams *nodeParams)
+{
+    FC_ENTER(cuGraphAddNode_v2);
+    (void)dependencyData;
+    if (nodeParams == NULL)
+        FC_RETURN(CUDA_ERROR_INVALID_VALUE);
+    if (nodeParams->type != CU_GRAPH_NODE_TYPE_MEMCPY)
+        FC_RETURN(CUDA_ERROR_NOT_SUPPORTED); /* only memcpy nodes are modelled */
+    FC_RETURN(fc_add_memcpy_node(phGraphNode, hGraph, dependencies, numDependencies,
+                                 &nodeParams->memcpy.copyParams));
 }
 
 FC_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)

@@ -380,6 +380,8 @@ void fc_events_fini(void);
 /* Append op to the capture of s (s->mu held).  On failure the caller
  * still owns op and frees it after dropping s->mu. */
 CUresult fc_capture_add_locked(fc_stream *s, fc_op *op);
+/* The op of an explicit graph memcpy node (fc_copy.c). */
+CUresult fc_copy_node_op(const CUDA_MEMCPY3D *p, int device, fc_op **out);
 void fc_graph_free(fc_graph *g);
 void fc_graph_fini(void);
 

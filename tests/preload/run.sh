@@ -113,7 +113,7 @@ case_reach_ptds() { expect_copies ptds "$B/test_copies_ptds" --api-min cuMemcpyH
 case_reach_driver_direct() {
   expect_copies direct "$B/test_driver_direct" --api-min cuMemcpyHtoD_v2=1 --api-min cuMemcpyDtoHAsync_v2=1 \
     --api-min cuMemcpyAsync=1 --api-min cuMemcpy2D_v2=1 --api-min cuMemcpy2DAsync_v2=1 --api-min cuMemcpy3D_v2=1 \
-    --api-min cuMemcpyBatchAsync_v2=3
+    --api-min cuMemcpyBatchAsync_v2=3 --graph-nodes 2
 }
 case_reach_dlopen_dlsym() { expect_copies dlopen "$B/test_dlopen_client" --api-min cuMemcpyHtoD_v2=3 --api-min cuMemcpyDtoH_v2=3; }
 

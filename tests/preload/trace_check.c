@@ -2,6 +2,7 @@
  *
  * usage: trace_check FILE [--pageable N] [--pageable-bytes B] [--pinned N]
  *                         [--copies N] [--bytes B] (copies of any kind)
+ *                         [--graph-nodes N] (graph memcpy node records)
  *                         [--pinned-bytes B] [--simulated 0|1] [--complete]
  *                         [--api-min NAME=N]...
  * Counts COPY records by host memory kind and compares; prints every
@@ -30,12 +31,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   unsigned long n[8] = {0}, bytes[8] = {0}, api[PAGELOCK_API_COUNT] = {0}, failed = 0, stacks = 0;
-  unsigned long pageable_no_stack = 0, total = 0, total_bytes = 0;
+  unsigned long pageable_no_stack = 0, total = 0, total_bytes = 0, graph_nodes = 0;
   plr_record rec;
   while (plr_next(&r, &rec)) {
     if (rec.type == PAGELOCK_REC_STACK) stacks++;
     if (rec.type != PAGELOCK_REC_COPY) continue;
     const pagelock_rec_copy *c = rec.u.copy;
+    if (c->flags & PAGELOCK_COPY_GRAPH_NODE) { /* a definition, not a copy */
+      graph_nodes++;
+      continue;
+    }
     if (c->host_mem < 8) { n[c->host_mem]++; bytes[c->host_mem] += c->bytes; }
     total++;
     total_bytes += c->bytes;
@@ -61,6 +66,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--pinned-bytes")) { EXPECT("pinned bytes", bytes[PAGELOCK_MEM_PINNED], strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--copies")) { EXPECT("copies (any host memory)", total, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--bytes")) { EXPECT("bytes (any host memory)", total_bytes, strtoul(v, 0, 10)); i++; }
+    else if (!strcmp(a, "--graph-nodes")) { EXPECT("graph memcpy nodes", graph_nodes, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--failed")) { EXPECT("failed copies", failed, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--simulated")) { EXPECT("simulated flag", (r.hdr.flags & PAGELOCK_FILE_SIMULATED) != 0, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--complete")) EXPECT("clean END record", r.stop == PLR_STOP_END, 1);
