@@ -356,19 +356,15 @@ static CUresult fc_operand_place(const struct fc_operand *o, size_t w, size_t h,
     return r;
 }
 
-static CUresult fc_copy_3d(const struct fc_operand *so, const struct fc_operand *dso, size_t w,
-                           size_t h, size_t d, CUstream hs, int pt, int mode)
+/* The op of a w x h x d copy between two operands, for a context on
+ * `device` (nonzero extents). */
+static CUresult fc_3d_op(const struct fc_operand *so, const struct fc_operand *dso, size_t w, size_t h,
+                         size_t d, int device, fc_op **out)
 {
-    fc_stream *s;
-    CUresult r = fc_stream_resolve(hs, pt, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (w == 0 || h == 0 || d == 0)
-        return CUDA_SUCCESS;
     uintptr_t sa, da;
     size_t ss, ds;
     struct fc_ptr_info si, di;
-    r = fc_operand_place(so, w, h, d, &sa, &ss, &si);
+    CUresult r = fc_operand_place(so, w, h, d, &sa, &ss, &si);
     if (r == CUDA_SUCCESS)
         r = fc_operand_place(dso, w, h, d, &da, &ds, &di);
     if (r != CUDA_SUCCESS)
@@ -386,8 +382,23 @@ static CUresult fc_copy_3d(const struct fc_operand *so, const struct fc_operand 
     j->dpitch = dso->pitch;
     j->sslice = ss;
     j->dslice = ds;
-    j->dir = fc_dir_of(&di, &si, &j->device, s->ctx->device);
-    return fc_issue(op, s, mode);
+    j->dir = fc_dir_of(&di, &si, &j->device, device);
+    *out = op;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fc_copy_3d(const struct fc_operand *so, const struct fc_operand *dso, size_t w,
+                           size_t h, size_t d, CUstream hs, int pt, int mode)
+{
+    fc_stream *s;
+    CUresult r = fc_stream_resolve(hs, pt, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (w == 0 || h == 0 || d == 0)
+        return CUDA_SUCCESS;
+    fc_op *op;
+    r = fc_3d_op(so, dso, w, h, d, s->ctx->device, &op);
+    return r == CUDA_SUCCESS ? fc_issue(op, s, mode) : r;
 }
 
 static void fc_2d_operands(const CUDA_MEMCPY2D *p, struct fc_operand *so, struct fc_operand *dso)
@@ -451,30 +462,7 @@ CUresult fc_copy_node_op(const CUDA_MEMCPY3D *p, int device, fc_op **out)
         return CUDA_ERROR_INVALID_VALUE;
     struct fc_operand so, dso;
     fc_3d_operands(p, &so, &dso);
-    uintptr_t sa, da;
-    size_t ss, ds;
-    struct fc_ptr_info si, di;
-    CUresult r = fc_operand_place(&so, p->WidthInBytes, p->Height, p->Depth, &sa, &ss, &si);
-    if (r == CUDA_SUCCESS)
-        r = fc_operand_place(&dso, p->WidthInBytes, p->Height, p->Depth, &da, &ds, &di);
-    if (r != CUDA_SUCCESS)
-        return r;
-    fc_op *op = fc_copy_op(1);
-    if (op == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    fc_copy_job *j = &op->u.copy.jobs[0];
-    j->src = sa;
-    j->dst = da;
-    j->width = p->WidthInBytes;
-    j->height = p->Height;
-    j->depth = p->Depth;
-    j->spitch = so.pitch;
-    j->dpitch = dso.pitch;
-    j->sslice = ss;
-    j->dslice = ds;
-    j->dir = fc_dir_of(&di, &si, &j->device, device);
-    *out = op;
-    return CUDA_SUCCESS;
+    return fc_3d_op(&so, &dso, p->WidthInBytes, p->Height, p->Depth, device, out);
 }
 
 /* ------------------------------------------------------------------ */
