@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "callsite.h"
+#include "gpu_analysis.h"
 #include "symbolize.h"
 #include "trace_model.h"
 
@@ -15,11 +16,15 @@ typedef struct plr_process {
   plr_symbolizer sym;
   plr_rows calls;  /* pageable copies by call site */
   plr_rows allocs; /* pageable copies by allocation site */
+  plr_gpu_report gpu;        /* what the GPU's own timestamps say */
+  uint64_t gap_threshold_ns; /* set before analysing; 0 = default (1 ms) */
 } plr_process;
 
-/* Symbolizes p->t (external tools only when use_tools) and builds the
- * tables.  p->t must be loaded.  Returns -1 when out of memory; p must be
- * plr_process_free'd either way. */
+/* Symbolizes p->t (external tools only when use_tools), builds the tables
+ * and the GPU report (site rows get their "would save"; the made-sync
+ * verdict's advice names the worst allocation site).  p->t must be loaded.
+ * Returns -1 when out of memory; p must be plr_process_free'd either
+ * way. */
 int plr_process_analyze(plr_process *p, int use_tools);
 
 /* Frees the analysis and the trace. */
@@ -34,7 +39,8 @@ int plr_use_tools_from_env(void);
  * "pagelock: warning: ". */
 void plr_process_warnings(FILE *err, const plr_process *p);
 
-/* The text report of n processes, then totals when n > 1. */
+/* The text report of n processes, then totals and a per-rank table when
+ * n > 1.  Colour only when out is a terminal and NO_COLOR is unset. */
 void plr_report_text(FILE *out, const plr_process *ps, size_t n);
 
 /* The JSON report (schema in docs/trace-format.md). */

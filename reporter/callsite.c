@@ -109,6 +109,19 @@ static uint64_t plr_choose(const plr_trace *t, const plr_symbolizer *sym,
   return n ? fr[0] : 0;
 }
 
+/* Adds the GPU sums of b into a (device: the common one, or -2). */
+static void plr_site_gpu_merge(plr_site_gpu *a, const plr_site_gpu *b) {
+  if (!b->calls) return;
+  if (!a->calls)
+    a->device = b->device;
+  else if (a->device != b->device)
+    a->device = -2;
+  a->calls += b->calls;
+  a->gpu_ns += b->gpu_ns;
+  a->made_sync += b->made_sync;
+  a->made_sync_host_ns += b->made_sync_host_ns;
+}
+
 /* qsort order of rows by chosen frame address, for merging. */
 static int plr_cmp_addr(const void *a, const void *b) {
   const plr_row *x = a, *y = b;
@@ -139,6 +152,9 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
   HASH_ITER(hh, table, s, tmp) {
     v[i].b = s->b;
     v[i].dirs = s->dirs;
+    memcpy(v[i].bydir, s->bydir, sizeof v[i].bydir);
+    v[i].g = s->g;
+    v[i].would_save_ns = -1;
     v[i].addr = plr_choose(t, sym, s, kind);
     i++;
   }
@@ -148,8 +164,12 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
   size_t m = 0;
   for (i = 0; i < n; i++) {
     if (m && v[m - 1].addr == v[i].addr) {
-      plr_bucket_add(&v[m - 1].b, &v[i].b);
-      v[m - 1].dirs |= v[i].dirs;
+      plr_row *r = &v[m - 1];
+      plr_bucket_add(&r->b, &v[i].b);
+      r->dirs |= v[i].dirs;
+      for (int c = 0; c < PLR_NCDIR; c++)
+        plr_bucket_add(&r->bydir[c], &v[i].bydir[c]);
+      plr_site_gpu_merge(&r->g, &v[i].g);
     } else {
       v[m++] = v[i];
     }
@@ -160,6 +180,41 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
   out->v = v;
   out->n = m;
   return 0;
+}
+
+void plr_rows_apply_gpu(plr_rows *rows, const plr_gpu_report *g) {
+  for (size_t i = 0; i < rows->n; i++) {
+    plr_row *r = &rows->v[i];
+    const double *bw = g->pinned_gbps;
+    /* The site's own device when all its joined copies ran on one. */
+    if (r->g.calls && r->g.device >= 0)
+      for (size_t d = 0; d < g->ndev; d++)
+        if (g->dev[d].device == (uint32_t)r->g.device) bw = g->dev[d].pinned_gbps;
+    int64_t save = 0;
+    int known = 0;
+    for (unsigned c = 0; c < PLR_NCDIR && save >= 0; c++) {
+      const plr_bucket *b = &r->bydir[c];
+      if (!b->count) continue;
+      if (c == PLR_CDIR_OTHER || bw[c] <= 0) {
+        save = -1;
+        break;
+      }
+      double pinned_ns = (double)b->bytes / bw[c];
+      if ((double)b->host_ns > pinned_ns)
+        save += (int64_t)((double)b->host_ns - pinned_ns < 3e18 ? (double)b->host_ns - pinned_ns : 3e18); /* corrupt host_ns: cap so 3 dirs fit int64 */
+      known = 1;
+    }
+    r->would_save_ns = known ? save : -1;
+  }
+}
+
+const plr_row *plr_rows_worst_made_sync(const plr_rows *r) {
+  if (!r->n) return NULL;
+  const plr_row *best = &r->v[0];
+  for (size_t i = 1; i < r->n; i++)
+    if (r->v[i].g.made_sync_host_ns > best->g.made_sync_host_ns)
+      best = &r->v[i];
+  return best;
 }
 
 void plr_rows_free(plr_rows *r) {

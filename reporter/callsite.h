@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu_analysis.h"
 #include "symbolize.h"
 #include "trace_model.h"
 
@@ -19,6 +20,14 @@ typedef struct plr_row {
   uint32_t dirs;
   uint64_t addr;          /* chosen frame, 0 = unknown site */
   const plr_frame *frame; /* owned by the symbolizer; NULL if addr == 0 */
+  /* What the GPU saw of these copies (all 0 without GPU timing). */
+  plr_bucket bydir[PLR_NCDIR]; /* b split by plr_cdir */
+  plr_site_gpu g;              /* joined calls, GPU time, made-sync */
+  /* Host time a pinned buffer would have saved: host blocked minus bytes /
+   * the pinned bandwidth measured for that direction on that device (or
+   * over all devices), per direction; -1 when a bandwidth is unknown.  Set
+   * by plr_rows_apply_gpu. */
+  int64_t would_save_ns;
 } plr_row;
 
 typedef struct plr_rows {
@@ -37,6 +46,14 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
                     plr_site_kind kind, plr_rows *out);
 
 void plr_rows_free(plr_rows *r);
+
+/* Fills would_save_ns of every row from the bandwidths of g (rows keep
+ * their order: worst host time first). */
+void plr_rows_apply_gpu(plr_rows *r, const plr_gpu_report *g);
+
+/* The row with the most made-synchronous host time, else the first row;
+ * NULL when there are no rows. */
+const plr_row *plr_rows_worst_made_sync(const plr_rows *r);
 
 /* 1 when a frame in a module with this basename is CUDA or pagelock
  * plumbing that the user did not write. */

@@ -7,11 +7,21 @@
 
 #define PLR_VERSION "0.1.0"
 
-typedef enum plr_format { PLR_FORMAT_TEXT, PLR_FORMAT_JSON } plr_format;
+typedef enum plr_format {
+  PLR_FORMAT_TEXT,
+  PLR_FORMAT_JSON,
+  PLR_FORMAT_HTML,   /* one self-contained page with timelines */
+  PLR_FORMAT_CHROME, /* Chrome trace-event JSON (Perfetto, chrome://tracing) */
+} plr_format;
+
+/* Parses a --format value; returns -1 for an unknown name.  allow_views
+ * admits html and chrome (report), else only text and json (compare). */
+int plr_format_parse(const char *name, int allow_views, plr_format *f);
 
 int plr_cmd_run(int argc, char **argv);
 int plr_cmd_report(int argc, char **argv);
 int plr_cmd_demo(int argc, char **argv);
+int plr_cmd_compare(int argc, char **argv);
 
 /* Loads, analyses and reports the traces at paths to out; problems go to
  * stderr as "pagelock: ..." lines.  Traces that cannot be read are skipped

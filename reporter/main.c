@@ -9,13 +9,20 @@
 void plr_usage(FILE *out) {
   fprintf(out,
           "usage: pagelock run [--mode M] [-o PATTERN] [--] program [args...]\n"
-          "       pagelock report [--format text|json] FILE...\n"
+          "       pagelock report [--format text|json|html|chrome] [-o FILE] "
+          "FILE...\n"
+          "       pagelock compare [--format text|json] BEFORE AFTER\n"
+          "       pagelock compare [--format text|json] BEFORE... -- "
+          "AFTER...\n"
           "       pagelock demo [--mode M] [-o PATTERN] [--quick]\n"
           "       pagelock --help | --version\n"
           "\n"
           "  run     run a CUDA program with libpagelock.so preloaded, then\n"
           "          print a report of its host<->device copies to stderr\n"
           "  report  report on trace files written by an earlier run\n"
+          "  compare two runs side by side (each a trace, several traces, or\n"
+          "          a directory of *.trace files), with after/before "
+          "ratios\n"
           "  demo    run the bundled workload (over fake CUDA when no GPU\n"
           "          answers) and print its report\n"
           "\n"
@@ -23,7 +30,12 @@ void plr_usage(FILE *out) {
           "  -o PATTERN    trace file name; %%p pid, %%h host, %%r rank\n"
           "                (default: pagelock.%%p.trace in the current "
           "directory)\n"
-          "  --format F    text (default) or json\n"
+          "  --format F    text (default), json, html (one self-contained "
+          "page with\n"
+          "                timelines) or chrome (trace events for Perfetto / "
+          "chrome://tracing)\n"
+          "  -o FILE       report: write the report to FILE instead of "
+          "stdout\n"
           "\n"
           "environment (read by libpagelock.so unless marked CLI):\n"
           "  PAGELOCK_MODE           observe|stage|register|auto|off "
@@ -75,6 +87,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "run") == 0) return plr_cmd_run(argc - 1, argv + 1);
   if (strcmp(cmd, "report") == 0) return plr_cmd_report(argc - 1, argv + 1);
   if (strcmp(cmd, "demo") == 0) return plr_cmd_demo(argc - 1, argv + 1);
+  if (strcmp(cmd, "compare") == 0) return plr_cmd_compare(argc - 1, argv + 1);
   fprintf(stderr, "pagelock: unknown command '%s'\n", cmd);
   plr_usage(stderr);
   return PLR_EXIT_USAGE;

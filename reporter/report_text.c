@@ -1,13 +1,86 @@
 /* report_text.c - the human-readable report. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analysis.h"
 #include "util.h"
 
 /* Rows shown per table before "... N more". */
 #define PLR_TABLE_ROWS 20
+
+/* ANSI colour for this report: set by plr_report_text when the output is a
+ * terminal and NO_COLOR is unset (https://no-color.org). */
+static int plr_color;
+
+/* The escape sequence for an SGR code, or "" without colour. */
+static const char *plr_sgr(const char *code) {
+  if (!plr_color) return "";
+  if (!code) return "\033[0m";
+  static char buf[4][16];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(buf[k], sizeof buf[k], "\033[%sm", code);
+  return buf[k];
+}
+
+/* A table of string cells, columns sized to their widest cell.  align[i]
+ * is 'l' or 'r' for column i. */
+#define PLR_CELL 96
+typedef struct plr_tab {
+  size_t ncol, nrow, cap;
+  char (*cell)[PLR_CELL];
+} plr_tab;
+
+/* Starts a table whose first row is the header. */
+static void plr_tab_init(plr_tab *t, size_t ncol) {
+  memset(t, 0, sizeof *t);
+  t->ncol = ncol;
+}
+
+/* Appends a row (ncol strings); silently drops it when out of memory (a
+ * report line missing beats no report). */
+static void plr_tab_row(plr_tab *t, const char *const *cells) {
+  if (t->nrow == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 16;
+    void *p = realloc(t->cell, cap * t->ncol * PLR_CELL);
+    if (!p) return;
+    t->cell = p;
+    t->cap = cap;
+  }
+  for (size_t c = 0; c < t->ncol; c++)
+    snprintf(t->cell[t->nrow * t->ncol + c], PLR_CELL, "%s", cells[c]);
+  t->nrow++;
+}
+
+/* Prints every row indented by two spaces, and frees the table. */
+static void plr_tab_print(FILE *out, plr_tab *t, const char *align) {
+  size_t w[32] = {0};
+  for (size_t r = 0; r < t->nrow; r++)
+    for (size_t c = 0; c < t->ncol && c < 32; c++) {
+      size_t l = strlen(t->cell[r * t->ncol + c]);
+      if (l > w[c]) w[c] = l;
+    }
+  for (size_t r = 0; r < t->nrow; r++) {
+    fputs("  ", out);
+    for (size_t c = 0; c < t->ncol && c < 32; c++) {
+      const char *v = t->cell[r * t->ncol + c];
+      int last = c + 1 == t->ncol;
+      if (align[c] == 'r')
+        fprintf(out, "%*s", (int)w[c], v);
+      else if (last)
+        fputs(v, out); /* no trailing blanks */
+      else
+        fprintf(out, "%-*s", (int)w[c], v);
+      if (!last) fputs("  ", out);
+    }
+    fputc('\n', out);
+  }
+  free(t->cell);
+  memset(t, 0, sizeof *t);
+}
 
 /* Prints the (direction, host memory) table of non-empty buckets. */
 static void plr_print_split(FILE *out, const plr_totals *tot) {
@@ -78,6 +151,7 @@ static void plr_print_totals(FILE *out, const plr_totals *tot) {
 /* One formatted table cell set, so widths can be measured first. */
 typedef struct plr_cells {
   char count[24], bytes[32], ms[32], gbps[32], dirs[48], site[1024];
+  char gpu[48], sync[24], save[48]; /* with GPU timing only */
 } plr_cells;
 
 /* Formats every cell of one table row into c. */
@@ -88,36 +162,63 @@ static void plr_row_cells(const plr_row *r, plr_cells *c) {
   plr_fmt_gbps(r->b.bytes, r->b.host_ns, c->gbps, sizeof c->gbps);
   plr_fmt_dirs(r->dirs, c->dirs, sizeof c->dirs);
   plr_site_format(r->frame, r->addr, c->site, sizeof c->site);
+  if (r->g.calls) {
+    char ms[32];
+    plr_fmt_ms(r->g.gpu_ns, ms, sizeof ms);
+    snprintf(c->gpu, sizeof c->gpu, "%s ms", ms);
+  } else {
+    snprintf(c->gpu, sizeof c->gpu, "-");
+  }
+  snprintf(c->sync, sizeof c->sync, "%" PRIu64, r->g.made_sync);
+  if (r->would_save_ns >= 0) {
+    char ms[32];
+    plr_fmt_ms((uint64_t)r->would_save_ns, ms, sizeof ms);
+    snprintf(c->save, sizeof c->save, "%s ms", ms);
+  } else {
+    snprintf(c->save, sizeof c->save, "-");
+  }
 }
 
 /* Column width: the larger of a and a cell length. */
 static int plr_max(int a, size_t b) { return (size_t)a > b ? a : (int)b; }
 
 /* One site table, columns sized to the rows shown, at most
- * PLR_TABLE_ROWS rows then a "... N more" summary of the rest. */
+ * PLR_TABLE_ROWS rows then a "... N more" summary of the rest.  With GPU
+ * timing (gpu) three columns join: GPU time of the joined copies, calls
+ * made synchronous, and the host time pinned memory would have saved. */
 static void plr_print_table(FILE *out, const char *title, const char *what,
-                            const plr_rows *rows) {
+                            const plr_rows *rows, int gpu) {
   if (!rows->n) return;
   size_t shown = rows->n < PLR_TABLE_ROWS ? rows->n : PLR_TABLE_ROWS;
   plr_cells c;
-  int wc = 5, wb = 5, wm = 12, wg = 4, wd = 3;
+  int wc = 5, wb = 5, wm = 12, wg = 4, wd = 3, wt = 6, ws = 9, wv = 10;
   for (size_t i = 0; i < shown; i++) {
     plr_row_cells(&rows->v[i], &c);
     wc = plr_max(wc, strlen(c.count));
     wb = plr_max(wb, strlen(c.bytes));
-    wm = plr_max(wm, strlen(c.ms));
+    wm = plr_max(wm, strlen(c.ms) + 3);
     wg = plr_max(wg, strlen(c.gbps));
     wd = plr_max(wd, strlen(c.dirs));
+    wt = plr_max(wt, strlen(c.gpu));
+    ws = plr_max(ws, strlen(c.sync));
+    wv = plr_max(wv, strlen(c.save));
   }
   fprintf(out, "\n%s:\n", title);
-  fprintf(out, "  %*s  %*s  %*s  %*s  %-*s  %s\n", wc, "count", wb, "bytes",
-          wm, "host blocked", wg, "GB/s", wd, "dir", what);
+  fprintf(out, "  %*s  %*s  %*s  %*s  %-*s  ", wc, "count", wb, "bytes", wm,
+          "host blocked", wg, "GB/s", wd, "dir");
+  if (gpu)
+    fprintf(out, "%*s  %*s  %*s  ", wt, "GPU ms", ws, "made sync", wv,
+            "would save");
+  fprintf(out, "%s\n", what);
   for (size_t i = 0; i < shown; i++) {
     plr_row_cells(&rows->v[i], &c);
     char ms[40];
     snprintf(ms, sizeof ms, "%s ms", c.ms);
-    fprintf(out, "  %*s  %*s  %*s  %*s  %-*s  %s\n", wc, c.count, wb,
-            c.bytes, wm, ms, wg, c.gbps, wd, c.dirs, c.site);
+    fprintf(out, "  %*s  %*s  %*s  %*s  %-*s  ", wc, c.count, wb, c.bytes,
+            wm, ms, wg, c.gbps, wd, c.dirs);
+    if (gpu)
+      fprintf(out, "%*s  %*s  %*s  ", wt, c.gpu, ws, c.sync, wv, c.save);
+    fprintf(out, "%s\n", c.site);
   }
   if (rows->n > shown) {
     plr_bucket rest = {0, 0, 0};
@@ -180,6 +281,170 @@ static void plr_print_advice(FILE *out, const plr_trace *t) {
           "through pinned memory.\n");
 }
 
+/* The first lines about GPU timing: where it came from, or why there is
+ * none and what to do. */
+static void plr_print_gpu_status(FILE *out, const plr_gpu_report *g) {
+  if (g->status == PAGELOCK_GPU_TIMING_ON) {
+    fprintf(out, "GPU timing: CUPTI, %" PRIu64 " records, %" PRIu64
+            " dropped\n", g->records, g->dropped);
+    return;
+  }
+  fprintf(out, "%sGPU timing unavailable:%s %s\n", plr_sgr("33"), plr_sgr(NULL),
+          g->reason[0] ? g->reason : plr_gpu_status_name(g->status));
+  for (size_t i = 0; i < g->nverdicts; i++)
+    if (g->verdicts[i].kind == PLR_VERDICT_NO_GPU_TIMING &&
+        g->verdicts[i].advice[0])
+      fprintf(out, "  fix: %s\n", g->verdicts[i].advice);
+}
+
+/* The SGR colour of a verdict kind: red for time lost to the host, yellow
+ * for GPU scheduling problems, green for good news. */
+static const char *plr_verdict_color(uint32_t kind) {
+  switch (kind) {
+  case PLR_VERDICT_GOOD:
+    return "32";
+  case PLR_VERDICT_ONE_ENGINE:
+  case PLR_VERDICT_IDLE:
+    return "33";
+  default:
+    return "1;31";
+  }
+}
+
+/* One line per verdict (the missing-timing one is in the status lines),
+ * each followed by what to do. */
+static void plr_print_verdicts(FILE *out, const plr_gpu_report *g) {
+  for (size_t i = 0; i < g->nverdicts; i++) {
+    const plr_verdict *v = &g->verdicts[i];
+    if (v->kind == PLR_VERDICT_NO_GPU_TIMING) continue;
+    fprintf(out, "%sverdict:%s %s\n", plr_sgr(plr_verdict_color(v->kind)),
+            plr_sgr(NULL), v->text);
+    if (v->advice[0]) fprintf(out, "  fix: %s\n", v->advice);
+  }
+}
+
+/* ms with 3 decimals, or "-" for an absent measure. */
+static void plr_cell_ms(uint64_t ns, char *buf, size_t len) {
+  plr_fmt_ms(ns, buf, len);
+}
+
+/* Percent with no decimals, "-" when the whole is 0. */
+static void plr_cell_pct(uint64_t part, uint64_t whole, char *buf,
+                         size_t len) {
+  if (!whole)
+    snprintf(buf, len, "-");
+  else
+    snprintf(buf, len, "%.0f%%", 100.0 * (double)part / (double)whole);
+}
+
+/* The per-device table, then each device's longest idle gaps. */
+static void plr_print_devices(FILE *out, const plr_gpu_report *g,
+                              uint64_t t0) {
+  if (!g->ndev) return;
+  fprintf(out, "\nGPU devices (GPU time, ms):\n");
+  plr_tab tab;
+  plr_tab_init(&tab, 14);
+  static const char *const head[] = {
+      "device", "name", "engines", "window", "kernels", "H2D", "D2H",
+      "other", "copies", "hidden", "exposed", "H2D+D2H", "idle", "gaps"};
+  plr_tab_row(&tab, head);
+  for (size_t i = 0; i < g->ndev; i++) {
+    const plr_device_report *d = &g->dev[i];
+    char c[14][PLR_CELL];
+    snprintf(c[0], PLR_CELL, "%u", d->device);
+    snprintf(c[1], PLR_CELL, "%s", d->name[0] ? d->name : "-");
+    if (d->copy_engines)
+      snprintf(c[2], PLR_CELL, "%u", d->copy_engines);
+    else
+      snprintf(c[2], PLR_CELL, "-");
+    plr_cell_ms(d->window.end - d->window.start, c[3], PLR_CELL);
+    plr_cell_ms(d->kernel_busy_ns, c[4], PLR_CELL);
+    plr_cell_ms(d->copy_busy_ns[PLR_CDIR_H2D], c[5], PLR_CELL);
+    plr_cell_ms(d->copy_busy_ns[PLR_CDIR_D2H], c[6], PLR_CELL);
+    plr_cell_ms(d->copy_busy_ns[PLR_CDIR_OTHER], c[7], PLR_CELL);
+    plr_cell_ms(d->copy_busy_all_ns, c[8], PLR_CELL);
+    plr_cell_pct(d->copy_hidden_ns, d->copy_busy_all_ns, c[9], PLR_CELL);
+    plr_cell_ms(d->copy_exposed_ns, c[10], PLR_CELL);
+    plr_cell_ms(d->h2d_d2h_together_ns, c[11], PLR_CELL);
+    plr_cell_ms(d->idle_ns, c[12], PLR_CELL);
+    snprintf(c[13], PLR_CELL, "%" PRIu64, d->gaps_total);
+    const char *row[14];
+    for (int k = 0; k < 14; k++) row[k] = c[k];
+    plr_tab_row(&tab, row);
+  }
+  plr_tab_print(out, &tab, "rlrrrrrrrrrrrr");
+  fprintf(out, "  (hidden: share of copy time that ran under kernels; "
+          "exposed: copy time with no kernel running)\n");
+  for (size_t i = 0; i < g->ndev; i++) {
+    const plr_device_report *d = &g->dev[i];
+    if (!d->ngaps) continue;
+    char thr[32];
+    plr_fmt_ms(d->gap_threshold_ns, thr, sizeof thr);
+    fprintf(out, "  device %u idle gaps >= %s ms (longest first):", d->device,
+            thr);
+    for (size_t k = 0; k < d->ngaps; k++) {
+      char len[32], at[32];
+      plr_fmt_ms(d->gaps[k].end - d->gaps[k].start, len, sizeof len);
+      plr_fmt_ms(d->gaps[k].start > t0 ? d->gaps[k].start - t0 : 0, at,
+                 sizeof at);
+      fprintf(out, "%s %s ms at +%s ms", k ? "," : "", len, at);
+    }
+    if (d->gaps_total > d->ngaps)
+      fprintf(out, ", ... %" PRIu64 " more", d->gaps_total - d->ngaps);
+    fputc('\n', out);
+  }
+}
+
+/* Effective bandwidth of GPU copies by kind and size, per device. */
+static void plr_print_bandwidth(FILE *out, const plr_gpu_report *g) {
+  size_t rows = 0;
+  for (size_t i = 0; i < g->ndev; i++) rows += g->dev[i].nbw;
+  if (!rows) return;
+  fprintf(out, "\nGPU copy bandwidth (bytes / GPU time of each copy):\n");
+  plr_tab tab;
+  plr_tab_init(&tab, 10);
+  static const char *const head[] = {"device", "copy", "from", "to", "size",
+                                     "count", "bytes", "GPU ms",
+                                     "median GB/s", "p10 GB/s"};
+  plr_tab_row(&tab, head);
+  for (size_t i = 0; i < g->ndev; i++) {
+    const plr_device_report *d = &g->dev[i];
+    for (size_t k = 0; k < d->nbw; k++) {
+      const plr_bw_row *b = &d->bw[k];
+      char c[10][PLR_CELL];
+      snprintf(c[0], PLR_CELL, "%u", d->device);
+      snprintf(c[1], PLR_CELL, "%s", plr_gpu_copy_name(b->copy_kind));
+      snprintf(c[2], PLR_CELL, "%s", plr_gpu_mem_name(b->src_kind));
+      snprintf(c[3], PLR_CELL, "%s", plr_gpu_mem_name(b->dst_kind));
+      snprintf(c[4], PLR_CELL, "%s", plr_size_bucket_name(b->bucket));
+      snprintf(c[5], PLR_CELL, "%" PRIu64, b->count);
+      plr_fmt_bytes(b->bytes, c[6], PLR_CELL);
+      plr_fmt_ms(b->gpu_ns, c[7], PLR_CELL);
+      snprintf(c[8], PLR_CELL, "%.2f", b->median_gbps);
+      snprintf(c[9], PLR_CELL, "%.2f", b->p10_gbps);
+      const char *row[10];
+      for (int j = 0; j < 10; j++) row[j] = c[j];
+      plr_tab_row(&tab, row);
+    }
+  }
+  plr_tab_print(out, &tab, "rlllrrrrrr");
+}
+
+/* How many copy calls found their GPU op(s). */
+static void plr_print_join(FILE *out, const plr_gpu_report *g) {
+  const plr_call_join *j = &g->join;
+  fprintf(out, "GPU join: %" PRIu64 " of %" PRIu64 " copy calls matched "
+          "their GPU copies", j->calls, j->calls + j->unjoined);
+  if (j->linked) fprintf(out, " (%" PRIu64 " through staged chunks)", j->linked);
+  if (j->gpu_ops_unjoined)
+    fprintf(out, "; %" PRIu64 " GPU copies matched no call", j->gpu_ops_unjoined);
+  fputc('\n', out);
+  if (j->mem_mismatch)
+    fprintf(out, "note: warning: for %" PRIu64 " calls CUPTI and pagelock "
+            "disagree on whether the host memory was pageable\n",
+            j->mem_mismatch);
+}
+
 /* The whole section of one process. */
 static void plr_print_process(FILE *out, const plr_process *p) {
   const plr_trace *t = &p->t;
@@ -196,17 +461,24 @@ static void plr_print_process(FILE *out, const plr_process *p) {
     fprintf(out, " (simulated timings)");
   if (plr_trace_partial(t)) fprintf(out, " [partial trace]");
   fprintf(out, " ==\n");
+  const plr_gpu_report *g = &p->gpu;
+  int timed = plr_gpu_report_timed(g);
+  plr_print_gpu_status(out, g);
   for (size_t i = 0; i < t->nnotes; i++)
     fprintf(out, "note: %s%s\n",
             t->notes[i].kind == PAGELOCK_NOTE_WARNING ? "warning: " : "",
             t->notes[i].text);
   if (t->notes_dropped)
     fprintf(out, "note: ... %" PRIu64 " more notes\n", t->notes_dropped);
+  plr_print_verdicts(out, g);
   plr_print_totals(out, &t->tot);
+  if (timed) plr_print_join(out, g);
+  plr_print_devices(out, g, t->first_ns);
+  plr_print_bandwidth(out, g);
   plr_print_table(out, "pageable copies by call site (worst first)",
-                  "call site", &p->calls);
+                  "call site", &p->calls, timed);
   plr_print_table(out, "pageable copies by allocation site (worst first)",
-                  "allocation site", &p->allocs);
+                  "allocation site", &p->allocs, timed);
   if (t->have_counters &&
       (t->counters.bytes_staged || t->counters.fallbacks ||
        t->counters.registered_bytes_high_water))
@@ -215,7 +487,49 @@ static void plr_print_process(FILE *out, const plr_process *p) {
   plr_print_advice(out, t);
 }
 
+/* One row per process when several were reported: where the time went,
+ * rank by rank. */
+static void plr_print_ranks(FILE *out, const plr_process *ps, size_t n) {
+  fprintf(out, "\nper rank:\n");
+  plr_tab tab;
+  plr_tab_init(&tab, 8);
+  static const char *const head[] = {"rank", "host", "pid", "copies",
+                                     "pageable", "host blocked",
+                                     "exposed copy", "hidden"};
+  plr_tab_row(&tab, head);
+  for (size_t i = 0; i < n; i++) {
+    const plr_trace *t = &ps[i].t;
+    const plr_gpu_report *g = &ps[i].gpu;
+    char c[8][PLR_CELL], ms[32];
+    if (t->rank >= 0)
+      snprintf(c[0], PLR_CELL, "%d", t->rank);
+    else
+      snprintf(c[0], PLR_CELL, "-");
+    snprintf(c[1], PLR_CELL, "%s", t->host[0] ? t->host : "-");
+    snprintf(c[2], PLR_CELL, "%" PRIu64, t->hdr.pid);
+    snprintf(c[3], PLR_CELL, "%" PRIu64, t->tot.all.count);
+    snprintf(c[4], PLR_CELL, "%" PRIu64, t->tot.pageable.count);
+    plr_fmt_ms(t->tot.all.host_ns, ms, sizeof ms);
+    snprintf(c[5], PLR_CELL, "%s ms", ms);
+    if (plr_gpu_report_timed(g)) {
+      plr_fmt_ms(g->total_copy_exposed_ns, ms, sizeof ms);
+      snprintf(c[6], PLR_CELL, "%s ms", ms);
+      plr_cell_pct(g->total_copy_hidden_ns, g->total_copy_busy_ns, c[7],
+                   PLR_CELL);
+    } else {
+      snprintf(c[6], PLR_CELL, "-");
+      snprintf(c[7], PLR_CELL, "-");
+    }
+    const char *row[8];
+    for (int k = 0; k < 8; k++) row[k] = c[k];
+    plr_tab_row(&tab, row);
+  }
+  plr_tab_print(out, &tab, "rlrrrrrr");
+}
+
 void plr_report_text(FILE *out, const plr_process *ps, size_t n) {
+  const char *nc = getenv("NO_COLOR");
+  plr_color = isatty(fileno(out)) && !(nc && nc[0]);
   plr_totals all;
   memset(&all, 0, sizeof all);
   for (size_t i = 0; i < n; i++) {
@@ -226,5 +540,6 @@ void plr_report_text(FILE *out, const plr_process *ps, size_t n) {
   if (n > 1) {
     fprintf(out, "\n== total over %zu processes ==\n", n);
     plr_print_totals(out, &all);
+    plr_print_ranks(out, ps, n);
   }
 }

@@ -79,6 +79,7 @@ static int plr_site_add(plr_site **table, const plr_site_key *key,
     HASH_ADD(hh, *table, key, sizeof s->key, s);
   }
   plr_bucket_add(&s->b, b);
+  plr_bucket_add(&s->bydir[plr_cdir_of_dir(dir)], b);
   s->dirs |= 1u << (dir < PLR_NDIR ? dir : 0);
   return 0;
 }
@@ -247,7 +248,7 @@ int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
     plr_open_strerror(&r, st, path, msg, len);
     return -1;
   }
-  int oom = 0;
+  int oom = plr_gpu_load_begin(t) != 0;
   t->path = plr_dup(path, &oom);
   t->exe = plr_dup("", &oom);
   t->host = plr_dup("", &oom);
@@ -262,6 +263,15 @@ int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
       break;
     case PAGELOCK_REC_COPY:
       rc = plr_fold_copy(t, rec.u.copy);
+      if (!rc) rc = plr_gpu_fold_copy(t, rec.u.copy);
+      break;
+    case PAGELOCK_REC_GPU:
+    case PAGELOCK_REC_NAME:
+    case PAGELOCK_REC_LINK:
+    case PAGELOCK_REC_CLOCK:
+    case PAGELOCK_REC_DEVICE:
+    case PAGELOCK_REC_GPU_STATUS:
+      rc = plr_gpu_fold(t, &rec);
       break;
     case PAGELOCK_REC_STACK:
       rc = plr_fold_stack(t, &rec);
@@ -294,6 +304,7 @@ int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
   t->bad_size = r.bad_size;
   t->io_errnum = r.errnum;
   plr_close(&r);
+  if (!oom && plr_gpu_load_end(t)) oom = 1;
   if (oom) {
     snprintf(msg, len, "'%s': out of memory while reading the trace", path);
     plr_trace_free(t);
@@ -362,6 +373,7 @@ const plr_module *plr_trace_module(const plr_trace *t, uint64_t addr) {
   } while (0)
 
 void plr_trace_free(plr_trace *t) {
+  plr_gpu_data_free(&t->gpu);
   PLR_FREE_TABLE(t->sites, plr_site);
   PLR_FREE_TABLE(t->alloc_sites, plr_site);
   PLR_FREE_TABLE(t->stacks, plr_stack);

@@ -3,7 +3,15 @@
  * Copy records are folded into fixed totals and into one accumulator per
  * distinct (stack, call site) and per allocation stack, so memory grows with
  * the number of distinct stacks, modules and symbols, never with the number
- * of copies. */
+ * of copies.
+ *
+ * GPU records (version 2) are folded per device into compact interval sets
+ * (merged as they grow, so their size follows the number of disjoint busy
+ * periods), one bandwidth sample (a double) per GPU copy, and per-stream
+ * sums.  Copy calls are joined to their GPU ops while streaming: a call
+ * waits in a table keyed by its CUPTI correlation until its GPU op arrives
+ * and is then folded and forgotten, so the join holds only calls whose GPU
+ * records are still to come (gpu_model.c). */
 #ifndef PLR_TRACE_MODEL_H
 #define PLR_TRACE_MODEL_H
 
@@ -12,6 +20,7 @@
 
 #include <uthash.h>
 
+#include "gpu_analysis.h"
 #include "pagelock_trace.h"
 #include "trace_read.h"
 
@@ -46,10 +55,22 @@ typedef struct plr_site_key {
   uint32_t zero;     /* padding kept 0: the key is hashed as bytes */
 } plr_site_key;
 
+/* What the GPU saw of a site's copies: filled as each copy call of the
+ * site is joined with its GPU op(s). */
+typedef struct plr_site_gpu {
+  uint64_t calls;             /* copy calls joined with a GPU op */
+  uint64_t gpu_ns;            /* summed GPU durations of their ops */
+  uint64_t made_sync;         /* async calls a pageable copy made synchronous */
+  uint64_t made_sync_host_ns; /* host time those calls were blocked */
+  int32_t device;             /* GPU ordinal of the ops, -1 none, -2 several */
+} plr_site_gpu;
+
 typedef struct plr_site {
   plr_site_key key;
   plr_bucket b;
   uint32_t dirs; /* bit (1 << pagelock_dir) for each direction seen */
+  plr_bucket bydir[PLR_NCDIR]; /* b split by plr_cdir: basis of "would save" */
+  plr_site_gpu g;
   UT_hash_handle hh;
 } plr_site;
 
@@ -76,6 +97,81 @@ typedef struct plr_note {
   uint32_t kind;
   char *text;
 } plr_note;
+
+/* A growable span set, compacted as it grows: a span touching the last
+ * one extends it, and a full array is normalized before it is grown. */
+typedef struct plr_spanvec {
+  plr_span *v;
+  size_t n, cap;
+} plr_spanvec;
+
+/* Bandwidth samples of one (copy kind, src, dst, size bucket). */
+typedef struct plr_bw_acc {
+  uint32_t key; /* copy_kind | src << 8 | dst << 16 | bucket << 24 */
+  uint64_t count, bytes, gpu_ns;
+  /* bytes / ns of each copy with a duration, while loading; at load end
+   * their median and p10 are kept and the samples freed. */
+  double *gbps;
+  size_t n, cap;
+  double median, p10;
+  UT_hash_handle hh;
+} plr_bw_acc;
+
+/* What ran on one CUPTI stream of a device. */
+typedef struct plr_stream_acc {
+  uint32_t stream;
+  uint64_t kernels, kernel_ns;
+  uint64_t pinned_async, pinned_async_ns; /* pinned async H2D/D2H copies */
+  UT_hash_handle hh;
+} plr_stream_acc;
+
+/* Everything kept of one device's GPU records. */
+typedef struct plr_gpu_dev {
+  uint32_t device;
+  int have_props;          /* a DEVICE record was read */
+  char name[64];
+  uint32_t copy_engines, sm_count, pci_gen;
+  int have_window;
+  uint64_t first_ns, last_ns;
+  uint64_t kernels, copies, memsets;
+  plr_spanvec kern, copy[PLR_NCDIR], mset; /* normalized at load end */
+  plr_bw_acc *bw;
+  plr_stream_acc *streams;
+  double pinned_gbps[PLR_NCDIR]; /* median of pinned >= 1 MiB copies, load end */
+} plr_gpu_dev;
+
+#define PLR_MAX_GPU_DEVICES 256 /* more distinct ordinals means corruption */
+
+typedef struct plr_kname {
+  uint32_t id;
+  char *name;
+  UT_hash_handle hh;
+} plr_kname;
+
+struct plr_join; /* gpu_model.c: the streaming join, only while loading */
+
+/* The GPU side of a trace. */
+typedef struct plr_gpu_data {
+  int have_status;          /* a GPU_STATUS record was read (the last wins) */
+  uint32_t status;          /* pagelock_gpu_status */
+  uint32_t cupti_version;
+  uint64_t status_records, status_dropped, status_buffers;
+  char reason[256];
+  uint64_t records;         /* GPU records read */
+  uint64_t bad_times;       /* GPU records with start 0 or end < start: ignored */
+  uint64_t unknown_kind;    /* GPU records of a kind we do not know: ignored */
+  uint64_t dev_overflow;    /* records of devices past PLR_MAX_GPU_DEVICES */
+  uint64_t links, clocks;   /* LINK and CLOCK records read */
+  uint64_t syncs, sync_ns;  /* SYNCHRONIZATION records: host waits */
+  uint64_t overheads, overhead_ns; /* OVERHEAD records: profiler cost */
+  plr_clock clock;          /* the current CUPTI -> monotonic pair */
+  plr_gpu_dev *dev;         /* sorted by device at load end */
+  size_t ndev, cap_dev;
+  plr_kname *names;         /* NAME records: kernel names by id */
+  plr_call_join join;       /* per-call join results */
+  double pinned_gbps[PLR_NCDIR]; /* as per device, over all devices */
+  struct plr_join *pending; /* NULL after load */
+} plr_gpu_data;
 
 typedef struct plr_trace {
   char *path;
@@ -105,6 +201,8 @@ typedef struct plr_trace {
   pagelock_rec_counters counters;
   int have_end;
   pagelock_rec_end end;
+
+  plr_gpu_data gpu; /* version 2: what CUPTI saw */
 
   /* How reading ended, copied from the reader. */
   plr_stop stop;
@@ -146,6 +244,30 @@ void plr_bucket_add(plr_bucket *acc, const plr_bucket *b);
 
 /* Sums the totals of one trace into acc. */
 void plr_totals_add(plr_totals *acc, const plr_totals *t);
+
+/* The kernel name of a NAME id, or NULL. */
+const char *plr_trace_kernel_name(const plr_trace *t, uint32_t id);
+
+/* plr_cdir of a COPY record's pagelock_dir. */
+unsigned plr_cdir_of_dir(unsigned dir);
+
+/* plr_cdir of a GPU record's pagelock_gpu_copy. */
+unsigned plr_cdir_of_copy_kind(unsigned copy_kind);
+
+/* Span sets (gpu_model.c).  plr_spanvec_add ignores empty spans; -1 when
+ * out of memory. */
+int plr_spanvec_add(plr_spanvec *s, uint64_t start, uint64_t end);
+void plr_spanvec_free(plr_spanvec *s);
+
+/* The GPU half of loading (gpu_model.c), called by plr_trace_load_stream:
+ * begin before the first record, fold every GPU-era record and every COPY
+ * (after its totals are folded), end once the stream stopped (finishes the
+ * join, sorts and normalizes).  Each returns -1 when out of memory. */
+int plr_gpu_load_begin(plr_trace *t);
+int plr_gpu_fold(plr_trace *t, const plr_record *rec);
+int plr_gpu_fold_copy(plr_trace *t, const pagelock_rec_copy *c);
+int plr_gpu_load_end(plr_trace *t);
+void plr_gpu_data_free(plr_gpu_data *g);
 
 const char *plr_mode_name(uint32_t mode);
 const char *plr_dir_name(unsigned dir);

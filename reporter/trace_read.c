@@ -86,9 +86,11 @@ plr_open_status plr_open_stream(plr_reader *r, FILE *f) {
     st = PLR_OPEN_SHORT_HEADER;
     goto fail;
   }
-  /* +1 so a string that runs to the very end of a record still gets a NUL
-   * the validator can find (it is then rejected, never over-read). */
-  r->buf = malloc((size_t)PAGELOCK_TRACE_MAX_RECORD + 8);
+  /* +8 so a string that runs to the very end of a record still gets a NUL
+   * the validator can find (it is then rejected, never over-read), and so a
+   * version-1 COPY record can be zero-extended to today's size in place. */
+  r->buf = malloc((size_t)PAGELOCK_TRACE_MAX_RECORD +
+                  sizeof(pagelock_rec_copy));
   if (!r->buf) {
     r->errnum = ENOMEM;
     st = PLR_OPEN_ERRNO;
@@ -118,10 +120,26 @@ static const char *plr_str_at(const unsigned char *rec, size_t off,
   return nul ? (const char *)(rec + off) : NULL;
 }
 
+/* Clamps an enum byte to 0 ("unknown") when it is above max, so every
+ * consumer can index tables with it. */
+static uint8_t plr_clamp8(uint8_t v, uint8_t max) { return v <= max ? v : 0; }
+
+/* Checks the GPU record body in place: enums out of range become unknown
+ * (the record is still used: its times are good even when a newer CUPTI
+ * added a memory kind we do not know). */
+static void plr_fix_gpu(pagelock_rec_gpu *g) {
+  g->kind = plr_clamp8(g->kind, PAGELOCK_GPU_OVERHEAD);
+  g->copy_kind = plr_clamp8(g->copy_kind, PAGELOCK_GPU_COPY_PTOP);
+  g->src_kind = plr_clamp8(g->src_kind, PAGELOCK_GPU_MEM_MANAGED_STATIC);
+  g->dst_kind = plr_clamp8(g->dst_kind, PAGELOCK_GPU_MEM_MANAGED_STATIC);
+}
+
 /* Checks the type-specific body of a framed record and fills rec.  Returns
  * 1 for a usable record of a known type, 0 for an unknown type, -1 for a
- * known type whose body is malformed. */
-static int plr_decode(const unsigned char *b, uint32_t type, uint32_t size,
+ * known type whose body is malformed.  b is the reader's buffer, which has
+ * room for sizeof of any record after size bytes: short version-1 COPY
+ * records are zero-extended there, and enums are clamped in place. */
+static int plr_decode(unsigned char *b, uint32_t type, uint32_t size,
                       plr_record *rec) {
   memset(rec, 0, sizeof *rec);
   rec->type = type;
@@ -140,7 +158,11 @@ static int plr_decode(const unsigned char *b, uint32_t type, uint32_t size,
     return 1;
   }
   case PAGELOCK_REC_COPY:
-    return size >= sizeof(pagelock_rec_copy) ? 1 : -1;
+    if (size < PAGELOCK_REC_COPY_V1_SIZE) return -1;
+    /* Version 1 ends before gpu_correlation: those fields read as 0. */
+    if (size < sizeof(pagelock_rec_copy))
+      memset(b + size, 0, sizeof(pagelock_rec_copy) - size);
+    return 1;
   case PAGELOCK_REC_STACK: {
     if (size < sizeof(pagelock_rec_stack)) return -1;
     const pagelock_rec_stack *s = rec->u.stack;
@@ -165,9 +187,54 @@ static int plr_decode(const unsigned char *b, uint32_t type, uint32_t size,
     return rec->str1 ? 1 : -1;
   case PAGELOCK_REC_END:
     return size >= sizeof(pagelock_rec_end) ? 1 : -1;
+  case PAGELOCK_REC_GPU:
+    if (size < sizeof(pagelock_rec_gpu)) return -1;
+    plr_fix_gpu((pagelock_rec_gpu *)b);
+    return 1;
+  case PAGELOCK_REC_NAME:
+    if (size < sizeof(pagelock_rec_name)) return -1;
+    if (rec->u.name->id == 0) return -1; /* 0 means "no name" in GPU records */
+    rec->str1 = plr_str_at(b, sizeof(pagelock_rec_name), size);
+    return rec->str1 ? 1 : -1;
+  case PAGELOCK_REC_LINK:
+    if (size < sizeof(pagelock_rec_link)) return -1;
+    /* correlation 0 is CUPTI's "none": such a link could join nothing. */
+    return rec->u.link->correlation ? 1 : -1;
+  case PAGELOCK_REC_CLOCK:
+    return size >= sizeof(pagelock_rec_clock) ? 1 : -1;
+  case PAGELOCK_REC_DEVICE:
+    if (size < sizeof(pagelock_rec_device)) return -1;
+    rec->str1 = plr_str_at(b, sizeof(pagelock_rec_device), size);
+    return rec->str1 ? 1 : -1;
+  case PAGELOCK_REC_GPU_STATUS: {
+    if (size < sizeof(pagelock_rec_gpu_status)) return -1;
+    rec->str1 = plr_str_at(b, sizeof(pagelock_rec_gpu_status), size);
+    if (!rec->str1) return -1;
+    /* A status we do not know reads as "error" so its reason is shown. */
+    pagelock_rec_gpu_status *st = (pagelock_rec_gpu_status *)b;
+    if (st->status > PAGELOCK_GPU_TIMING_NO_CUDA)
+      st->status = PAGELOCK_GPU_TIMING_ERROR;
+    return 1;
+  }
   default:
     return 0;
   }
+}
+
+void plr_clock_update(plr_clock *c, const pagelock_rec_clock *rec) {
+  c->have = 1;
+  c->cupti_ns = rec->cupti_ns;
+  c->mono_ns = rec->mono_ns;
+}
+
+uint64_t plr_clock_to_mono(const plr_clock *c, uint64_t t) {
+  if (!c->have) return t;
+  if (c->mono_ns >= c->cupti_ns) {
+    uint64_t d = c->mono_ns - c->cupti_ns;
+    return t > UINT64_MAX - d ? UINT64_MAX : t + d;
+  }
+  uint64_t d = c->cupti_ns - c->mono_ns;
+  return t < d ? 0 : t - d;
 }
 
 int plr_next(plr_reader *r, plr_record *rec) {

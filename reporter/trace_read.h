@@ -69,11 +69,37 @@ typedef struct plr_record {
     const pagelock_rec_counters *counters;
     const pagelock_rec_note *note;
     const pagelock_rec_end *end;
+    /* Version 2 (CUPTI).  Enum fields of GPU and GPU_STATUS records are
+     * already clamped: out-of-range values read as the "unknown" value. */
+    const pagelock_rec_gpu *gpu;
+    const pagelock_rec_name *name;
+    const pagelock_rec_link *link;
+    const pagelock_rec_clock *clock;
+    const pagelock_rec_device *device;
+    const pagelock_rec_gpu_status *gpu_status;
   } u;
-  const char *str1;        /* exe, module path, symbol name, note text */
+  /* exe, module path, symbol name, note text, kernel name (NAME), device
+   * name (DEVICE), reason (GPU_STATUS) */
+  const char *str1;
   const char *str2;        /* host (PROCESS only) */
   const uint64_t *frames;  /* STACK only, u.stack->depth entries */
 } plr_record;
+
+/* CUPTI timestamps -> CLOCK_MONOTONIC.  Feed every CLOCK record to
+ * plr_clock_update as it streams by and convert each GPU record's times
+ * with the state at that point: the last CLOCK record before a GPU record
+ * wins, and with none the times are already CLOCK_MONOTONIC. */
+typedef struct plr_clock {
+  int have;
+  uint64_t cupti_ns, mono_ns;
+} plr_clock;
+
+/* Remembers the pair of one CLOCK record. */
+void plr_clock_update(plr_clock *c, const pagelock_rec_clock *rec);
+
+/* t - cupti_ns + mono_ns, saturating at 0 and UINT64_MAX (a corrupt pair
+ * must not wrap a time around). */
+uint64_t plr_clock_to_mono(const plr_clock *c, uint64_t t);
 
 /* Opens path and validates the file header.  On failure returns the status,
  * closes everything and leaves errnum set for PLR_OPEN_ERRNO.  The caller
@@ -85,7 +111,9 @@ plr_open_status plr_open(plr_reader *r, const char *path);
 plr_open_status plr_open_stream(plr_reader *r, FILE *f);
 
 /* Decodes the next record of a known type into rec and returns 1; unknown
- * and malformed records are skipped (counted).  Returns 0 once the stream
+ * and malformed records are skipped (counted).  A COPY record of version-1
+ * size (PAGELOCK_REC_COPY_V1_SIZE) is accepted and its version-2 fields
+ * read as 0.  Returns 0 once the stream
  * stopped; r->stop then says why.  Never reads past an END record. */
 int plr_next(plr_reader *r, plr_record *rec);
 

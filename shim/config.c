@@ -46,6 +46,10 @@ static pl_option pl_options[PL_OPT_COUNT] = {
   [PL_OPT_COPY_THREADS] = {"PAGELOCK_COPY_THREADS", PL_T_LONG, 0, 0, 256, NULL, 0, NULL, false},
   [PL_OPT_WAIT_US] = {"PAGELOCK_WAIT_US", PL_T_LONG, 2000, 0, 10000000, NULL, 0, NULL, false},
   [PL_OPT_D2H] = {"PAGELOCK_D2H", PL_T_CHOICE, PL_D2H_SYNC, 0, 0, "sync,async", 0, NULL, false},
+  /* Odd indexes mean on (cupti.c tests value % 2), so every spelling pairs up. */
+  [PL_OPT_CUPTI] = {"PAGELOCK_CUPTI", PL_T_CHOICE, 1, 0, 0, "0,1,off,on,no,yes,false,true", 0, NULL, false},
+  [PL_OPT_CUPTI_LIB] = {"PAGELOCK_CUPTI_LIB", PL_T_STRING, 0, 0, 0, NULL, 0, NULL, false},
+  [PL_OPT_CUPTI_FLUSH_MS] = {"PAGELOCK_CUPTI_FLUSH_MS", PL_T_LONG, 1000, 0, 600000, NULL, 0, NULL, false},
 };
 
 /* Names the shim does not read but other parts of pagelock set; listed so

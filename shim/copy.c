@@ -47,7 +47,7 @@ static void pl_classify(pl_copy *c) {
 
 /* Write one COPY record. */
 static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult r,
-                      uint32_t stack_id, uint64_t corr) {
+                      uint32_t stack_id, uint64_t corr, uint32_t gpu_corr) {
   pagelock_rec_copy rec;
   memset(&rec, 0, sizeof rec);
   rec.h.type = PAGELOCK_REC_COPY;
@@ -72,6 +72,7 @@ static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult 
   rec.result = (int32_t)r;
   rec.device = -1;
   rec.api = (uint16_t)c->api;
+  rec.gpu_correlation = gpu_corr;
   pl_trace_write(&rec, sizeof rec);
 }
 
@@ -89,9 +90,11 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
   }
   uint32_t stack = pageable ? pl_stack_capture_at(2, c->callsite, c) : 0;
   pl_in_shim--;
+  pl_cupti_corr_begin();
   uint64_t t0 = pl_now_ns();
   CUresult r = c->native(c);
   uint64_t dt = pl_now_ns() - t0;
+  uint32_t gpu_corr = pl_cupti_corr_end();
   pl_in_shim++;
   uint64_t corr = pl_next_correlation();
   for (size_t i = 0; i < n; i++) {
@@ -100,7 +103,7 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
     e.src_mem = e.dst_mem = PAGELOCK_MEM_UNKNOWN;
     e.dir = PAGELOCK_DIR_UNKNOWN;
     pl_classify(&e);
-    pl_record(&e, t0, dt / n, r, stack, corr);
+    pl_record(&e, t0, dt / n, r, stack, corr, gpu_corr);
   }
   pl_in_shim--;
   return r;
@@ -119,12 +122,14 @@ CUresult pl_copy_exec(pl_copy *c) {
   /* The wrapper's pl_copy lives in its frame: its address stands for the
    * caller's stack depth in the memo key. */
   uint32_t stack = host == PAGELOCK_MEM_PAGEABLE ? pl_stack_capture_at(2, c->callsite, c) : 0;
+  c->seq = pl_next_correlation();
   pl_in_shim--;
 
   /* The decision point.  observe: run the original call.  stage: a
    * pageable 1D copy big enough to be worth it goes through the pinned pool
    * (2D/3D and batch copies pass through).  The engine may still decline
    * (capturing stream, no context), and then the original call runs. */
+  pl_cupti_corr_begin();
   uint64_t t0 = pl_now_ns();
   CUresult r;
   bool done = false;
@@ -134,9 +139,10 @@ CUresult pl_copy_exec(pl_copy *c) {
     done = pl_stage_copy(c, &r);
   if (!done) r = c->native(c);
   uint64_t dt = pl_now_ns() - t0;
+  uint32_t gpu_corr = pl_cupti_corr_end();
 
   pl_in_shim++;
-  pl_record(c, t0, dt, r, stack, pl_next_correlation());
+  pl_record(c, t0, dt, r, stack, c->seq, gpu_corr);
   pl_in_shim--;
   return r;
 }
@@ -150,6 +156,6 @@ void pl_copy_note_graph(int api, const CUDA_MEMCPY3D *p, CUresult r, void *calls
   uint8_t host = pl_host_side(c.dir, c.src_mem, c.dst_mem);
   /* The node's definition site is where the report points, as for a copy. */
   uint32_t stack = host == PAGELOCK_MEM_PAGEABLE ? pl_stack_capture(2) : 0;
-  pl_record(&c, pl_now_ns(), 0, r, stack, pl_next_correlation());
+  pl_record(&c, pl_now_ns(), 0, r, stack, pl_next_correlation(), 0);
   pl_in_shim--;
 }

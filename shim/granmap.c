@@ -96,21 +96,74 @@ bool pl_granmap_init(size_t track_min) {
 
 size_t pl_granmap_granule(void) { return pl_top ? (size_t)1 << pl_shift : 0; }
 
-/* The slots of granule g, mapping its leaf when `create`. */
-static pl_gslot *pl_slot(uintptr_t g, bool create) {
+/* A leaf: its slots, then one bit per granule saying "a tracked range
+ * starts here".  The bits turn the backward search for the nearest range
+ * start (up to PL_GM_SPAN granules, each its own cache line) into one or two
+ * word loads. */
+#define PL_LEAF_SLOTS_BYTES (sizeof(pl_gslot) << PL_LEAF_BITS)
+#define PL_LEAF_BYTES (PL_LEAF_SLOTS_BYTES + ((size_t)1 << PL_LEAF_BITS) / 8)
+#define PL_LEAF_MASK (((uintptr_t)1 << PL_LEAF_BITS) - 1)
+
+static inline _Atomic uint64_t *pl_leaf_bits(pl_gslot *leaf) {
+  return (_Atomic uint64_t *)((char *)leaf + PL_LEAF_SLOTS_BYTES);
+}
+
+/* The leaf holding granule g, mapping it when `create`. */
+static pl_gslot *pl_leaf(uintptr_t g, bool create) {
   size_t hi = g >> PL_LEAF_BITS;
   if (hi >= pl_top_len) return NULL;
   pl_gslot *leaf = atomic_load_explicit(&pl_top[hi], memory_order_acquire);
   if (leaf == NULL) {
     if (!create) return NULL;
-    pl_gslot *fresh = pl_raw_map(sizeof(pl_gslot) << PL_LEAF_BITS);
+    pl_gslot *fresh = pl_raw_map(PL_LEAF_BYTES);
     if (fresh == NULL) return NULL;
     if (!atomic_compare_exchange_strong(&pl_top[hi], &leaf, fresh))
-      syscall(SYS_munmap, fresh, sizeof(pl_gslot) << PL_LEAF_BITS); /* another thread won */
+      syscall(SYS_munmap, fresh, PL_LEAF_BYTES); /* another thread won */
     else
       leaf = fresh;
   }
-  return &leaf[g & (((uintptr_t)1 << PL_LEAF_BITS) - 1)];
+  return leaf;
+}
+
+/* The slots of granule g, mapping its leaf when `create`. */
+static pl_gslot *pl_slot(uintptr_t g, bool create) {
+  pl_gslot *leaf = pl_leaf(g, create);
+  return leaf ? &leaf[g & PL_LEAF_MASK] : NULL;
+}
+
+/* Mark or unmark granule g as where a range starts (its leaf is mapped). */
+static void pl_start_bit(uintptr_t g, bool on) {
+  pl_gslot *leaf = pl_leaf(g, false);
+  if (leaf == NULL) return;
+  uintptr_t i = g & PL_LEAF_MASK;
+  uint64_t bit = (uint64_t)1 << (i & 63);
+  if (on) atomic_fetch_or_explicit(&pl_leaf_bits(leaf)[i >> 6], bit, memory_order_release);
+  else atomic_fetch_and_explicit(&pl_leaf_bits(leaf)[i >> 6], ~bit, memory_order_release);
+}
+
+/* The highest granule in [lo, hi] where a range starts, or UINTPTR_MAX.
+ * hi - lo < PL_GM_SPAN: at most two leaves, a few words. */
+static uintptr_t pl_last_start(uintptr_t lo, uintptr_t hi) {
+  for (uintptr_t x = hi;;) {
+    pl_gslot *leaf = pl_leaf(x, false);
+    uintptr_t leaf_lo = x & ~PL_LEAF_MASK, from = lo > leaf_lo ? lo : leaf_lo;
+    if (leaf != NULL) {
+      _Atomic uint64_t *bits = pl_leaf_bits(leaf);
+      for (uintptr_t w = x & PL_LEAF_MASK;;) {
+        uintptr_t word = w >> 6, base = (x & ~PL_LEAF_MASK) | (word << 6);
+        uint64_t v = atomic_load_explicit(&bits[word], memory_order_acquire);
+        /* keep bits base+0 .. w, and those >= from */
+        unsigned top = (unsigned)(w & 63);
+        v &= top == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (top + 1)) - 1);
+        if (from > base) v &= ~(((uint64_t)1 << (from - base)) - 1);
+        if (v) return base + 63 - (uintptr_t)__builtin_clzll(v);
+        if (base <= from) break;
+        w = (word << 6) - 1;
+      }
+    }
+    if (leaf_lo <= lo || leaf_lo == 0) return UINTPTR_MAX;
+    x = leaf_lo - 1;
+  }
 }
 
 static bool pl_overlaps(const pl_range *r, uintptr_t b, size_t n) {
@@ -128,6 +181,9 @@ static uintptr_t pl_last_granule(const pl_range *r) {
 static void pl_unlink(pl_range *r) {
   uintptr_t g0 = PL_RBASE(r) >> pl_shift, g1 = pl_last_granule(r);
   bool mine = false;
+  /* The start bit goes first: a range being inserted at the same granule
+   * can only get this memory after we are done, and sets its bit after. */
+  pl_start_bit(g0, false);
   for (uintptr_t g = g0; g <= g1; g++) {
     pl_gslot *s = pl_gm_slot(g);
     for (int k = 0; s && k < 2; k++) {
@@ -156,12 +212,17 @@ pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
    * forget. */
   pl_range *o = pl_granmap_find(base);
   if (o) pl_unlink(o);
-  for (uintptr_t g = g0, ge = (base + size - 1) >> pl_shift; g <= ge; g++) {
-    pl_gslot *s = pl_gm_slot(g);
+  /* Ranges starting inside the new one, found by their start bits. */
+  for (uintptr_t ge = (base + size - 1) >> pl_shift, g = ge; g > g0;) {
+    uintptr_t lo = g - g0 > PL_GM_SPAN - 1 ? g - (PL_GM_SPAN - 1) : g0 + 1;
+    uintptr_t x = pl_last_start(lo, g);
+    if (x == UINTPTR_MAX) { g = lo - 1; continue; }
+    pl_gslot *s = pl_gm_slot(x);
     for (int k = 0; s && k < 2; k++) {
       pl_range *cur = atomic_load_explicit(&s->s[k], memory_order_acquire);
       if (cur && pl_overlaps(cur, base, size)) pl_unlink(cur);
     }
+    g = x - 1;
   }
   for (uintptr_t g = g0; g <= g1; g++) {
     pl_gslot *s = pl_slot(g, true);
@@ -178,9 +239,11 @@ pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
         placed = atomic_compare_exchange_strong(&s->s[k], &cur, r);
       }
     }
+    if (placed && g == g0) pl_start_bit(g0, true);
     if (!placed) {
       /* Cannot happen for ranges of at least a granule; undo and give up
        * rather than leave a half-linked node. */
+      if (g > g0) pl_start_bit(g0, false);
       for (uintptr_t u = g0; u < g; u++) {
         pl_gslot *su = pl_slot(u, false);
         for (int k = 0; su && k < 2; k++) {
@@ -198,32 +261,30 @@ pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
 pl_range *pl_granmap_find(uintptr_t p) {
   if (pl_top == NULL) return NULL;
   uintptr_t g = p >> pl_shift;
-  uintptr_t stop = g >= PL_GM_SPAN - 1 ? g - (PL_GM_SPAN - 1) : 0;
-  const uintptr_t mask = ((uintptr_t)1 << PL_LEAF_BITS) - 1;
-  pl_gslot *leaf = NULL;
-  size_t leaf_hi = SIZE_MAX;
-  for (uintptr_t x = g;; x--) {
-    size_t hi = x >> PL_LEAF_BITS;
-    if (hi != leaf_hi) { /* the leaf changes at most once in 16 steps */
-      leaf_hi = hi;
-      leaf = hi < pl_top_len ? atomic_load_explicit(&pl_top[hi], memory_order_acquire) : NULL;
-    }
-    if (leaf != NULL) {
-      pl_gslot *s = &leaf[x & mask];
-      bool start_seen = false;
-      for (int i = 0; i < 2; i++) {
-        pl_range *r = atomic_load_explicit(&s->s[i], memory_order_acquire);
-        if (r == NULL) continue;
-        uintptr_t rb = PL_RBASE(r);
-        if (p >= rb && p - rb < PL_RSIZE(r)) return r;
-        /* The nearest range starting before p does not hold it, so no
-         * earlier one can (tracked ranges are disjoint). */
-        if (x != g && (rb >> pl_shift) == x) start_seen = true;
-      }
-      if (start_seen) return NULL;
-    }
-    if (x == stop) return NULL;
+  /* p's own granule holds any range covering p that starts there or spans
+   * (long ranges are linked everywhere they reach)... */
+  pl_gslot *s = pl_gm_slot(g);
+  for (int i = 0; s && i < 2; i++) {
+    pl_range *r = atomic_load_explicit(&s->s[i], memory_order_acquire);
+    if (r == NULL) continue;
+    uintptr_t rb = PL_RBASE(r);
+    if (p >= rb && p - rb < PL_RSIZE(r)) return r;
   }
+  /* ...else only a short range starting at most PL_GM_SPAN - 1 granules
+   * back can: the nearest start before g decides, since tracked ranges are
+   * disjoint (an earlier one holding p would hold that start too). */
+  if (g == 0) return NULL;
+  uintptr_t lo = g >= PL_GM_SPAN - 1 ? g - (PL_GM_SPAN - 1) : 0;
+  uintptr_t x = pl_last_start(lo, g - 1);
+  if (x == UINTPTR_MAX) return NULL;
+  s = pl_gm_slot(x);
+  for (int i = 0; s && i < 2; i++) {
+    pl_range *r = atomic_load_explicit(&s->s[i], memory_order_acquire);
+    if (r == NULL) continue;
+    uintptr_t rb = PL_RBASE(r);
+    if (p >= rb && p - rb < PL_RSIZE(r)) return r;
+  }
+  return NULL;
 }
 
 bool pl_granmap_erase(uintptr_t base) {
@@ -280,6 +341,10 @@ static bool pl_walk(size_t *count) {
           }
       }
       if (a && b && (a == b || pl_overlaps(a, b->base, b->size))) ok = false;
+      /* the start bit says exactly whether a range starts here */
+      bool starts = (a && (a->base >> pl_shift) == g) || (b && (b->base >> pl_shift) == g);
+      bool bit = (atomic_load(&pl_leaf_bits(leaf)[lo >> 6]) >> (lo & 63)) & 1;
+      if (starts != bit) ok = false;
     }
   }
   *count = firsts;

@@ -44,6 +44,7 @@ static void pl_atfork_child(void) {
   pl_hostmem_atfork_child();
   pl_stack_reset();
   pl_stage_atfork_child();
+  pl_cupti_atfork_child();
   pl_trace_atfork_child();
 }
 

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define PAGELOCK_TRACE_MAGIC "PGLKTRC1"  /* 8 bytes, no NUL terminator used */
-#define PAGELOCK_TRACE_VERSION 1u
+#define PAGELOCK_TRACE_VERSION 2u /* 2: CUPTI records, COPY.gpu_correlation */
 #define PAGELOCK_TRACE_MAX_RECORD (1u << 20) /* larger sizes mean corruption */
 #define PAGELOCK_MAX_FRAMES 16
 
@@ -45,6 +45,15 @@ enum pagelock_rec_type {
   PAGELOCK_REC_COUNTERS = 6,/* engine counters, at exit */
   PAGELOCK_REC_NOTE = 7,    /* a problem or fact the report must show */
   PAGELOCK_REC_END = 8,     /* clean end of trace */
+  /* Version 2: what CUPTI saw.  Written from CUPTI's buffer-completion
+   * thread in batches, so they arrive later than the COPY records they join
+   * and in no global time order. */
+  PAGELOCK_REC_GPU = 9,     /* one GPU activity: copy, memset, kernel, sync */
+  PAGELOCK_REC_NAME = 10,   /* interned kernel name, before first use */
+  PAGELOCK_REC_LINK = 11,   /* a shim-issued GPU op belongs to an app call */
+  PAGELOCK_REC_CLOCK = 12,  /* CUPTI timestamp <-> CLOCK_MONOTONIC pair */
+  PAGELOCK_REC_DEVICE = 13, /* one device's properties */
+  PAGELOCK_REC_GPU_STATUS = 14, /* whether GPU timing is on, and why not */
 };
 
 /* Strings follow fixed parts as NUL-terminated bytes, padded to 8. */
@@ -119,7 +128,16 @@ typedef struct pagelock_rec_copy {
   uint8_t src_mem;       /* pagelock_mem of source */
   uint8_t dst_mem;       /* pagelock_mem of destination */
   uint8_t pad[2];
+  /* Version 2.  CUPTI correlationId of the driver call, from the CUPTI
+   * callback on that call; the GPU record(s) of the copy carry the same id.
+   * 0 when GPU timing is off or the call queued no GPU work.  Staged copies
+   * issue their chunks as shim calls: those join through LINK records. */
+  uint32_t gpu_correlation;
+  uint32_t reserved2;
 } pagelock_rec_copy;
+
+/* Version 1 COPY records end before gpu_correlation; a reader zero-fills. */
+#define PAGELOCK_REC_COPY_V1_SIZE 96u
 
 typedef struct pagelock_rec_stack {
   pagelock_rec_hdr h;
@@ -176,6 +194,129 @@ typedef struct pagelock_rec_end {
   uint64_t records;  /* records written before this one */
   uint64_t dropped;
 } pagelock_rec_end;
+
+/* What a GPU record is. */
+enum pagelock_gpu_kind {
+  PAGELOCK_GPU_MEMCPY = 1,   /* CUPTI MEMCPY (host<->device, device<->device) */
+  PAGELOCK_GPU_MEMCPY_P2P = 2, /* CUPTI MEMCPY2 (peer copies) */
+  PAGELOCK_GPU_MEMSET = 3,
+  PAGELOCK_GPU_KERNEL = 4,   /* CUPTI CONCURRENT_KERNEL */
+  PAGELOCK_GPU_SYNC = 5,     /* CUPTI SYNCHRONIZATION: a host wait (host time) */
+  PAGELOCK_GPU_OVERHEAD = 6, /* CUPTI OVERHEAD: profiler time (host time) */
+};
+
+/* Memory kinds as CUPTI reports them (CUpti_ActivityMemoryKind values, kept
+ * numerically so the shim copies them through). */
+enum pagelock_gpu_mem {
+  PAGELOCK_GPU_MEM_UNKNOWN = 0,
+  PAGELOCK_GPU_MEM_PAGEABLE = 1,
+  PAGELOCK_GPU_MEM_PINNED = 2,
+  PAGELOCK_GPU_MEM_DEVICE = 3,
+  PAGELOCK_GPU_MEM_ARRAY = 4,
+  PAGELOCK_GPU_MEM_MANAGED = 5,
+  PAGELOCK_GPU_MEM_DEVICE_STATIC = 6,
+  PAGELOCK_GPU_MEM_MANAGED_STATIC = 7,
+};
+
+/* Copy directions as CUPTI reports them (CUpti_ActivityMemcpyKind values). */
+enum pagelock_gpu_copy {
+  PAGELOCK_GPU_COPY_UNKNOWN = 0,
+  PAGELOCK_GPU_COPY_HTOD = 1,
+  PAGELOCK_GPU_COPY_DTOH = 2,
+  PAGELOCK_GPU_COPY_HTOA = 3,
+  PAGELOCK_GPU_COPY_ATOH = 4,
+  PAGELOCK_GPU_COPY_ATOA = 5,
+  PAGELOCK_GPU_COPY_ATOD = 6,
+  PAGELOCK_GPU_COPY_DTOA = 7,
+  PAGELOCK_GPU_COPY_DTOD = 8,
+  PAGELOCK_GPU_COPY_HTOH = 9,
+  PAGELOCK_GPU_COPY_PTOP = 10,
+};
+
+enum pagelock_gpu_flags {
+  PAGELOCK_GPU_ASYNC = 1u << 0, /* CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC */
+};
+
+/* One GPU activity.  start/end are in CUPTI's clock; the shim registers
+ * CLOCK_MONOTONIC as that clock, and CLOCK records say the offset in case
+ * the registration was refused.  For SYNC and OVERHEAD the interval is host
+ * time on the thread that waited / paid. */
+typedef struct pagelock_rec_gpu {
+  pagelock_rec_hdr h;
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint64_t bytes;        /* MEMCPY/MEMSET bytes, 0 otherwise */
+  uint32_t correlation;  /* CUPTI correlationId of the API call that queued it */
+  uint32_t stream;       /* CUPTI streamId (not the CUstream handle) */
+  uint32_t device;
+  uint32_t context;
+  uint32_t name_id;      /* KERNEL: NAME id, 0 none; SYNC: CUpti_ActivitySynchronizationType;
+                            OVERHEAD: CUpti_ActivityOverheadKind */
+  uint32_t flags;        /* pagelock_gpu_flags */
+  uint8_t kind;          /* pagelock_gpu_kind */
+  uint8_t copy_kind;     /* pagelock_gpu_copy (MEMCPY) */
+  uint8_t src_kind;      /* pagelock_gpu_mem (MEMCPY), memory kind (MEMSET) */
+  uint8_t dst_kind;      /* pagelock_gpu_mem (MEMCPY) */
+  uint32_t thread;       /* SYNC/OVERHEAD: CUPTI thread id of the host side, else 0 */
+} pagelock_rec_gpu; /* 64 bytes */
+
+typedef struct pagelock_rec_name {
+  pagelock_rec_hdr h;
+  uint32_t id;       /* >= 1 */
+  uint32_t reserved;
+  /* char name[] NUL (kernel name as CUPTI gives it, mangled) */
+} pagelock_rec_name;
+
+/* The shim's own GPU op with CUPTI correlationId `correlation` (a staged
+ * chunk) was issued for the app's call whose COPY record has `copy_seq` as
+ * its correlation field. */
+typedef struct pagelock_rec_link {
+  pagelock_rec_hdr h;
+  uint32_t correlation;
+  uint32_t reserved;
+  uint64_t copy_seq;
+} pagelock_rec_link;
+
+/* The same instant read from both clocks: GPU record times convert to
+ * CLOCK_MONOTONIC as t - cupti_ns + mono_ns (the last CLOCK record before the
+ * GPU record wins; none means they are already CLOCK_MONOTONIC). */
+typedef struct pagelock_rec_clock {
+  pagelock_rec_hdr h;
+  uint64_t cupti_ns;
+  uint64_t mono_ns;
+} pagelock_rec_clock;
+
+typedef struct pagelock_rec_device {
+  pagelock_rec_hdr h;
+  uint32_t device;        /* ordinal, as in GPU records */
+  uint32_t copy_engines;  /* CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT */
+  uint32_t sm_count;
+  uint32_t pci_gen;       /* 0 unknown */
+  uint64_t reserved;
+  /* char name[] NUL */
+} pagelock_rec_device;
+
+enum pagelock_gpu_status {
+  PAGELOCK_GPU_TIMING_ON = 0,        /* CUPTI records are in this trace */
+  PAGELOCK_GPU_TIMING_DISABLED = 1,  /* PAGELOCK_CUPTI=0 */
+  PAGELOCK_GPU_TIMING_NO_CUPTI = 2,  /* libcupti could not be loaded */
+  PAGELOCK_GPU_TIMING_BUSY = 3,      /* another CUPTI subscriber (nsys, ncu, a profiler) */
+  PAGELOCK_GPU_TIMING_VERSION = 4,   /* libcupti too old/new for the driver or for us */
+  PAGELOCK_GPU_TIMING_ERROR = 5,     /* a CUPTI call failed: see reason */
+  PAGELOCK_GPU_TIMING_NO_CUDA = 6,   /* the program never initialised CUDA */
+};
+
+/* Written once when CUPTI setup ends (status and reason) and again at exit
+ * with the counts; the last one wins. */
+typedef struct pagelock_rec_gpu_status {
+  pagelock_rec_hdr h;
+  uint32_t status;        /* pagelock_gpu_status */
+  uint32_t cupti_version; /* cuptiGetVersion, 0 unknown */
+  uint64_t records;       /* GPU records written so far */
+  uint64_t dropped;       /* records CUPTI dropped (no buffer, full) */
+  uint64_t buffers;       /* buffers CUPTI completed */
+  /* char reason[] NUL ("" when on) */
+} pagelock_rec_gpu_status;
 
 /* Exact driver entry points the shim wraps.  The trace stores the id; the
  * names (pagelock_api_names in the reporter and shim) must stay in this

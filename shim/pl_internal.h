@@ -37,6 +37,9 @@ typedef enum pl_option_id {
   PL_OPT_COPY_THREADS,
   PL_OPT_WAIT_US,
   PL_OPT_D2H,
+  PL_OPT_CUPTI,
+  PL_OPT_CUPTI_LIB,
+  PL_OPT_CUPTI_FLUSH_MS,
   PL_OPT_COUNT
 } pl_option_id;
 
@@ -74,6 +77,7 @@ typedef enum pl_log_kind {
   PL_LK_STAGE_ERROR,    /* a driver call inside the engine failed */
   PL_LK_STAGE_WORKERS,  /* copy threads could not be started */
   PL_LK_STAGE_FALLBACK, /* a wait for a chunk timed out */
+  PL_LK_CUPTI,          /* GPU timing unavailable, and why */
   PL_LK_COUNT
 } pl_log_kind;
 
@@ -124,15 +128,17 @@ void *pl_real_dlsym(void *handle, const char *name);
 
 /* ---- hooks.c: the table of every wrapped driver symbol ------------------ */
 
-/* Host-allocation entry points the program itself calls; wrapped so the
- * shim's picture of pinned memory stays exact (hook_hostalloc.c).  Their
- * hook ids follow the copy ids of PAGELOCK_API_LIST. */
+/* The other driver entry points the shim wraps, after the copy ids of
+ * PAGELOCK_API_LIST: the host-allocation calls the program itself makes, so
+ * the shim's picture of pinned memory stays exact (hook_hostalloc.c), and
+ * cuInit, so CUPTI starts before the first context (cupti.c). */
 #define PL_HOSTALLOC_LIST(X) \
   X(cuMemHostAlloc)          \
   X(cuMemAllocHost_v2)       \
   X(cuMemFreeHost)           \
   X(cuMemHostRegister_v2)    \
-  X(cuMemHostUnregister)
+  X(cuMemHostUnregister)     \
+  X(cuInit)
 
 enum pl_hook_id {
   PL_HOOK_HOSTALLOC_FIRST = PAGELOCK_API_COUNT - 1,
@@ -166,6 +172,7 @@ typedef CUresult (*pl_native_fn)(const pl_copy *c);
 struct pl_copy {
   int api;
   uint32_t flags;           /* PAGELOCK_COPY_* known from the entry point */
+  uint64_t seq;             /* the COPY record's correlation (set by pl_copy_exec) */
   int dir;                  /* pagelock_dir, UNKNOWN until classified */
   CUdeviceptr dst, src;     /* as passed; host pointers cast */
   size_t bytes;
@@ -261,6 +268,8 @@ void pl_stack_reset(void);
 /* Append one record; the file is created on first use.  Never blocks on
  * anything but the trace lock and write(2). */
 void pl_trace_write(const void *rec, size_t size);
+/* Append several whole records at once (one lock round). */
+void pl_trace_write_many(const void *recs, size_t size);
 /* Append a record made of a fixed part and a NUL-terminated string. */
 void pl_trace_write_str(const void *fixed, size_t fixed_size, uint32_t type,
                         const char *str);
@@ -281,6 +290,24 @@ const char *pl_trace_path(void);
 void pl_trace_set_flag(uint32_t flag);
 /* A note for the report (once per text). */
 void pl_trace_note(uint32_t kind, const char *text);
+
+/* ---- cupti.c: GPU timestamps ------------------------------------------- */
+
+/* Start CUPTI once (cuInit wrapper, InitializeInjection); safe to call
+ * again and from CUPTI's own reentry. */
+void pl_cupti_ensure(void);
+/* True while CUPTI records are being collected. */
+bool pl_cupti_active(void);
+/* Around the app's own driver call: the call's CUPTI correlationId (0 when
+ * none was seen) is what pl_cupti_corr_end returns. */
+void pl_cupti_corr_begin(void);
+uint32_t pl_cupti_corr_end(void);
+/* Around the staging engine's work for the app call `seq`: every GPU op it
+ * queues gets a LINK record to that call. */
+void pl_cupti_link_begin(uint64_t seq);
+void pl_cupti_link_end(void);
+/* A forked child: CUPTI is not usable there. */
+void pl_cupti_atfork_child(void);
 
 /* ---- hook_alloc.c ------------------------------------------------------- */
 

@@ -424,7 +424,10 @@ bool pl_stage_copy(pl_copy *c, CUresult *r) {
   bool done = false;
   if (c->bytes > 0 && (c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_D2H)) {
     pl_in_shim++;
+    /* Our chunks are CUPTI ops of their own: link them to the app's call. */
+    pl_cupti_link_begin(c->seq);
     done = pl_stage_run(c, r);
+    pl_cupti_link_end();
     pl_in_shim--;
   }
   if (!done) PL_ADD(pl_n_pass, c->bytes);

@@ -233,6 +233,24 @@ void pl_trace_write(const void *rec, size_t size) {
   pthread_mutex_unlock(&pl_trace_lock);
 }
 
+void pl_trace_write_many(const void *recs, size_t size) {
+  if (!pl_active()) return;
+  const char *p = recs;
+  pthread_mutex_lock(&pl_trace_lock);
+  if (pl_open_locked()) {
+    /* Record by record, so the count stays exact and a full buffer is
+     * flushed on a record boundary. */
+    for (size_t off = 0; off + sizeof(pagelock_rec_hdr) <= size;) {
+      const pagelock_rec_hdr *h = (const pagelock_rec_hdr *)(p + off);
+      if (h->size < sizeof *h || h->size > size - off) break;
+      pl_buf_put(p + off, h->size);
+      off += h->size;
+    }
+    if (pl_now_ns() - pl_last_flush > PL_FLUSH_NS) pl_flush_locked();
+  }
+  pthread_mutex_unlock(&pl_trace_lock);
+}
+
 void pl_trace_write_str(const void *fixed, size_t fixed_size, uint32_t type, const char *str) {
   char rec[4096];
   size_t sl = strnlen(str, sizeof rec - fixed_size - 8);

@@ -26,20 +26,30 @@ get() { grep "^$1 " "$res" | tr ' ' '\n' | grep "^$2=" | cut -d= -f2; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
 
 shim=(LD_PRELOAD="$SHIM")
-stage=(LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage)
-async=(LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage PAGELOCK_D2H=async)
+# observe without GPU timing: the interception cost alone (issue #3's
+# targets were set before CUPTI recording existed)
+nocupti=(LD_PRELOAD="$SHIM" PAGELOCK_CUPTI=0)
+# The engine's own speed: GPU recording off (its cost is measured apart).
+stage=(LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage PAGELOCK_CUPTI=0)
+async=(LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage PAGELOCK_D2H=async PAGELOCK_CUPTI=0)
 
 # The malloc workload is noisy (+-10% run to run): native and shim runs
 # alternate five times and the medians of the five are compared.
 for i in 1 2 3 4 5; do
   run malloc_native_$i X=1 -- "$B/bench_malloc" "$REPS"
-  run malloc_shim_$i "${shim[@]}" -- "$B/bench_malloc" "$REPS"
+  run malloc_shim_$i "${nocupti[@]}" -- "$B/bench_malloc" "$REPS"
 done
 med5() { for i in 1 2 3 4 5; do get "${1}_$i" ms; done | sort -g | sed -n 3p; }
 echo "malloc_native result mode=malloc ms=$(med5 malloc_native)" | tee -a "$res"
 echo "malloc_shim result mode=malloc ms=$(med5 malloc_shim)" | tee -a "$res"
 run small_pinned_native X=1 -- "$B/bench_copy" small pinned 256 "$REPS"
-run small_pinned_shim "${shim[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
+run small_pinned_shim "${nocupti[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
+run small_pinned_cupti "${shim[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
+for i in 1 2 3; do
+  run tiny_native_$i X=1 -- "$B/bench_copy" tiny pinned 4096 "$REPS"
+  run tiny_nocupti_$i "${nocupti[@]}" -- "$B/bench_copy" tiny pinned 4096 "$REPS"
+  run tiny_cupti_$i "${shim[@]}" -- "$B/bench_copy" tiny pinned 4096 "$REPS"
+done
 run small_pinned_stage "${stage[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
 run small_pageable_native X=1 -- "$B/bench_copy" small pageable 256 "$REPS"
 run small_pageable_stage "${stage[@]}" -- "$B/bench_copy" small pageable 256 "$REPS"
@@ -61,6 +71,7 @@ if [ -x "$B/test_stage_e2e" ]; then
   echo "sweep, staged (PAGELOCK_STAGE_MIN=0):" | tee -a "$OUT/sweep.txt"
   env "${stage[@]}" PAGELOCK_STAGE_MIN=0 PAGELOCK_OUTPUT="$T/s.%p.trace" "$B/test_stage_e2e" --sweep 2>&1 | tee -a "$OUT/sweep.txt"
 fi
+run h2d_stage_cupti_64 LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage -- "$B/bench_copy" h2d pageable $((64 << 20)) "$REPS"
 run h2d_forced_1 "${stage[@]}" PAGELOCK_STAGE_MIN=0 -- "$B/bench_copy" h2d pageable $((1 << 20)) "$REPS"
 for th in 2 4 8 16; do
   run h2d_threads_$th "${stage[@]}" PAGELOCK_COPY_THREADS=$th -- "$B/bench_copy" h2d pageable $((64 << 20)) "$REPS"
@@ -69,6 +80,12 @@ done
 run overlap_pinned X=1 -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"
 run overlap_pageable X=1 -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
 run overlap_stage "${stage[@]}" -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
+# What recording costs: the same overlap runs traced with CUPTI on and off.
+for i in 1 2 3; do
+  run ovl_native_$i X=1 -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"
+  run ovl_nocupti_$i "${nocupti[@]}" -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"
+  run ovl_cupti_$i "${shim[@]}" -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"
+done
 
 echo
 echo "== staging counters of the staged runs =="
@@ -81,6 +98,12 @@ echo "== summary (ratios of medians, this run) =="
 printf '%-44s %10s %s\n' "measure" "value" "target"
 printf '%-44s %10s %s\n' "malloc workload, shim / native time" "$(ratio "$(get malloc_shim ms)" "$(get malloc_native ms)")" "<= 1.05"
 printf '%-44s %10s %s\n' "pinned 256 B async, observe / native" "$(ratio "$(get small_pinned_shim ns_per_call)" "$(get small_pinned_native ns_per_call)")" "<= 1.10"
+printf '%-44s %10s %s\n' "pinned 256 B async, observe+CUPTI / native" "$(ratio "$(get small_pinned_cupti ns_per_call)" "$(get small_pinned_native ns_per_call)")" "(reported)"
+med3() { for i in 1 2 3; do get "${1}_$i" "$2"; done | sort -g | sed -n 2p; }
+printf '%-44s %10s %s\n' "tiny kernel+4KB: observe / native" "$(ratio "$(med3 tiny_nocupti us_per_pair)" "$(med3 tiny_native us_per_pair)")" "(reported)"
+printf '%-44s %10s %s\n' "tiny kernel+4KB: observe+CUPTI / native" "$(ratio "$(med3 tiny_cupti us_per_pair)" "$(med3 tiny_native us_per_pair)")" "(reported)"
+printf '%-44s %10s %s\n' "overlap 8x16 MiB pinned: +CUPTI / native" "$(ratio "$(med3 ovl_cupti ms)" "$(med3 ovl_native ms)")" "<= 1.03"
+printf '%-44s %10s %s\n' "overlap 8x16 MiB pinned: +CUPTI / no CUPTI" "$(ratio "$(med3 ovl_cupti ms)" "$(med3 ovl_nocupti ms)")" "<= 1.03"
 printf '%-44s %10s %s\n' "pinned 256 B async, stage / native" "$(ratio "$(get small_pinned_stage ns_per_call)" "$(get small_pinned_native ns_per_call)")" "<= 1.10"
 printf '%-44s %10s %s\n' "pageable 256 B async, stage / native" "$(ratio "$(get small_pageable_stage ns_per_call)" "$(get small_pageable_native ns_per_call)")" "<= 1.10"
 printf '%-44s %10s %s\n' "classify, cached (ns)" "$(get classify cached_ns)" "<= 150"
@@ -92,6 +115,7 @@ for mb in 1 16 64 256; do
   printf '%-44s %10s %s\n' "  staged / pageable" "$(ratio "$(get d2h_stage_$mb gbps)" "$(get d2h_pageable_$mb gbps)")" "$([ $mb -ge 16 ] && echo '>= 1.8')"
   printf '%-44s %10s %s\n' "  D2H async: call returns in (us)" "$(get d2h_async_$mb call_us)" "< 50"
 done
+printf '%-44s %10s %s\n' "H2D 64 MiB staged, +CUPTI / no CUPTI" "$(ratio "$(get h2d_stage_cupti_64 gbps)" "$(get h2d_stage_64 gbps)")" "(reported)"
 printf '%-44s %10s %s\n' "H2D 1 MiB staging forced (STAGE_MIN=0) GB/s" "$(get h2d_forced_1 gbps)" "(STAGE_MIN=0 forces staging)"
 for th in 2 4 8 16; do
   printf '%-44s %10s %s\n' "copy threads $th: H2D 64 MiB GB/s | overlap ms" "$(get h2d_threads_$th gbps)|$(get overlap_threads_$th ms)" ""

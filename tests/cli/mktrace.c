@@ -1,14 +1,41 @@
 /* mktrace.c - writes a synthetic pagelock trace for the CLI tests.
  *
  * usage: mktrace OUT [--copies N] [--sites N] [--no-end] [--cut-mid-record]
- *                    [--simulated] [--mode M] [--pid P]
+ *                    [--simulated] [--mode M] [--pid P] [--rank R]
+ *                    [--host H] [--v1]
+ *        mktrace OUT --scenario NAME [--pid P] [--rank R] [--host H]
+ *        mktrace OUT --big N [--late]
  *
- * The trace looks like one written by the shim for a program "app" whose
- * copies go through a dynamically linked libcudart: PROCESS, NOTE, STACK
- * records before first use, COPY records cycling over call sites and host
- * memory kinds, then MODULE, SYMBOL, COUNTERS and END at exit.
+ * The default trace looks like one written by the shim for a program "app"
+ * whose copies go through a dynamically linked libcudart: PROCESS, NOTE,
+ * STACK records before first use, COPY records cycling over call sites and
+ * host memory kinds, then MODULE, SYMBOL, COUNTERS and END at exit.
  * --cut-mid-record drops END and cuts the file inside the last COPY record;
- * mktrace prints "records=N", the number of whole records in the file. */
+ * mktrace prints "records=N", the number of whole records in the file.
+ * --v1 writes trace format version 1 (96-byte COPY records, no GPU
+ * records).
+ *
+ * --scenario writes a version-2 trace with GPU (CUPTI) records whose
+ * numbers the CLI tests check exactly (times in CUPTI's clock, 500 ms
+ * behind CLOCK_MONOTONIC, with a CLOCK record saying so):
+ *   made-sync    3 pageable async 16 MiB uploads each blocking the host
+ *                3 ms while the GPU copy took 2.8 ms, then a 5 ms kernel;
+ *                pinned 16 MiB uploads (0.3 ms) on a copy stream hidden
+ *                under the kernels; one pinned 4 MiB download
+ *   same-stream  10 pinned async 8 MiB uploads (1 ms) on the kernels'
+ *                stream, each followed by a 2 ms kernel: nothing overlaps
+ *   one-engine   a GPU with one copy engine: 10 pinned uploads and 10
+ *                pinned downloads (1 ms each) under kernels
+ *   idle         10 kernels of 1 ms with 5 ms gaps
+ *   busy         GPU timing unavailable: another CUPTI client
+ *   staged       mode stage: 4 staged 64 MiB uploads, each moved as 4
+ *                pinned 16 MiB chunks joined through LINK records (each
+ *                LINK written twice, as the shim does)
+ * --big N writes N COPY records and their N GPU copy records (GPU records
+ * in batches of 1000 after their COPYs, each batch shuffled), plus a
+ * kernel per 10 copies, over 50 call sites: the speed test.  --late puts
+ * every GPU record after the last COPY (the join's worst case: every call
+ * waits for its op). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,42 +44,23 @@
 
 #define APP_BASE 0x555555554000ull
 #define CUDART_BASE 0x7f0000000000ull
+#define LIBC_BASE 0x7f2000000000ull
+#define MS 1000000ull
+#define MIB (1ull << 20)
+/* CUPTI's clock in the scenarios: this far behind CLOCK_MONOTONIC. */
+#define CUPTI_SKEW (500 * MS)
 
-int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: mktrace OUT [--copies N] [--sites N] [--no-end] "
-            "[--cut-mid-record] [--simulated] [--mode M] [--pid P]\n");
-    return 2;
-  }
-  const char *out = argv[1];
-  unsigned long copies = 100, sites = 3, pid = 4242, mode = 0;
-  int end = 1, cut = 0, simulated = 0;
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : "0";
-    if (!strcmp(a, "--copies")) copies = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--sites")) sites = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--pid")) pid = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--mode")) mode = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--no-end")) end = 0;
-    else if (!strcmp(a, "--cut-mid-record")) end = 0, cut = 1;
-    else if (!strcmp(a, "--simulated")) simulated = 1;
-    else {
-      fprintf(stderr, "mktrace: unknown option %s\n", a);
-      return 2;
-    }
-  }
+/* The classic trace: COPY records only (plus exit-time records). */
+static int mk_classic(tb *b, unsigned long copies, unsigned long sites,
+                      int end, int cut, size_t *len, size_t *complete, int v1) {
   if (sites == 0 || sites > 10000) sites = 1;
-  tb b = {0};
-  tb_header(&b, pid, simulated ? PAGELOCK_FILE_SIMULATED : 0);
-  tb_process(&b, "/opt/app/bin/app", "testhost", (uint32_t)mode, -1);
-  tb_note(&b, PAGELOCK_NOTE_INFO, "synthetic trace written by mktrace");
+  tb_note(b, PAGELOCK_NOTE_INFO, "synthetic trace written by mktrace");
   for (unsigned long s = 0; s < sites; s++) {
     /* innermost: cudart's cudaMemcpyAsync, then the user's function */
     uint64_t fr[3] = {CUDART_BASE + 0x1000 + 0x10 * s,
                       APP_BASE + 0x2000 + 0x100 * s + 0x20,
                       APP_BASE + 0x9000};
-    tb_stack(&b, (uint32_t)s + 1, fr, 3);
+    tb_stack(b, (uint32_t)s + 1, fr, 3);
   }
   uint64_t t = 1000000000ull + 1000;
   for (unsigned long i = 0; i < copies; i++) {
@@ -68,34 +76,402 @@ int main(int argc, char **argv) {
     /* three of four copies pageable, one pinned */
     c.host_mem = (i % 4 == 3) ? PAGELOCK_MEM_PINNED : PAGELOCK_MEM_PAGEABLE;
     c.host_ns = c.host_mem == PAGELOCK_MEM_PAGEABLE ? 100000 + 1000 * s : 2000;
-    tb_copy(&b, &c);
+    c.v1 = v1;
+    tb_copy(b, &c);
     t += c.host_ns + 500;
   }
-  tb_module(&b, APP_BASE, APP_BASE + 0x1000, APP_BASE + 0x20000, "");
-  tb_module(&b, CUDART_BASE, CUDART_BASE, CUDART_BASE + 0x100000,
+  tb_module(b, APP_BASE, APP_BASE + 0x1000, APP_BASE + 0x20000, "");
+  tb_module(b, CUDART_BASE, CUDART_BASE, CUDART_BASE + 0x100000,
             "/nonexistent/lib/libcudart.so.13");
   for (unsigned long s = 0; s < sites; s++) {
     char name[64];
     snprintf(name, sizeof name, "step_%lu", s);
-    tb_symbol(&b, APP_BASE + 0x2000 + 0x100 * s + 0x20,
+    tb_symbol(b, APP_BASE + 0x2000 + 0x100 * s + 0x20,
               APP_BASE + 0x2000 + 0x100 * s, name);
-    tb_symbol(&b, CUDART_BASE + 0x1000 + 0x10 * s, CUDART_BASE + 0x1000,
+    tb_symbol(b, CUDART_BASE + 0x1000 + 0x10 * s, CUDART_BASE + 0x1000,
               "cudaMemcpyAsync");
   }
   pagelock_rec_counters ctr;
   memset(&ctr, 0, sizeof ctr);
-  tb_counters(&b, &ctr);
-  size_t len = b.len, complete = 0;
-  if (end) tb_end(&b, t + 1000), len = b.len;
+  tb_counters(b, &ctr);
+  *len = b->len;
+  if (end) tb_end(b, t + 1000), *len = b->len;
   if (cut) {
     /* Cut inside the last COPY record, before the exit-time records. */
     size_t last_copy = 0;
-    for (size_t r = 0; r < b.nrec; r++) {
-      const pagelock_rec_hdr *h = (const pagelock_rec_hdr *)(b.p + b.offsets[r]);
+    for (size_t r = 0; r < b->nrec; r++) {
+      const pagelock_rec_hdr *h = (const pagelock_rec_hdr *)(b->p + b->offsets[r]);
       if (h->type == PAGELOCK_REC_COPY) last_copy = r;
     }
-    complete = last_copy;
-    len = b.offsets[last_copy] + sizeof(pagelock_rec_copy) / 2;
+    *complete = last_copy;
+    *len = b->offsets[last_copy] + PAGELOCK_REC_COPY_V1_SIZE / 2;
+  }
+  return 0;
+}
+
+/* ---- scenarios ----------------------------------------------------------- */
+
+/* Call sites and allocation sites of the scenario program. */
+enum { ST_LOAD = 1, ST_SAVE = 2, ST_ALLOC_BATCH = 3, ST_ALLOC_OUT = 4 };
+
+static void sc_stacks(tb *b) {
+  uint64_t load[] = {CUDART_BASE + 0x1000, APP_BASE + 0x2020, APP_BASE + 0x9000};
+  uint64_t save[] = {CUDART_BASE + 0x1010, APP_BASE + 0x2120, APP_BASE + 0x9000};
+  uint64_t ab[] = {LIBC_BASE + 0x500, APP_BASE + 0x3030, APP_BASE + 0x9010};
+  uint64_t ao[] = {LIBC_BASE + 0x500, APP_BASE + 0x3130, APP_BASE + 0x9010};
+  tb_stack(b, ST_LOAD, load, 3);
+  tb_stack(b, ST_SAVE, save, 3);
+  tb_stack(b, ST_ALLOC_BATCH, ab, 3);
+  tb_stack(b, ST_ALLOC_OUT, ao, 3);
+}
+
+/* Modules and symbols of the scenario program, at exit. */
+static void sc_exit_records(tb *b) {
+  tb_module(b, APP_BASE, APP_BASE + 0x1000, APP_BASE + 0x20000, "");
+  tb_module(b, CUDART_BASE, CUDART_BASE, CUDART_BASE + 0x100000,
+            "/nonexistent/lib/libcudart.so.13");
+  tb_module(b, LIBC_BASE, LIBC_BASE, LIBC_BASE + 0x100000,
+            "/nonexistent/lib/libc.so.6");
+  tb_symbol(b, CUDART_BASE + 0x1000, CUDART_BASE + 0x1000, "cudaMemcpyAsync");
+  tb_symbol(b, CUDART_BASE + 0x1010, CUDART_BASE + 0x1010, "cudaMemcpy");
+  tb_symbol(b, APP_BASE + 0x2020, APP_BASE + 0x2000, "load_batch");
+  tb_symbol(b, APP_BASE + 0x2120, APP_BASE + 0x2100, "save_output");
+  tb_symbol(b, APP_BASE + 0x3030, APP_BASE + 0x3000, "make_batch");
+  tb_symbol(b, APP_BASE + 0x3130, APP_BASE + 0x3100, "make_output");
+  tb_symbol(b, LIBC_BASE + 0x500, LIBC_BASE + 0x400, "malloc");
+}
+
+/* A COPY record of the scenario program.  Pageable ones get the load or
+ * save call stack and the matching allocation stack. */
+static void sc_copy(tb *b, uint64_t start, uint64_t host_ns, uint64_t bytes,
+                    int h2d, uint8_t mem, uint32_t flags, uint64_t seq,
+                    uint32_t corr, uint64_t stream) {
+  tb_copy_args c = {0};
+  c.start_ns = start;
+  c.host_ns = host_ns;
+  c.bytes = bytes;
+  c.dir = h2d ? PAGELOCK_DIR_H2D : PAGELOCK_DIR_D2H;
+  c.host_mem = mem;
+  c.flags = flags;
+  c.api = h2d ? PAGELOCK_API_cuMemcpyHtoDAsync_v2 : PAGELOCK_API_cuMemcpyDtoHAsync_v2;
+  c.callsite = h2d ? CUDART_BASE + 0x1000 : CUDART_BASE + 0x1010;
+  if (mem == PAGELOCK_MEM_PAGEABLE) {
+    c.stack_id = h2d ? ST_LOAD : ST_SAVE;
+    c.alloc_stack_id = h2d ? ST_ALLOC_BATCH : ST_ALLOC_OUT;
+  }
+  c.seq = seq;
+  c.gpu_correlation = corr;
+  c.stream = stream;
+  tb_copy(b, &c);
+}
+
+/* Times in the scenarios: CLOCK_MONOTONIC, starting 1 ms after the trace. */
+#define T0 (1000000000ull + MS)
+/* The same instant in CUPTI's clock. */
+#define G(t) ((t) - CUPTI_SKEW)
+
+/* Writes one scenario's records between PROCESS and END; returns the last
+ * monotonic time used, 0 for an unknown name. */
+static uint64_t mk_scenario(tb *b, const char *name) {
+  const uint32_t A = PAGELOCK_COPY_ASYNC;
+  const uint8_t PG = PAGELOCK_MEM_PAGEABLE, PN = PAGELOCK_MEM_PINNED;
+  sc_stacks(b);
+  if (!strcmp(name, "busy")) {
+    tb_gpu_status(b, PAGELOCK_GPU_TIMING_BUSY, 0, 0,
+                  "another CUPTI client (nsys, ncu or a profiler) is "
+                  "attached; copies are still intercepted");
+    for (int i = 0; i < 4; i++)
+      sc_copy(b, T0 + i * MS, 500000, 4 * MIB, 1, PG, A, 10 + i, 0, 0);
+    sc_exit_records(b);
+    tb_gpu_status(b, PAGELOCK_GPU_TIMING_BUSY, 0, 0,
+                  "another CUPTI client (nsys, ncu or a profiler) is "
+                  "attached; copies are still intercepted");
+    return T0 + 5 * MS;
+  }
+  tb_gpu_status(b, PAGELOCK_GPU_TIMING_ON, 0, 0, "");
+  tb_clock(b, G(T0 - MS / 2), T0 - MS / 2);
+  uint64_t end = 0, nrec = 0;
+  if (!strcmp(name, "made-sync")) {
+    tb_device(b, 0, 2, 132, "NVIDIA H200");
+    tb_name(b, 1, "_Z10train_stepPfS_");
+    for (int i = 0; i < 3; i++) {
+      uint64_t t = T0 + (uint64_t)i * 10 * MS;
+      sc_copy(b, t, 3 * MS, 16 * MIB, 1, PG, A, 100 + i, 1000 + i, 0x7);
+      sc_copy(b, t + 3100000, 2000, 16 * MIB, 1, PN, A, 200 + i, 2000 + i, 0x9);
+    }
+    sc_copy(b, T0 + 30 * MS, 2000, 4 * MIB, 0, PN, A, 300, 3000, 0x9);
+    /* CUPTI's buffer arrives later, in its own order. */
+    for (int i = 2; i >= 0; i--) {
+      uint64_t t = T0 + (uint64_t)i * 10 * MS;
+      tb_kernel(b, 0, 7, G(t + 3 * MS), G(t + 8 * MS), 1);
+      tb_gpu_copy(b, 0, 9, 1, PAGELOCK_GPU_MEM_PINNED, 16 * MIB,
+                  G(t + 3200000), G(t + 3500000), 2000 + i, 1);
+      tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PAGEABLE, 16 * MIB,
+                  G(t + 100000), G(t + 2900000), 1000 + i, 1);
+    }
+    tb_gpu_copy(b, 0, 9, 0, PAGELOCK_GPU_MEM_PINNED, 4 * MIB,
+                G(T0 + 30 * MS + 100000), G(T0 + 30 * MS + 200000), 3000, 1);
+    nrec = 10;
+    end = T0 + 31 * MS;
+  } else if (!strcmp(name, "same-stream")) {
+    tb_device(b, 0, 2, 132, "NVIDIA H200");
+    tb_name(b, 1, "_Z4stepPf");
+    for (int i = 0; i < 10; i++)
+      sc_copy(b, T0 + (uint64_t)i * 3 * MS - 5000, 2000, 8 * MIB, 1, PN, A,
+              100 + i, 1000 + i, 0x7);
+    for (int i = 0; i < 10; i++) {
+      uint64_t t = T0 + (uint64_t)i * 3 * MS;
+      tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(t),
+                  G(t + MS), 1000 + i, 1);
+      tb_kernel(b, 0, 7, G(t + MS), G(t + 3 * MS), 1);
+    }
+    nrec = 20;
+    end = T0 + 31 * MS;
+  } else if (!strcmp(name, "one-engine")) {
+    tb_device(b, 0, 1, 40, "Tesla T4");
+    tb_name(b, 1, "_Z4stepPf");
+    for (int i = 0; i < 10; i++) {
+      uint64_t t = T0 + (uint64_t)i * 2 * MS;
+      sc_copy(b, t - 5000, 2000, 8 * MIB, 1, PN, A, 100 + i, 1000 + i, 0x9);
+      sc_copy(b, t + MS - 5000, 2000, 8 * MIB, 0, PN, A, 200 + i, 2000 + i, 0xa);
+    }
+    for (int i = 0; i < 10; i++) {
+      uint64_t t = T0 + (uint64_t)i * 2 * MS;
+      tb_gpu_copy(b, 0, 9, 1, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(t),
+                  G(t + MS), 1000 + i, 1);
+      tb_gpu_copy(b, 0, 10, 0, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(t + MS),
+                  G(t + 2 * MS), 2000 + i, 1);
+      tb_kernel(b, 0, 7, G(t), G(t + 2 * MS), 1);
+    }
+    nrec = 30;
+    end = T0 + 21 * MS;
+  } else if (!strcmp(name, "idle")) {
+    tb_device(b, 0, 2, 132, "NVIDIA H200");
+    tb_name(b, 1, "_Z4stepPf");
+    for (int i = 0; i < 10; i++) {
+      uint64_t t = T0 + (uint64_t)i * 6 * MS;
+      tb_kernel(b, 0, 7, G(t), G(t + MS), 1);
+    }
+    nrec = 10;
+    end = T0 + 60 * MS;
+  } else if (!strcmp(name, "staged")) {
+    tb_device(b, 0, 2, 132, "NVIDIA H200");
+    uint32_t corr = 5000;
+    for (int i = 0; i < 4; i++) {
+      uint64_t t = T0 + (uint64_t)i * 10 * MS;
+      /* The engine's chunk calls, linked from the API callback as they
+       * are issued, before the app's call returns. */
+      for (int k = 0; k < 4; k++) tb_link(b, corr + (uint32_t)(i * 4 + k), 100 + i);
+      sc_copy(b, t, 6 * MS, 64 * MIB, 1, PG, A | PAGELOCK_COPY_STAGED, 100 + i,
+              0, 0x7);
+    }
+    for (int i = 0; i < 4; i++) {
+      uint64_t t = T0 + (uint64_t)i * 10 * MS;
+      for (int k = 0; k < 4; k++) {
+        uint32_t c = corr + (uint32_t)(i * 4 + k);
+        /* CUPTI's external-correlation record links it again. */
+        tb_link(b, c, 100 + i);
+        tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, 16 * MIB,
+                    G(t + MS + (uint64_t)k * 1300000),
+                    G(t + MS + (uint64_t)k * 1300000 + 300000), c, 1);
+      }
+    }
+    nrec = 16;
+    end = T0 + 40 * MS;
+  } else {
+    return 0;
+  }
+  sc_exit_records(b);
+  tb_clock(b, G(end), end);
+  tb_gpu_status(b, PAGELOCK_GPU_TIMING_ON, nrec, 0, "");
+  return end;
+}
+
+/* ---- the speed test ------------------------------------------------------ */
+
+/* xorshift: deterministic and fast. */
+static uint32_t big_rand(uint32_t *s) {
+  uint32_t x = *s;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  return *s = x;
+}
+
+/* N COPY + N GPU copy records (+ N/10 kernels), streamed to the file in
+ * batches so memory stays flat even for a huge N. */
+static int mk_big(const char *out, unsigned long n, uint64_t pid, int late) {
+  FILE *f = fopen(out, "wb");
+  if (!f) return -1;
+  tb b = {0};
+  tb_header(&b, pid, 0);
+  tb_process(&b, "/opt/app/bin/app", "bighost", 0, -1);
+  tb_gpu_status(&b, PAGELOCK_GPU_TIMING_ON, 0, 0, "");
+  tb_device(&b, 0, 2, 132, "NVIDIA H200");
+  tb_name(&b, 1, "_Z4stepPf");
+  enum { SITES = 50, BATCH = 1000 };
+  for (unsigned s = 0; s < SITES; s++) {
+    uint64_t fr[3] = {CUDART_BASE + 0x1000 + 0x10 * s,
+                      APP_BASE + 0x2000 + 0x100 * s + 0x20, APP_BASE + 0x9000};
+    tb_stack(&b, s + 1, fr, 3);
+  }
+  uint32_t rs = 2463534242u;
+  uint64_t t = 1000000000ull + 1000;
+  typedef struct { uint64_t s, e, bytes; uint32_t corr; int pageable, h2d; } op;
+  op *all = malloc((late ? n : BATCH) * sizeof *all);
+  if (!all) {
+    fclose(f);
+    return -1;
+  }
+  for (unsigned long i = 0; i < n; i += BATCH) {
+    size_t k = n - i < BATCH ? n - i : BATCH;
+    op *ops = late ? all + i : all;
+    for (size_t j = 0; j < k; j++) {
+      unsigned long id = i + j;
+      int pageable = id % 4 != 3;
+      int h2d = !(id & 1);
+      uint64_t bytes = (uint64_t)(1 + big_rand(&rs) % 16) << 20;
+      /* pageable ~8 GB/s and blocking; pinned ~50 GB/s and not */
+      uint64_t gpu = bytes / (pageable ? 8 : 50) + big_rand(&rs) % 20000;
+      tb_copy_args c = {0};
+      c.start_ns = t;
+      c.bytes = bytes;
+      c.callsite = CUDART_BASE + 0x1000 + 0x10 * (id % SITES);
+      c.stack_id = (uint32_t)(id % SITES) + 1;
+      c.api = PAGELOCK_API_cuMemcpyHtoDAsync_v2;
+      c.dir = h2d ? PAGELOCK_DIR_H2D : PAGELOCK_DIR_D2H;
+      c.flags = PAGELOCK_COPY_ASYNC;
+      c.host_mem = pageable ? PAGELOCK_MEM_PAGEABLE : PAGELOCK_MEM_PINNED;
+      c.host_ns = pageable ? gpu + 5000 : 2000;
+      c.seq = id + 1;
+      c.gpu_correlation = (uint32_t)(id + 1);
+      tb_copy(&b, &c);
+      ops[j].s = t + 1000;
+      ops[j].e = t + 1000 + gpu;
+      ops[j].bytes = bytes;
+      ops[j].corr = (uint32_t)(id + 1);
+      ops[j].pageable = pageable;
+      ops[j].h2d = h2d;
+      t += c.host_ns + 3000;
+    }
+    if (late && i + k < n) goto flush; /* ops all go out after the last COPY */
+    if (late) {
+      ops = all;
+      k = n;
+    }
+    /* CUPTI's buffer: shuffled within the batch. */
+    for (size_t j = k; j > 1; j--) {
+      size_t r = big_rand(&rs) % j;
+      op tmp = ops[j - 1];
+      ops[j - 1] = ops[r];
+      ops[r] = tmp;
+    }
+    for (size_t j = 0; j < k; j++) {
+      tb_gpu_copy(&b, 0, ops[j].pageable ? 7 : 9, ops[j].h2d,
+                  ops[j].pageable ? PAGELOCK_GPU_MEM_PAGEABLE
+                                  : PAGELOCK_GPU_MEM_PINNED,
+                  ops[j].bytes, ops[j].s, ops[j].e, ops[j].corr, 1);
+      if (j % 10 == 0) tb_kernel(&b, 0, 7, ops[j].s, ops[j].e + 500000, 1);
+      if (b.len > (8u << 20)) { /* keep the builder small */
+        if (fwrite(b.p, 1, b.len, f) != b.len) {
+          fclose(f);
+          free(all);
+          return -1;
+        }
+        b.len = 0;
+        b.nrec = 0;
+      }
+    }
+  flush:
+    if (fwrite(b.p, 1, b.len, f) != b.len) {
+      fclose(f);
+      free(all);
+      return -1;
+    }
+    /* Keep the builder small: drop what is on disk. */
+    b.len = 0;
+    b.nrec = 0;
+  }
+  for (unsigned s = 0; s < SITES; s++) {
+    char name[64];
+    snprintf(name, sizeof name, "step_%u", s);
+    tb_symbol(&b, APP_BASE + 0x2000 + 0x100 * s + 0x20, APP_BASE + 0x2000 + 0x100 * s, name);
+  }
+  for (unsigned s = 0; s < SITES; s++)
+    tb_symbol(&b, CUDART_BASE + 0x1000 + 0x10 * s, CUDART_BASE + 0x1000,
+              "cudaMemcpyAsync");
+  tb_module(&b, APP_BASE, APP_BASE + 0x1000, APP_BASE + 0x20000, "");
+  tb_module(&b, CUDART_BASE, CUDART_BASE, CUDART_BASE + 0x100000,
+            "/nonexistent/lib/libcudart.so.13");
+  tb_gpu_status(&b, PAGELOCK_GPU_TIMING_ON, n + n / 10, 0, "");
+  tb_end(&b, t + 1000);
+  int rc = fwrite(b.p, 1, b.len, f) == b.len ? 0 : -1;
+  if (fclose(f) != 0) rc = -1;
+  tb_free(&b);
+  free(all);
+  printf("records=%lu\n", 2 * n + n / 10);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: mktrace OUT [--copies N] [--sites N] [--no-end] "
+            "[--cut-mid-record] [--simulated] [--mode M] [--pid P] [--rank R] "
+            "[--host H] [--v1] [--scenario NAME] [--big N]\n");
+    return 2;
+  }
+  const char *out = argv[1], *scenario = NULL, *host = "testhost";
+  unsigned long copies = 100, sites = 3, pid = 4242, mode = 0, big = 0;
+  long rank = -1;
+  int end = 1, cut = 0, simulated = 0, v1 = 0, late = 0;
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : "0";
+    if (!strcmp(a, "--copies")) copies = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--sites")) sites = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--pid")) pid = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--mode")) mode = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--rank")) rank = strtol(v, NULL, 10), i++;
+    else if (!strcmp(a, "--host")) host = v, i++;
+    else if (!strcmp(a, "--scenario")) scenario = v, i++;
+    else if (!strcmp(a, "--big")) big = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--no-end")) end = 0;
+    else if (!strcmp(a, "--cut-mid-record")) end = 0, cut = 1;
+    else if (!strcmp(a, "--simulated")) simulated = 1;
+    else if (!strcmp(a, "--v1")) v1 = 1;
+    else if (!strcmp(a, "--late")) late = 1;
+    else {
+      fprintf(stderr, "mktrace: unknown option %s\n", a);
+      return 2;
+    }
+  }
+  if (big) {
+    if (mk_big(out, big, pid, late) != 0) {
+      perror(out);
+      return 1;
+    }
+    return 0;
+  }
+  tb b = {0};
+  if (v1)
+    tb_header_v(&b, 1, sizeof(pagelock_file_header), pid,
+                simulated ? PAGELOCK_FILE_SIMULATED : 0);
+  else
+    tb_header(&b, pid, simulated ? PAGELOCK_FILE_SIMULATED : 0);
+  size_t len = 0, complete = 0;
+  if (scenario) {
+    if (!strcmp(scenario, "staged")) mode = PAGELOCK_MODE_STAGE;
+    tb_process(&b, "/opt/app/bin/app", host, (uint32_t)mode, (int32_t)rank);
+    uint64_t t = mk_scenario(&b, scenario);
+    if (!t) {
+      fprintf(stderr, "mktrace: unknown scenario %s\n", scenario);
+      return 2;
+    }
+    tb_end(&b, t + MS);
+    len = b.len;
+  } else {
+    tb_process(&b, "/opt/app/bin/app", host, (uint32_t)mode, (int32_t)rank);
+    mk_classic(&b, copies, sites, end, cut, &len, &complete, v1);
   }
   printf("records=%zu\n", cut ? complete : b.nrec);
   if (tb_write(&b, len, out) != 0) {

@@ -154,7 +154,7 @@ report_future_version)
   # version is the little-endian u32 at offset 8
   { head -c 8 good.trace; printf '\011\000\000\000'; tail -c +13 good.trace; } >future.trace
   run_pl 2 report future.trace
-  has_err "pagelock: 'future.trace' uses trace format version 9; this pagelock reads version 1 or older"
+  has_err "pagelock: 'future.trace' uses trace format version 9; this pagelock reads version 2 or older"
   ;;
 report_truncated)
   n=$(mk cut.trace --cut-mid-record --copies 50)
@@ -224,10 +224,20 @@ EOF
   fi
   run_pl 0 report --format=json good.trace
   ;;
+report_json_bytes)
+  # Linux names are bytes: invalid UTF-8 must still give valid JSON.
+  mk bytes.trace --host "$(printf 'bad\377host')" >/dev/null
+  run_pl 0 report --format json bytes.trace
+  python3 - out <<'EOF' || fail "JSON with a non-UTF-8 host name is not valid JSON"
+import json, sys
+d = json.load(open(sys.argv[1], encoding="utf-8"))
+assert d["processes"][0]["host"] == "bad\ufffdhost", d["processes"][0]["host"]
+EOF
+  ;;
 report_format)
   mk good.trace >/dev/null
   run_pl 2 report --format xml good.trace
-  has_err "pagelock: invalid --format 'xml' (valid: text, json)"
+  has_err "pagelock: invalid --format 'xml' (valid: text, json, html, chrome)"
   run_pl 2 report
   has_err "no trace file given"
   ;;
@@ -254,6 +264,152 @@ report_million)
   [ "$ms" -lt 5000 ] || fail "report took $ms ms"
   has_out "copies: 1000000 calls"
   has_out "... 30 more"
+  ;;
+gpu_made_sync)
+  # 3 pageable async 16 MiB uploads blocked the host 3 ms each while their
+  # GPU copies took 2.8 ms: made synchronous.  GPU times are in CUPTI's
+  # clock, 500 ms behind; the CLOCK record brings them back.
+  mk ms.trace --scenario made-sync >/dev/null
+  run_pl 0 report ms.trace
+  [ -s err ] && fail "unexpected stderr"
+  [ "$(sed -n 2p out)" = "GPU timing: CUPTI, 10 records, 0 dropped" ] || fail "line 2 is not the GPU timing status"
+  [ "$(sed -n 3p out)" = "verdict: pageable copies made 3 async calls synchronous, blocking the host 9.000 ms (pinned, they would block about 8.100 ms less)" ] || fail "made-sync verdict is not first"
+  has_out "  fix: pin the buffer allocated at make_batch+0x30 (app) (cudaHostAlloc / cudaHostRegister) or run \`pagelock run --mode=stage\`"
+  has_out "verdict: the GPU idled for long gaps: device 0 (NVIDIA H200) was idle 3 times for 1.000 ms or more, 6.300 ms in all (21% of its active window); the longest gap was 2.100 ms"
+  has_out "GPU join: 7 of 7 copy calls matched their GPU copies"
+  has_out "       0  NVIDIA H200        2  30.100   15.000  9.300  0.100  0.000   9.400     10%    8.500    0.000  6.600     3"
+  has_out "  device 0 idle gaps >= 1.000 ms (longest first): 2.100 ms at +9.000 ms, 2.100 ms at +19.000 ms, 2.100 ms at +29.000 ms"
+  has_out "       0  HtoD  pageable  device  16M-64M      3  48.0 MiB   8.400         5.99      5.99"
+  has_out "       0  HtoD  pinned    device  16M-64M      3  48.0 MiB   0.900        55.92     55.92"
+  has_out "  count     bytes  host blocked  GB/s  dir    GPU ms  made sync  would save  call site"
+  has_out "      3  48.0 MiB      9.000 ms  5.59  H2D  8.400 ms          3    8.100 ms  load_batch+0x20 (app)"
+  has_out "      3  48.0 MiB      9.000 ms  5.59  H2D  8.400 ms          3    8.100 ms  make_batch+0x30 (app)"
+  # the old summary line is still there for scripts that grep it
+  has_out "3 async copies were made synchronous by pageable memory, blocking the host 9.000 ms"
+  # no colour into a file, even when a terminal would get some
+  grep -q "$(printf '\033')" out && fail "colour escape in redirected output"
+  run_pl 0 report --format json ms.trace
+  if command -v python3 >/dev/null 2>&1; then
+    python3 - out <<'PYEOF' || fail "json check failed"
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d["processes"][0]
+g = p["gpu"]
+assert p["trace_version"] == 2, p["trace_version"]
+assert g["status"] == "on" and g["records"] == 10 and g["dropped"] == 0, g
+j = g["join"]
+assert j["calls"] == 7 and j["made_sync"] == 3 and j["made_sync_host_ns"] == 9000000, j
+dev = g["devices"][0]
+assert dev["name"] == "NVIDIA H200" and dev["copy_engines"] == 2, dev
+assert dev["window"] == {"start_ns": 1001100000, "end_ns": 1031200000}, dev["window"]
+assert dev["kernel_busy_ns"] == 15000000 and dev["copy_busy_all_ns"] == 9400000, dev
+assert dev["copy_busy_ns"] == {"H2D": 9300000, "D2H": 100000, "other": 0}, dev
+assert dev["copy_hidden_ns"] == 900000 and dev["copy_exposed_ns"] == 8500000, dev
+assert dev["idle_ns"] == 6600000 and dev["gaps_total"] == 3 and dev["gaps_ns"] == 6300000, dev
+assert dev["pinned_gbps"] == {"H2D": 55.924, "D2H": 41.943}, dev["pinned_gbps"]
+assert len(dev["bandwidth"]) == 3 and dev["bandwidth"][0]["src"] == "pageable", dev["bandwidth"]
+v = g["verdicts"]
+assert [x["kind"] for x in v] == ["made-sync", "idle"], v
+assert "made 3 async calls synchronous" in v[0]["text"] and v[0]["ns"] == 9000000, v[0]
+assert v[0]["device"] is None and v[1]["device"] == 0, v
+s = p["call_sites"][0]
+assert s["gpu_calls"] == 3 and s["made_sync"] == 3 and s["would_save_ns"] == 8100000 and s["device"] == 0, s
+assert p["alloc_sites"][0]["function"] == "make_batch", p["alloc_sites"]
+assert d["ranks"][0]["exposed_copy_ns"] == 8500000 and d["ranks"][0]["hidden_pct"] == 9.6, d["ranks"]
+PYEOF
+  fi
+  ;;
+gpu_same_stream)
+  mk ss.trace --scenario same-stream >/dev/null
+  run_pl 0 report ss.trace
+  has_out "verdict: pinned but not overlapped: copies and kernels share a stream (device 0 (NVIDIA H200): 10 of 10 pinned async copies ran on stream 7 with kernels; 0% of copy time was hidden under kernels, 10.000 ms exposed)"
+  has_out "  fix: move copies to their own stream with cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)"
+  grep -q "made .* async calls synchronous" out && fail "pinned copies called made synchronous"
+  ;;
+gpu_one_engine)
+  mk oe.trace --scenario one-engine >/dev/null
+  run_pl 0 report oe.trace
+  has_out "verdict: one copy engine: uploads and downloads serialise (device 0 (Tesla T4): 10.000 ms of H2D and 10.000 ms of D2H copies cannot run at the same time)"
+  has_out "verdict: copies overlapped compute: 100% of copy time (20.000 of 20.000 ms) was hidden under kernels"
+  has_out "       0  Tesla T4        1  20.000   20.000  10.000  10.000  0.000  20.000    100%    0.000    0.000  0.000     0"
+  ;;
+gpu_idle)
+  mk idle.trace --scenario idle >/dev/null
+  run_pl 0 report idle.trace
+  has_out "verdict: the GPU idled for long gaps: device 0 (NVIDIA H200) was idle 9 times for 1.000 ms or more, 45.000 ms in all (82% of its active window); the longest gap was 5.000 ms"
+  has_out ", ... 1 more"
+  ;;
+gpu_busy)
+  mk busy.trace --scenario busy >/dev/null
+  run_pl 0 report busy.trace
+  [ "$(sed -n 2p out)" = "GPU timing unavailable: another CUPTI client (nsys, ncu or a profiler) is attached; copies are still intercepted" ] || fail "line 2 does not say why GPU timing is missing"
+  has_out "  fix: run without the other profiler (nsys, ncu, torch.profiler) to get GPU timing"
+  has_out "4 async copies were made synchronous by pageable memory"
+  grep -q "^verdict:" out && fail "a GPU verdict without GPU timing"
+  grep -q "GPU ms" out && fail "GPU columns without GPU timing"
+  run_pl 0 report --format json busy.trace
+  has_out '"status": "busy", "reason": "another CUPTI client'
+  has_out '{"kind": "no-gpu-timing", "ns": 0, "device": null'
+  ;;
+gpu_staged)
+  mk st.trace --scenario staged >/dev/null
+  run_pl 0 report st.trace
+  has_out "GPU join: 4 of 4 copy calls matched their GPU copies (4 through staged chunks)"
+  has_out "4 pageable copies (256.0 MiB) were staged through pinned memory"
+  grep -q "async calls synchronous" out && fail "staged copies called made synchronous"
+  grep -q "disagree" out && fail "staged chunks reported as a pageable/pinned disagreement"
+  ;;
+gpu_v1)
+  # a version-1 trace (96-byte COPY records) still reports
+  n=$(mk v1.trace --v1 --copies 40)
+  run_pl 0 report v1.trace
+  [ -s err ] && fail "unexpected stderr"
+  has_out "GPU timing unavailable: no GPU_STATUS record"
+  has_out "this trace was written by an older pagelock (trace format 1)"
+  has_out "copies: 40 calls, 40.0 MiB"
+  has_out "30 async copies were made synchronous by pageable memory"
+  run_pl 0 report --format json v1.trace
+  has_out '"trace_version": 1'
+  ;;
+gpu_ranks)
+  mk r0.trace --scenario made-sync --rank 0 --host nodeA --pid 100 >/dev/null
+  mk r1.trace --scenario same-stream --rank 1 --host nodeB --pid 200 >/dev/null
+  mk r2.trace --scenario busy --rank 2 --host nodeB --pid 300 >/dev/null
+  run_pl 0 report r0.trace r1.trace r2.trace
+  has_out "== total over 3 processes =="
+  has_out "per rank:"
+  has_out "  rank  host   pid  copies  pageable  host blocked  exposed copy  hidden"
+  has_out "     0  nodeA  100       7         3      9.008 ms      8.500 ms     10%"
+  has_out "     1  nodeB  200      10         0      0.020 ms     10.000 ms      0%"
+  has_out "     2  nodeB  300       4         4      2.000 ms             -       -"
+  run_pl 0 report --format json r0.trace r1.trace r2.trace
+  has_out '"ranks": ['
+  has_out '{"rank": 2, "host": "nodeB", "pid": 300, "copies": 4, "pageable": 4, "host_ns": 2000000, "exposed_copy_ns": null, "hidden_pct": null}'
+  ;;
+report_big_gpu)
+  # One million COPY records and their one million GPU records (plus
+  # 100000 kernels): wall time and peak memory of the report, with GPU
+  # records in batches after their COPYs (as the shim writes them), then
+  # with every GPU record after the last COPY (the join's worst case).
+  for how in batched late; do
+    if [ $how = late ]; then mk big.trace --big 1000000 --late >/dev/null
+    else mk big.trace --big 1000000 >/dev/null; fi
+    size=$(wc -c <big.trace)
+    start=$(date +%s%N)
+    if [ -x /usr/bin/time ]; then
+      /usr/bin/time -v "$PL" report big.trace >out 2>err || fail "report failed"
+      rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' err)
+    else
+      "$PL" report big.trace >out 2>err || fail "report failed"
+      rss=unknown
+    fi
+    end=$(date +%s%N)
+    ms=$(( (end - start) / 1000000 ))
+    echo "report of 1000000 COPY + 1100000 GPU records, $how ($size bytes): $ms ms, peak RSS ${rss} KiB"
+    has_out "copies: 1000000 calls"
+    has_out "GPU join: 1000000 of 1000000 copy calls matched their GPU copies"
+    has_out "verdict: pageable copies made 750000 async calls synchronous"
+  done
   ;;
 run_no_trace)
   run_pl 0 run true

@@ -7,12 +7,39 @@ target_include_directories(pl_mktrace PRIVATE
 set(PL_CLI_CASES usage version exit_status signal not_found not_executable
     bad_mode no_program unwritable_output report_missing report_not_trace
     report_empty report_short_header report_future_version report_truncated
-    report_corrupt_size report_no_end report_good report_json report_format
+    report_corrupt_size report_no_end report_good report_json report_json_bytes report_format
     report_many_files report_million run_no_trace run_manifest demo_no_shim
-    demo)
+    demo gpu_made_sync gpu_same_stream gpu_one_engine gpu_idle gpu_busy
+    gpu_staged gpu_v1 gpu_ranks)
 foreach(c ${PL_CLI_CASES})
   add_test(NAME cli_${c}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/run.sh ${CMAKE_BINARY_DIR} ${c})
   # 77: the case needs something this build lacks (demo, shim)
   set_tests_properties(cli_${c} PROPERTIES LABELS "cli" SKIP_RETURN_CODE 77)
 endforeach()
+
+# Views (html, chrome) and compare, over version-2 traces with GPU records.
+add_executable(pl_mkgputrace ${CMAKE_CURRENT_LIST_DIR}/mkgputrace.c)
+target_include_directories(pl_mkgputrace PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../../shim)
+foreach(c chrome_basic chrome_staged chrome_multi chrome_no_gpu html_basic
+    html_stdout_multi html_no_gpu html_large report_output_errors compare_text
+    compare_json compare_runs compare_errors)
+  add_test(NAME cli_${c} COMMAND ${CMAKE_CURRENT_LIST_DIR}/views.sh ${CMAKE_BINARY_DIR} ${c})
+  # sanitize: run again in the ASan+UBSan build, the writers on real inputs
+  set_tests_properties(cli_${c} PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77)
+endforeach()
+add_test(NAME cli_html_render COMMAND ${CMAKE_CURRENT_LIST_DIR}/html_render.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(cli_html_render PROPERTIES LABELS "cli" SKIP_RETURN_CODE 77 TIMEOUT 180)
+
+# Speed and memory of a report over one million COPY + GPU records: the
+# numbers are printed (ctest -V / --output-on-failure), not judged beyond
+# the generous timeout.
+add_test(NAME perf_report_big_gpu
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/run.sh ${CMAKE_BINARY_DIR} report_big_gpu)
+set_tests_properties(perf_report_big_gpu PROPERTIES LABELS "perf" TIMEOUT 60)
+
+# Golden reports: every tests/golden/*.trace with a *.expected.txt (and
+# optionally *.expected.json) must report exactly that.
+add_test(NAME golden
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/../golden/run.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(golden PROPERTIES LABELS "golden" SKIP_RETURN_CODE 77)

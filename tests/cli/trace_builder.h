@@ -116,6 +116,11 @@ typedef struct tb_copy_args {
   int32_t result;
   uint8_t dir, host_mem;
   uint16_t api;
+  /* Version 2.  seq: the COPY's correlation (0: the record index, as
+   * before); gpu_correlation: the CUPTI id its GPU op carries. */
+  uint64_t seq;
+  uint32_t gpu_correlation;
+  int v1; /* write a 96-byte version-1 record */
 } tb_copy_args;
 
 static inline void tb_copy(tb *b, const tb_copy_args *a) {
@@ -139,7 +144,115 @@ static inline void tb_copy(tb *b, const tb_copy_args *a) {
   r.host_mem = a->host_mem;
   r.src_mem = a->dir == PAGELOCK_DIR_H2D ? a->host_mem : PAGELOCK_MEM_DEVICE;
   r.dst_mem = a->dir == PAGELOCK_DIR_D2H ? a->host_mem : PAGELOCK_MEM_DEVICE;
-  tb_rec(b, PAGELOCK_REC_COPY, &r, sizeof r, NULL, NULL);
+  if (a->seq) r.correlation = a->seq;
+  r.gpu_correlation = a->gpu_correlation;
+  tb_rec(b, PAGELOCK_REC_COPY, &r, a->v1 ? PAGELOCK_REC_COPY_V1_SIZE : sizeof r,
+         NULL, NULL);
+}
+
+/* One GPU record (times in CUPTI's clock). */
+typedef struct tb_gpu_args {
+  uint64_t start_ns, end_ns, bytes;
+  uint32_t correlation, stream, device, context, name_id, flags, thread;
+  uint8_t kind, copy_kind, src_kind, dst_kind;
+} tb_gpu_args;
+
+static inline void tb_gpu(tb *b, const tb_gpu_args *a) {
+  pagelock_rec_gpu r;
+  memset(&r, 0, sizeof r);
+  r.start_ns = a->start_ns;
+  r.end_ns = a->end_ns;
+  r.bytes = a->bytes;
+  r.correlation = a->correlation;
+  r.stream = a->stream;
+  r.device = a->device;
+  r.context = a->context;
+  r.name_id = a->name_id;
+  r.flags = a->flags;
+  r.kind = a->kind;
+  r.copy_kind = a->copy_kind;
+  r.src_kind = a->src_kind;
+  r.dst_kind = a->dst_kind;
+  r.thread = a->thread;
+  tb_rec(b, PAGELOCK_REC_GPU, &r, sizeof r, NULL, NULL);
+}
+
+/* A kernel on (device, stream). */
+static inline void tb_kernel(tb *b, uint32_t device, uint32_t stream,
+                             uint64_t start, uint64_t end, uint32_t name_id) {
+  tb_gpu_args g = {0};
+  g.kind = PAGELOCK_GPU_KERNEL;
+  g.device = device;
+  g.stream = stream;
+  g.start_ns = start;
+  g.end_ns = end;
+  g.name_id = name_id;
+  tb_gpu(b, &g);
+}
+
+/* A GPU memcpy: H2D from host memory kind hmem, or D2H into it. */
+static inline void tb_gpu_copy(tb *b, uint32_t device, uint32_t stream,
+                               int h2d, uint8_t hmem, uint64_t bytes,
+                               uint64_t start, uint64_t end, uint32_t corr,
+                               int async) {
+  tb_gpu_args g = {0};
+  g.kind = PAGELOCK_GPU_MEMCPY;
+  g.device = device;
+  g.stream = stream;
+  g.copy_kind = h2d ? PAGELOCK_GPU_COPY_HTOD : PAGELOCK_GPU_COPY_DTOH;
+  g.src_kind = h2d ? hmem : PAGELOCK_GPU_MEM_DEVICE;
+  g.dst_kind = h2d ? PAGELOCK_GPU_MEM_DEVICE : hmem;
+  g.bytes = bytes;
+  g.start_ns = start;
+  g.end_ns = end;
+  g.correlation = corr;
+  g.flags = async ? PAGELOCK_GPU_ASYNC : 0;
+  tb_gpu(b, &g);
+}
+
+static inline void tb_name(tb *b, uint32_t id, const char *name) {
+  pagelock_rec_name r;
+  memset(&r, 0, sizeof r);
+  r.id = id;
+  tb_rec(b, PAGELOCK_REC_NAME, &r, sizeof r, name, NULL);
+}
+
+static inline void tb_link(tb *b, uint32_t correlation, uint64_t copy_seq) {
+  pagelock_rec_link r;
+  memset(&r, 0, sizeof r);
+  r.correlation = correlation;
+  r.copy_seq = copy_seq;
+  tb_rec(b, PAGELOCK_REC_LINK, &r, sizeof r, NULL, NULL);
+}
+
+static inline void tb_clock(tb *b, uint64_t cupti_ns, uint64_t mono_ns) {
+  pagelock_rec_clock r;
+  memset(&r, 0, sizeof r);
+  r.cupti_ns = cupti_ns;
+  r.mono_ns = mono_ns;
+  tb_rec(b, PAGELOCK_REC_CLOCK, &r, sizeof r, NULL, NULL);
+}
+
+static inline void tb_device(tb *b, uint32_t device, uint32_t copy_engines,
+                             uint32_t sm_count, const char *name) {
+  pagelock_rec_device r;
+  memset(&r, 0, sizeof r);
+  r.device = device;
+  r.copy_engines = copy_engines;
+  r.sm_count = sm_count;
+  tb_rec(b, PAGELOCK_REC_DEVICE, &r, sizeof r, name, NULL);
+}
+
+static inline void tb_gpu_status(tb *b, uint32_t status, uint64_t records,
+                                 uint64_t dropped, const char *reason) {
+  pagelock_rec_gpu_status r;
+  memset(&r, 0, sizeof r);
+  r.status = status;
+  r.cupti_version = 130001;
+  r.records = records;
+  r.dropped = dropped;
+  r.buffers = records ? 1 : 0;
+  tb_rec(b, PAGELOCK_REC_GPU_STATUS, &r, sizeof r, reason ? reason : "", NULL);
 }
 
 static inline void tb_stack(tb *b, uint32_t id, const uint64_t *frames,

@@ -44,15 +44,21 @@ void fc_exec_copy(fc_op *op)
     for (size_t i = 0; i < op->u.copy.njobs; i++) {
         const fc_copy_job *j = &op->u.copy.jobs[i];
         if (j->dir == FC_D2D || j->dir == FC_H2H) {
+            uint64_t t0 = fc_tool_now(op);
             fc_strided_copy(j);
+            fc_tool_done(op, i, t0);
             continue;
         }
         struct fc_device *d = &fc_devices[j->device];
         pthread_mutex_t *engine = j->dir == FC_H2D ? &d->h2d_engine : &d->d2h_engine;
         pthread_mutex_lock(engine);
+        /* A tool's interval starts once the engine is ours: two uploads
+         * queued on different streams show one after the other. */
+        uint64_t t_tool = fc_tool_now(op);
         uint64_t t0 = fc_now_ns();
         fc_strided_copy(j);
         fc_model_time(t0, fc_job_bytes(j), j->pageable ? fc_pageable_bps : fc_pinned_bps);
+        fc_tool_done(op, i, t_tool);
         pthread_mutex_unlock(engine);
     }
 }
@@ -574,21 +580,24 @@ static CUresult fc_memset(CUdeviceptr dst, unsigned value, int elsize, size_t n,
 
 FC_EXPORT CUresult cuMemcpyHtoD(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount)
 {
-    FC_ENTER(cuMemcpyHtoD);
+    cuMemcpyHtoD_params p = {dstDevice, srcHost, ByteCount};
+    FC_ENTER_P(cuMemcpyHtoD, &p);
     FC_LEGACY();
     FC_RETURN(fc_copy_dir(D(dstDevice), D(srcHost), ByteCount, FC_H2D, NULL, 0, FC_SYNC));
 }
 
 FC_EXPORT CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
 {
-    FC_ENTER(cuMemcpyDtoH);
+    cuMemcpyDtoH_params p = {dstHost, srcDevice, ByteCount};
+    FC_ENTER_P(cuMemcpyDtoH, &p);
     FC_LEGACY();
     FC_RETURN(fc_copy_dir(D(dstHost), D(srcDevice), ByteCount, FC_D2H, NULL, 0, FC_SYNC));
 }
 
 FC_EXPORT CUresult cuMemcpyDtoD(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
 {
-    FC_ENTER(cuMemcpyDtoD);
+    cuMemcpyDtoD_params p = {dstDevice, srcDevice, ByteCount};
+    FC_ENTER_P(cuMemcpyDtoD, &p);
     FC_LEGACY();
     FC_RETURN(fc_copy_dir(D(dstDevice), D(srcDevice), ByteCount, FC_D2D, NULL, 0, FC_SYNC));
 }
@@ -596,7 +605,8 @@ FC_EXPORT CUresult cuMemcpyDtoD(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevi
 FC_EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount,
                                      CUstream hStream)
 {
-    FC_ENTER(cuMemcpyHtoDAsync);
+    cuMemcpyHtoDAsync_params p = {dstDevice, srcHost, ByteCount, hStream};
+    FC_ENTER_P(cuMemcpyHtoDAsync, &p);
     FC_LEGACY();
     FC_RETURN(fc_copy_dir(D(dstDevice), D(srcHost), ByteCount, FC_H2D, hStream, 0, FC_ASYNC));
 }
@@ -604,7 +614,8 @@ FC_EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr_v1 dstDevice, const void *srcHo
 FC_EXPORT CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount,
                                      CUstream hStream)
 {
-    FC_ENTER(cuMemcpyDtoHAsync);
+    cuMemcpyDtoHAsync_params p = {dstHost, srcDevice, ByteCount, hStream};
+    FC_ENTER_P(cuMemcpyDtoHAsync, &p);
     FC_LEGACY();
     FC_RETURN(fc_copy_dir(D(dstHost), D(srcDevice), ByteCount, FC_D2H, hStream, 0, FC_ASYNC));
 }
@@ -612,7 +623,8 @@ FC_EXPORT CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr_v1 srcDevice, un
 FC_EXPORT CUresult cuMemcpyDtoDAsync(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice,
                                      unsigned int ByteCount, CUstream hStream)
 {
-    FC_ENTER(cuMemcpyDtoDAsync);
+    cuMemcpyDtoDAsync_params p = {dstDevice, srcDevice, ByteCount, hStream};
+    FC_ENTER_P(cuMemcpyDtoDAsync, &p);
     FC_LEGACY();
     FC_RETURN(fc_copy_dir(D(dstDevice), D(srcDevice), ByteCount, FC_D2D, hStream, 0, FC_ASYNC));
 }
@@ -622,76 +634,88 @@ FC_EXPORT CUresult cuMemcpyDtoDAsync(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 sr
 #define FC_HTOD(name, pt)                                                                   \
     FC_EXPORT CUresult name(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)   \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {dstDevice, srcHost, ByteCount};                              \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_dir(D(dstDevice), D(srcHost), ByteCount, FC_H2D, NULL, pt, FC_SYNC)); \
     }
 #define FC_DTOH(name, pt)                                                                   \
     FC_EXPORT CUresult name(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)         \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {dstHost, srcDevice, ByteCount};                              \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_dir(D(dstHost), D(srcDevice), ByteCount, FC_D2H, NULL, pt, FC_SYNC)); \
     }
 #define FC_DTOD(name, pt)                                                                   \
     FC_EXPORT CUresult name(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {dstDevice, srcDevice, ByteCount};                            \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_dir(D(dstDevice), D(srcDevice), ByteCount, FC_D2D, NULL, pt, FC_SYNC)); \
     }
 #define FC_HTOD_ASYNC(name, pt)                                                             \
     FC_EXPORT CUresult name(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,   \
                             CUstream hStream)                                               \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {dstDevice, srcHost, ByteCount, hStream};                     \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_dir(D(dstDevice), D(srcHost), ByteCount, FC_H2D, hStream, pt, FC_ASYNC)); \
     }
 #define FC_DTOH_ASYNC(name, pt)                                                             \
     FC_EXPORT CUresult name(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,         \
                             CUstream hStream)                                               \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {dstHost, srcDevice, ByteCount, hStream};                     \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_dir(D(dstHost), D(srcDevice), ByteCount, FC_D2H, hStream, pt, FC_ASYNC)); \
     }
 #define FC_DTOD_ASYNC(name, pt)                                                             \
     FC_EXPORT CUresult name(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, \
                             CUstream hStream)                                               \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {dstDevice, srcDevice, ByteCount, hStream};                   \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_dir(D(dstDevice), D(srcDevice), ByteCount, FC_D2D, hStream, pt, FC_ASYNC)); \
     }
 #define FC_UNIFIED(name, pt)                                                                \
     FC_EXPORT CUresult name(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)             \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {dst, src, ByteCount};                                        \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_unified(D(dst), D(src), ByteCount, NULL, pt, FC_SYNC));           \
     }
 #define FC_UNIFIED_ASYNC(name, pt)                                                          \
     FC_EXPORT CUresult name(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {dst, src, ByteCount, hStream};                               \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_unified(D(dst), D(src), ByteCount, hStream, pt, FC_ASYNC));       \
     }
 #define FC_2D(name, pt)                                                                     \
     FC_EXPORT CUresult name(const CUDA_MEMCPY2D *pCopy)                                     \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {pCopy};                                                      \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_2d(pCopy, NULL, pt, FC_SYNC));                                    \
     }
 #define FC_2D_ASYNC(name, pt)                                                               \
     FC_EXPORT CUresult name(const CUDA_MEMCPY2D *pCopy, CUstream hStream)                   \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {pCopy, hStream};                                             \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_2d(pCopy, hStream, pt, FC_ASYNC));                                \
     }
 #define FC_3D(name, pt)                                                                     \
     FC_EXPORT CUresult name(const CUDA_MEMCPY3D *pCopy)                                     \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {pCopy};                                                      \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_3d_desc(pCopy, NULL, pt, FC_SYNC));                               \
     }
 #define FC_3D_ASYNC(name, pt)                                                               \
     FC_EXPORT CUresult name(const CUDA_MEMCPY3D *pCopy, CUstream hStream)                   \
     {                                                                                       \
-        FC_ENTER(name);                                                                     \
+        name##_params fc__p = {pCopy, hStream};                                             \
+        FC_ENTER_P(name, &fc__p);                                                           \
         FC_RETURN(fc_copy_3d_desc(pCopy, hStream, pt, FC_ASYNC));                           \
     }
 
@@ -727,7 +751,8 @@ FC_EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size
                                       CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                       size_t *failIdx, CUstream hStream)
 {
-    FC_ENTER(cuMemcpyBatchAsync);
+    cuMemcpyBatchAsync_params p = {dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream};
+    FC_ENTER_P(cuMemcpyBatchAsync, &p);
     FC_RETURN(fc_copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, 0));
 }
 
@@ -735,7 +760,8 @@ FC_EXPORT CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs,
                                            size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
                                            size_t numAttrs, size_t *failIdx, CUstream hStream)
 {
-    FC_ENTER(cuMemcpyBatchAsync_ptsz);
+    cuMemcpyBatchAsync_ptsz_params p = {dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream};
+    FC_ENTER_P(cuMemcpyBatchAsync_ptsz, &p);
     FC_RETURN(fc_copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, 1));
 }
 
@@ -744,7 +770,8 @@ FC_EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, s
                                          CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                          CUstream hStream)
 {
-    FC_ENTER(cuMemcpyBatchAsync_v2);
+    cuMemcpyBatchAsync_v2_params p = {dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream};
+    FC_ENTER_P(cuMemcpyBatchAsync_v2, &p);
     FC_RETURN(fc_copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream, 0));
 }
 
@@ -752,20 +779,23 @@ FC_EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *sr
                                               size_t count, CUmemcpyAttributes *attrs,
                                               size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
 {
-    FC_ENTER(cuMemcpyBatchAsync_v2_ptsz);
+    cuMemcpyBatchAsync_v2_ptsz_params p = {dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream};
+    FC_ENTER_P(cuMemcpyBatchAsync_v2_ptsz, &p);
     FC_RETURN(fc_copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream, 1));
 }
 
 #define FC_MEMSET(name, type, elsize, pt)                                         \
     FC_EXPORT CUresult name(CUdeviceptr dstDevice, type v, size_t N)              \
     {                                                                             \
-        FC_ENTER(name);                                                           \
+        name##_params fc__p = {dstDevice, v, N};                                  \
+        FC_ENTER_P(name, &fc__p);                                                 \
         FC_RETURN(fc_memset(dstDevice, v, elsize, N, NULL, pt, FC_SYNC));         \
     }
 #define FC_MEMSET_ASYNC(name, type, elsize, pt)                                   \
     FC_EXPORT CUresult name(CUdeviceptr dstDevice, type v, size_t N, CUstream hStream) \
     {                                                                             \
-        FC_ENTER(name);                                                           \
+        name##_params fc__p = {dstDevice, v, N, hStream};                         \
+        FC_ENTER_P(name, &fc__p);                                                 \
         FC_RETURN(fc_memset(dstDevice, v, elsize, N, hStream, pt, FC_ASYNC));     \
     }
 

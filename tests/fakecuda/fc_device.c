@@ -14,6 +14,7 @@
 struct fc_device fc_devices[FC_MAX_DEVICES];
 pthread_mutex_t fc_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
 static fc_ctx *fc_ctx_all; /* under fc_ctx_mu */
+static atomic_uint fc_ctx_last_uid;
 
 #define FC_CTX_STACK_MAX 64
 static __thread fc_ctx *fc_tls_ctx_stack[FC_CTX_STACK_MAX];
@@ -25,6 +26,7 @@ static fc_ctx *fc_ctx_new(int device, int primary, unsigned flags)
     if (c == NULL)
         return NULL;
     c->magic = FC_CTX_MAGIC;
+    c->uid = atomic_fetch_add(&fc_ctx_last_uid, 1) + 1;
     c->device = device;
     c->is_primary = primary;
     c->active = 1;
@@ -513,6 +515,7 @@ static CUresult fc_ctx_sync_api(fc_ctx *c)
     } else if (!fc_ctx_usable(c)) {
         return CUDA_ERROR_INVALID_CONTEXT;
     }
+    fc_tool_sync(FC_TS_CONTEXT_SYNCHRONIZE, c, NULL, NULL);
     /* Synchronising a context while one of its streams captures is illegal
      * and invalidates the capture. */
     CUresult r = fc_ctx_capture_check(c);
@@ -527,6 +530,7 @@ FC_EXPORT CUresult cuCtxSynchronize(void)
 
 FC_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
-    FC_ENTER(cuCtxSynchronize_v2);
+    cuCtxSynchronize_v2_params p = {ctx};
+    FC_ENTER_P(cuCtxSynchronize_v2, &p);
     FC_RETURN(fc_ctx_sync_api((fc_ctx *)ctx));
 }

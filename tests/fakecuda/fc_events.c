@@ -15,6 +15,7 @@
 
 static pthread_mutex_t fc_events_mu = PTHREAD_MUTEX_INITIALIZER;
 static fc_event *fc_events_all;
+static atomic_uint fc_event_last_id;
 
 static void fc_event_free(fc_event *e)
 {
@@ -145,6 +146,7 @@ FC_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     if (e == NULL)
         FC_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
     e->magic = FC_EVENT_MAGIC;
+    e->id = atomic_fetch_add(&fc_event_last_id, 1) + 1;
     atomic_init(&e->refs, 1);
     e->flags = Flags;
     e->ctx = c;
@@ -218,11 +220,13 @@ FC_EXPORT CUresult cuEventQuery(CUevent hEvent)
 
 FC_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
-    FC_ENTER(cuEventSynchronize);
+    cuEventSynchronize_params p = {hEvent};
+    FC_ENTER_P(cuEventSynchronize, &p);
     fc_event *e;
     CUresult r = fc_event_lookup(hEvent, &e);
     if (r != CUDA_SUCCESS)
         FC_RETURN(r);
+    fc_tool_sync(FC_TS_EVENT_SYNCHRONIZE, e->ctx, NULL, e);
     pthread_mutex_lock(&e->mu);
     uint64_t want = e->rec_gen;
     while (e->done_gen < want && !atomic_load(&fc_shutdown))

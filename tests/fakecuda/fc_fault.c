@@ -77,10 +77,17 @@ static int fc_pure(enum fc_sym_id id)
            id == FC_SYM_cuGetErrorName;
 }
 
-CUresult fc_enter(enum fc_sym_id id)
+CUresult fc_enter(enum fc_sym_id id, struct fc_tool_call *frame, struct fc_tool_call **call,
+                  const void *params, const char *symbol)
 {
     atomic_fetch_add_explicit(&fc_calls[id], 1, memory_order_relaxed);
     atomic_fetch_add(&fc_in_api, 1);
+    /* The tool hears of the call before any check, as CUPTI does: a call
+     * that fails at once (injected fault, no cuInit, ...) still gets its
+     * exit callback with the error. */
+    const struct fc_tool_ops *t = atomic_load_explicit(&fc_tool, memory_order_acquire);
+    if (t != NULL)
+        *call = fc_tool_enter(t, frame, id, params, symbol);
     CUresult r = fc_fault_check(id);
     if (r == CUDA_SUCCESS && !fc_pure(id)) {
         if (atomic_load(&fc_forked_child))
@@ -93,13 +100,18 @@ CUresult fc_enter(enum fc_sym_id id)
         else if (!atomic_load(&fc_initialized) && !fc_preinit_ok(id))
             r = CUDA_ERROR_NOT_INITIALIZED;
     }
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS) {
+        if (*call != NULL)
+            fc_tool_leave(*call, r);
         atomic_fetch_sub(&fc_in_api, 1);
+    }
     return r;
 }
 
-void fc_leave(void)
+void fc_leave(struct fc_tool_call *call, CUresult r)
 {
+    if (call != NULL)
+        fc_tool_leave(call, r);
     atomic_fetch_sub(&fc_in_api, 1);
 }
 

@@ -15,6 +15,8 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #endif
 #include <cuda.h>
+/* The <name>_params structures CUPTI hands its callbacks. */
+#include <generated_cuda_meta.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,6 +24,7 @@
 #include <stdint.h>
 
 #include "fakecuda.h"
+#include "fc_tool.h"
 
 #define FC_EXPORT __attribute__((visibility("default")))
 #define FC_MAX_DEVICES 8
@@ -52,23 +55,33 @@ long fc_error_from_string(const char *s);
 /*
  * Every exported entry point starts with FC_ENTER and leaves through
  * FC_RETURN: the pair counts the call, applies fault rules and the
- * initialised/shut-down/inside-a-host-callback checks, and tracks how many
+ * initialised/shut-down/inside-a-host-callback checks, tracks how many
  * threads are inside the API so the exit-time teardown knows whether it may
- * free shared state.
+ * free shared state, and reports the call to an attached tracing tool
+ * (fc_tool.h).  The call frame the tool sees lives in the function's own
+ * stack frame, so a function using FC_ENTER must leave through FC_RETURN.
+ * FC_ENTER_P also hands the tool the call's parameters, laid out as the
+ * <name>_params structure of generated_cuda_meta.h (what CUPTI passes as
+ * CUpti_CallbackData::functionParams); FC_ENTER_X adds the kernel name.
  */
-CUresult fc_enter(enum fc_sym_id id);
-void fc_leave(void);
+CUresult fc_enter(enum fc_sym_id id, struct fc_tool_call *frame, struct fc_tool_call **call,
+                  const void *params, const char *symbol);
+void fc_leave(struct fc_tool_call *call, CUresult r);
 int fc_api_threads_inside(void);
-#define FC_ENTER(sym)                                  \
-    do {                                               \
-        CUresult fc__e = fc_enter(FC_SYM_##sym);       \
-        if (fc__e != CUDA_SUCCESS)                     \
-            return fc__e;                              \
+#define FC_ENTER_X(sym, params, symbol)                                                        \
+    struct fc_tool_call fc__frame;                                                             \
+    struct fc_tool_call *fc__call = NULL;                                                      \
+    do {                                                                                       \
+        CUresult fc__e = fc_enter(FC_SYM_##sym, &fc__frame, &fc__call, (params), (symbol));    \
+        if (fc__e != CUDA_SUCCESS)                                                             \
+            return fc__e;                                                                      \
     } while (0)
+#define FC_ENTER(sym) FC_ENTER_X(sym, NULL, NULL)
+#define FC_ENTER_P(sym, params) FC_ENTER_X(sym, params, NULL)
 #define FC_RETURN(expr)                                \
     do {                                               \
         CUresult fc__r = (expr);                       \
-        fc_leave();                                    \
+        fc_leave(fc__call, fc__r);                     \
         return fc__r;                                  \
     } while (0)
 
@@ -141,6 +154,7 @@ extern struct fc_device fc_devices[FC_MAX_DEVICES];
 #define FC_CTX_MAGIC 0x43545846u /* "FXTC" */
 struct fc_ctx {
     uint32_t magic;
+    uint32_t uid; /* process-unique, from 1: CUPTI's contextId / contextUid */
     int device;
     int is_primary;
     int retain;  /* primary retain count, under fc_ctx_mu */
@@ -240,6 +254,10 @@ struct fc_op {
     uint64_t seq;
     struct fc_dep *deps;
     int ndeps;
+    /* Set when a tracing tool took note of the op as it was queued
+     * (fc_tool_queue); never copied by fc_op_clone. */
+    void *trace;
+    const struct fc_tool_ops *tool;
     union {
         struct {
             fc_copy_job *jobs;
@@ -264,6 +282,9 @@ struct fc_op {
         } cb;
         struct {
             uint64_t spin_ns;
+            const char *name; /* the function's name; kept until exit (fc_module.c) */
+            uint32_t grid[3], block[3];
+            uint32_t shmem;
         } kernel;
         struct {
             fc_event *ev;
@@ -277,6 +298,7 @@ enum fc_stream_kind { FC_SK_USER = 0, FC_SK_LEGACY, FC_SK_PER_THREAD };
 #define FC_STREAM_MAGIC 0x52545346u /* "FSTR" */
 struct fc_stream {
     uint32_t magic;
+    uint32_t id; /* process-unique, from 1: CUPTI's streamId */
     atomic_int refs;
     fc_ctx *ctx;
     int kind;
@@ -348,6 +370,7 @@ int fc_copy_classify(fc_op *op); /* returns 1 if any job is pageable */
 #define FC_EVENT_MAGIC 0x54564546u /* "FEVT" */
 struct fc_event {
     uint32_t magic;
+    uint32_t id; /* process-unique, from 1: CUPTI's cudaEventId */
     atomic_int refs;
     unsigned flags;
     fc_ctx *ctx;
@@ -389,6 +412,38 @@ void fc_graph_fini(void);
 /* modules (fc_module.c)                                              */
 
 void fc_module_fini(void);
+
+/* ------------------------------------------------------------------ */
+/* the tracing tool (fc_tool.c; interface in fc_tool.h)               */
+
+/* The attached tool, NULL almost always: every hook tests it first. */
+extern _Atomic(const struct fc_tool_ops *) fc_tool;
+static inline int fc_tool_on(void)
+{
+    return atomic_load_explicit(&fc_tool, memory_order_relaxed) != NULL;
+}
+/* Fill in the frame, make it the thread's innermost call and tell the
+ * tool; NULL when the tool is not to hear of this call. */
+struct fc_tool_call *fc_tool_enter(const struct fc_tool_ops *t, struct fc_tool_call *c, enum fc_sym_id id,
+                                   const void *params, const char *symbol);
+void fc_tool_leave(struct fc_tool_call *c, CUresult r);
+/* The current call waits for the GPU (enum fc_tool_sync): a SYNCHRONIZATION record. */
+void fc_tool_sync(int kind, fc_ctx *ctx, fc_stream *s, fc_event *e);
+/* op is about to be queued on s (not captured): let the tool reserve its
+ * records.  async: queued by an asynchronous entry point. */
+void fc_tool_queue(fc_stream *s, fc_op *op, int async);
+/* op->trace is set: the op is being freed. */
+void fc_tool_release(fc_op *op);
+/* Timestamps for op_done, on the tool's clock. */
+static inline uint64_t fc_tool_now(const fc_op *op)
+{
+    return op->trace ? op->tool->now() : 0;
+}
+static inline void fc_tool_done(const fc_op *op, size_t idx, uint64_t start)
+{
+    if (op->trace && !atomic_load(&fc_shutdown))
+        op->tool->op_done(op->trace, idx, start, op->tool->now());
+}
 
 /* ------------------------------------------------------------------ */
 /* error strings (fc_errors.c)                                        */

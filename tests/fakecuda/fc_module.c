@@ -32,6 +32,29 @@ typedef struct fc_module {
 static pthread_mutex_t fc_mod_mu = PTHREAD_MUTEX_INITIALIZER;
 static fc_module *fc_modules;
 
+/*
+ * Names of unloaded functions, kept until exit: a kernel op (a graph node
+ * captured before the unload) still points at its name, which a tracing
+ * tool reads when the graph is launched.
+ */
+struct fc_name_grave {
+    char *name;
+    struct fc_name_grave *next;
+};
+static struct fc_name_grave *fc_name_graves;
+
+static void fc_name_bury_locked(char *name)
+{
+    struct fc_name_grave *g = malloc(sizeof *g);
+    if (g == NULL) {
+        /* Losing the name beats freeing it under a queued op. */
+        return;
+    }
+    g->name = name;
+    g->next = fc_name_graves;
+    fc_name_graves = g;
+}
+
 static void fc_module_free_locked(fc_module *m)
 {
     if (m->prev)
@@ -43,7 +66,7 @@ static void fc_module_free_locked(fc_module *m)
     for (fc_function *f = m->funcs; f;) {
         fc_function *n = f->next;
         f->magic = 0;
-        free(f->name);
+        fc_name_bury_locked(f->name);
         free(f);
         f = n;
     }
@@ -56,6 +79,12 @@ void fc_module_fini(void)
     pthread_mutex_lock(&fc_mod_mu);
     while (fc_modules)
         fc_module_free_locked(fc_modules);
+    while (fc_name_graves) {
+        struct fc_name_grave *g = fc_name_graves;
+        fc_name_graves = g->next;
+        free(g->name);
+        free(g);
+    }
     pthread_mutex_unlock(&fc_mod_mu);
 }
 
@@ -168,8 +197,16 @@ static uint64_t fc_spin_arg(void **params, void **extra)
     return ns;
 }
 
+/* The kernel's name for CUpti_CallbackData::symbolName, if hf looks valid. */
+static const char *fc_function_name(CUfunction hf)
+{
+    fc_function *f = (fc_function *)hf;
+    return f != NULL && f->magic == FC_FUNC_MAGIC ? f->name : NULL;
+}
+
 static CUresult fc_launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                          unsigned by, unsigned bz, CUstream h, void **params, void **extra, int pt)
+                          unsigned by, unsigned bz, unsigned shmem, CUstream h, void **params,
+                          void **extra, int pt)
 {
     fc_function *f = (fc_function *)hf;
     if (f == NULL || f->magic != FC_FUNC_MAGIC)
@@ -186,6 +223,14 @@ static CUresult fc_launch(CUfunction hf, unsigned gx, unsigned gy, unsigned gz, 
     if (op == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.kernel.spin_ns = f->spin ? fc_spin_arg(params, extra) : 0;
+    op->u.kernel.name = f->name;
+    op->u.kernel.grid[0] = gx;
+    op->u.kernel.grid[1] = gy;
+    op->u.kernel.grid[2] = gz;
+    op->u.kernel.block[0] = bx;
+    op->u.kernel.block[1] = by;
+    op->u.kernel.block[2] = bz;
+    op->u.kernel.shmem = shmem;
     int capturing = fc_stream_capturing(s);
     if (!capturing)
         FC_STAT_ADD(kernels_launched, 1);
@@ -197,10 +242,11 @@ FC_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned 
                                   unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                   void **kernelParams, void **extra)
 {
-    FC_ENTER(cuLaunchKernel);
-    (void)sharedMemBytes;
-    FC_RETURN(fc_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream,
-                        kernelParams, extra, 0));
+    cuLaunchKernel_params p = {f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                               sharedMemBytes, hStream, kernelParams, extra};
+    FC_ENTER_X(cuLaunchKernel, &p, fc_function_name(f));
+    FC_RETURN(fc_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                        hStream, kernelParams, extra, 0));
 }
 
 FC_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -209,8 +255,9 @@ FC_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsi
                                        unsigned int sharedMemBytes, CUstream hStream,
                                        void **kernelParams, void **extra)
 {
-    FC_ENTER(cuLaunchKernel_ptsz);
-    (void)sharedMemBytes;
-    FC_RETURN(fc_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream,
-                        kernelParams, extra, 1));
+    cuLaunchKernel_ptsz_params p = {f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                    sharedMemBytes, hStream, kernelParams, extra};
+    FC_ENTER_X(cuLaunchKernel_ptsz, &p, fc_function_name(f));
+    FC_RETURN(fc_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+                        hStream, kernelParams, extra, 1));
 }

@@ -31,6 +31,7 @@ struct fc_stream_node {
 };
 static struct fc_stream_node *fc_streams_all;
 static int fc_streams_unjoined_at_exit;
+static atomic_uint fc_stream_last_id;
 
 static pthread_once_t fc_pt_once = PTHREAD_ONCE_INIT;
 static pthread_key_t fc_pt_key;
@@ -60,6 +61,8 @@ void fc_op_free(fc_op *op)
 {
     if (op == NULL)
         return;
+    if (op->trace)
+        fc_tool_release(op);
     for (int i = 0; i < op->ndeps; i++)
         fc_stream_unref(op->deps[i].s);
     free(op->deps);
@@ -180,9 +183,12 @@ static void fc_exec(fc_op *op)
     case FC_OP_COPY:
         fc_exec_copy(op);
         break;
-    case FC_OP_MEMSET:
+    case FC_OP_MEMSET: {
+        uint64_t t0 = fc_tool_now(op);
         fc_exec_memset(op);
+        fc_tool_done(op, 0, t0);
         break;
+    }
     case FC_OP_HOSTFN:
         fc_tls_in_callback = 1;
         op->u.host.fn(op->u.host.data);
@@ -195,10 +201,13 @@ static void fc_exec(fc_op *op)
         fc_tls_in_callback = 0;
         FC_STAT_ADD(host_funcs_run, 1);
         break;
-    case FC_OP_KERNEL:
+    case FC_OP_KERNEL: {
+        uint64_t t0 = fc_tool_now(op);
         if (op->u.kernel.spin_ns)
             fc_sleep_until(fc_now_ns() + op->u.kernel.spin_ns);
+        fc_tool_done(op, 0, t0);
         break;
+    }
     case FC_OP_EVENT_RECORD:
         fc_event_complete(op->u.event.ev, op->u.event.gen);
         break;
@@ -278,6 +287,7 @@ static CUresult fc_stream_create(fc_ctx *c, int kind, unsigned flags, int prio, 
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     s->magic = FC_STREAM_MAGIC;
+    s->id = atomic_fetch_add(&fc_stream_last_id, 1) + 1;
     atomic_init(&s->refs, 2); /* the worker's and the caller's */
     s->ctx = c;
     s->kind = kind;
@@ -542,6 +552,10 @@ CUresult fc_submit(fc_stream *s, fc_op *op, int wait, int sync_api)
         return r;
     }
 
+    /* Past the last failure: the op will be queued, so a tool may reserve
+     * its records now, in API order, as CUPTI does at launch. */
+    if (fc_tool_on())
+        fc_tool_queue(s, op, !sync_api);
     pthread_mutex_lock(&s->mu);
     uint64_t seq = op->seq = ++s->enq_seq;
     if (s->tail)
@@ -851,18 +865,23 @@ static CUresult fc_stream_sync_api(CUstream h, int pt)
 {
     fc_stream *s;
     CUresult r = fc_stream_resolve(h, pt, &s);
-    return r != CUDA_SUCCESS ? r : fc_stream_sync(s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    fc_tool_sync(FC_TS_STREAM_SYNCHRONIZE, s->ctx, s, NULL);
+    return fc_stream_sync(s);
 }
 
 FC_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
 {
-    FC_ENTER(cuStreamSynchronize);
+    cuStreamSynchronize_params p = {hStream};
+    FC_ENTER_P(cuStreamSynchronize, &p);
     FC_RETURN(fc_stream_sync_api(hStream, 0));
 }
 
 FC_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
-    FC_ENTER(cuStreamSynchronize_ptsz);
+    cuStreamSynchronize_ptsz_params p = {hStream};
+    FC_ENTER_P(cuStreamSynchronize_ptsz, &p);
     FC_RETURN(fc_stream_sync_api(hStream, 1));
 }
 
@@ -896,6 +915,7 @@ static CUresult fc_stream_wait_event(CUstream h, CUevent he, unsigned flags, int
         r = fc_event_lookup(he, &e);
     if (r != CUDA_SUCCESS)
         return r;
+    fc_tool_sync(FC_TS_STREAM_WAIT_EVENT, s->ctx, s, e);
     fc_op *op = fc_op_new(FC_OP_EVENT_WAIT);
     if (op == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -906,13 +926,15 @@ static CUresult fc_stream_wait_event(CUstream h, CUevent he, unsigned flags, int
 
 FC_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
-    FC_ENTER(cuStreamWaitEvent);
+    cuStreamWaitEvent_params p = {hStream, hEvent, Flags};
+    FC_ENTER_P(cuStreamWaitEvent, &p);
     FC_RETURN(fc_stream_wait_event(hStream, hEvent, Flags, 0));
 }
 
 FC_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
-    FC_ENTER(cuStreamWaitEvent_ptsz);
+    cuStreamWaitEvent_ptsz_params p = {hStream, hEvent, Flags};
+    FC_ENTER_P(cuStreamWaitEvent_ptsz, &p);
     FC_RETURN(fc_stream_wait_event(hStream, hEvent, Flags, 1));
 }
 

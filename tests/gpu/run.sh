@@ -39,6 +39,9 @@ eval "$(sed 's/ /;/g' "$d/out")"
 "$B/trace_check" "$d"/s.*.trace --pageable "${pageable:-x}" --pageable-bytes "${pageable_bytes:-x}" \
    --pinned "${pinned:-x}" --pinned-bytes "${pinned_bytes:-x}" --failed 0 --complete --simulated 0 >"$OUT/static.log" 2>&1
 row "static cudart counts exact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/static.log" | cut -c1-120)"
+# CUPTI: every copy call joined to the GPU's own record of it
+python3 "$ROOT/tests/gpu/gpu_records.py" "$(ls "$d"/s.*.trace | head -1)" --status 0 --joined-frac 1.0 --min-gpu 42 >"$OUT/static.gpu.log" 2>&1
+row "CUPTI: static cudart, all joined" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/static.gpu.log" | grep -o 'copies=.*' | cut -c1-90)"
 
 # Python programs (PyTorch, CuPy): the trace must count exactly the copies
 # each script says it made, and the bytes must arrive intact.
@@ -57,6 +60,8 @@ for py in torch cupy; do
     "$B/trace_check" $(ls "$d"/p.*.trace | head -1) "${args[@]}" >"$OUT/$py.log" 2>&1
     ok=$?
     row "$py counts exact, bytes intact" "$([ $rc = 0 ] && [ $ok = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/$py.log" | cut -c1-110)"
+    python3 "$ROOT/tests/gpu/gpu_records.py" "$(ls "$d"/p.*.trace | head -1)" --status 0 --joined-frac 1.0 >"$OUT/$py.gpu.log" 2>&1
+    row "CUPTI: $py, all joined" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/$py.gpu.log" | grep -o 'copies=.*' | cut -c1-90)"
     cp "$d"/p.*.trace "$OUT/" 2>/dev/null
     "$B/pagelock" run --mode stage -o "$d/s.%p.trace" -- python3 "$ROOT/tests/gpu/${py}_copies.py" >"$d/sout" 2>"$OUT/$py.stage.err"
     row "$py under --mode=stage, bytes intact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 '^staging:' "$OUT/$py.stage.err" | cut -c1-100)"
@@ -74,6 +79,15 @@ for prog in test_copies; do
   PAGELOCK_MODE=stage PAGELOCK_D2H=async LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/sa.%p.trace" "$B/$prog" >/dev/null 2>"$OUT/stagea_$prog.err"
   row "stage, D2H async: $prog bytes intact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/stagea_$prog.err" | cut -c1-90)"
 done
+
+# Staged chunks join their app call through LINK records.
+PAGELOCK_MODE=stage LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/sl.%p.trace" "$B/test_stage_e2e" >/dev/null 2>&1
+python3 "$ROOT/tests/gpu/gpu_records.py" "$(ls "$d"/sl.*.trace | head -1)" --status 0 --joined-frac 1.0 --min-links 1 >"$OUT/stage.gpu.log" 2>&1
+row "CUPTI: staged copies joined via links" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/stage.gpu.log" | grep -o 'copies=.*' | cut -c1-90)"
+# Route 2: the driver's injection hook alone (no LD_PRELOAD).
+CUDA_INJECTION64_PATH="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/inj.%p.trace" "$B/test_copies" >/dev/null 2>&1
+python3 "$ROOT/tests/gpu/gpu_records.py" "$(ls "$d"/inj.*.trace | head -1)" --status 0 --min-gpu 42 >"$OUT/inject.gpu.log" 2>&1
+row "CUPTI: CUDA_INJECTION64_PATH alone" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/inject.gpu.log" | grep -o 'gpu=.*' | cut -c1-90)"
 
 "$B/pagelock" demo >"$OUT/demo.txt" 2>&1
 row "pagelock demo" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -i 'pageable' "$OUT/demo.txt" | cut -c1-100)"

@@ -196,7 +196,105 @@ case_setuid() {
   [ "$n" = 0 ] || fail "a setuid program wrote $n trace file(s)"
 }
 
-all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress stage_e2e stage_e2e_async stage_report alloc_semantics setuid"
+# ---- GPU timing (CUPTI) ------------------------------------------------------
+# Over fakecuda, libcupti.so.13 is the fake one next to the fake driver.
+
+# Plain LD_PRELOAD records: every copy call joins the GPU's record of it,
+# CUPTI's memory kinds agree with ours, times line up, one start.
+case_cupti_records() {
+  local d="$T/cr"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/test_copies" >"$d/out" 2>"$d/err" || fail "copies failed: $(cat "$d/err")" || return
+  [ ! -s "$d/err" ] || fail "stderr not empty: $(cat "$d/err")" || return
+  eval "$(sed 's/ /;/g' "$d/out")"
+  "$B/trace_check" "$d"/t.*.trace --pageable "$pageable" --pinned "$pinned" --complete --gpu-status 0 \
+    --gpu-status-records 2 --gpu-memcpy-min $((pageable + pinned)) --gpu-joined >&2
+}
+
+# Both routes at once (pagelock run sets LD_PRELOAD and CUDA_INJECTION64_PATH):
+# CUPTI starts once (one status record at start, one at exit).
+case_cupti_injection() {
+  local d="$T/ci"; mkdir -p "$d"
+  "$B/pagelock" run -o "$d/t.%p.trace" -- "$B/test_copies" >"$d/out" 2>"$d/err" || fail "copies failed: $(cat "$d/err")" || return
+  "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-status-records 2 --gpu-joined >&2 || return
+  # The injection route alone (no preload): GPU records without copy hooks.
+  CUDA_INJECTION64_PATH="$SHIM" PAGELOCK_OUTPUT="$d/i.%p.trace" "$B/test_copies" >"$d/out2" 2>"$d/err2" || fail "copies failed under injection: $(cat "$d/err2")" || return
+  "$B/trace_check" "$d"/i.*.trace --copies 0 --gpu-status 0 --gpu-memcpy-min 42 >&2
+}
+
+# Staged copies: the engine's chunks link back to the app's call.
+case_cupti_stage_links() {
+  local d="$T/cs"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage PAGELOCK_STAGE_MIN=64K PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/test_copies" >/dev/null 2>"$d/err" || fail "copies failed: $(cat "$d/err")" || return
+  "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-links-min 1 --gpu-joined >&2
+}
+
+# GPU timing unavailable: interception goes on, the trace says why, the
+# report says so first.  check_unavailable DIR STATUS WORDS
+check_unavailable() {
+  eval "$(sed 's/ /;/g' "$1/out")"
+  "$B/trace_check" "$1"/t.*.trace --pageable "$pageable" --pinned "$pinned" --complete --gpu-status "$2" >&2 || return
+  PAGELOCK_NO_ADDR2LINE=1 "$B/pagelock" report "$1"/t.*.trace >"$1/report" 2>&1 || fail "report failed" || return
+  head -3 "$1/report" | grep -qi "GPU timing unavailable.*$3" || fail "report does not say why GPU timing is missing first: $(head -3 "$1/report")"
+}
+case_cupti_off() {
+  local d="$T/co"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_CUPTI=0 PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/test_copies" >"$d/out" 2>"$d/err" || fail "copies failed" || return
+  [ ! -s "$d/err" ] || fail "turning CUPTI off printed: $(cat "$d/err")" || return
+  check_unavailable "$d" 1 "PAGELOCK_CUPTI=0"
+}
+case_cupti_missing() {
+  local d="$T/cm"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_LIB="$d/no-such-libcupti.so" PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/test_copies" >"$d/out" 2>"$d/err" || fail "copies failed" || return
+  [ "$(grep -c . "$d/err")" = 1 ] && grep -q "^pagelock: no GPU timing: PAGELOCK_CUPTI_LIB=.*cannot be loaded" "$d/err" ||
+    fail "expected one line naming the missing libcupti, got: $(cat "$d/err")" || return
+  check_unavailable "$d" 2 "cannot be loaded"
+}
+# Fake-CUPTI fault injection: another subscriber (nsys), a CUPTI of another
+# major version, dropped records.
+case_cupti_busy() {
+  [ $SIM = 1 ] || { echo "    (fake CUPTI only: skipped)" >&2; return 0; }
+  local d="$T/cb"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" FAKECUPTI_FAIL=subscribe PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/test_copies" >"$d/out" 2>"$d/err" || fail "copies failed" || return
+  grep -q "another CUPTI client" "$d/err" || fail "no line about the other CUPTI client: $(cat "$d/err")" || return
+  check_unavailable "$d" 3 "another CUPTI client"
+}
+case_cupti_version() {
+  [ $SIM = 1 ] || { echo "    (fake CUPTI only: skipped)" >&2; return 0; }
+  local d="$T/cv"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" FAKECUPTI_VERSION=120001 PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/test_copies" >"$d/out" 2>"$d/err" || fail "copies failed" || return
+  check_unavailable "$d" 4 "version 120001"
+}
+case_cupti_dropped() {
+  [ $SIM = 1 ] || { echo "    (fake CUPTI only: skipped)" >&2; return 0; }
+  local d="$T/cd"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" FAKECUPTI_FAIL=nobuffer PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/test_copies" >"$d/out" 2>"$d/err" || fail "copies failed" || return
+  "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-dropped-min 7 >&2 || return
+  PAGELOCK_NO_ADDR2LINE=1 "$B/pagelock" report "$d"/t.*.trace 2>&1 | head -3 | grep -q "7 dropped" || fail "report does not give the dropped count"
+}
+# A long run streams its GPU records (periodic flush), not only at exit.
+case_cupti_streams() {
+  local d="$T/cst"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_FLUSH_MS=100 PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/test_stress" 3 >/dev/null 2>"$d/err" &
+  local pid=$!
+  sleep 2
+  local mid; mid=$("$B/trace_check" "$d"/t.*.trace 2>/dev/null | grep -o 'memcpy=[0-9]*' | cut -d= -f2)
+  wait $pid || fail "stress failed: $(cat "$d/err")" || return
+  [ "${mid:-0}" -gt 0 ] || fail "no GPU records in the trace while the program ran"
+}
+
+# A multi-process job (torchrun/mpirun style: RANK set per process) gives
+# one trace per rank, and one report covers them all, rank by rank.
+case_ranks() {
+  local d="$T/rk"; mkdir -p "$d"
+  "$B/pagelock" run -o "$d/rank%r.trace" -- sh -c "RANK=0 '$B/test_copies' >/dev/null & RANK=1 '$B/test_copies' >/dev/null & wait" \
+    >/dev/null 2>"$d/err" || fail "job failed: $(cat "$d/err")" || return
+  [ -f "$d/rank0.trace" ] && [ -f "$d/rank1.trace" ] || fail "expected rank0.trace and rank1.trace, got: $(ls "$d")" || return
+  "$B/trace_check" "$d/rank1.trace" --pageable 22 --complete --gpu-status 0 >&2 || return
+  grep -Eq "^ *rank +host" "$d/err" || fail "no per-rank table in the report: $(cat "$d/err")" || return
+  [ "$(grep -Ec '^ +[01] +[^ ]+ +[0-9]+ +42 ' "$d/err")" = 2 ] || fail "the per-rank table does not list both ranks with 42 copies: $(grep -A4 -E '^ *rank +host' "$d/err")"
+}
+
+all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress stage_e2e stage_e2e_async stage_report alloc_semantics setuid cupti_records cupti_injection cupti_stage_links cupti_off cupti_missing cupti_busy cupti_version cupti_dropped cupti_streams ranks"
 for c in ${@:-$all}; do
   if "case_$c"; then echo "ok   $c"; pass=$((pass+1)); else echo "FAIL $c"; fail=$((fail+1)); fi
 done

@@ -5,6 +5,17 @@
  *                         [--graph-nodes N] (graph memcpy node records)
  *                         [--pinned-bytes B] [--simulated 0|1] [--complete]
  *                         [--api-min NAME=N]...
+ *   GPU side (CUPTI records):
+ *                         [--gpu-status S] (last GPU_STATUS; -1 = none)
+ *                         [--gpu-status-records N] [--gpu-memcpy-min N]
+ *                         [--gpu-kernels-min N] [--gpu-links-min N]
+ *                         [--gpu-dropped-min N]
+ *                         [--gpu-joined] every successful, non-empty,
+ *                           non-graph copy joins a GPU memcpy record (by
+ *                           its correlation or through a LINK), CUPTI's
+ *                           memory kind agrees with ours (pageable iff
+ *                           pageable, unless the shim staged it), and
+ *                           every GPU record lies inside the traced window
  * Counts COPY records by host memory kind and compares; prints every
  * mismatch and exits 1 if any.  Uses the reporter's reader, so the trace is
  * checked by the same code users run. */
@@ -13,6 +24,48 @@
 #include <string.h>
 
 #include "trace_read.h"
+
+/* One successful copy call, kept for the join. */
+typedef struct tc_copy {
+  uint64_t seq;
+  uint32_t gpu_corr;
+  uint8_t host_mem, staged;
+} tc_copy;
+
+/* One GPU memcpy record by correlation. */
+typedef struct tc_gpu {
+  uint32_t corr;
+  uint8_t pageable;
+} tc_gpu;
+
+typedef struct tc_link {
+  uint64_t seq;
+  uint32_t corr;
+} tc_link;
+
+#define TC_PUSH(arr, n, cap, val)                                      \
+  do {                                                                 \
+    if ((n) == (cap)) {                                                \
+      (cap) = (cap) ? 2 * (cap) : 256;                                 \
+      void *p_ = realloc((arr), (cap) * sizeof *(arr));                \
+      if (!p_) { fprintf(stderr, "trace_check: out of memory\n"); exit(2); } \
+      (arr) = p_;                                                      \
+    }                                                                  \
+    (arr)[(n)++] = (val);                                              \
+  } while (0)
+
+static int tc_cmp_gpu(const void *a, const void *b) {
+  uint32_t x = ((const tc_gpu *)a)->corr, y = ((const tc_gpu *)b)->corr;
+  return x < y ? -1 : x > y;
+}
+static int tc_cmp_link(const void *a, const void *b) {
+  uint64_t x = ((const tc_link *)a)->seq, y = ((const tc_link *)b)->seq;
+  return x < y ? -1 : x > y;
+}
+static const tc_gpu *tc_find_gpu(const tc_gpu *v, size_t n, uint32_t corr) {
+  tc_gpu key = {corr, 0};
+  return corr ? bsearch(&key, v, n, sizeof *v, tc_cmp_gpu) : NULL;
+}
 
 static const char *const api_names[] = {
 #define N(n) #n,
@@ -32,10 +85,46 @@ int main(int argc, char **argv) {
   }
   unsigned long n[8] = {0}, bytes[8] = {0}, api[PAGELOCK_API_COUNT] = {0}, failed = 0, stacks = 0;
   unsigned long pageable_no_stack = 0, total = 0, total_bytes = 0, graph_nodes = 0;
+  tc_copy *cv = NULL;
+  tc_gpu *gv = NULL;
+  tc_link *lv = NULL;
+  size_t nc = 0, cc = 0, ng = 0, cg = 0, nl = 0, cl = 0;
+  long gpu_status = -1;
+  unsigned long gpu_status_records = 0, gpu_memcpy = 0, gpu_kernels = 0, gpu_dropped = 0, gpu_outside = 0;
+  uint64_t win_lo = UINT64_MAX, win_hi = 0;
+  plr_clock clk = {0};
+  uint64_t *gstart = NULL;
+  size_t ngs = 0, cgs = 0;
   plr_record rec;
   while (plr_next(&r, &rec)) {
     if (rec.type == PAGELOCK_REC_STACK) stacks++;
+    if (rec.type == PAGELOCK_REC_CLOCK) plr_clock_update(&clk, rec.u.clock);
+    if (rec.type == PAGELOCK_REC_GPU_STATUS) {
+      gpu_status = rec.u.gpu_status->status;
+      gpu_dropped = rec.u.gpu_status->dropped;
+      gpu_status_records++;
+    }
+    if (rec.type == PAGELOCK_REC_LINK) {
+      tc_link l = {rec.u.link->copy_seq, rec.u.link->correlation};
+      TC_PUSH(lv, nl, cl, l);
+    }
+    if (rec.type == PAGELOCK_REC_GPU) {
+      const pagelock_rec_gpu *g = rec.u.gpu;
+      if (g->kind == PAGELOCK_GPU_KERNEL) gpu_kernels++;
+      if (g->kind == PAGELOCK_GPU_MEMCPY) {
+        gpu_memcpy++;
+        tc_gpu x = {g->correlation, g->src_kind == PAGELOCK_GPU_MEM_PAGEABLE || g->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE};
+        TC_PUSH(gv, ng, cg, x);
+      }
+      if (g->kind <= PAGELOCK_GPU_KERNEL) {
+        uint64_t t = plr_clock_to_mono(&clk, g->start_ns);
+        TC_PUSH(gstart, ngs, cgs, t);
+      }
+    }
+    if (rec.type == PAGELOCK_REC_END && rec.u.end->end_mono_ns > win_hi) win_hi = rec.u.end->end_mono_ns;
     if (rec.type != PAGELOCK_REC_COPY) continue;
+    if (rec.u.copy->start_ns < win_lo) win_lo = rec.u.copy->start_ns;
+    if (rec.u.copy->start_ns + rec.u.copy->host_ns > win_hi) win_hi = rec.u.copy->start_ns + rec.u.copy->host_ns;
     const pagelock_rec_copy *c = rec.u.copy;
     if (c->flags & PAGELOCK_COPY_GRAPH_NODE) { /* a definition, not a copy */
       graph_nodes++;
@@ -47,7 +136,43 @@ int main(int argc, char **argv) {
     if (c->api < PAGELOCK_API_COUNT) api[c->api]++;
     if (c->result != 0) failed++;
     if (c->host_mem == PAGELOCK_MEM_PAGEABLE && c->stack_id == 0) pageable_no_stack++;
+    if (c->result == 0 && c->bytes > 0 && c->dir != PAGELOCK_DIR_H2H && !(c->flags & PAGELOCK_COPY_BATCH)) {
+      tc_copy x = {c->correlation, c->gpu_correlation, c->host_mem, (c->flags & PAGELOCK_COPY_STAGED) != 0};
+      TC_PUSH(cv, nc, cc, x);
+    }
   }
+  /* The join, as the reporter does it: by the call's own correlation or a
+   * LINK from one of the shim's chunk ops. */
+  qsort(gv, ng, sizeof *gv, tc_cmp_gpu);
+  qsort(lv, nl, sizeof *lv, tc_cmp_link);
+  unsigned long unjoined = 0, kind_mismatch = 0;
+  for (size_t i = 0; i < nc; i++) {
+    const tc_gpu *g = tc_find_gpu(gv, ng, cv[i].gpu_corr);
+    int joined = g != NULL, pageable = g && g->pageable;
+    tc_link key = {cv[i].seq, 0};
+    const tc_link *l = nl ? bsearch(&key, lv, nl, sizeof *lv, tc_cmp_link) : NULL;
+    if (l) {
+      while (l > lv && l[-1].seq == cv[i].seq) l--;
+      for (; l < lv + nl && l->seq == cv[i].seq; l++) {
+        const tc_gpu *lg = tc_find_gpu(gv, ng, l->corr);
+        if (lg) { joined = 1; pageable |= lg->pageable; }
+      }
+    }
+    if (!joined) {
+      if (unjoined++ < 3) fprintf(stderr, "trace_check: copy %lu (gpu correlation %u) has no GPU record\n",
+                                  (unsigned long)cv[i].seq, cv[i].gpu_corr);
+      continue;
+    }
+    int ours = cv[i].host_mem == PAGELOCK_MEM_PAGEABLE && !cv[i].staged;
+    if (ours != pageable && kind_mismatch++ < 3)
+      fprintf(stderr, "trace_check: copy %lu: ours %s, CUPTI %s\n", (unsigned long)cv[i].seq,
+              ours ? "pageable" : "not pageable", pageable ? "pageable" : "not pageable");
+  }
+  /* CUPTI's clock is ours (or converted by CLOCK): every op must fall in
+   * the traced window, give or take a second for ops queued before the
+   * first copy call (kernels) or after the last. */
+  for (size_t i = 0; i < ngs; i++)
+    if (win_lo == UINT64_MAX || gstart[i] + 1000000000ull < win_lo || gstart[i] > win_hi + 1000000000ull) gpu_outside++;
   int bad = 0;
 #define EXPECT(name, got, want)                                                              \
   do {                                                                                       \
@@ -70,6 +195,24 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--failed")) { EXPECT("failed copies", failed, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--simulated")) { EXPECT("simulated flag", (r.hdr.flags & PAGELOCK_FILE_SIMULATED) != 0, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--complete")) EXPECT("clean END record", r.stop == PLR_STOP_END, 1);
+    else if (!strcmp(a, "--gpu-status")) {
+      if (gpu_status != strtol(v, 0, 10)) {
+        fprintf(stderr, "trace_check: %s: GPU timing status is %ld, expected %s\n", argv[1], gpu_status, v);
+        bad = 1;
+      }
+      i++;
+    }
+    else if (!strcmp(a, "--gpu-status-records")) { EXPECT("GPU_STATUS records", gpu_status_records, strtoul(v, 0, 10)); i++; }
+    else if (!strcmp(a, "--gpu-memcpy-min")) { if (gpu_memcpy < strtoul(v, 0, 10)) EXPECT("GPU memcpy records (at least)", gpu_memcpy, strtoul(v, 0, 10)); i++; }
+    else if (!strcmp(a, "--gpu-kernels-min")) { if (gpu_kernels < strtoul(v, 0, 10)) EXPECT("GPU kernel records (at least)", gpu_kernels, strtoul(v, 0, 10)); i++; }
+    else if (!strcmp(a, "--gpu-links-min")) { if (nl < strtoul(v, 0, 10)) EXPECT("LINK records (at least)", nl, strtoul(v, 0, 10)); i++; }
+    else if (!strcmp(a, "--gpu-dropped-min")) { if (gpu_dropped < strtoul(v, 0, 10)) EXPECT("dropped GPU records (at least)", gpu_dropped, strtoul(v, 0, 10)); i++; }
+    else if (!strcmp(a, "--gpu-joined")) {
+      EXPECT("copies without a GPU record", unjoined, 0);
+      EXPECT("copies whose CUPTI memory kind disagrees", kind_mismatch, 0);
+      EXPECT("GPU records outside the traced window", gpu_outside, 0);
+      if (nc == 0) { fprintf(stderr, "trace_check: %s: no copies to join\n", argv[1]); bad = 1; }
+    }
     else if (!strcmp(a, "--stacks")) {
       EXPECT("pageable copies without a stack", pageable_no_stack, 0);
       if (stacks == 0) { fprintf(stderr, "trace_check: %s: no STACK records\n", argv[1]); bad = 1; }
@@ -89,9 +232,15 @@ int main(int argc, char **argv) {
       i++;
     } else { fprintf(stderr, "trace_check: unknown option %s\n", a); bad = 1; }
   }
-  printf("trace_check: %s: pageable=%lu (%lu B) pinned=%lu (%lu B) device=%lu unknown=%lu failed=%lu\n", argv[1],
+  printf("trace_check: %s: pageable=%lu (%lu B) pinned=%lu (%lu B) device=%lu unknown=%lu failed=%lu"
+         " gpu: status=%ld memcpy=%lu kernels=%lu links=%zu joined=%lu/%zu dropped=%lu\n", argv[1],
          n[PAGELOCK_MEM_PAGEABLE], bytes[PAGELOCK_MEM_PAGEABLE], n[PAGELOCK_MEM_PINNED], bytes[PAGELOCK_MEM_PINNED],
-         n[PAGELOCK_MEM_DEVICE], n[PAGELOCK_MEM_UNKNOWN], failed);
+         n[PAGELOCK_MEM_DEVICE], n[PAGELOCK_MEM_UNKNOWN], failed, gpu_status, gpu_memcpy, gpu_kernels, nl,
+         (unsigned long)(nc - unjoined), nc, gpu_dropped);
+  free(cv);
+  free(gv);
+  free(lv);
+  free(gstart);
   plr_close(&r);
   return bad;
 }

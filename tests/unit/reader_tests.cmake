@@ -7,3 +7,12 @@ target_include_directories(test_reader PRIVATE
 target_link_libraries(test_reader PRIVATE pl_reader ${PAGELOCK_CMOCKA})
 add_test(NAME unit_reader COMMAND test_reader)
 set_tests_properties(unit_reader PROPERTIES LABELS "unit;sanitize")
+
+# The GPU (CUPTI) side: reader validation of version-2 records, the join,
+# brute-force checks of every interval measure, verdicts and output.
+add_executable(test_gpu_analysis ${CMAKE_CURRENT_LIST_DIR}/test_gpu_analysis.c)
+target_include_directories(test_gpu_analysis PRIVATE
+  ${PAGELOCK_CMOCKA_INCLUDE} ${CMAKE_CURRENT_LIST_DIR}/../cli)
+target_link_libraries(test_gpu_analysis PRIVATE pl_reader ${PAGELOCK_CMOCKA})
+add_test(NAME unit_gpu_analysis COMMAND test_gpu_analysis)
+set_tests_properties(unit_gpu_analysis PROPERTIES LABELS "unit;sanitize" TIMEOUT 300)

@@ -1,0 +1,32 @@
+/* escape.h - writing untrusted trace strings (kernel names, paths, host
+ * names) into HTML and JSON so that any bytes give well-formed output.
+ *
+ * Trace strings are whatever bytes the traced process had: usually UTF-8,
+ * but a path may hold any byte and a corrupt trace anything at all.  HTML
+ * and JSON consumers (browsers, Perfetto, Python's json) want valid UTF-8,
+ * so invalid sequences become U+FFFD rather than passing through. */
+#ifndef PLR_ESCAPE_H
+#define PLR_ESCAPE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* No limit on the bytes written by the escapers below. */
+#define PLR_ESC_UNLIMITED ((size_t)-1)
+
+/* Writes s as HTML text or attribute content: & < > " ' become entities,
+ * control characters and invalid UTF-8 become U+FFFD.  At most max_bytes
+ * of s are used; a longer string ends in "..." so one huge kernel name
+ * cannot bloat the page.  NULL writes nothing. */
+void plr_html_text(FILE *out, const char *s, size_t max_bytes);
+
+/* Writes s as a JSON string literal, quotes included: escapes per RFC 8259,
+ * invalid UTF-8 as \ufffd, at most max_bytes of s (then "...").  NULL
+ * writes null. */
+void plr_json_string(FILE *out, const char *s, size_t max_bytes);
+
+/* Length of the valid UTF-8 sequence at p (1 to 4), or 0 when the bytes at
+ * p (up to the NUL) do not start one.  p must not point at the NUL. */
+size_t plr_utf8_len(const unsigned char *p);
+
+#endif

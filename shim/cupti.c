@@ -1,0 +1,700 @@
+/* cupti.c - GPU timestamps from CUPTI: what the GPU itself saw of every copy
+ * and kernel, so the report can say whether copies overlapped compute.
+ *
+ * CUPTI is loaded with dlopen when the program initialises CUDA (never into
+ * a program that does not), started once whichever way we get there first:
+ * our cuInit wrapper (plain LD_PRELOAD) or the driver's own tool hook,
+ * InitializeInjection (CUDA_INJECTION64_PATH, which `pagelock run` sets).
+ * Both end in one pthread_once, before the real cuInit creates a context.
+ *
+ * Joining a GPU op to the host call that queued it: a CUPTI callback on the
+ * copy entry points hands us the call's correlationId on the calling thread
+ * (pl_cupti_corr_begin/end around the app's call); the staging engine's own
+ * chunks are tied back to the app's call by LINK records (and an external
+ * correlation id pushed around the staged call).
+ *
+ * Records are compacted from CUPTI's buffers on CUPTI's thread into the
+ * trace; the app thread never waits for that beyond the trace lock.  Every
+ * failure leaves interception working and says in the trace why GPU timing
+ * is missing. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+/* pl_internal.h first: it includes cuda.h without the _v2 renames, which
+ * cupti.h would otherwise apply. */
+#include "pl_internal.h"
+
+#include <cupti_activity.h>
+#include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
+#include <cupti_result.h>
+#include <cupti_version.h>
+
+/* Buffers handed to CUPTI: a few, allocated on demand and reused, so a
+ * stalled writer costs dropped records (counted), never unbounded memory. */
+#define PL_CUPTI_NBUF 8
+#define PL_CUPTI_BUFSZ (2u << 20)
+#define PL_CUPTI_MAX_NAMES 4096
+
+typedef struct pl_cupti_api {
+  CUptiResult (*GetVersion)(uint32_t *);
+  CUptiResult (*GetResultString)(CUptiResult, const char **);
+  CUptiResult (*Subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+  CUptiResult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
+  CUptiResult (*ActivityRegisterCallbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+  CUptiResult (*ActivityRegisterTimestampCallback)(CUpti_TimestampCallbackFunc);
+  CUptiResult (*ActivityEnable)(CUpti_ActivityKind);
+  CUptiResult (*ActivityFlushAll)(uint32_t);
+  CUptiResult (*ActivityGetNextRecord)(uint8_t *, size_t, CUpti_Activity **);
+  CUptiResult (*ActivityGetNumDroppedRecords)(CUcontext, uint32_t, size_t *);
+  CUptiResult (*ActivityPushExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t);
+  CUptiResult (*ActivityPopExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t *);
+  CUptiResult (*GetTimestamp)(uint64_t *);
+} pl_cupti_api;
+
+static pl_cupti_api pl_cu;
+static pthread_once_t pl_cupti_once = PTHREAD_ONCE_INIT;
+static pthread_once_t pl_devices_once = PTHREAD_ONCE_INIT;
+static atomic_bool pl_cupti_on;    /* records are flowing */
+static atomic_bool pl_cupti_child; /* a forked child: CUDA is unusable */
+static uint32_t pl_cupti_status = PAGELOCK_GPU_TIMING_NO_CUDA;
+static uint32_t pl_cupti_version;
+static char pl_cupti_reason[200];
+static atomic_uint_fast64_t pl_n_records, pl_n_dropped, pl_n_buffers;
+
+/* The correlationId of the last enabled driver call this thread entered. */
+static PL_TLS uint32_t pl_tls_corr;
+/* Non-zero while the staging engine works for the app call with this seq
+ * (an external correlation id is pushed). */
+static PL_TLS uint64_t pl_tls_link_seq;
+/* Set while this thread runs the start routine: CUPTI may come back into
+ * cuInit or InitializeInjection, which must not re-enter the once. */
+static PL_TLS int pl_tls_starting;
+
+static void *pl_bufs[PL_CUPTI_NBUF];
+static atomic_uint pl_buf_busy; /* bit i: pl_bufs[i] is with CUPTI */
+static pthread_mutex_t pl_compact_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Kernel names by CUPTI's pointer (stable for the process). */
+static const char *pl_name_ptr[PL_CUPTI_MAX_NAMES];
+static uint32_t pl_nnames;
+
+/* ---- the copy path's side ---------------------------------------------- */
+
+void pl_cupti_corr_begin(void) { pl_tls_corr = 0; }
+
+uint32_t pl_cupti_corr_end(void) {
+  uint32_t c = pl_tls_corr;
+  pl_tls_corr = 0;
+  return c;
+}
+
+/* The external correlation id (CUSTOM0 = the app call's seq) marks the
+ * engine's calls for any CUPTI consumer that records DRIVER activity; our
+ * own join goes through LINK records written by the callback. */
+void pl_cupti_link_begin(uint64_t seq) {
+  if (!atomic_load_explicit(&pl_cupti_on, memory_order_relaxed)) return;
+  pl_tls_link_seq = seq;
+  if (pl_cu.ActivityPushExternalCorrelationId)
+    pl_cu.ActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, seq);
+}
+
+void pl_cupti_link_end(void) {
+  if (pl_tls_link_seq && pl_cu.ActivityPopExternalCorrelationId) {
+    uint64_t id;
+    pl_cu.ActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
+  }
+  pl_tls_link_seq = 0;
+}
+
+static void pl_write_link(uint32_t corr, uint64_t seq) {
+  pagelock_rec_link l;
+  memset(&l, 0, sizeof l);
+  l.h.type = PAGELOCK_REC_LINK;
+  l.h.size = sizeof l;
+  l.correlation = corr;
+  l.copy_seq = seq;
+  pl_trace_write(&l, sizeof l);
+}
+
+/* Runs inside the driver call, on the calling thread, for the copy entry
+ * points only: remember the call's id for the COPY record, or, when the
+ * staging engine is the caller on behalf of an app call, link the id to
+ * that call.  (CUPTI emits EXTERNAL_CORRELATION records only with DRIVER
+ * activity records on, one per driver call of the program: too dear, so
+ * the link is ours.)  The driver may call back again for calls it makes
+ * inside this one, with the same id: one LINK is enough. */
+static void CUPTIAPI pl_cupti_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                       const void *data) {
+  static PL_TLS uint32_t last_linked;
+  (void)ud;
+  (void)cbid;
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || data == NULL) return;
+  const CUpti_CallbackData *d = data;
+  if (d->callbackSite != CUPTI_API_ENTER) return;
+  if (pl_tls_link_seq == 0) {
+    pl_tls_corr = d->correlationId;
+  } else if (d->correlationId != last_linked) {
+    last_linked = d->correlationId;
+    pl_in_shim++;
+    pl_write_link(d->correlationId, pl_tls_link_seq);
+    pl_in_shim--;
+  }
+}
+
+/* ---- status ------------------------------------------------------------ */
+
+static void pl_write_status(void) {
+  pagelock_rec_gpu_status s;
+  memset(&s, 0, sizeof s);
+  s.status = pl_cupti_status;
+  s.cupti_version = pl_cupti_version;
+  s.records = atomic_load(&pl_n_records);
+  s.dropped = atomic_load(&pl_n_dropped);
+  s.buffers = atomic_load(&pl_n_buffers);
+  pl_trace_write_str(&s, sizeof s, PAGELOCK_REC_GPU_STATUS, pl_cupti_reason);
+}
+
+/* GPU timing is unavailable: say why, once, in the log and the trace. */
+static void pl_cupti_fail(uint32_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pl_cupti_fail(uint32_t status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(pl_cupti_reason, sizeof pl_cupti_reason, fmt, ap);
+  va_end(ap);
+  pl_cupti_status = status;
+  atomic_store(&pl_cupti_on, false);
+  int level = status == PAGELOCK_GPU_TIMING_DISABLED ? PL_LOG_INFO : PL_LOG_WARN;
+  pl_log(level, PL_LK_CUPTI, "no GPU timing: %s", pl_cupti_reason);
+  pl_write_status();
+}
+
+static const char *pl_cupti_err(CUptiResult r) {
+  const char *s = NULL;
+  if (pl_cu.GetResultString == NULL || pl_cu.GetResultString(r, &s) != CUPTI_SUCCESS || s == NULL)
+    return "unknown CUPTI error";
+  return s;
+}
+
+/* ---- finding libcupti -------------------------------------------------- */
+
+static void *pl_try_open(const char *path) {
+  return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
+/* A loaded libcudart's directory: PyTorch and CuPy wheels keep libcupti in
+ * a sibling package of their cudart. */
+static int pl_cudart_dir_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
+  (void)sz;
+  const char *n = info->dlpi_name;
+  const char *slash = n ? strrchr(n, '/') : NULL;
+  if (slash == NULL || strncmp(slash + 1, "libcudart.so", 12) != 0) return 0;
+  size_t l = (size_t)(slash - n);
+  if (l >= PATH_MAX) return 0;
+  memcpy(arg, n, l);
+  ((char *)arg)[l] = 0;
+  return 1;
+}
+
+/* dlopen libcupti: PAGELOCK_CUPTI_LIB, then the loader's search path, then
+ * where the CUDA toolkit and Python wheels put it.  Returns NULL and fills
+ * `tried` with the last dlerror. */
+static void *pl_cupti_open(char *err, size_t errsz) {
+  const char *lib = pl_opt_str(PL_OPT_CUPTI_LIB);
+  if (lib) {
+    void *h = pl_try_open(lib);
+    if (h == NULL) snprintf(err, errsz, "PAGELOCK_CUPTI_LIB='%s' cannot be loaded: %s", lib, dlerror());
+    return h;
+  }
+  static const char *const names[] = {"libcupti.so.13", "libcupti.so", NULL};
+  for (int i = 0; names[i]; i++) {
+    void *h = pl_try_open(names[i]);
+    if (h) return h;
+  }
+  char dirs[6][PATH_MAX];
+  int nd = 0;
+  const char *home = getenv("CUDA_HOME");
+  if (home == NULL) home = getenv("CUDA_PATH");
+  if (home) {
+    snprintf(dirs[nd++], PATH_MAX, "%.4000s/extras/CUPTI/lib64", home);
+    snprintf(dirs[nd++], PATH_MAX, "%.4000s/lib64", home);
+  }
+  snprintf(dirs[nd++], PATH_MAX, "/usr/local/cuda/extras/CUPTI/lib64");
+  snprintf(dirs[nd++], PATH_MAX, "/usr/local/cuda/lib64");
+  char cudart[PATH_MAX] = "";
+  if (dl_iterate_phdr(pl_cudart_dir_cb, cudart) && cudart[0]) {
+    snprintf(dirs[nd++], PATH_MAX, "%.4000s", cudart);
+    snprintf(dirs[nd++], PATH_MAX, "%.4000s/../../cuda_cupti/lib", cudart);
+  }
+  for (int i = 0; i < nd; i++) {
+    char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%.4000s/libcupti.so.13", dirs[i]);
+    void *h = pl_try_open(p);
+    if (h) return h;
+  }
+  snprintf(err, errsz, "libcupti.so.13 not found (set PAGELOCK_CUPTI_LIB to its path)");
+  return NULL;
+}
+
+/* ---- buffers ----------------------------------------------------------- */
+
+static void CUPTIAPI pl_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+  *buffer = NULL;
+  *size = 0;
+  *max_records = 0;
+  for (int i = 0; i < PL_CUPTI_NBUF; i++) {
+    unsigned bit = 1u << i;
+    unsigned old = atomic_fetch_or(&pl_buf_busy, bit);
+    if (old & bit) continue;
+    if (pl_bufs[i] == NULL) {
+      /* mmap, not malloc: the buffer must not look like a tracked heap
+       * allocation of the program's, and CUPTI wants 8-byte alignment. */
+      pl_in_shim++;
+      void *p = mmap(NULL, PL_CUPTI_BUFSZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      pl_in_shim--;
+      if (p == MAP_FAILED) {
+        atomic_fetch_and(&pl_buf_busy, ~bit);
+        return;
+      }
+      pl_bufs[i] = p;
+    }
+    *buffer = pl_bufs[i];
+    *size = PL_CUPTI_BUFSZ;
+    return;
+  }
+  /* All buffers are with CUPTI or being compacted: CUPTI drops records and
+   * counts them; we report the count. */
+}
+
+static void pl_buffer_release(uint8_t *buffer) {
+  for (int i = 0; i < PL_CUPTI_NBUF; i++)
+    if (pl_bufs[i] == buffer) atomic_fetch_and(&pl_buf_busy, ~(1u << i));
+}
+
+/* Compaction: a batch of our records, written to the trace in one go. */
+typedef struct pl_batch {
+  char buf[64 << 10];
+  size_t len;
+} pl_batch;
+
+static void pl_batch_flush(pl_batch *b) {
+  if (b->len) pl_trace_write_many(b->buf, b->len);
+  b->len = 0;
+}
+
+static void pl_batch_put(pl_batch *b, const void *rec, size_t n) {
+  if (b->len + n > sizeof b->buf) pl_batch_flush(b);
+  memcpy(b->buf + b->len, rec, n);
+  b->len += n;
+}
+
+/* The NAME id of a kernel name pointer, writing its record first.  Lock:
+ * pl_compact_lock. */
+static uint32_t pl_name_id(pl_batch *b, const char *name) {
+  if (name == NULL) return 0;
+  for (uint32_t i = 0; i < pl_nnames; i++)
+    if (pl_name_ptr[i] == name) return i + 1;
+  if (pl_nnames == PL_CUPTI_MAX_NAMES) return 0;
+  pl_name_ptr[pl_nnames++] = name;
+  char rec[1024];
+  size_t sl = strnlen(name, sizeof rec - sizeof(pagelock_rec_name) - 8);
+  size_t size = (sizeof(pagelock_rec_name) + sl + 1 + 7) & ~(size_t)7;
+  memset(rec, 0, size);
+  pagelock_rec_name *nr = (pagelock_rec_name *)rec;
+  nr->h.type = PAGELOCK_REC_NAME;
+  nr->h.size = (uint32_t)size;
+  nr->id = pl_nnames;
+  memcpy(rec + sizeof *nr, name, sl);
+  pl_batch_put(b, rec, size);
+  return pl_nnames;
+}
+
+/* One CUPTI record into our format; false for kinds we do not keep. */
+static bool pl_convert(pl_batch *b, const CUpti_Activity *a, pagelock_rec_gpu *g) {
+  memset(g, 0, sizeof *g);
+  g->h.type = PAGELOCK_REC_GPU;
+  g->h.size = sizeof *g;
+  switch (a->kind) {
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const CUpti_ActivityMemcpy6 *m = (const void *)a;
+      g->kind = PAGELOCK_GPU_MEMCPY;
+      g->copy_kind = m->copyKind;
+      g->src_kind = m->srcKind;
+      g->dst_kind = m->dstKind;
+      g->flags = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? PAGELOCK_GPU_ASYNC : 0;
+      g->bytes = m->bytes;
+      g->start_ns = m->start;
+      g->end_ns = m->end;
+      g->device = m->deviceId;
+      g->context = m->contextId;
+      g->stream = m->streamId;
+      g->correlation = m->correlationId;
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+      const CUpti_ActivityMemcpyPtoP4 *m = (const void *)a;
+      g->kind = PAGELOCK_GPU_MEMCPY_P2P;
+      g->copy_kind = m->copyKind;
+      g->src_kind = m->srcKind;
+      g->dst_kind = m->dstKind;
+      g->flags = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? PAGELOCK_GPU_ASYNC : 0;
+      g->bytes = m->bytes;
+      g->start_ns = m->start;
+      g->end_ns = m->end;
+      g->device = m->deviceId;
+      g->context = m->contextId;
+      g->stream = m->streamId;
+      g->correlation = m->correlationId;
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const CUpti_ActivityMemset4 *m = (const void *)a;
+      g->kind = PAGELOCK_GPU_MEMSET;
+      g->src_kind = (uint8_t)m->memoryKind;
+      g->bytes = m->bytes;
+      g->start_ns = m->start;
+      g->end_ns = m->end;
+      g->device = m->deviceId;
+      g->context = m->contextId;
+      g->stream = m->streamId;
+      g->correlation = m->correlationId;
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    case CUPTI_ACTIVITY_KIND_KERNEL: {
+      const CUpti_ActivityKernel10 *k = (const void *)a;
+      g->kind = PAGELOCK_GPU_KERNEL;
+      g->start_ns = k->start;
+      g->end_ns = k->end;
+      g->device = k->deviceId;
+      g->context = k->contextId;
+      g->stream = k->streamId;
+      g->correlation = k->correlationId;
+      g->name_id = pl_name_id(b, k->name);
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const CUpti_ActivitySynchronization2 *s = (const void *)a;
+      g->kind = PAGELOCK_GPU_SYNC;
+      g->name_id = (uint32_t)s->type;
+      g->start_ns = s->start;
+      g->end_ns = s->end;
+      g->context = s->contextId;
+      g->stream = s->streamId;
+      g->correlation = s->correlationId;
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+      const CUpti_ActivityOverhead3 *o = (const void *)a;
+      g->kind = PAGELOCK_GPU_OVERHEAD;
+      g->name_id = (uint32_t)o->overheadKind;
+      g->start_ns = o->start;
+      g->end_ns = o->end;
+      if (o->objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS || o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD)
+        g->thread = o->objectId.pt.threadId;
+      g->correlation = o->correlationId;
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+      const CUpti_ActivityExternalCorrelation *e = (const void *)a;
+      /* Only with DRIVER activity on (not ours, but a build that enables
+       * it gets links for free); CUPTI repeats the pair per record of the
+       * call: keep one. */
+      static uint32_t last_corr;
+      static uint64_t last_ext;
+      if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0 && e->externalId &&
+          (e->correlationId != last_corr || e->externalId != last_ext)) {
+        last_corr = e->correlationId;
+        last_ext = e->externalId;
+        pagelock_rec_link l;
+        memset(&l, 0, sizeof l);
+        l.h.type = PAGELOCK_REC_LINK;
+        l.h.size = sizeof l;
+        l.correlation = e->correlationId;
+        l.copy_seq = e->externalId;
+        pl_batch_put(b, &l, sizeof l);
+      }
+      return false;
+    }
+    default:
+      return false;
+  }
+}
+
+static void CUPTIAPI pl_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                                         size_t valid) {
+  (void)size;
+  pl_in_shim++;
+  if (!atomic_load(&pl_cupti_child) && buffer && valid) {
+    /* Static: 64 KiB is too much for CUPTI's thread stack to spare, and the
+     * lock serialises its users anyway. */
+    static pl_batch b;
+    pthread_mutex_lock(&pl_compact_lock);
+    CUpti_Activity *a = NULL;
+    uint64_t n = 0;
+    while (pl_cu.ActivityGetNextRecord(buffer, valid, &a) == CUPTI_SUCCESS) {
+      pagelock_rec_gpu g;
+      if (pl_convert(&b, a, &g)) {
+        pl_batch_put(&b, &g, sizeof g);
+        n++;
+      }
+    }
+    pl_batch_flush(&b);
+    pthread_mutex_unlock(&pl_compact_lock);
+    atomic_fetch_add(&pl_n_records, n);
+  }
+  size_t dropped = 0;
+  if (pl_cu.ActivityGetNumDroppedRecords && pl_cu.ActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+    atomic_fetch_add(&pl_n_dropped, dropped);
+  atomic_fetch_add(&pl_n_buffers, 1);
+  pl_buffer_release(buffer);
+  pl_in_shim--;
+}
+
+/* ---- start and stop ---------------------------------------------------- */
+
+static uint64_t CUPTIAPI pl_cupti_timestamp(void) { return pl_now_ns(); }
+
+static void pl_write_clock(void) {
+  uint64_t ts = 0;
+  if (pl_cu.GetTimestamp == NULL || pl_cu.GetTimestamp(&ts) != CUPTI_SUCCESS) return;
+  pagelock_rec_clock c;
+  memset(&c, 0, sizeof c);
+  c.h.type = PAGELOCK_REC_CLOCK;
+  c.h.size = sizeof c;
+  c.cupti_ns = ts;
+  c.mono_ns = pl_now_ns();
+  pl_trace_write(&c, sizeof c);
+}
+
+/* CUPTI hands back only full buffers on its own (a flush period delivers
+ * nothing until a buffer fills, as seen on the H200): a small thread asks
+ * for whatever is complete every PAGELOCK_CUPTI_FLUSH_MS, so a long run
+ * streams its GPU records.  It holds no lock while flushing: delivery runs
+ * on CUPTI's thread and takes the compaction lock. */
+static void *pl_flusher(void *arg) {
+  (void)arg;
+  pl_in_shim++;
+  long ms = pl_opt_long(PL_OPT_CUPTI_FLUSH_MS);
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (atomic_load(&pl_cupti_on) && !atomic_load(&pl_cupti_child)) {
+    nanosleep(&ts, NULL);
+    if (atomic_load(&pl_cupti_on)) pl_cu.ActivityFlushAll(0);
+  }
+  return NULL;
+}
+
+static void pl_start_flusher(void) {
+  long ms = pl_opt_long(PL_OPT_CUPTI_FLUSH_MS);
+  if (ms <= 0) return;
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&a, 64 << 10);
+  if (pthread_create(&t, &a, pl_flusher, NULL) != 0)
+    pl_log(PL_LOG_WARN, PL_LK_CUPTI, "cannot start the GPU record flusher: records arrive when buffers fill and at exit");
+  pthread_attr_destroy(&a);
+}
+
+/* At exit, before libcupti and the driver tear themselves down (this
+ * handler is registered after libcupti was loaded, so it runs first): take
+ * every record CUPTI still holds. */
+static void pl_cupti_exit(void) {
+  if (!atomic_load(&pl_cupti_on) || atomic_load(&pl_cupti_child)) return;
+  pl_in_shim++;
+  pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  pl_write_clock();
+  pl_write_status();
+  atomic_store(&pl_cupti_on, false);
+  pl_in_shim--;
+}
+
+#define PL_CUPTI_SYM(field, name)                                         \
+  do {                                                                    \
+    *(void **)&pl_cu.field = pl_real_dlsym(h, name);                      \
+    if (pl_cu.field == NULL && required) {                                \
+      pl_cupti_fail(PAGELOCK_GPU_TIMING_VERSION, "libcupti has no %s", name); \
+      return;                                                             \
+    }                                                                     \
+  } while (0)
+
+/* The copy entry points whose calls we correlate: every wrapped copy API
+ * (the graph-node calls queue nothing). */
+static const CUpti_CallbackId pl_copy_cbids[] = {
+#define PL_CBID(name) CUPTI_DRIVER_TRACE_CBID_##name,
+    PL_CBID(cuMemcpyHtoD_v2) PL_CBID(cuMemcpyHtoD_v2_ptds) PL_CBID(cuMemcpyDtoH_v2)
+    PL_CBID(cuMemcpyDtoH_v2_ptds) PL_CBID(cuMemcpyHtoDAsync_v2) PL_CBID(cuMemcpyHtoDAsync_v2_ptsz)
+    PL_CBID(cuMemcpyDtoHAsync_v2) PL_CBID(cuMemcpyDtoHAsync_v2_ptsz) PL_CBID(cuMemcpy)
+    PL_CBID(cuMemcpy_ptds) PL_CBID(cuMemcpyAsync) PL_CBID(cuMemcpyAsync_ptsz) PL_CBID(cuMemcpy2D_v2)
+    PL_CBID(cuMemcpy2D_v2_ptds) PL_CBID(cuMemcpy2DUnaligned_v2) PL_CBID(cuMemcpy2DUnaligned_v2_ptds)
+    PL_CBID(cuMemcpy2DAsync_v2) PL_CBID(cuMemcpy2DAsync_v2_ptsz) PL_CBID(cuMemcpy3D_v2)
+    PL_CBID(cuMemcpy3D_v2_ptds) PL_CBID(cuMemcpy3DAsync_v2) PL_CBID(cuMemcpy3DAsync_v2_ptsz)
+    PL_CBID(cuMemcpyBatchAsync) PL_CBID(cuMemcpyBatchAsync_ptsz) PL_CBID(cuMemcpyBatchAsync_v2)
+    PL_CBID(cuMemcpyBatchAsync_v2_ptsz)
+#undef PL_CBID
+};
+
+/* The once routine.  Every exit path leaves a GPU_STATUS record saying
+ * whether GPU timing is on and, if not, why. */
+static void pl_cupti_start(void) {
+  bool required = true;
+  if (atomic_load(&pl_cupti_child)) return;
+  if (pl_opt_long(PL_OPT_CUPTI) % 2 == 0) {
+    pl_cupti_fail(PAGELOCK_GPU_TIMING_DISABLED, "PAGELOCK_CUPTI=%s turned it off",
+                  getenv("PAGELOCK_CUPTI") ? getenv("PAGELOCK_CUPTI") : "0");
+    return;
+  }
+  char err[512] = "";
+  void *h = pl_cupti_open(err, sizeof err);
+  if (h == NULL) {
+    pl_cupti_fail(PAGELOCK_GPU_TIMING_NO_CUPTI, "%s", err);
+    return;
+  }
+  PL_CUPTI_SYM(GetResultString, "cuptiGetResultString");
+  PL_CUPTI_SYM(GetVersion, "cuptiGetVersion");
+  PL_CUPTI_SYM(Subscribe, "cuptiSubscribe");
+  PL_CUPTI_SYM(EnableCallback, "cuptiEnableCallback");
+  PL_CUPTI_SYM(ActivityRegisterCallbacks, "cuptiActivityRegisterCallbacks");
+  PL_CUPTI_SYM(ActivityEnable, "cuptiActivityEnable");
+  PL_CUPTI_SYM(ActivityFlushAll, "cuptiActivityFlushAll");
+  PL_CUPTI_SYM(ActivityGetNextRecord, "cuptiActivityGetNextRecord");
+  required = false;
+  PL_CUPTI_SYM(ActivityRegisterTimestampCallback, "cuptiActivityRegisterTimestampCallback");
+  PL_CUPTI_SYM(ActivityGetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords");
+  PL_CUPTI_SYM(ActivityPushExternalCorrelationId, "cuptiActivityPushExternalCorrelationId");
+  PL_CUPTI_SYM(ActivityPopExternalCorrelationId, "cuptiActivityPopExternalCorrelationId");
+  PL_CUPTI_SYM(GetTimestamp, "cuptiGetTimestamp");
+
+  /* Record layouts change between CUPTI major versions; we read the CUDA 13
+   * ones. */
+  if (pl_cu.GetVersion(&pl_cupti_version) != CUPTI_SUCCESS || pl_cupti_version / 10000 != CUPTI_API_VERSION / 10000) {
+    pl_cupti_fail(PAGELOCK_GPU_TIMING_VERSION, "libcupti API version %u; this pagelock reads CUDA %d CUPTI (%d)",
+                  pl_cupti_version, CUPTI_API_VERSION / 10000, CUPTI_API_VERSION);
+    return;
+  }
+  CUpti_SubscriberHandle sub;
+  CUptiResult r = pl_cu.Subscribe(&sub, pl_cupti_callback, NULL);
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    pl_cupti_fail(PAGELOCK_GPU_TIMING_BUSY,
+                  "another CUPTI client (nsys, ncu or a profiler) is attached; copies are still intercepted");
+    return;
+  }
+  if (r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_INVALID_DEVICE || r == CUPTI_ERROR_NOT_SUPPORTED) {
+    pl_cupti_fail(PAGELOCK_GPU_TIMING_VERSION, "libcupti does not work with this driver: %s", pl_cupti_err(r));
+    return;
+  }
+  if (r != CUPTI_SUCCESS) {
+    pl_cupti_fail(PAGELOCK_GPU_TIMING_ERROR, "cuptiSubscribe: %s", pl_cupti_err(r));
+    return;
+  }
+  for (size_t i = 0; i < sizeof pl_copy_cbids / sizeof pl_copy_cbids[0]; i++)
+    pl_cu.EnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, pl_copy_cbids[i]);
+  /* Before any kind is enabled, so every record uses our clock. */
+  if (pl_cu.ActivityRegisterTimestampCallback) pl_cu.ActivityRegisterTimestampCallback(pl_cupti_timestamp);
+  r = pl_cu.ActivityRegisterCallbacks(pl_buffer_requested, pl_buffer_completed);
+  if (r != CUPTI_SUCCESS) {
+    pl_cupti_fail(PAGELOCK_GPU_TIMING_ERROR, "cuptiActivityRegisterCallbacks: %s", pl_cupti_err(r));
+    return;
+  }
+  /* Never CUPTI_ACTIVITY_KIND_KERNEL: it serialises kernels. */
+  static const CUpti_ActivityKind kinds[] = {
+      CUPTI_ACTIVITY_KIND_MEMCPY,          CUPTI_ACTIVITY_KIND_MEMCPY2,  CUPTI_ACTIVITY_KIND_MEMSET,
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+      CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    r = pl_cu.ActivityEnable(kinds[i]);
+    /* Copies and kernels are the point; the rest is a bonus. */
+    if (r != CUPTI_SUCCESS && i < 4) {
+      uint32_t st = r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_INVALID_DEVICE ? PAGELOCK_GPU_TIMING_VERSION
+                    : r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED              ? PAGELOCK_GPU_TIMING_BUSY
+                                                                                      : PAGELOCK_GPU_TIMING_ERROR;
+      pl_cupti_fail(st, "cuptiActivityEnable(%d): %s", (int)kinds[i], pl_cupti_err(r));
+      return;
+    }
+  }
+  pl_cupti_status = PAGELOCK_GPU_TIMING_ON;
+  pl_cupti_reason[0] = 0;
+  atomic_store(&pl_cupti_on, true);
+  pl_write_clock();
+  pl_write_status();
+  atexit(pl_cupti_exit);
+  pl_start_flusher();
+  pl_log(PL_LOG_INFO, PL_LK_CUPTI, "GPU timing from CUPTI %u", pl_cupti_version);
+}
+
+void pl_cupti_ensure(void) {
+  if (!pl_active() || pl_tls_starting || atomic_load(&pl_cupti_child)) return;
+  pl_tls_starting = 1;
+  pl_in_shim++;
+  /* Learn which driver this is before the first record creates the file
+   * (its header says whether timings are simulated). */
+  (void)pl_driver_get();
+  pthread_once(&pl_cupti_once, pl_cupti_start);
+  pl_in_shim--;
+  pl_tls_starting = 0;
+}
+
+bool pl_cupti_active(void) { return atomic_load_explicit(&pl_cupti_on, memory_order_relaxed); }
+
+void pl_cupti_atfork_child(void) {
+  atomic_store(&pl_cupti_child, true);
+  atomic_store(&pl_cupti_on, false);
+}
+
+/* One DEVICE record per device, once the driver is initialised: the copy
+ * engine count decides whether uploads and downloads can overlap. */
+static void pl_write_devices(void) {
+  CUresult (*count)(int *) = pl_driver_sym("cuDeviceGetCount");
+  CUresult (*get)(CUdevice *, int) = pl_driver_sym("cuDeviceGet");
+  CUresult (*attr)(int *, CUdevice_attribute, CUdevice) = pl_driver_sym("cuDeviceGetAttribute");
+  CUresult (*name)(char *, int, CUdevice) = pl_driver_sym("cuDeviceGetName");
+  int n = 0;
+  if (count == NULL || get == NULL || count(&n) != CUDA_SUCCESS) return;
+  for (int i = 0; i < n && i < 64; i++) {
+    CUdevice dev;
+    if (get(&dev, i) != CUDA_SUCCESS) continue;
+    pagelock_rec_device d;
+    memset(&d, 0, sizeof d);
+    d.device = (uint32_t)i;
+    int v = 0;
+    if (attr && attr(&v, CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, dev) == CUDA_SUCCESS) d.copy_engines = (uint32_t)v;
+    if (attr && attr(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS) d.sm_count = (uint32_t)v;
+    char nm[128] = "";
+    if (name == NULL || name(nm, sizeof nm, dev) != CUDA_SUCCESS) nm[0] = 0;
+    nm[sizeof nm - 1] = 0;
+    pl_trace_write_str(&d, sizeof d, PAGELOCK_REC_DEVICE, nm);
+  }
+}
+
+typedef CUresult (*pl_init_t)(unsigned int);
+
+PL_EXPORT CUresult cuInit(unsigned int flags) {
+  pl_init_t f = (pl_init_t)pl_hook_real(PL_HOOK_cuInit);
+  if (f == NULL) return CUDA_ERROR_NOT_FOUND;
+  pl_cupti_ensure();
+  CUresult r = f(flags);
+  if (r == CUDA_SUCCESS && pl_active() && !pl_in_shim && !atomic_load(&pl_cupti_child)) {
+    pl_in_shim++;
+    pthread_once(&pl_devices_once, pl_write_devices);
+    pl_in_shim--;
+  }
+  return r;
+}
+
+/* The driver's tool entry point (CUDA_INJECTION64_PATH): called inside the
+ * first cuInit, before any context exists.  Returns 1: a zero return makes
+ * the driver treat the injection as failed. */
+PL_EXPORT int InitializeInjection(void) {
+  pl_cupti_ensure();
+  return 1;
+}

@@ -1,0 +1,315 @@
+#!/bin/sh
+# views.sh BUILD_DIR CASE - CLI tests of `pagelock report --format
+# html|chrome` and `pagelock compare`, over traces from pl_mkgputrace
+# (version-2 traces with GPU records and round numbers) and pl_mktrace
+# (copy calls only).  JSON and HTML are checked with python3; without it
+# the cases are skipped (77).
+set -u
+B=$1
+CASE=$2
+PL="$B/pagelock"
+MK="$B/pl_mktrace"
+MG="$B/pl_mkgputrace"
+command -v python3 >/dev/null 2>&1 || { echo "python3 not installed: skipped"; exit 77; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/pagelock-views.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+export PAGELOCK_NO_ADDR2LINE=1
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+
+fail() { echo "FAIL [$CASE]: $*"; echo "--- stdout"; head -c 4000 out 2>/dev/null; echo "--- stderr"; cat err 2>/dev/null; exit 1; }
+run_pl() {
+  want=$1; shift
+  "$PL" "$@" >out 2>err
+  got=$?
+  [ "$got" = "$want" ] || fail "pagelock $* exited $got, expected $want"
+}
+has_out() { grep -qF -- "$1" out || fail "stdout lacks: $1"; }
+has_err() { grep -qF -- "$1" err || fail "stderr lacks: $1"; }
+# py SCRIPT: runs a python check with the file 'out' as sys.argv[1]
+py() { python3 -c "$1" out || fail "python check failed"; }
+gen() { "$MG" "$@" || fail "mkgputrace $* failed"; }
+
+# Checks shared by every chrome output: valid JSON of the trace-event
+# format, complete events with non-negative durations, every flow start
+# matched by exactly one finish with the same id.
+CHROME_COMMON='
+import json, sys, collections
+d = json.load(open(sys.argv[1], encoding="utf-8"))
+ev = d["traceEvents"]
+assert isinstance(ev, list)
+for e in ev:
+    assert e["ph"] in "XMsf", e
+    if e["ph"] == "X":
+        assert e["dur"] >= 0 and isinstance(e["ts"], (int, float)), e
+s = collections.Counter(e["id"] for e in ev if e["ph"] == "s")
+f = collections.Counter(e["id"] for e in ev if e["ph"] == "f")
+assert s == f, (s, f)
+assert all(v == 1 for v in s.values()), s
+assert all(e.get("bp") == "e" for e in ev if e["ph"] == "f")
+assert d["otherData"]["flows"] == len(s)
+'
+
+case $CASE in
+chrome_basic)
+  gen before.trace before
+  run_pl 0 report --format chrome before.trace
+  py "$CHROME_COMMON"'
+X = [e for e in ev if e["ph"] == "X"]
+calls = [e for e in X if e["cat"] == "copy_call"]
+gpu = [e for e in X if e["cat"] == "gpu_copy"]
+kern = [e for e in X if e["cat"] == "kernel"]
+assert len(calls) == 8 and len(gpu) == 8 and len(kern) == 4, (len(calls), len(gpu), len(kern))
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e["name"] == "thread_name"}
+assert sorted(names.values()) == ["GPU 0 stream 7", "thread 100 (copy calls)"], names
+pn = [e["args"]["name"] for e in ev if e["name"] == "process_name"]
+assert pn == ["app<&>\" (pid 4242)"], pn
+assert {e["pid"] for e in X} == {4242}
+assert all(names[(e["pid"], e["tid"])] == "thread 100 (copy calls)" for e in calls)
+assert all(names[(e["pid"], e["tid"])] == "GPU 0 stream 7" for e in gpu + kern)
+# times: the first call at +1 ms from the trace start, its GPU copy 100 us
+# later (GPU times came through a CLOCK record 5 s ahead), 10 ms long
+c0 = min(calls, key=lambda e: e["ts"]); g0 = min(gpu, key=lambda e: e["ts"])
+assert abs(c0["ts"] - 1000.0) < 1e-6 and abs(c0["dur"] - 10200.0) < 1e-6, c0
+assert abs(g0["ts"] - 1100.0) < 1e-6 and abs(g0["dur"] - 10000.0) < 1e-6, g0
+assert g0["args"]["gbps"] == 8.0 and g0["args"]["src"] == "pageable"
+# flows: one per call, from the call (its thread, its start) to its copy
+byid = {}
+for e in ev:
+    if e["ph"] in "sf": byid.setdefault(e["id"], {})[e["ph"]] = e
+assert len(byid) == 8
+for fl in byid.values():
+    s_, f_ = fl["s"], fl["f"]
+    call = [c for c in calls if c["ts"] == s_["ts"] and c["tid"] == s_["tid"]]
+    op = [g for g in gpu if g["ts"] == f_["ts"] and g["tid"] == f_["tid"]]
+    assert len(call) == 1 and len(op) == 1, fl
+    assert call[0]["args"]["gpu_correlation"] == op[0]["args"]["correlation"]
+# a kernel name with markup and an invalid byte arrives escaped, not lost
+evil = [e["name"] for e in kern if "evil" in e["name"]]
+assert evil and "<script>" in evil[0] and "\ufffd" in evil[0], evil
+'
+  ;;
+chrome_staged)
+  gen staged.trace staged
+  run_pl 0 report --format chrome staged.trace
+  py "$CHROME_COMMON"'
+X = [e for e in ev if e["ph"] == "X"]
+calls = [e for e in X if e["cat"] == "copy_call"]
+assert len(calls) == 1 and "staged" in calls[0]["args"]["flags"]
+s = [e for e in ev if e["ph"] == "s"]
+f = [e for e in ev if e["ph"] == "f"]
+# four chunks, each LINKed twice: four arrows, all from the one call
+assert len(s) == 4 and len(f) == 4, (len(s), len(f))
+assert all(e["ts"] == calls[0]["ts"] and e["tid"] == calls[0]["tid"] for e in s)
+chunks = sorted(e["ts"] for e in X if e["cat"] == "gpu_copy")
+assert sorted(e["ts"] for e in f) == chunks, chunks
+'
+  ;;
+chrome_multi)
+  # two ranks whose traces carry the same pid (two hosts): two processes
+  gen r0.trace before --pid 77 --rank 0
+  gen r1.trace after --pid 77 --rank 1
+  run_pl 0 report --format chrome r0.trace r1.trace
+  py "$CHROME_COMMON"'
+pn = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
+assert len(pn) == 2, pn
+assert sorted(pn.values()) == ["app<&>\" rank 0 (pid 77)", "app<&>\" rank 1 (pid 77)"], pn
+for pid in pn:
+    X = [e for e in ev if e["ph"] == "X" and e["pid"] == pid]
+    assert len(X) == 20, (pid, len(X))
+tracks = {(e["pid"], e["args"]["name"]) for e in ev if e["name"] == "thread_name"}
+assert len(tracks) == 5, tracks  # rank 1 copies run on their own stream 8
+assert len([e for e in ev if e["ph"] == "s"]) == 16
+'
+  ;;
+chrome_no_gpu)
+  # a trace without GPU records (version-1 style), a missing file: still a
+  # valid document, the loader's message, exit 2
+  "$MK" v1.trace --copies 10 >/dev/null || fail "mktrace failed"
+  run_pl 2 report --format chrome v1.trace missing.trace
+  has_err "pagelock: cannot open 'missing.trace': No such file or directory"
+  py "$CHROME_COMMON"'
+X = [e for e in ev if e["ph"] == "X"]
+assert len(X) == 10 and all(e["cat"] == "copy_call" for e in X)
+assert not [e for e in ev if e["ph"] in "sf"]
+'
+  run_pl 2 report --format chrome missing.trace
+  py "$CHROME_COMMON"'
+assert ev == []
+'
+  ;;
+html_basic)
+  gen before.trace before
+  run_pl 0 report --format html -o page.html before.trace
+  [ -s page.html ] || fail "no page.html"
+  [ ! -s out ] || fail "stdout not empty with -o"
+  cp page.html out
+  has_out "GPU timing: on"
+  has_out "pageable copies made 8 async calls synchronous"
+  has_out "GPU 0 timeline"
+  has_out "thread 100 calls"
+  has_out "stream 7"
+  has_out "Test GPU &lt;H200&gt;"
+  has_out "<th>made sync</th>"
+  has_out "evil&lt;&quot;&amp;&#39;&gt;(float*) &#xfffd;&lt;/title&gt;&lt;script&gt;"
+  py '
+import sys, re
+h = open(sys.argv[1], encoding="utf-8").read()
+assert h.startswith("<!DOCTYPE html>") and h.rstrip().endswith("</html>")
+low = h.lower()
+# self-contained: no script, nothing to fetch
+assert "<script" not in low
+for bad in ("src=", "href=\"http", "url(", "@import", "<link"):
+    assert bad not in low, bad
+assert low.count("<svg") == 1
+rects = re.findall(r"<rect [^>]*fill=\"(#[0-9a-f]{6})\"", h)
+assert rects.count("#d62728") == 16, rects.count("#d62728")  # 8 calls + 8 GPU copies
+assert rects.count("#9467bd") == 4  # kernels
+# the legend names every colour
+for c in ("pageable copy", "pinned copy", "kernel", "memset"):
+    assert c in h, c
+# axis ticks
+assert re.search(r">20 ms</text>", h), "no 20 ms tick"
+'
+  ;;
+html_stdout_multi)
+  gen r0.trace before --pid 77 --rank 0
+  gen r1.trace after --pid 78 --rank 1
+  run_pl 0 report --format html r0.trace r1.trace
+  py '
+import sys, re
+h = open(sys.argv[1], encoding="utf-8").read()
+assert h.count("<section") == 2, h.count("<section")
+assert "<h2>Processes</h2>" in h
+assert h.count("<svg") == 2
+assert re.search(r"pid 77, rank 0", h) and re.search(r"pid 78, rank 1", h)
+assert "#1f77b4" in h  # rank 1 copies are pinned
+'
+  ;;
+html_no_gpu)
+  "$MK" v1.trace --copies 12 >/dev/null || fail "mktrace failed"
+  run_pl 0 report --format html v1.trace
+  has_out "12 copy calls"
+  has_out "thread 42 calls"
+  py '
+import sys
+h = open(sys.argv[1], encoding="utf-8").read()
+assert "GPU timing: " in h and "status on" not in h
+assert "<svg" in h and "#d62728" in h and "#9467bd" not in h.split("</p>", 3)[-1].split("<svg", 1)[-1]
+'
+  ;;
+html_large)
+  # 20000 ops: binned per pixel column, so the page stays small
+  gen big.trace before --iters 4000
+  run_pl 0 report --format html -o big.html big.trace
+  size=$(wc -c <big.html)
+  [ "$size" -lt 300000 ] || fail "big.html is $size bytes"
+  cp big.html out
+  has_out "binned per pixel column"
+  py '
+import sys
+h = open(sys.argv[1], encoding="utf-8").read()
+assert "<path fill=\"#d62728\"" in h and "<path fill=\"#9467bd\"" in h
+assert h.count("<title>") < 100
+'
+  ;;
+report_output_errors)
+  gen before.trace before
+  run_pl 2 report --format html -o /nonexistent/dir/page.html before.trace
+  has_err "pagelock: cannot write '/nonexistent/dir/page.html'"
+  run_pl 2 report --format svg before.trace
+  has_err "pagelock: invalid --format 'svg' (valid: text, json, html, chrome)"
+  run_pl 2 report -o
+  has_err "pagelock: -o needs a file name"
+  ;;
+compare_text)
+  gen before.trace before
+  gen after.trace after
+  run_pl 0 compare before.trace after.trace
+  py '
+import sys, re
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\S.*?)\s{2,}(.*)$", line.rstrip())
+    if m: rows[m.group(1)] = re.split(r"\s{2,}", m.group(2).strip())
+def row(k, *v):
+    assert rows.get(k) == list(v), (k, rows.get(k), v)
+row("traces", "1", "1")
+row("wall time (trace window)", "122.000 ms", "44.000 ms", "0.36x")
+row("host blocked in copies", "61.600 ms", "0.080 ms", "0.00x")
+row("copy calls", "8", "8", "1.00x")
+row("pageable copies", "8", "0", "0.00x")
+row("exposed copy time (GPU)", "60.000 ms", "0.000 ms", "0.00x")
+row("copy time hidden under kernels", "0.0%", "100.0%", "+100.0 pts")
+row("H2D pageable median GB/s", "8.00", "-", "-")
+row("H2D pinned median GB/s", "-", "50.00", "-")
+row("D2H pageable median GB/s", "8.00", "-", "-")
+row("D2H pinned median GB/s", "-", "50.00", "-")
+row("staged bytes", "0 B", "0 B", "-")
+'
+  ;;
+compare_json)
+  gen before.trace before
+  gen after.trace after
+  gen staged.trace staged
+  run_pl 0 compare --format json before.trace staged.trace
+  py '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == "pagelock-compare" and d["schema_version"] == 1
+b, a, r = d["before"], d["after"], d["ratios"]
+assert b["wall_ns"] == 122000000 and a["wall_ns"] == 12000000
+assert b["host_blocked_ns"] == 61600000 and a["host_blocked_ns"] == 8000000
+assert b["pageable_copies"] == 8 and a["pageable_copies"] == 1
+assert a["staged_bytes"] == 64000000 and b["staged_bytes"] == 0
+assert b["h2d_pageable_median_gbps"] == 8.0 and a["h2d_pinned_median_gbps"] == 50.0
+assert b["hidden_copy_pct"] == 0.0 and a["hidden_copy_pct"] == 100.0
+assert r["hidden_copy_pct_delta_pts"] == 100.0
+assert abs(r["host_blocked_ns"] - 8000000 / 61600000) < 1e-4
+assert r["staged_bytes"] is None and r["h2d_pinned_median_gbps"] is None
+'
+  ;;
+compare_runs)
+  # a run of two ranks as a directory, and as files before "--"
+  mkdir run1 && gen run1/pagelock.1.trace before --pid 1 --rank 0 \
+    && gen run1/pagelock.2.trace before --pid 2 --rank 1 && : >run1/ignored.txt
+  gen after.trace after
+  run_pl 0 compare --format json run1 after.trace
+  py '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["before"]["traces"] == 2 and d["after"]["traces"] == 1
+assert d["before"]["pageable_copies"] == 16 and d["before"]["host_blocked_ns"] == 123200000
+assert d["before"]["wall_ns"] == 122000000  # concurrent ranks: one window
+'
+  run_pl 0 compare run1/pagelock.1.trace run1/pagelock.2.trace -- after.trace
+  has_out "pageable copies                                16"
+  mkdir empty
+  run_pl 2 compare empty after.trace
+  has_err "pagelock: compare: no *.trace file in 'empty'"
+  ;;
+compare_errors)
+  gen before.trace before
+  printf 'not a trace at all, but long enough for a header..........\n' >junk.trace
+  : >empty.trace
+  run_pl 2 compare before.trace missing.trace
+  has_err "pagelock: cannot open 'missing.trace': No such file or directory"
+  [ "$(wc -l <err)" = 1 ] || fail "more than one line on stderr"
+  [ ! -s out ] || fail "output despite a missing file"
+  run_pl 2 compare junk.trace before.trace
+  has_err "pagelock: 'junk.trace' is not a pagelock trace"
+  run_pl 2 compare before.trace empty.trace
+  has_err "pagelock: 'empty.trace' is empty"
+  run_pl 2 compare before.trace
+  has_err "pagelock: compare needs two runs"
+  run_pl 2 compare a b c
+  has_err "pagelock: compare needs two runs"
+  run_pl 2 compare --format html before.trace before.trace
+  has_err "pagelock: invalid --format 'html' for compare (valid: text, json)"
+  ;;
+*)
+  echo "unknown case $CASE"
+  exit 1
+  ;;
+esac
+exit 0
