@@ -35,8 +35,14 @@ static void plr_cmp_sample(plr_compare_side *s, int d, int m, float gbps) {
   s->bw[d][m][s->nbw[d][m]++] = gbps;
 }
 
-/* Walk callback: one bandwidth sample per timed H2D/D2H GPU copy whose
- * host side CUPTI saw as pageable or pinned. */
+/* Copies smaller than this measure latency, not bandwidth: a staged run
+ * still passes its 4 KiB copies through as pageable, and their medians
+ * would stand for "pageable bandwidth after". */
+#define PLR_CMP_BW_MIN_BYTES (1u << 20)
+
+/* Walk callback: one bandwidth sample per timed H2D/D2H GPU copy of at
+ * least PLR_CMP_BW_MIN_BYTES whose host side CUPTI saw as pageable or
+ * pinned. */
 static int plr_cmp_walk_fn(void *ctx, const plr_event *ev) {
   plr_compare_side *s = ctx;
   if (ev->kind != PLR_EV_GPU || !plr_gpu_is_copy(ev->gpu)) return 0;
@@ -56,7 +62,7 @@ static int plr_cmp_walk_fn(void *ctx, const plr_event *ev) {
     m = 1;
   else
     return 0;
-  if (ev->end <= ev->start || !g->bytes) return 0;
+  if (ev->end <= ev->start || g->bytes < PLR_CMP_BW_MIN_BYTES) return 0;
   plr_cmp_sample(s, d, m, (float)((double)g->bytes / (double)(ev->end - ev->start)));
   return s->oom;
 }
@@ -172,7 +178,7 @@ static size_t plr_cmp_rows(const plr_compare_side *b, const plr_compare_side *a,
       /* Only kinds either run used: four empty rows would be noise. */
       if (!b->nbw[d][m] && !a->nbw[d][m]) continue;
       char label[48], key[48];
-      snprintf(label, sizeof label, "%s %s median GB/s", plr_cmp_dir[d],
+      snprintf(label, sizeof label, "%s %s GB/s, copies >= 1M", plr_cmp_dir[d],
                plr_cmp_mem[m]);
       snprintf(key, sizeof key, "%s_%s_median_gbps", d ? "d2h" : "h2d",
                plr_cmp_mem[m]);

@@ -135,14 +135,17 @@ static void plr_ht_totals(FILE *out, const plr_totals *tot) {
   if (!tot->all.count) return;
   fputs("<table><tr><th class=\"l\">direction</th><th class=\"l\">host "
         "memory</th><th>copies</th><th>bytes</th><th>host blocked</th>"
-        "<th>GB/s (host view)</th></tr>\n",
+        "<th>GB/s (host view, pageable)</th></tr>\n",
         out);
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
     for (unsigned m = 0; m < PLR_NMEM; m++) {
       const plr_bucket *b = &tot->by[dirs[i]][m];
       if (!b->count) continue;
-      char g[32];
-      plr_fmt_gbps(b->bytes, b->host_ns, g, sizeof g);
+      /* Bytes per host second mean something only where the host waits
+       * for the copy: a pinned async call returns at once, and "GB/s" over
+       * its call time would read as thousands. */
+      char g[32] = "-";
+      if (m == PAGELOCK_MEM_PAGEABLE) plr_fmt_gbps(b->bytes, b->host_ns, g, sizeof g);
       fprintf(out, "<tr><td class=\"l\">%s</td><td class=\"l\">%s</td>",
               plr_dir_name(dirs[i]), plr_mem_name(m));
       plr_ht_td_u64(out, b->count);

@@ -39,20 +39,28 @@ for i in 1 2 3 4 5; do
   run malloc_native_$i X=1 -- "$B/bench_malloc" "$REPS"
   run malloc_shim_$i "${nocupti[@]}" -- "$B/bench_malloc" "$REPS"
 done
-med5() { for i in 1 2 3 4 5; do get "${1}_$i" ms; done | sort -g | sed -n 3p; }
+# med5 NAME KEY: the median over the five alternating runs NAME_1..NAME_5
+med5() { for i in 1 2 3 4 5; do get "${1}_$i" "${2:-ms}"; done | sort -g | sed -n 3p; }
 echo "malloc_native result mode=malloc ms=$(med5 malloc_native)" | tee -a "$res"
 echo "malloc_shim result mode=malloc ms=$(med5 malloc_shim)" | tee -a "$res"
-run small_pinned_native X=1 -- "$B/bench_copy" small pinned 256 "$REPS"
-run small_pinned_shim "${nocupti[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
-run small_pinned_cupti "${shim[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
+# Small copies: the host time of one call swings 10-20% from process to
+# process (more for pageable ones), so these alternate five times too.
+for i in 1 2 3 4 5; do
+  run small_pinned_native_$i X=1 -- "$B/bench_copy" small pinned 256 "$REPS"
+  run small_pinned_shim_$i "${nocupti[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
+  run small_pinned_cupti_$i "${shim[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
+  run small_pinned_stage_$i "${stage[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
+  run small_pageable_native_$i X=1 -- "$B/bench_copy" small pageable 256 "$REPS"
+  run small_pageable_stage_$i "${stage[@]}" -- "$B/bench_copy" small pageable 256 "$REPS"
+done
+for v in small_pinned_native small_pinned_shim small_pinned_cupti small_pinned_stage small_pageable_native small_pageable_stage; do
+  echo "$v result mode=small ns_per_call=$(med5 $v ns_per_call)" | tee -a "$res"
+done
 for i in 1 2 3; do
   run tiny_native_$i X=1 -- "$B/bench_copy" tiny pinned 4096 "$REPS"
   run tiny_nocupti_$i "${nocupti[@]}" -- "$B/bench_copy" tiny pinned 4096 "$REPS"
   run tiny_cupti_$i "${shim[@]}" -- "$B/bench_copy" tiny pinned 4096 "$REPS"
 done
-run small_pinned_stage "${stage[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
-run small_pageable_native X=1 -- "$B/bench_copy" small pageable 256 "$REPS"
-run small_pageable_stage "${stage[@]}" -- "$B/bench_copy" small pageable 256 "$REPS"
 [ -x "$B/bench_classify" ] && run classify X=1 -- "$B/bench_classify" 7
 for mb in 1 16 64 256; do
   n=$((mb << 20))

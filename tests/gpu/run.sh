@@ -7,7 +7,7 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-${OUT:-/tmp/pagelock-gpu}}
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$OUT/golden"
 B=/tmp/pagelock-gpu-build
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH="$CUDA_HOME/bin:$PATH"
@@ -89,8 +89,33 @@ CUDA_INJECTION64_PATH="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/inj.%p.trace" "$B/
 python3 "$ROOT/tests/gpu/gpu_records.py" "$(ls "$d"/inj.*.trace | head -1)" --status 0 --min-gpu 42 >"$OUT/inject.gpu.log" 2>&1
 row "CUPTI: CUDA_INJECTION64_PATH alone" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/inject.gpu.log" | grep -o 'gpu=.*' | cut -c1-90)"
 
-"$B/pagelock" demo >"$OUT/demo.txt" 2>&1
+"$B/pagelock" demo -o "$OUT/golden/demo.%p.trace" >"$OUT/demo.txt" 2>&1
 row "pagelock demo" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 -i 'pageable' "$OUT/demo.txt" | cut -c1-100)"
+# The same workload staged, and the two side by side; HTML and Chrome views.
+"$B/pagelock" demo --mode stage -o "$OUT/golden/staged.%p.trace" >"$OUT/demo_stage.txt" 2>&1
+row "pagelock demo --mode stage" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 '^staging:' "$OUT/demo_stage.txt" | cut -c1-100)"
+"$B/pagelock" compare "$OUT"/golden/demo.*.trace "$OUT"/golden/staged.*.trace >"$OUT/compare.txt" 2>&1
+row "pagelock compare observe stage" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 'host blocked' "$OUT/compare.txt" | tr -s ' ' | cut -c1-100)"
+"$B/pagelock" report --format html -o "$OUT/demo.html" "$OUT"/golden/demo.*.trace 2>"$OUT/html.err" &&
+  "$B/pagelock" report --format chrome -o "$OUT/demo.chrome.json" "$OUT"/golden/demo.*.trace 2>>"$OUT/html.err"
+row "report html + chrome of the demo" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(wc -c <"$OUT/demo.html") B html"
+
+# PyTorch speed: pageable native, pinned native, pageable staged (64 MiB).
+if python3 -c "import torch" 2>/dev/null; then
+  for v in native pinned stage; do
+    case $v in
+      native) e=(X=1); a=() ;;
+      pinned) e=(X=1); a=(--pinned) ;;
+      stage) e=(LD_PRELOAD="$B/libpagelock.so" PAGELOCK_MODE=stage PAGELOCK_CUPTI=0 PAGELOCK_OUTPUT="$d/ts.%p.trace"); a=() ;;
+    esac
+    env "${e[@]}" python3 "$ROOT/tests/gpu/torch_speed.py" "${a[@]}" >"$OUT/torch_speed_$v.txt" 2>&1
+    row "torch 64 MiB $v" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -o 'h2d.*' "$OUT/torch_speed_$v.txt")"
+    # PyTorch's OpenMP threads spin after each parallel op and take the
+    # cores the copy threads need: the same with one OpenMP thread.
+    env OMP_NUM_THREADS=1 "${e[@]}" python3 "$ROOT/tests/gpu/torch_speed.py" "${a[@]}" >"$OUT/torch_speed_${v}_omp1.txt" 2>&1
+    row "torch 64 MiB $v, OMP_NUM_THREADS=1" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -o 'h2d.*' "$OUT/torch_speed_${v}_omp1.txt")"
+  done
+fi
 
 if [ -x "$ROOT/tests/bench/run.sh" ]; then
   "$ROOT/tests/bench/run.sh" "$B" "$OUT" >"$OUT/bench.log" 2>&1
@@ -101,6 +126,9 @@ echo
 cat "$OUT/preload.log"
 echo "---- bench ----"; cat "$OUT/bench.log" 2>/dev/null | tail -75
 echo "---- demo ----"; head -60 "$OUT/demo.txt"
+# One archive of everything, for the device tool (it returns few files).
+tar -C "$OUT" -czf /tmp/pagelock-gpu-all.tar.gz --exclude='*.tar.gz' . 2>/dev/null && mv /tmp/pagelock-gpu-all.tar.gz "$OUT/all.tar.gz"
+
 echo
 echo "== pagelock GPU run: $(head -1 "$OUT/device.txt") =="
 printf '%s\n' "${rows[@]}"
