@@ -189,23 +189,12 @@ static void plr_ht_totals(FILE *out, const plr_totals *tot) {
   fputs("</ul>\n", out);
 }
 
-/* The staging engine's counters, one paragraph. */
+/* The staging engine's counters, one paragraph (numbers and fixed words:
+ * nothing to escape). */
 static void plr_ht_counters(FILE *out, const pagelock_rec_counters *c) {
-  char staged[32], pass[32], hw[32], pool[32], reg[32], ms[32];
-  plr_fmt_bytes(c->bytes_staged, staged, sizeof staged);
-  plr_fmt_bytes(c->bytes_passthrough, pass, sizeof pass);
-  plr_fmt_bytes(c->pool_high_water, hw, sizeof hw);
-  plr_fmt_bytes(c->pool_bytes, pool, sizeof pool);
-  plr_fmt_bytes(c->registered_bytes_high_water, reg, sizeof reg);
-  plr_fmt_ms(c->wait_ns, ms, sizeof ms);
-  fprintf(out,
-          "<p>Staging: %s staged, %s passed through, %" PRIu64
-          " fallbacks, %" PRIu64 " waits for a pool slot (%s ms), pool high "
-          "water %s of %s",
-          staged, pass, c->fallbacks, c->waits, ms, hw, pool);
-  if (c->registered_bytes_high_water)
-    fprintf(out, ", registered high water %s", reg);
-  fputs(".</p>\n", out);
+  char line[512];
+  plr_fmt_counters(c, line, sizeof line);
+  fprintf(out, "<p>Staging: %s.</p>\n", line);
 }
 
 /* One site table, worst first, at most PLR_HT_TABLE_ROWS rows.  With GPU

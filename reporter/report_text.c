@@ -232,21 +232,9 @@ static void plr_print_table(FILE *out, const char *title, const char *what,
 
 /* The staging engine counters, one line. */
 static void plr_print_counters(FILE *out, const pagelock_rec_counters *c) {
-  char staged[32], pass[32], hw[32], pool[32], reg[32], ms[32];
-  plr_fmt_bytes(c->bytes_staged, staged, sizeof staged);
-  plr_fmt_bytes(c->bytes_passthrough, pass, sizeof pass);
-  plr_fmt_bytes(c->pool_high_water, hw, sizeof hw);
-  plr_fmt_bytes(c->pool_bytes, pool, sizeof pool);
-  plr_fmt_bytes(c->registered_bytes_high_water, reg, sizeof reg);
-  plr_fmt_ms(c->wait_ns, ms, sizeof ms);
-  fprintf(out,
-          "\nstaging: %s staged, %s passed through, %" PRIu64
-          " fallbacks, %" PRIu64 " waits for a pool slot (%s ms), pool "
-          "high water %s of %s",
-          staged, pass, c->fallbacks, c->waits, ms, hw, pool);
-  if (c->registered_bytes_high_water)
-    fprintf(out, ", registered high water %s", reg);
-  fputc('\n', out);
+  char line[512];
+  plr_fmt_counters(c, line, sizeof line);
+  fprintf(out, "\nstaging: %s\n", line);
 }
 
 /* One line telling the user what to do about what the trace shows. */

@@ -1,6 +1,7 @@
 /* util.c - formatting helpers. */
 #include "util.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,4 +54,20 @@ void plr_fmt_dirs(uint32_t dirs, char *buf, size_t len) {
     used += (size_t)k;
   }
   if (used == 0) snprintf(buf, len, "-");
+}
+
+void plr_fmt_counters(const pagelock_rec_counters *c, char *buf, size_t len) {
+  char staged[32], pass[32], hw[32], pool[32], reg[32], ms[32];
+  plr_fmt_bytes(c->bytes_staged, staged, sizeof staged);
+  plr_fmt_bytes(c->bytes_passthrough, pass, sizeof pass);
+  plr_fmt_bytes(c->pool_high_water, hw, sizeof hw);
+  plr_fmt_bytes(c->pool_bytes, pool, sizeof pool);
+  plr_fmt_bytes(c->registered_bytes_high_water, reg, sizeof reg);
+  plr_fmt_ms(c->wait_ns, ms, sizeof ms);
+  int n = snprintf(buf, len,
+                   "%s staged, %s passed through, %" PRIu64 " fallbacks, %" PRIu64
+                   " waits for a pool slot (%s ms), pool high water %s of %s",
+                   staged, pass, c->fallbacks, c->waits, ms, hw, pool);
+  if (c->registered_bytes_high_water && n > 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, ", registered high water %s", reg);
 }

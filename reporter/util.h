@@ -17,6 +17,12 @@ void plr_fmt_ms(uint64_t ns, char *buf, size_t len);
 /* bytes per host nanosecond = GB/s; "-" when no time was measured. */
 void plr_fmt_gbps(uint64_t bytes, uint64_t ns, char *buf, size_t len);
 
+/* The staging engine's counters as one sentence without a leading capital
+ * or final stop ("512.0 MiB staged, 0 B passed through, ... of 64.0 MiB"),
+ * shared by the text and HTML reports. */
+struct pagelock_rec_counters;
+void plr_fmt_counters(const struct pagelock_rec_counters *c, char *buf, size_t len);
+
 /* Comma-separated direction names of a plr_site dirs mask ("H2D,D2H"). */
 void plr_fmt_dirs(uint32_t dirs, char *buf, size_t len);
 

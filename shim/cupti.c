@@ -318,44 +318,36 @@ static uint32_t pl_name_id(pl_batch *b, const char *name) {
   return pl_nnames;
 }
 
+/* MEMCPY and MEMCPY2 records name their common fields alike. */
+#define PL_COPY_FIELDS(m)                                                             \
+  do {                                                                                \
+    g->copy_kind = (m)->copyKind;                                                     \
+    g->src_kind = (m)->srcKind;                                                       \
+    g->dst_kind = (m)->dstKind;                                                       \
+    g->flags = ((m)->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? PAGELOCK_GPU_ASYNC : 0; \
+    g->bytes = (m)->bytes;                                                            \
+    g->start_ns = (m)->start;                                                         \
+    g->end_ns = (m)->end;                                                             \
+    g->device = (m)->deviceId;                                                        \
+    g->context = (m)->contextId;                                                      \
+    g->stream = (m)->streamId;                                                        \
+    g->correlation = (m)->correlationId;                                              \
+  } while (0)
+
 /* One CUPTI record into our format; false for kinds we do not keep. */
 static bool pl_convert(pl_batch *b, const CUpti_Activity *a, pagelock_rec_gpu *g) {
   memset(g, 0, sizeof *g);
   g->h.type = PAGELOCK_REC_GPU;
   g->h.size = sizeof *g;
   switch (a->kind) {
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      const CUpti_ActivityMemcpy6 *m = (const void *)a;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
       g->kind = PAGELOCK_GPU_MEMCPY;
-      g->copy_kind = m->copyKind;
-      g->src_kind = m->srcKind;
-      g->dst_kind = m->dstKind;
-      g->flags = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? PAGELOCK_GPU_ASYNC : 0;
-      g->bytes = m->bytes;
-      g->start_ns = m->start;
-      g->end_ns = m->end;
-      g->device = m->deviceId;
-      g->context = m->contextId;
-      g->stream = m->streamId;
-      g->correlation = m->correlationId;
+      PL_COPY_FIELDS((const CUpti_ActivityMemcpy6 *)(const void *)a);
       return true;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-      const CUpti_ActivityMemcpyPtoP4 *m = (const void *)a;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
       g->kind = PAGELOCK_GPU_MEMCPY_P2P;
-      g->copy_kind = m->copyKind;
-      g->src_kind = m->srcKind;
-      g->dst_kind = m->dstKind;
-      g->flags = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? PAGELOCK_GPU_ASYNC : 0;
-      g->bytes = m->bytes;
-      g->start_ns = m->start;
-      g->end_ns = m->end;
-      g->device = m->deviceId;
-      g->context = m->contextId;
-      g->stream = m->streamId;
-      g->correlation = m->correlationId;
+      PL_COPY_FIELDS((const CUpti_ActivityMemcpyPtoP4 *)(const void *)a);
       return true;
-    }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const CUpti_ActivityMemset4 *m = (const void *)a;
       g->kind = PAGELOCK_GPU_MEMSET;
