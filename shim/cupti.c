@@ -84,8 +84,11 @@ static void *pl_bufs[PL_CUPTI_NBUF];
 static atomic_uint pl_buf_busy; /* bit i: pl_bufs[i] is with CUPTI */
 static pthread_mutex_t pl_compact_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Kernel names by CUPTI's pointer (stable for the process). */
-static const char *pl_name_ptr[PL_CUPTI_MAX_NAMES];
+/* Kernel names by CUPTI's pointer (stable for the process), in an
+ * open-addressed table twice the size of the most names we keep: a
+ * PyTorch run has hundreds of kernels and millions of kernel records. */
+#define PL_NAME_SLOTS (2 * PL_CUPTI_MAX_NAMES)
+static struct { const char *ptr; uint32_t id; } pl_names[PL_NAME_SLOTS];
 static uint32_t pl_nnames;
 
 /* ---- the copy path's side ---------------------------------------------- */
@@ -301,10 +304,16 @@ static void pl_batch_put(pl_batch *b, const void *rec, size_t n) {
  * pl_compact_lock. */
 static uint32_t pl_name_id(pl_batch *b, const char *name) {
   if (name == NULL) return 0;
-  for (uint32_t i = 0; i < pl_nnames; i++)
-    if (pl_name_ptr[i] == name) return i + 1;
-  if (pl_nnames == PL_CUPTI_MAX_NAMES) return 0;
-  pl_name_ptr[pl_nnames++] = name;
+  size_t h = ((uintptr_t)name >> 3) * 0x9E3779B97F4A7C15ull >> 51; /* 13 bits */
+  for (size_t i = h % PL_NAME_SLOTS;; i = (i + 1) % PL_NAME_SLOTS) {
+    if (pl_names[i].ptr == name) return pl_names[i].id;
+    if (pl_names[i].ptr == NULL) {
+      if (pl_nnames == PL_CUPTI_MAX_NAMES) return 0; /* half full at most */
+      pl_names[i].ptr = name;
+      pl_names[i].id = ++pl_nnames;
+      break;
+    }
+  }
   char rec[1024];
   size_t sl = strnlen(name, sizeof rec - sizeof(pagelock_rec_name) - 8);
   size_t size = (sizeof(pagelock_rec_name) + sl + 1 + 7) & ~(size_t)7;
@@ -473,6 +482,11 @@ static void pl_write_clock(void) {
  * for whatever is complete every PAGELOCK_CUPTI_FLUSH_MS, so a long run
  * streams its GPU records.  It holds no lock while flushing: delivery runs
  * on CUPTI's thread and takes the compaction lock. */
+/* Held around every flush: the exit handler takes it, so no flush of the
+ * flusher's is still inside libcupti when exit goes on to tear it down.
+ * bufferCompleted never takes it. */
+static pthread_mutex_t pl_flush_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void *pl_flusher(void *arg) {
   (void)arg;
   pl_in_shim++;
@@ -480,7 +494,9 @@ static void *pl_flusher(void *arg) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   while (atomic_load(&pl_cupti_on) && !atomic_load(&pl_cupti_child)) {
     nanosleep(&ts, NULL);
+    pthread_mutex_lock(&pl_flush_lock);
     if (atomic_load(&pl_cupti_on)) pl_cu.ActivityFlushAll(0);
+    pthread_mutex_unlock(&pl_flush_lock);
   }
   return NULL;
 }
@@ -504,10 +520,12 @@ static void pl_start_flusher(void) {
 static void pl_cupti_exit(void) {
   if (!atomic_load(&pl_cupti_on) || atomic_load(&pl_cupti_child)) return;
   pl_in_shim++;
+  pthread_mutex_lock(&pl_flush_lock);
   pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  atomic_store(&pl_cupti_on, false);
+  pthread_mutex_unlock(&pl_flush_lock);
   pl_write_clock();
   pl_write_status();
-  atomic_store(&pl_cupti_on, false);
   pl_in_shim--;
 }
 

@@ -221,6 +221,14 @@ case_cupti_injection() {
   "$B/trace_check" "$d"/i.*.trace --copies 0 --gpu-status 0 --gpu-memcpy-min 42 >&2
 }
 
+# Kernels: concurrent-kernel records with their interned names, copies of
+# the demo joined.
+case_cupti_kernels() {
+  local d="$T/ck"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/pagelock-demo" --quick >/dev/null 2>"$d/err" || fail "demo failed: $(cat "$d/err")" || return
+  "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-kernels-min 4 --gpu-kernel-name pagelock_spin --gpu-joined >&2
+}
+
 # Staged copies: the engine's chunks link back to the app's call.
 case_cupti_stage_links() {
   local d="$T/cs"; mkdir -p "$d"
@@ -294,7 +302,7 @@ case_ranks() {
   [ "$(grep -Ec '^ +[01] +[^ ]+ +[0-9]+ +42 ' "$d/err")" = 2 ] || fail "the per-rank table does not list both ranks with 42 copies: $(grep -A4 -E '^ *rank +host' "$d/err")"
 }
 
-all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress stage_e2e stage_e2e_async stage_report alloc_semantics setuid cupti_records cupti_injection cupti_stage_links cupti_off cupti_missing cupti_busy cupti_version cupti_dropped cupti_streams ranks"
+all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress stage_e2e stage_e2e_async stage_report alloc_semantics setuid cupti_records cupti_kernels cupti_injection cupti_stage_links cupti_off cupti_missing cupti_busy cupti_version cupti_dropped cupti_streams ranks"
 for c in ${@:-$all}; do
   if "case_$c"; then echo "ok   $c"; pass=$((pass+1)); else echo "FAIL $c"; fail=$((fail+1)); fi
 done

@@ -10,6 +10,7 @@
  *                         [--gpu-status-records N] [--gpu-memcpy-min N]
  *                         [--gpu-kernels-min N] [--gpu-links-min N]
  *                         [--gpu-dropped-min N]
+ *                         [--gpu-kernel-name S] a kernel record names S
  *                         [--gpu-joined] every successful, non-empty,
  *                           non-graph copy joins a GPU memcpy record (by
  *                           its correlation or through a LINK), CUPTI's
@@ -94,6 +95,11 @@ int main(int argc, char **argv) {
   uint64_t win_lo = UINT64_MAX, win_hi = 0;
   plr_clock clk = {0};
   uint64_t *gstart = NULL;
+  const char *want_kernel = NULL;
+  for (int i = 2; i + 1 < argc; i++)
+    if (!strcmp(argv[i], "--gpu-kernel-name")) want_kernel = argv[i + 1];
+  uint32_t want_kernel_id = 0;
+  unsigned long kernels_named = 0;
   size_t ngs = 0, cgs = 0;
   plr_record rec;
   while (plr_next(&r, &rec)) {
@@ -104,6 +110,8 @@ int main(int argc, char **argv) {
       gpu_dropped = rec.u.gpu_status->dropped;
       gpu_status_records++;
     }
+    if (rec.type == PAGELOCK_REC_NAME && want_kernel && rec.str1 && strstr(rec.str1, want_kernel))
+      want_kernel_id = rec.u.name->id;
     if (rec.type == PAGELOCK_REC_LINK) {
       tc_link l = {rec.u.link->copy_seq, rec.u.link->correlation};
       TC_PUSH(lv, nl, cl, l);
@@ -111,6 +119,7 @@ int main(int argc, char **argv) {
     if (rec.type == PAGELOCK_REC_GPU) {
       const pagelock_rec_gpu *g = rec.u.gpu;
       if (g->kind == PAGELOCK_GPU_KERNEL) gpu_kernels++;
+      if (g->kind == PAGELOCK_GPU_KERNEL && want_kernel_id && g->name_id == want_kernel_id) kernels_named++;
       if (g->kind == PAGELOCK_GPU_MEMCPY) {
         gpu_memcpy++;
         tc_gpu x = {g->correlation, g->src_kind == PAGELOCK_GPU_MEM_PAGEABLE || g->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE};
@@ -207,6 +216,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--gpu-kernels-min")) { if (gpu_kernels < strtoul(v, 0, 10)) EXPECT("GPU kernel records (at least)", gpu_kernels, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--gpu-links-min")) { if (nl < strtoul(v, 0, 10)) EXPECT("LINK records (at least)", nl, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--gpu-dropped-min")) { if (gpu_dropped < strtoul(v, 0, 10)) EXPECT("dropped GPU records (at least)", gpu_dropped, strtoul(v, 0, 10)); i++; }
+    else if (!strcmp(a, "--gpu-kernel-name")) {
+      if (kernels_named == 0) {
+        fprintf(stderr, "trace_check: %s: no kernel record named '%s'\n", argv[1], v);
+        bad = 1;
+      }
+      i++;
+    }
     else if (!strcmp(a, "--gpu-joined")) {
       EXPECT("copies without a GPU record", unjoined, 0);
       EXPECT("copies whose CUPTI memory kind disagrees", kind_mismatch, 0);
