@@ -518,7 +518,7 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
 
   if (r->status != PAGELOCK_GPU_TIMING_ON) {
     plr_verdict *v = plr_vadd(&l, PLR_VERDICT_NO_GPU_TIMING, 0, -1);
-    plr_say(v->text, sizeof v->text, "GPU timing unavailable: %s",
+    plr_say(v->text, sizeof v->text, "GPU timing %s: %s", r->records ? "partial" : "unavailable",
              r->reason[0] ? r->reason : plr_gpu_status_name(r->status));
     plr_say(v->advice, sizeof v->advice, "%s",
              plr_no_timing_advice(r, t->hdr.version));

@@ -277,8 +277,15 @@ static void plr_print_gpu_status(FILE *out, const plr_gpu_report *g) {
             " dropped\n", g->records, g->dropped);
     return;
   }
-  fprintf(out, "%sGPU timing unavailable:%s %s\n", plr_sgr("33"), plr_sgr(NULL),
-          g->reason[0] ? g->reason : plr_gpu_status_name(g->status));
+  /* A program that started its own profiler midway took CUPTI over: what
+   * came before is still measured. */
+  if (g->records)
+    fprintf(out, "%sGPU timing partial:%s CUPTI, %" PRIu64 " records, %" PRIu64
+            " dropped, then %s\n", plr_sgr("33"), plr_sgr(NULL), g->records, g->dropped,
+            g->reason[0] ? g->reason : plr_gpu_status_name(g->status));
+  else
+    fprintf(out, "%sGPU timing unavailable:%s %s\n", plr_sgr("33"), plr_sgr(NULL),
+            g->reason[0] ? g->reason : plr_gpu_status_name(g->status));
   for (size_t i = 0; i < g->nverdicts; i++)
     if (g->verdicts[i].kind == PLR_VERDICT_NO_GPU_TIMING &&
         g->verdicts[i].advice[0])

@@ -51,7 +51,8 @@ typedef struct pl_cupti_api {
   CUptiResult (*Subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
   CUptiResult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
   CUptiResult (*ActivityRegisterCallbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
-  CUptiResult (*ActivityRegisterTimestampCallback)(CUpti_TimestampCallbackFunc);
+  CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle);
+  CUptiResult (*ActivityDisable)(CUpti_ActivityKind);
   CUptiResult (*ActivityEnable)(CUpti_ActivityKind);
   CUptiResult (*ActivityFlushAll)(uint32_t);
   CUptiResult (*ActivityGetNextRecord)(uint8_t *, size_t, CUpti_Activity **);
@@ -62,6 +63,13 @@ typedef struct pl_cupti_api {
 } pl_cupti_api;
 
 static pl_cupti_api pl_cu;
+static CUpti_SubscriberHandle pl_sub;
+/* Never CUPTI_ACTIVITY_KIND_KERNEL: it serialises kernels.  The first four
+ * are the point; the rest is a bonus. */
+static const CUpti_ActivityKind pl_kinds[] = {
+    CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMCPY2,         CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 static pthread_once_t pl_cupti_once = PTHREAD_ONCE_INIT;
 static pthread_once_t pl_devices_once = PTHREAD_ONCE_INIT;
 static atomic_bool pl_cupti_on;    /* records are flowing */
@@ -463,8 +471,6 @@ static void CUPTIAPI pl_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t
 
 /* ---- start and stop ---------------------------------------------------- */
 
-static uint64_t CUPTIAPI pl_cupti_timestamp(void) { return pl_now_ns(); }
-
 static void pl_write_clock(void) {
   uint64_t ts = 0;
   if (pl_cu.GetTimestamp == NULL || pl_cu.GetTimestamp(&ts) != CUPTI_SUCCESS) return;
@@ -495,7 +501,13 @@ static void *pl_flusher(void *arg) {
   while (atomic_load(&pl_cupti_on) && !atomic_load(&pl_cupti_child)) {
     nanosleep(&ts, NULL);
     pthread_mutex_lock(&pl_flush_lock);
-    if (atomic_load(&pl_cupti_on)) pl_cu.ActivityFlushAll(0);
+    if (atomic_load(&pl_cupti_on)) {
+      /* CUPTI's clock is CLOCK_REALTIME, which NTP may slew or step: a
+       * fresh pair each round keeps the conversion of the records that
+       * follow exact. */
+      pl_write_clock();
+      pl_cu.ActivityFlushAll(0);
+    }
     pthread_mutex_unlock(&pl_flush_lock);
   }
   return NULL;
@@ -579,7 +591,8 @@ static void pl_cupti_start(void) {
   PL_CUPTI_SYM(ActivityFlushAll, "cuptiActivityFlushAll");
   PL_CUPTI_SYM(ActivityGetNextRecord, "cuptiActivityGetNextRecord");
   required = false;
-  PL_CUPTI_SYM(ActivityRegisterTimestampCallback, "cuptiActivityRegisterTimestampCallback");
+  PL_CUPTI_SYM(Unsubscribe, "cuptiUnsubscribe");
+  PL_CUPTI_SYM(ActivityDisable, "cuptiActivityDisable");
   PL_CUPTI_SYM(ActivityGetNumDroppedRecords, "cuptiActivityGetNumDroppedRecords");
   PL_CUPTI_SYM(ActivityPushExternalCorrelationId, "cuptiActivityPushExternalCorrelationId");
   PL_CUPTI_SYM(ActivityPopExternalCorrelationId, "cuptiActivityPopExternalCorrelationId");
@@ -592,8 +605,7 @@ static void pl_cupti_start(void) {
                   pl_cupti_version, CUPTI_API_VERSION / 10000, CUPTI_API_VERSION);
     return;
   }
-  CUpti_SubscriberHandle sub;
-  CUptiResult r = pl_cu.Subscribe(&sub, pl_cupti_callback, NULL);
+  CUptiResult r = pl_cu.Subscribe(&pl_sub, pl_cupti_callback, NULL);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     pl_cupti_fail(PAGELOCK_GPU_TIMING_BUSY,
                   "another CUPTI client (nsys, ncu or a profiler) is attached; copies are still intercepted");
@@ -608,27 +620,23 @@ static void pl_cupti_start(void) {
     return;
   }
   for (size_t i = 0; i < sizeof pl_copy_cbids / sizeof pl_copy_cbids[0]; i++)
-    pl_cu.EnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, pl_copy_cbids[i]);
-  /* Before any kind is enabled, so every record uses our clock. */
-  if (pl_cu.ActivityRegisterTimestampCallback) pl_cu.ActivityRegisterTimestampCallback(pl_cupti_timestamp);
+    pl_cu.EnableCallback(1, pl_sub, CUPTI_CB_DOMAIN_DRIVER_API, pl_copy_cbids[i]);
+  /* CUPTI keeps its own clock (CLOCK_REALTIME on Linux): a timestamp
+   * callback of ours could not be taken back when the program starts a
+   * profiler of its own (see cuptiSubscribe below), and would hand it our
+   * clock.  CLOCK records map CUPTI's clock to ours instead. */
   r = pl_cu.ActivityRegisterCallbacks(pl_buffer_requested, pl_buffer_completed);
   if (r != CUPTI_SUCCESS) {
     pl_cupti_fail(PAGELOCK_GPU_TIMING_ERROR, "cuptiActivityRegisterCallbacks: %s", pl_cupti_err(r));
     return;
   }
-  /* Never CUPTI_ACTIVITY_KIND_KERNEL: it serialises kernels. */
-  static const CUpti_ActivityKind kinds[] = {
-      CUPTI_ACTIVITY_KIND_MEMCPY,          CUPTI_ACTIVITY_KIND_MEMCPY2,  CUPTI_ACTIVITY_KIND_MEMSET,
-      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-      CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
-  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-    r = pl_cu.ActivityEnable(kinds[i]);
-    /* Copies and kernels are the point; the rest is a bonus. */
+  for (size_t i = 0; i < sizeof pl_kinds / sizeof pl_kinds[0]; i++) {
+    r = pl_cu.ActivityEnable(pl_kinds[i]);
     if (r != CUPTI_SUCCESS && i < 4) {
       uint32_t st = r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_INVALID_DEVICE ? PAGELOCK_GPU_TIMING_VERSION
                     : r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED              ? PAGELOCK_GPU_TIMING_BUSY
                                                                                       : PAGELOCK_GPU_TIMING_ERROR;
-      pl_cupti_fail(st, "cuptiActivityEnable(%d): %s", (int)kinds[i], pl_cupti_err(r));
+      pl_cupti_fail(st, "cuptiActivityEnable(%d): %s", (int)pl_kinds[i], pl_cupti_err(r));
       return;
     }
   }
@@ -699,6 +707,54 @@ PL_EXPORT CUresult cuInit(unsigned int flags) {
     pl_in_shim--;
   }
   return r;
+}
+
+/* ---- sharing CUPTI with the program -------------------------------------- */
+
+typedef CUptiResult (*pl_subscribe_t)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+/* The real cuptiSubscribe behind the program's dlsym of it (hook_dl.c). */
+static _Atomic(pl_subscribe_t) pl_app_subscribe;
+
+/* CUPTI takes one subscriber per process.  When the program starts its own
+ * client (the PyTorch profiler, a tool injected by nsys) after ours, it
+ * must get what it would get without pagelock: we hand CUPTI over, having
+ * taken every record of ours (our kinds off first, so its buffers never see
+ * our records; a forced flush, so none of our buffers is left for its
+ * callbacks), and the trace says from when GPU timing is missing. */
+static void pl_cupti_yield(void) {
+  pl_in_shim++;
+  pthread_mutex_lock(&pl_flush_lock);
+  if (atomic_load(&pl_cupti_on)) {
+    for (size_t i = 0; i < sizeof pl_kinds / sizeof pl_kinds[0]; i++)
+      if (pl_cu.ActivityDisable) pl_cu.ActivityDisable(pl_kinds[i]);
+    pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (pl_cu.Unsubscribe) pl_cu.Unsubscribe(pl_sub);
+    pl_write_clock();
+    pthread_mutex_unlock(&pl_flush_lock);
+    pl_cupti_fail(PAGELOCK_GPU_TIMING_BUSY,
+                  "the program started its own CUPTI client (a profiler) %.3f s into the trace; GPU timing "
+                  "stops there, copies are still intercepted",
+                  (double)(pl_now_ns() - pl_trace_start_ns()) / 1e9);
+  } else {
+    pthread_mutex_unlock(&pl_flush_lock);
+  }
+  pl_in_shim--;
+}
+
+PL_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
+                                     void *userdata) {
+  pl_subscribe_t f = atomic_load(&pl_app_subscribe);
+  if (f == NULL) f = (pl_subscribe_t)pl_real_dlsym(RTLD_NEXT, "cuptiSubscribe");
+  if (f == NULL) f = pl_cu.Subscribe;
+  if (f == NULL) return CUPTI_ERROR_NOT_INITIALIZED;
+  if (!pl_tls_starting && !pl_in_shim) pl_cupti_yield();
+  return f(subscriber, callback, userdata);
+}
+
+void *pl_cupti_subscribe_wrapper(void *real) {
+  if (real == NULL || real == (void *)cuptiSubscribe) return real;
+  atomic_store(&pl_app_subscribe, (pl_subscribe_t)real);
+  return (void *)cuptiSubscribe;
 }
 
 /* The driver's tool entry point (CUDA_INJECTION64_PATH): called inside the

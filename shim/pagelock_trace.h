@@ -237,9 +237,8 @@ enum pagelock_gpu_flags {
   PAGELOCK_GPU_ASYNC = 1u << 0, /* CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC */
 };
 
-/* One GPU activity.  start/end are in CUPTI's clock; the shim registers
- * CLOCK_MONOTONIC as that clock, and CLOCK records say the offset in case
- * the registration was refused.  For SYNC and OVERHEAD the interval is host
+/* One GPU activity.  start/end are in CUPTI's clock (CLOCK_REALTIME on
+ * Linux); CLOCK records say how it maps to CLOCK_MONOTONIC.  For SYNC and OVERHEAD the interval is host
  * time on the thread that waited / paid. */
 typedef struct pagelock_rec_gpu {
   pagelock_rec_hdr h;

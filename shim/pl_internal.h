@@ -284,6 +284,8 @@ void pl_trace_atfork_child(void);
 void pl_trace_init_clock(void);
 /* Expand %p %h %r %% in pattern into out; false if it does not fit. */
 bool pl_trace_expand(const char *pattern, char *out, size_t outsz);
+/* CLOCK_MONOTONIC when the shim was loaded (or the fork child started). */
+uint64_t pl_trace_start_ns(void);
 /* The path of the open trace file ("" if none yet). */
 const char *pl_trace_path(void);
 /* Set a file-header flag before the file is created. */
@@ -308,6 +310,9 @@ void pl_cupti_link_begin(uint64_t seq);
 void pl_cupti_link_end(void);
 /* A forked child: CUPTI is not usable there. */
 void pl_cupti_atfork_child(void);
+/* What dlsym hands out for a real cuptiSubscribe: our wrapper, which gives
+ * CUPTI over to the program (remembering `real` to forward to). */
+void *pl_cupti_subscribe_wrapper(void *real);
 
 /* ---- hook_alloc.c ------------------------------------------------------- */
 

@@ -46,6 +46,8 @@ void pl_trace_set_flag(uint32_t flag) { __atomic_fetch_or(&pl_file_flags, flag, 
 
 const char *pl_trace_path(void) { return pl_path; }
 
+uint64_t pl_trace_start_ns(void) { return pl_start_mono; }
+
 /* The job rank from the usual launchers, or -1. */
 static int pl_rank(void) {
   static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};

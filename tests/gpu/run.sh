@@ -100,6 +100,17 @@ row "pagelock compare observe stage" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(
   "$B/pagelock" report --format chrome -o "$OUT/demo.chrome.json" "$OUT"/golden/demo.*.trace 2>>"$OUT/html.err"
 row "report html + chrome of the demo" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(wc -c <"$OUT/demo.html") B html"
 
+# PyTorch's own profiler (a CUPTI client) started midway: it must still
+# see CUDA events, and pagelock's report says GPU timing stopped there.
+if python3 -c "import torch" 2>/dev/null; then
+  python3 "$ROOT/tests/gpu/torch_profiler.py" >"$OUT/torch_prof_native.txt" 2>&1
+  row "torch.profiler without the shim" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/torch_prof_native.txt" | cut -c1-90)"
+  "$B/pagelock" run -o "$d/tp.%p.trace" -- python3 "$ROOT/tests/gpu/torch_profiler.py" >"$OUT/torch_prof.txt" 2>"$OUT/torch_prof.err"
+  rc=$?
+  sed -n 2p "$OUT/torch_prof.err" | grep -q "^GPU timing partial" && [ $rc = 0 ]
+  row "torch.profiler under pagelock run" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/torch_prof.txt" | cut -c1-50) | $(sed -n 2p "$OUT/torch_prof.err" | cut -c1-60)"
+fi
+
 # PyTorch speed: pageable native, pinned native, pageable staged (64 MiB).
 if python3 -c "import torch" 2>/dev/null; then
   for v in native pinned stage; do

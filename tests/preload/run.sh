@@ -279,6 +279,27 @@ case_cupti_dropped() {
   "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-dropped-min 7 >&2 || return
   PAGELOCK_NO_ADDR2LINE=1 "$B/pagelock" report "$d"/t.*.trace 2>&1 | head -3 | grep -q "7 dropped" || fail "report does not give the dropped count"
 }
+# The program starts its own CUPTI client midway (a profiler): it gets
+# CUPTI as it would without pagelock, whether it reaches libcupti through
+# the dynamic linker or dlopen + dlsym; the trace says from when GPU timing
+# stopped; every copy is still recorded.
+case_cupti_program_client() {
+  local d="$T/cpc" how; mkdir -p "$d"
+  "$B/test_cupti_client" linked >/dev/null 2>"$d/err0" || fail "the client fails even without the shim: $(cat "$d/err0")" || return
+  for how in linked dlsym; do
+    LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/$how.%p.trace" "$B/test_cupti_client" $how >"$d/out" 2>"$d/err" ||
+      fail "$how: the program's own CUPTI client broke under the shim: $(cat "$d/err")" || return
+    grep -q "^pagelock: no GPU timing: the program started its own CUPTI client" "$d/err" ||
+      fail "$how: no line saying GPU timing stopped: $(cat "$d/err")" || return
+    eval "$(sed 's/ /;/g' "$d/out")"
+    "$B/trace_check" "$d"/$how.*.trace --pinned "$pinned" --pinned-bytes "$pinned_bytes" --complete \
+      --gpu-status 3 --gpu-memcpy-min 6 >&2 || return
+    PAGELOCK_NO_ADDR2LINE=1 "$B/pagelock" report "$d"/$how.*.trace 2>&1 | sed -n 2p |
+      grep -q "^GPU timing partial: CUPTI, [1-9][0-9]* records, .*then the program started its own CUPTI client" ||
+      fail "$how: the report does not say GPU timing stopped partway" || return
+  done
+}
+
 # A long run streams its GPU records (periodic flush), not only at exit.
 case_cupti_streams() {
   local d="$T/cst"; mkdir -p "$d"
@@ -302,7 +323,7 @@ case_ranks() {
   [ "$(grep -Ec '^ +[01] +[^ ]+ +[0-9]+ +42 ' "$d/err")" = 2 ] || fail "the per-rank table does not list both ranks with 42 copies: $(grep -A4 -E '^ *rank +host' "$d/err")"
 }
 
-all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress stage_e2e stage_e2e_async stage_report alloc_semantics setuid cupti_records cupti_kernels cupti_injection cupti_stage_links cupti_off cupti_missing cupti_busy cupti_version cupti_dropped cupti_streams ranks"
+all="observe_counts plain_preload non_cuda_program bad_env no_clobber unwritable_output exit_status mode_off reach_static_cudart reach_ptds reach_driver_direct reach_dlopen_dlsym dlsym_rtld_next alloc_sites fork_exec stress stage_e2e stage_e2e_async stage_report alloc_semantics setuid cupti_records cupti_kernels cupti_injection cupti_stage_links cupti_off cupti_missing cupti_busy cupti_version cupti_dropped cupti_streams cupti_program_client ranks"
 for c in ${@:-$all}; do
   if "case_$c"; then echo "ok   $c"; pass=$((pass+1)); else echo "FAIL $c"; fail=$((fail+1)); fi
 done

@@ -1,0 +1,135 @@
+/* cupti_client.c - a program that starts its own CUPTI client midway, as
+ * the PyTorch profiler does (or a tool nsys injects).
+ *
+ *   test_cupti_client linked|dlsym
+ *
+ * Copies (so pagelock's CUPTI session is running), then subscribes to CUPTI
+ * itself, through the libcupti it was linked with ("linked") or one it
+ * dlopens and dlsyms ("dlsym", as Python bindings do), enables a callback
+ * and MEMCPY records, copies again and checks that it got exactly what it
+ * would without pagelock: the subscription succeeds, its callback sees its
+ * copies, its records arrive, and every buffer CUPTI hands back is one it
+ * gave out.  Prints "pinned=N pinned_bytes=B" for the trace check. */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <cupti_activity.h>
+#include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
+#include <cupti_result.h>
+
+#define CHECK(x)                                                              \
+  do {                                                                        \
+    cudaError_t e_ = (x);                                                     \
+    if (e_ != cudaSuccess) {                                                  \
+      fprintf(stderr, "cupti_client: %s: %s\n", #x, cudaGetErrorString(e_)); \
+      exit(2);                                                                \
+    }                                                                         \
+  } while (0)
+
+#define BUFSZ (1u << 20)
+#define NBUF 64
+
+static uint8_t *given[NBUF];
+static int ngiven, foreign, records, callbacks;
+static CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
+
+static void CUPTIAPI requested(uint8_t **buf, size_t *size, size_t *max) {
+  *buf = NULL;
+  *size = 0;
+  *max = 0;
+  if (ngiven == NBUF) return;
+  *buf = aligned_alloc(8, BUFSZ);
+  given[ngiven++] = *buf;
+  *size = BUFSZ;
+}
+
+static void CUPTIAPI completed(CUcontext c, uint32_t s, uint8_t *buf, size_t size, size_t valid) {
+  (void)c;
+  (void)s;
+  (void)size;
+  int mine = 0;
+  for (int i = 0; i < ngiven; i++) mine |= given[i] == buf;
+  if (!mine) {
+    foreign++; /* not ours: whoever allocated it would free it twice */
+    return;
+  }
+  CUpti_Activity *a = NULL;
+  while (next_record(buf, valid, &a) == CUPTI_SUCCESS)
+    if (a->kind == CUPTI_ACTIVITY_KIND_MEMCPY) records++;
+}
+
+static void CUPTIAPI on_api(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
+  (void)ud;
+  (void)d;
+  (void)id;
+  if (((const CUpti_CallbackData *)data)->callbackSite == CUPTI_API_ENTER) callbacks++;
+}
+
+static void copies(void *host, void *dev, size_t n, int times, cudaStream_t st) {
+  for (int i = 0; i < times; i++) {
+    memset(host, i, n);
+    CHECK(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, st));
+    CHECK(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, st));
+    CHECK(cudaStreamSynchronize(st));
+    if (((unsigned char *)host)[n - 1] != (unsigned char)i) {
+      fprintf(stderr, "cupti_client: bytes differ\n");
+      exit(1);
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  int use_dlsym = argc > 1 && strcmp(argv[1], "dlsym") == 0;
+  const size_t n = 1 << 20;
+  void *host, *dev;
+  cudaStream_t st;
+  CHECK(cudaMallocHost(&host, n));
+  CHECK(cudaMalloc(&dev, n));
+  CHECK(cudaStreamCreate(&st));
+  copies(host, dev, n, 3, st);
+
+  /* linked: the addresses the dynamic linker bound for us (the PLT's
+   * answer); dlsym: a private copy of the library, as Python loads it. */
+  void *h = NULL;
+  if (use_dlsym && (h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL)) == NULL) {
+    fprintf(stderr, "cupti_client: %s\n", dlerror());
+    return 2;
+  }
+#define SYM(name) (use_dlsym ? dlsym(h, #name) : (void *)name)
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *) = SYM(cuptiSubscribe);
+  CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) = SYM(cuptiUnsubscribe);
+  CUptiResult (*enable_cb)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId) =
+      SYM(cuptiEnableCallback);
+  CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
+      SYM(cuptiActivityRegisterCallbacks);
+  CUptiResult (*enable)(CUpti_ActivityKind) = SYM(cuptiActivityEnable);
+  CUptiResult (*flush)(uint32_t) = SYM(cuptiActivityFlushAll);
+  next_record = SYM(cuptiActivityGetNextRecord);
+  if (!subscribe || !unsubscribe || !enable_cb || !reg || !enable || !flush || !next_record) {
+    fprintf(stderr, "cupti_client: libcupti lacks a function\n");
+    return 2;
+  }
+  CUpti_SubscriberHandle sub;
+  CUptiResult r = subscribe(&sub, on_api, NULL);
+  if (r != CUPTI_SUCCESS) {
+    fprintf(stderr, "cupti_client: cuptiSubscribe returned %d\n", (int)r);
+    return 1;
+  }
+  enable_cb(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2);
+  reg(requested, completed);
+  enable(CUPTI_ACTIVITY_KIND_MEMCPY);
+  copies(host, dev, n, 4, st);
+  flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  unsubscribe(sub);
+  int bad = 0;
+  if (callbacks < 4) fprintf(stderr, "cupti_client: %d callbacks for 4 uploads\n", callbacks), bad = 1;
+  if (records < 8) fprintf(stderr, "cupti_client: %d memcpy records for 8 copies\n", records), bad = 1;
+  if (foreign) fprintf(stderr, "cupti_client: CUPTI handed back %d buffers that are not ours\n", foreign), bad = 1;
+  printf("pinned=%d pinned_bytes=%zu\n", 14, 14 * n);
+  return bad;
+}
