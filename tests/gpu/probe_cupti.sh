@@ -8,7 +8,7 @@ OUT=${1:-/tmp/probe}; B=${2:-/tmp/pagelock-probe}
 mkdir -p "$OUT"
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 cmake -S "$ROOT" -B "$B" -DPAGELOCK_REAL_CUDA=ON -DPAGELOCK_UNIT_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/cmake.log" 2>&1
-cmake --build "$B" -j16 --target pagelock pagelock_cli trace_check test_copies test_driver_direct test_stage_e2e test_stress pagelock-demo >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+cmake --build "$B" -j16 --target pagelock pagelock_cli trace_check test_copies test_driver_direct test_stage_e2e test_stress test_cupti_client pagelock-demo >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
 ls /usr/local/cuda/extras/CUPTI/lib64/libcupti.so* /usr/local/cuda/lib64/libcupti.so* 2>/dev/null | head -3
 S=$B/libpagelock.so
 run() { # name env... -- cmd
@@ -27,4 +27,10 @@ run stage_async LD_PRELOAD=$S PAGELOCK_MODE=stage PAGELOCK_D2H=async "$B/test_st
 run off LD_PRELOAD=$S PAGELOCK_CUPTI=0 "$B/test_copies"
 if python3 -c "import torch" 2>/dev/null; then run torch LD_PRELOAD=$S python3 "$ROOT/tests/gpu/torch_copies.py"; fi
 # the CUPTI preload cases over real CUDA
-PL_TEST_REAL_CUDA=1 "$ROOT/tests/preload/run.sh" "$B" cupti_records cupti_injection cupti_stage_links cupti_off cupti_missing cupti_streams ranks 2>&1 | tail -12
+PL_TEST_REAL_CUDA=1 "$ROOT/tests/preload/run.sh" "$B" cupti_records cupti_kernels cupti_injection cupti_stage_links cupti_off cupti_missing cupti_streams cupti_program_client ranks 2>&1 | tail -12
+# PyTorch's profiler started midway under the shim
+if python3 -c "import torch" 2>/dev/null; then
+  python3 "$ROOT/tests/gpu/torch_profiler.py"; echo "native rc=$?"
+  "$B/pagelock" run -o "$OUT/tp.%p.trace" -- python3 "$ROOT/tests/gpu/torch_profiler.py" 2>"$OUT/tp.err"; echo "shim rc=$?"
+  grep -E "^pagelock:|^GPU timing|^== " "$OUT/tp.err" | head -5
+fi

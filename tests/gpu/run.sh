@@ -107,8 +107,8 @@ if python3 -c "import torch" 2>/dev/null; then
   row "torch.profiler without the shim" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/torch_prof_native.txt" | cut -c1-90)"
   "$B/pagelock" run -o "$d/tp.%p.trace" -- python3 "$ROOT/tests/gpu/torch_profiler.py" >"$OUT/torch_prof.txt" 2>"$OUT/torch_prof.err"
   rc=$?
-  sed -n 2p "$OUT/torch_prof.err" | grep -q "^GPU timing partial" && [ $rc = 0 ]
-  row "torch.profiler under pagelock run" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/torch_prof.txt" | cut -c1-50) | $(sed -n 2p "$OUT/torch_prof.err" | cut -c1-60)"
+  grep -m1 "^GPU timing" "$OUT/torch_prof.err" | grep -q "^GPU timing partial" && [ $rc = 0 ]
+  row "torch.profiler under pagelock run" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/torch_prof.txt" | cut -c1-50) | $(grep -m1 "^GPU timing" "$OUT/torch_prof.err" | cut -c1-60)"
 fi
 
 # PyTorch speed: pageable native, pinned native, pageable staged (64 MiB).
