@@ -566,6 +566,16 @@ static const CUpti_CallbackId pl_copy_cbids[] = {
 #undef PL_CBID
 };
 
+/* A start that failed after subscribing: leave CUPTI as we found it (the
+ * first `enabled` kinds off, no subscription), so a profiler the program
+ * starts later is not refused because of a session of ours that never ran. */
+static void pl_cupti_undo(size_t enabled) {
+  for (size_t i = 0; i < enabled; i++)
+    if (pl_cu.ActivityDisable) pl_cu.ActivityDisable(pl_kinds[i]);
+  if (enabled) pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (pl_cu.Unsubscribe) pl_cu.Unsubscribe(pl_sub);
+}
+
 /* The once routine.  Every exit path leaves a GPU_STATUS record saying
  * whether GPU timing is on and, if not, why. */
 static void pl_cupti_start(void) {
@@ -627,6 +637,7 @@ static void pl_cupti_start(void) {
    * clock.  CLOCK records map CUPTI's clock to ours instead. */
   r = pl_cu.ActivityRegisterCallbacks(pl_buffer_requested, pl_buffer_completed);
   if (r != CUPTI_SUCCESS) {
+    pl_cupti_undo(0);
     pl_cupti_fail(PAGELOCK_GPU_TIMING_ERROR, "cuptiActivityRegisterCallbacks: %s", pl_cupti_err(r));
     return;
   }
@@ -636,6 +647,7 @@ static void pl_cupti_start(void) {
       uint32_t st = r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_INVALID_DEVICE ? PAGELOCK_GPU_TIMING_VERSION
                     : r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED              ? PAGELOCK_GPU_TIMING_BUSY
                                                                                       : PAGELOCK_GPU_TIMING_ERROR;
+      pl_cupti_undo(i);
       pl_cupti_fail(st, "cuptiActivityEnable(%d): %s", (int)pl_kinds[i], pl_cupti_err(r));
       return;
     }

@@ -1,7 +1,7 @@
 /* cupti_client.c - a program that starts its own CUPTI client midway, as
  * the PyTorch profiler does (or a tool nsys injects).
  *
- *   test_cupti_client linked|dlsym
+ *   test_cupti_client linked|dlsym [subscribe-only]
  *
  * Copies (so pagelock's CUPTI session is running), then subscribes to CUPTI
  * itself, through the libcupti it was linked with ("linked") or one it
@@ -9,7 +9,9 @@
  * and MEMCPY records, copies again and checks that it got exactly what it
  * would without pagelock: the subscription succeeds, its callback sees its
  * copies, its records arrive, and every buffer CUPTI hands back is one it
- * gave out.  Prints "pinned=N pinned_bytes=B" for the trace check. */
+ * gave out.  Prints "pinned=N pinned_bytes=B" for the trace check.
+ * subscribe-only stops after the subscription (for runs where CUPTI's
+ * activity API is made to fail). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -119,6 +121,11 @@ int main(int argc, char **argv) {
   if (r != CUPTI_SUCCESS) {
     fprintf(stderr, "cupti_client: cuptiSubscribe returned %d\n", (int)r);
     return 1;
+  }
+  if (argc > 2 && strcmp(argv[2], "subscribe-only") == 0) {
+    unsubscribe(sub);
+    printf("pinned=%d pinned_bytes=%zu\n", 6, 6 * n);
+    return 0;
   }
   enable_cb(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2);
   reg(requested, completed);

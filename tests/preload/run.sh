@@ -298,6 +298,13 @@ case_cupti_program_client() {
       grep -q "^GPU timing partial: CUPTI, [1-9][0-9]* records, .*then the program started its own CUPTI client" ||
       fail "$how: the report does not say GPU timing stopped partway" || return
   done
+  # A start of ours that failed after subscribing must leave no subscription
+  # behind for the program's client to collide with (fake CUPTI only: it
+  # can make the activity API fail).
+  [ $SIM = 1 ] || return 0
+  LD_PRELOAD="$SHIM" FAKECUPTI_FAIL=enable PAGELOCK_OUTPUT="$d/fe.%p.trace" "$B/test_cupti_client" linked subscribe-only \
+    >"$d/out" 2>"$d/err" || fail "after a failed start, the program could not subscribe: $(cat "$d/err")" || return
+  "$B/trace_check" "$d"/fe.*.trace --pinned 6 --complete --gpu-status 5 >&2
 }
 
 # A long run streams its GPU records (periodic flush), not only at exit.
