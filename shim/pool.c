@@ -308,6 +308,12 @@ void pl_pool_get_stats(pl_pool_stats *s) {
   s->bytes = atomic_load(&pl_bytes);
   s->high_water = atomic_load(&pl_high);
   s->bound = (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE);
+  s->free_bytes = 0;
+  for (pl_pool *p = atomic_load_explicit(&pl_pools, memory_order_acquire); p; p = p->next) {
+    pthread_mutex_lock(&p->lock);
+    for (pl_chunk *c = p->head; c; c = c->next) s->free_bytes += c->size;
+    pthread_mutex_unlock(&p->lock);
+  }
 }
 
 void pl_pool_reset_for_test(void) {

@@ -34,6 +34,29 @@
  * a chunk is being copied out. */
 #define PL_D2H_INFLIGHT 4
 
+/* How chunks are filled.  Streaming stores bypass the cache: the copy
+ * runs fastest (no read-for-ownership), but every byte then crosses host
+ * memory three times (source read, chunk write, DMA read), and the copy
+ * threads take memory bandwidth from the DMA.  Plain stores into chunks
+ * that stay in the last-level cache let the DMA engine read them from
+ * there, at the price of a slower copy.  A copy that fits the pool is
+ * bound by the copy, and the pool's chunks are not reused within it: it
+ * streams.  A copy larger than the pool recycles its chunks and is bound
+ * by the DMA: plain stores.  On the H200 host (docs/benchmarks.md, five
+ * alternating rounds) streaming gave 16 / 64 / 256 MiB uploads 0.74 /
+ * 0.78 / 0.65 of pinned and plain stores 0.49 / 0.71 / 0.89; switching
+ * from one to the other within a copy was worse than either (0.69 / 0.70
+ * at 64 / 256 MiB: streaming stores evict the chunks plain stores want
+ * cached).  The fixed policies are for comparison builds
+ * (tests/bench/diag_h2d.sh). */
+#if defined(PL_NO_STREAM_STORES)
+#define PL_NT(recycles) ((void)(recycles), false)
+#elif defined(PL_ALWAYS_STREAM_STORES)
+#define PL_NT(recycles) ((void)(recycles), true)
+#else
+#define PL_NT(recycles) (!(recycles))
+#endif
+
 /* ---- the driver ---------------------------------------------------------- */
 
 static pl_stage_drv pl_sd;
@@ -176,30 +199,62 @@ static size_t pl_h2d_piece(size_t left, size_t chunk, size_t *ramp) {
 }
 
 /* Returns false when nothing was enqueued and the caller must run the
- * native call; otherwise *r is the program's result. */
+ * native call; otherwise *r is the program's result.
+ *
+ * Segments (one chunk each) are published to the copy threads as far
+ * ahead as free chunks allow, and each one's DMA is enqueued, in order,
+ * the moment its last byte is copied: the threads never wait for the DMA
+ * calls, the DMA engine never waits for a barrier. */
 static bool pl_h2d(pl_run *x, CUresult *r) {
   const pl_stage_drv *d = x->d;
   pl_copy *c = x->c;
   const char *src = (const char *)(uintptr_t)c->src;
   bool sync = !(c->flags & PAGELOCK_COPY_ASYNC);
-  size_t off = 0;
+  size_t off = 0;        /* bytes whose DMA is enqueued */
+  size_t pub = 0;        /* bytes handed to the copy threads */
+  unsigned npub = 0, niss = 0;
+  pl_chunk *seg[PL_JOB_SLOTS]; /* published, not yet enqueued: seg[k % SLOTS] */
   pl_chunk *last = NULL; /* sync: the final chunk, kept until its DMA is done */
   size_t ramp = 0;
-  bool timed_out = false;
+  bool timed_out = false, stop = false, declined = false;
+  bool nt = PL_NT(c->bytes > (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE));
+  pl_job job;
+  pl_job_open(&job);
 
-  while (off < c->bytes) {
-    pl_chunk *ch;
-    CUresult e;
-    int got = pl_run_next(x, off, &ch, &timed_out);
-    if (got < 0) return false;
-    if (got == 0) break;
-    size_t len = pl_h2d_piece(c->bytes - off, ch->size, &ramp);
-    pl_workers_memcpy_to_chunk(ch->host, src + off, len);
-    e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, ch->host, len, x->stream);
+  while (off < c->bytes && !stop) {
+    /* Publish ahead.  Only an empty pipeline waits for a chunk: with
+     * segments in flight, enqueueing them frees chunks sooner. */
+    while (pub < c->bytes && npub - niss < PL_JOB_SLOTS) {
+      bool empty = npub == niss;
+      pl_chunk *ch;
+      CUresult e;
+      pl_acq a = pl_run_acquire(x, empty ? x->wait_ns : 0, &ch, &e);
+      if (a == PL_ACQ_TIMEOUT && !empty) break;
+      if (a != PL_ACQ_OK) {
+        if (a == PL_ACQ_ERROR && off == 0) declined = true;
+        timed_out = a == PL_ACQ_TIMEOUT;
+        stop = true;
+        break;
+      }
+      size_t len = pl_h2d_piece(c->bytes - pub, ch->size, &ramp);
+      seg[npub % PL_JOB_SLOTS] = ch;
+      pl_job_add(&job, ch->host, src + pub, len, nt);
+      npub++;
+      pub += len;
+    }
+    if (stop) break;
+
+    /* The oldest segment: wait for its bytes, enqueue its DMA. */
+    pl_chunk *ch = seg[niss % PL_JOB_SLOTS];
+    pl_seg *sg = &job.seg[niss % PL_JOB_SLOTS];
+    size_t len = sg->len;
+    pl_job_wait(&job, niss);
+    niss++;
+    CUresult e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, ch->host, len, x->stream);
     if (e != CUDA_SUCCESS) {
       pl_pool_release(ch, false);
-      if (off == 0) return false; /* the native call reports it */
-      pl_run_error("cuMemcpyHtoDAsync", e);
+      if (off == 0) declined = true; /* the native call reports it */
+      else pl_run_error("cuMemcpyHtoDAsync", e);
       break;
     }
     off += len;
@@ -213,6 +268,11 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
     if (sync && off == c->bytes) last = ch;
     else pl_pool_release(ch, true);
   }
+
+  /* Segments never enqueued: their chunks were only written by us. */
+  pl_job_close(&job);
+  for (; niss < npub; niss++) pl_pool_release(seg[niss % PL_JOB_SLOTS], false);
+  if (declined) return false;
 
   if (off < c->bytes) {
     /* A sync native call syncs the stream before it copies, so it also

@@ -91,6 +91,7 @@ typedef struct pl_pool_stats {
   uint64_t bytes;      /* pinned bytes held by all pools now */
   uint64_t high_water; /* most ever held at once */
   uint64_t bound;      /* PAGELOCK_POOL_SIZE */
+  uint64_t free_bytes; /* of bytes, the chunks on free lists (tests: none lost) */
 } pl_pool_stats;
 void pl_pool_get_stats(pl_pool_stats *s);
 /* Tests only: wait for every free chunk's last use, free all chunks,
@@ -100,16 +101,57 @@ void pl_pool_reset_for_test(void);
 
 /* ---- workers.c: the copy thread pool ------------------------------------ */
 
-/* memcpy(dst, src, n), split in pieces of at least 256 KiB over the copy
- * threads, with the calling thread copying too.  Returns when every byte
- * is copied.  Calls no CUDA and takes no engine lock across the copy, so
- * it is safe inside a CUDA host function. */
+/* Segments a job may have published and not yet waited for. */
+#define PL_JOB_SLOTS 16u
+
+/* One segment of a job: len bytes from src to dst, handed out in pieces.
+ * Written by the job's owner before it is published, read by workers. */
+typedef struct pl_seg {
+  _Atomic uint64_t range; /* first piece << 24 | piece count: one load, never torn */
+  char *dst;
+  const char *src;
+  size_t len;
+  bool nt;                /* streaming stores (see pl_job_add) */
+  atomic_size_t left;     /* pieces not yet copied */
+} pl_seg;
+
+/* A copy job on its owner's stack: segments published one after another
+ * (each typically a pinned chunk), copied piece by piece by the copy
+ * threads and the owner, waited for in order.  The owner can wait for one
+ * segment while the threads already copy the next: no barrier between
+ * chunks.  Fields are the engine's; use the functions below. */
+typedef struct pl_job {
+  pl_seg seg[PL_JOB_SLOTS];
+  atomic_size_t next;      /* next piece to claim */
+  atomic_size_t published; /* pieces that may be claimed */
+  atomic_bool closed;      /* no more claims */
+  bool queued;             /* visible to the workers, under their lock */
+  unsigned nseg;           /* segments published (owner only) */
+  unsigned refs;           /* workers inside, under their lock */
+  struct pl_job *link;
+} pl_job;
+
+/* Start a job. */
+void pl_job_open(pl_job *j);
+/* Publish the next segment; returns its number (0, 1, ...).  At most
+ * PL_JOB_SLOTS segments may be published and not yet waited for.  nt:
+ * write dst with streaming stores, which bypass the cache (for a pinned
+ * chunk the DMA engine reads next; stage.c says when). */
+unsigned pl_job_add(pl_job *j, void *dst, const void *src, size_t len, bool nt);
+/* Return once every byte of segment k is copied and visible to the
+ * device, copying its unclaimed pieces on the calling thread.  Segments
+ * are waited for in order. */
+void pl_job_wait(pl_job *j, unsigned k);
+/* End the job: nothing more is handed out, and once this returns no copy
+ * thread touches it (segments published and not waited for may be
+ * partly copied).  Must be called before the job's memory is reused. */
+void pl_job_close(pl_job *j);
+
+/* memcpy(dst, src, n) as a one-segment job.  Calls no CUDA and takes no
+ * engine lock across the copy, so it is safe inside a CUDA host function. */
 void pl_workers_memcpy(void *dst, const void *src, size_t n);
-/* The same for filling a pinned chunk the DMA engine reads next: streaming
- * stores, visible to the device once this returns. */
-void pl_workers_memcpy_to_chunk(void *dst, const void *src, size_t n);
 /* Threads that copy, the caller included (PAGELOCK_COPY_THREADS, 0 means
- * min(16, CPUs this process may run on)). */
+ * half the CPUs this process may run on, at most 8). */
 unsigned pl_workers_parallelism(void);
 
 /* ---- stage.c: test hooks ------------------------------------------------- */

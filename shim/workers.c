@@ -1,17 +1,26 @@
-/* workers.c - the copy thread pool: one job, a big memcpy into or out of a
- * pinned chunk, shared by persistent threads.
+/* workers.c - the copy thread pool: big memcpys into or out of pinned
+ * chunks, shared by persistent threads.
  *
- * One thread copies pageable memory at ~11 GB/s on the H200 host, sixteen
- * at ~40 GB/s, and the DMA behind it runs at ~55 GB/s: without parallel
- * copies the host side would be the bottleneck of every staged copy.
+ * One thread copies pageable memory at ~11 GB/s on the H200 host, eight
+ * at ~80 GB/s (streaming stores), and the DMA behind them runs at ~55
+ * GB/s: without parallel copies the host side would be the bottleneck of
+ * every staged copy.
  *
- * A job lives on its caller's stack.  Its pieces are claimed with one
- * atomic counter by the caller and by any worker that wakes in time, so a
- * slow or descheduled worker never holds the caller up for more than one
- * piece, and the caller alone finishes the job when no worker is free (the
- * engine never depends on a worker to make progress).  A worker announces
- * itself in job->refs under the lock before touching the job, and the
- * caller returns only once refs is back to zero: the stack frame is never
+ * A job (stage.h) is a sequence of segments, each cut into pieces that
+ * the threads claim with one atomic counter, in order.  The job's owner
+ * publishes segment k+1 while segment k is still being copied and waits
+ * for segments in order, so a pipelined upload has no barrier between
+ * chunks: when one chunk's last piece is done, the threads are already
+ * inside the next chunk, and the owner enqueues the finished chunk's DMA.
+ * (A fork-join per chunk lost a straggler's piece and a condition-variable
+ * wake-up at every chunk: on the H200 host, 16 MiB uploads went from 0.61
+ * to 0.74 of pinned without it.)
+ *
+ * The owner copies the unclaimed pieces of the segment it waits for
+ * itself, so a job finishes even when no worker ever runs (the engine
+ * never depends on a worker to make progress).  A worker announces itself
+ * in job->refs under the lock before touching the job, and the owner's
+ * close returns only once refs is back to zero: the stack frame is never
  * read after it is gone. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -25,7 +34,11 @@
 
 #include "stage.h"
 
-#define PL_PIECE_MIN ((size_t)256 << 10) /* smaller pieces cost more to hand out than to copy */
+/* Piece size: small enough that eight threads share a 1 MiB segment and
+ * a straggler holds a segment up for ~25 us at most, big enough that
+ * claiming costs nothing next to copying. */
+#define PL_PIECE ((size_t)256 << 10)
+#define PL_PIECE_SHIFT 24 /* seg->range: first piece << 24 | count */
 /* Default: half the CPUs the process may use, at most 8.  Measured on the
  * H200 host (docs/benchmarks.md): streaming-store copies into a chunk
  * reach ~80 GB/s well before 16 threads, and 16 busy copy threads starve the
@@ -40,24 +53,14 @@
 #endif
 #define PL_WORKER_STACK ((size_t)256 << 10)
 
-typedef struct pl_job {
-  char *dst;
-  const char *src;
-  size_t n, piece, npieces;
-  atomic_size_t next;       /* next piece to claim */
-  bool nt;                  /* non-temporal stores (see pl_copy_stream) */
-  unsigned refs;            /* workers inside the job, under pl_wk_lock */
-  bool queued;              /* on the queue, under pl_wk_lock */
-  struct pl_job *link;
-} pl_job;
-
 static pthread_mutex_t pl_wk_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pl_wk_wake = PTHREAD_COND_INITIALIZER; /* workers sleep here */
-static pthread_cond_t pl_wk_done = PTHREAD_COND_INITIALIZER; /* callers wait for refs == 0 */
+static pthread_cond_t pl_wk_done = PTHREAD_COND_INITIALIZER; /* owners wait for refs == 0 */
 static pl_job *pl_wk_head;                                   /* under pl_wk_lock */
-static atomic_uint pl_wk_queued;  /* jobs on the queue: what spinning workers poll */
-static atomic_uint pl_wk_helpers; /* worker threads running */
-static atomic_int pl_wk_state;    /* 0 not started, 1 starting, 2 started */
+static atomic_uint pl_wk_gen;      /* bumped at every publish: what spinning workers poll */
+static atomic_uint pl_wk_sleepers; /* workers in (or entering) the condition wait */
+static atomic_uint pl_wk_helpers;  /* worker threads running */
+static atomic_int pl_wk_state;     /* 0 not started, 1 starting, 2 started */
 
 unsigned pl_workers_parallelism(void) {
   long want = pl_opt_long(PL_OPT_COPY_THREADS);
@@ -71,6 +74,14 @@ unsigned pl_workers_parallelism(void) {
   }
   cpus = cpus > 1 ? cpus / 2 : 1;
   return cpus < PL_THREADS_DEFAULT_MAX ? cpus : PL_THREADS_DEFAULT_MAX;
+}
+
+static inline void pl_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
 }
 
 /* memcpy with non-temporal (streaming) stores, for filling a pinned chunk
@@ -98,78 +109,105 @@ static void pl_copy_stream(char *dst, const char *src, size_t n) {
 #endif
 }
 
-/* Copy pieces of j until none is left to claim.  Any thread, no lock. */
-static void pl_job_run(pl_job *j) {
-  size_t i;
-  bool streamed = false;
-  while ((i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->npieces) {
-    size_t off = i * j->piece;
-    size_t len = j->n - off < j->piece ? j->n - off : j->piece;
-    if (j->nt) { pl_copy_stream(j->dst + off, j->src + off, len); streamed = true; }
-    else memcpy(j->dst + off, j->src + off, len);
+/* Claim the next piece of j below `limit`; false when none is claimable
+ * now.  Any thread, no lock. */
+static bool pl_claim(pl_job *j, size_t limit, size_t *out) {
+  if (atomic_load_explicit(&j->closed, memory_order_relaxed)) return false;
+  size_t pub = atomic_load_explicit(&j->published, memory_order_acquire);
+  if (limit > pub) limit = pub;
+  size_t cur = atomic_load_explicit(&j->next, memory_order_relaxed);
+  while (cur < limit)
+    if (atomic_compare_exchange_weak_explicit(&j->next, &cur, cur + 1, memory_order_relaxed,
+                                              memory_order_relaxed)) {
+      *out = cur;
+      return true;
+    }
+  return false;
+}
+
+/* Copy claimed piece i of j and count it done.  Its segment cannot be
+ * reused before this returns (the owner waits for the count), so the slot
+ * found here is stable; other slots may be rewritten meanwhile, which is
+ * why a slot's range is one atomic word. */
+static void pl_piece_copy(pl_job *j, size_t i) {
+  pl_seg *s = NULL;
+  uint64_t first = 0;
+  for (unsigned k = 0; k < PL_JOB_SLOTS; k++) {
+    uint64_t r = atomic_load_explicit(&j->seg[k].range, memory_order_acquire);
+    uint64_t f = r >> PL_PIECE_SHIFT, n = r & ((1u << PL_PIECE_SHIFT) - 1);
+    if (i >= f && i < f + n) {
+      s = &j->seg[k];
+      first = f;
+      break;
+    }
   }
+  if (s == NULL) return; /* unreachable: a published piece has a live segment */
+  size_t off = (size_t)(i - first) * PL_PIECE;
+  size_t len = s->len - off < PL_PIECE ? s->len - off : PL_PIECE;
+  if (s->nt) {
+    pl_copy_stream(s->dst + off, s->src + off, len);
 #if defined(__x86_64__)
-  /* Streaming stores are weakly ordered: make them globally visible before
-   * this thread reports the job done (the lock release does not). */
-  if (streamed) _mm_sfence();
-#else
-  (void)streamed;
+    /* Streaming stores are weakly ordered: make them globally visible
+     * before the piece counts as done (the DMA may start right after). */
+    _mm_sfence();
 #endif
+  } else {
+    memcpy(s->dst + off, s->src + off, len);
+  }
+  atomic_fetch_sub_explicit(&s->left, 1, memory_order_release);
 }
 
-/* Take j off the queue.  Caller holds pl_wk_lock; j is queued. */
-static void pl_job_unqueue_locked(pl_job *j) {
-  pl_job **pp = &pl_wk_head;
-  while (*pp != j) pp = &(*pp)->link;
-  *pp = j->link;
-  j->queued = false;
-  atomic_fetch_sub_explicit(&pl_wk_queued, 1, memory_order_relaxed);
+/* The first queued job with a piece claimable now.  Caller holds
+ * pl_wk_lock. */
+static pl_job *pl_find_locked(void) {
+  for (pl_job *j = pl_wk_head; j; j = j->link)
+    if (!atomic_load(&j->closed) && atomic_load(&j->next) < atomic_load(&j->published)) return j;
+  return NULL;
 }
 
-/* After a job, poll briefly for the next before sleeping: waking from the
- * condition variable costs tens of microseconds, a chunk's memcpy about a
- * hundred.  Returns with pl_wk_lock held either way. */
-static void pl_worker_spin_then_lock(void) {
+/* After running dry, poll briefly for more work before sleeping: waking
+ * from the condition variable costs tens of microseconds, a chunk's
+ * memcpy about a hundred. */
+static void pl_worker_spin(void) {
+  unsigned gen = atomic_load_explicit(&pl_wk_gen, memory_order_relaxed);
   uint64_t until = pl_now_ns() + PL_SPIN_NS;
   unsigned k = 0;
-  while (atomic_load_explicit(&pl_wk_queued, memory_order_relaxed) == 0) {
+  while (atomic_load_explicit(&pl_wk_gen, memory_order_relaxed) == gen) {
     if ((++k & 63) == 0 && pl_now_ns() >= until) break;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
+    pl_relax();
   }
-  pthread_mutex_lock(&pl_wk_lock);
 }
 
-/* A copy thread: takes the oldest job with pieces left, copies until none
- * is left, and sleeps when the queue is empty.  Never exits (detached: the
- * process may exit with it asleep or mid-piece). */
+/* A copy thread: copies pieces of the first job that has some, polls a
+ * while when it runs dry, and sleeps when nothing comes.  Never exits
+ * (detached: the process may exit with it asleep or mid-piece). */
 static void *pl_worker_main(void *arg) {
   (void)arg;
   /* A copy thread is the shim's own: nothing it does is the program's. */
   pl_in_shim++;
   pthread_mutex_lock(&pl_wk_lock);
   for (;;) {
-    pl_job *j = pl_wk_head;
+    pl_job *j = pl_find_locked();
     if (j == NULL) {
-      pthread_cond_wait(&pl_wk_wake, &pl_wk_lock);
-      continue;
-    }
-    if (atomic_load_explicit(&j->next, memory_order_relaxed) >= j->npieces) {
-      pl_job_unqueue_locked(j); /* all claimed: nothing for anyone here */
+      /* Announce the sleep before the last look: a publisher stores
+       * `published` and then reads pl_wk_sleepers (both sequentially
+       * consistent), so either it sees us and wakes us, or we see it. */
+      atomic_fetch_add(&pl_wk_sleepers, 1);
+      j = pl_find_locked();
+      if (j == NULL) pthread_cond_wait(&pl_wk_wake, &pl_wk_lock);
+      atomic_fetch_sub(&pl_wk_sleepers, 1);
       continue;
     }
     j->refs++;
     pthread_mutex_unlock(&pl_wk_lock);
-    pl_job_run(j);
+    size_t i;
+    while (pl_claim(j, SIZE_MAX, &i)) pl_piece_copy(j, i);
     pthread_mutex_lock(&pl_wk_lock);
-    if (j->queued) pl_job_unqueue_locked(j);
     if (--j->refs == 0) pthread_cond_broadcast(&pl_wk_done);
-    /* j may be gone from here on: its caller owns it again. */
+    /* j may be gone from here on: its owner may close it. */
     pthread_mutex_unlock(&pl_wk_lock);
-    pl_worker_spin_then_lock();
+    pl_worker_spin();
+    pthread_mutex_lock(&pl_wk_lock);
   }
   return NULL;
 }
@@ -210,52 +248,78 @@ static unsigned pl_workers_start(void) {
   return started;
 }
 
-static void pl_workers_copy(void *dst, const void *src, size_t n, bool nt);
-
-void pl_workers_memcpy(void *dst, const void *src, size_t n) { pl_workers_copy(dst, src, n, false); }
-
-void pl_workers_memcpy_to_chunk(void *dst, const void *src, size_t n) {
-#ifdef PL_NO_STREAM_STORES /* for comparison runs (tests/bench/diag.sh) */
-  pl_workers_copy(dst, src, n, false);
-#else
-  pl_workers_copy(dst, src, n, true);
-#endif
-}
-
-/* The parallel copy behind both entry points. */
-static void pl_workers_copy(void *dst, const void *src, size_t n, bool nt) {
-  unsigned helpers = n >= 2 * PL_PIECE_MIN ? pl_workers_start() : 0;
-  if (helpers == 0) {
-    pl_job one = {.dst = dst, .src = src, .n = n, .piece = n ? n : 1, .npieces = n ? 1 : 0, .nt = nt};
-    atomic_init(&one.next, 0);
-    pl_job_run(&one);
-    return;
+void pl_job_open(pl_job *j) {
+  memset(j, 0, sizeof *j);
+  for (unsigned k = 0; k < PL_JOB_SLOTS; k++) {
+    atomic_init(&j->seg[k].range, 0);
+    atomic_init(&j->seg[k].left, 0);
   }
-  /* About two pieces per thread: enough to even out threads that wake late,
-   * few enough that handing them out costs nothing. */
-  size_t piece = n / (2 * ((size_t)helpers + 1));
-  piece = (piece + 4095) & ~(size_t)4095;
-  if (piece < PL_PIECE_MIN) piece = PL_PIECE_MIN;
-  pl_job j = {.dst = dst, .src = src, .n = n, .piece = piece,
-              .npieces = (n + piece - 1) / piece, .nt = nt, .queued = true};
-  atomic_init(&j.next, 0);
-  unsigned wake = j.npieces - 1 < helpers ? (unsigned)(j.npieces - 1) : helpers;
-
+  atomic_init(&j->next, 0);
+  atomic_init(&j->published, 0);
+  atomic_init(&j->closed, false);
+  if (pl_workers_start() == 0) return; /* the owner copies alone */
   pthread_mutex_lock(&pl_wk_lock);
   pl_job **pp = &pl_wk_head;
   while (*pp) pp = &(*pp)->link;
-  *pp = &j;
-  atomic_fetch_add_explicit(&pl_wk_queued, 1, memory_order_relaxed);
-  if (wake == helpers) pthread_cond_broadcast(&pl_wk_wake);
-  else for (unsigned i = 0; i < wake; i++) pthread_cond_signal(&pl_wk_wake);
+  *pp = j;
+  j->queued = true;
   pthread_mutex_unlock(&pl_wk_lock);
+}
 
-  pl_job_run(&j);
+unsigned pl_job_add(pl_job *j, void *dst, const void *src, size_t len, bool nt) {
+  unsigned k = j->nseg++;
+  pl_seg *s = &j->seg[k % PL_JOB_SLOTS];
+  size_t first = atomic_load_explicit(&j->published, memory_order_relaxed);
+  size_t n = len ? (len + PL_PIECE - 1) / PL_PIECE : 1; /* an empty segment is one empty piece */
+  s->dst = dst;
+  s->src = src;
+  s->len = len;
+  s->nt = nt;
+  atomic_store_explicit(&s->left, n, memory_order_relaxed);
+  atomic_store_explicit(&s->range, (uint64_t)first << PL_PIECE_SHIFT | n, memory_order_release);
+  atomic_store(&j->published, first + n); /* seq_cst: see pl_worker_main */
+  if (j->queued) {
+    atomic_fetch_add_explicit(&pl_wk_gen, 1, memory_order_relaxed);
+    if (atomic_load(&pl_wk_sleepers) > 0) {
+      pthread_mutex_lock(&pl_wk_lock);
+      pthread_cond_broadcast(&pl_wk_wake);
+      pthread_mutex_unlock(&pl_wk_lock);
+    }
+  }
+  return k;
+}
 
-  /* Every piece is claimed now; the ones workers claimed are done once no
-   * worker is left inside the job. */
+void pl_job_wait(pl_job *j, unsigned k) {
+  pl_seg *s = &j->seg[k % PL_JOB_SLOTS];
+  uint64_t r = atomic_load_explicit(&s->range, memory_order_relaxed);
+  size_t end = (size_t)((r >> PL_PIECE_SHIFT) + (r & ((1u << PL_PIECE_SHIFT) - 1)));
+  while (atomic_load_explicit(&s->left, memory_order_acquire) != 0) {
+    /* Only this segment's pieces: a later one would delay its DMA. */
+    size_t i;
+    if (pl_claim(j, end, &i)) pl_piece_copy(j, i);
+    else pl_relax();
+  }
+}
+
+void pl_job_close(pl_job *j) {
+  atomic_store(&j->closed, true);
+  if (!j->queued) return;
   pthread_mutex_lock(&pl_wk_lock);
-  if (j.queued) pl_job_unqueue_locked(&j);
-  while (j.refs > 0) pthread_cond_wait(&pl_wk_done, &pl_wk_lock);
+  pl_job **pp = &pl_wk_head;
+  while (*pp != j) pp = &(*pp)->link;
+  *pp = j->link;
+  j->queued = false;
+  while (j->refs > 0) pthread_cond_wait(&pl_wk_done, &pl_wk_lock);
   pthread_mutex_unlock(&pl_wk_lock);
+}
+
+void pl_workers_memcpy(void *dst, const void *src, size_t n) {
+  if (n < 2 * PL_PIECE) {
+    memcpy(dst, src, n);
+    return;
+  }
+  pl_job j;
+  pl_job_open(&j);
+  pl_job_wait(&j, pl_job_add(&j, dst, src, n, false));
+  pl_job_close(&j);
 }

@@ -695,6 +695,12 @@ static void test_dma_failure(void **state) {
       f_clear_faults();
       assert_int_equal(f_cuStreamSynchronize(b.s), CUDA_SUCCESS);
       assert_true(bound_ok());
+      /* Every chunk came back, including the ones filled ahead of the
+       * failed DMA and never sent. */
+      pl_stage_stats st;
+      pl_stage_get_stats(&st);
+      assert_true(st.pool.bytes > 0);
+      assert_int_equal(st.pool.free_bytes, st.pool.bytes);
     }
   }
   /* The copy-out host function cannot be queued: its range goes native. */
