@@ -39,22 +39,23 @@
  * memory three times (source read, chunk write, DMA read), and the copy
  * threads take memory bandwidth from the DMA.  Plain stores into chunks
  * that stay in the last-level cache let the DMA engine read them from
- * there, at the price of a slower copy.  A copy that fits the pool is
- * bound by the copy, and the pool's chunks are not reused within it: it
- * streams.  A copy larger than the pool recycles its chunks and is bound
- * by the DMA: plain stores.  On the H200 host (docs/benchmarks.md, five
- * alternating rounds) streaming gave 16 / 64 / 256 MiB uploads 0.74 /
- * 0.78 / 0.65 of pinned and plain stores 0.49 / 0.71 / 0.89; switching
- * from one to the other within a copy was worse than either (0.69 / 0.70
- * at 64 / 256 MiB: streaming stores evict the chunks plain stores want
+ * there, at the price of a slower copy.  So streaming stores when the copy
+ * is what the program waits for, plain stores when the DMA is: the copy
+ * is larger than the pool (it recycles its chunks), or the DMA engine is
+ * still busy with earlier chunks of this pool (copies back to back).  On
+ * the H200 host (docs/benchmarks.md, five alternating rounds) streaming
+ * gave 16 / 64 / 256 MiB uploads 0.73 / 0.80 / 0.67 of pinned and plain
+ * stores 0.51 / 0.78 / 0.92, and copies back to back beside kernels 1.12
+ * and 1.03 of pinned; switching from one to the other within a copy was
+ * worse than either (streaming stores evict the lines plain stores want
  * cached).  The fixed policies are for comparison builds
  * (tests/bench/diag_h2d.sh). */
 #if defined(PL_NO_STREAM_STORES)
-#define PL_NT(recycles) ((void)(recycles), false)
+#define PL_NT(dma_bound) ((void)(dma_bound), false)
 #elif defined(PL_ALWAYS_STREAM_STORES)
-#define PL_NT(recycles) ((void)(recycles), true)
+#define PL_NT(dma_bound) ((void)(dma_bound), true)
 #else
-#define PL_NT(recycles) (!(recycles))
+#define PL_NT(dma_bound) (!(dma_bound))
 #endif
 
 /* ---- the driver ---------------------------------------------------------- */
@@ -116,7 +117,7 @@ const pl_stage_drv *pl_stage_drv_get(void) {
 
 static atomic_bool pl_stage_off;  /* forked child: CUDA is unusable there */
 static atomic_bool pl_stage_used; /* write COUNTERS only if we ever ran */
-static atomic_uint_fast64_t pl_n_copies, pl_n_staged, pl_n_pass, pl_n_fallbacks, pl_n_waits,
+static atomic_uint_fast64_t pl_n_copies, pl_n_plain, pl_n_staged, pl_n_pass, pl_n_fallbacks, pl_n_waits,
     pl_n_wait_ns;
 
 #define PL_ADD(ctr, v) atomic_fetch_add_explicit(&(ctr), (v), memory_order_relaxed)
@@ -145,19 +146,6 @@ static pl_acq pl_run_acquire(pl_run *x, uint64_t wait_ns, pl_chunk **out, CUresu
   return a;
 }
 
-/* The next chunk for a pipeline that has enqueued `off` bytes: 1 with *ch
- * owned by the caller; 0 to stop and let the native call finish the copy
- * (*timed_out says whether the wait ran out); -1 when nothing is enqueued
- * yet and the engine must decline the copy. */
-static int pl_run_next(pl_run *x, size_t off, pl_chunk **ch, bool *timed_out) {
-  CUresult e;
-  pl_acq a = pl_run_acquire(x, x->wait_ns, ch, &e);
-  if (a == PL_ACQ_OK) return 1;
-  if (a == PL_ACQ_ERROR && off == 0) return -1;
-  *timed_out = a == PL_ACQ_TIMEOUT;
-  return 0;
-}
-
 /* Run the native call for bytes [off, end) of the copy, in stream order
  * after whatever chunks were enqueued.  Its result is the program's. */
 static CUresult pl_run_fallback(pl_run *x, size_t off, bool timed_out) {
@@ -184,24 +172,76 @@ static void pl_run_error(const char *what, CUresult r) {
 
 /* ---- host to device ------------------------------------------------------ */
 
+/* Smallest piece of the ramp: the first DMA starts once this much is
+ * copied, often by the calling thread alone while the copy threads wake
+ * up (tens of microseconds in a VM).  One work piece of workers.c. */
+#ifndef PL_RAMP_MIN
+#define PL_RAMP_MIN ((size_t)256 << 10)
+#endif
+
 /* How much of the source the next chunk takes.  Neither the first memcpy
- * nor the last DMA overlaps anything, so the pieces ramp up from an eighth
- * of a chunk (the DMA starts sooner) and, once the rest fits one chunk,
- * halve down to 1 MiB (the last DMA is short).  *ramp carries the current
- * piece size between calls (0 at first). */
+ * nor the last DMA overlaps anything, so the pieces ramp up from
+ * PL_RAMP_MIN (the DMA starts sooner) and, once the rest fits one chunk,
+ * halve down to PL_RAMP_MIN (the last DMA is short).  *ramp carries the
+ * current piece size between calls (0 at first). */
 static size_t pl_h2d_piece(size_t left, size_t chunk, size_t *ramp) {
-  const size_t min_piece = 1u << 20;
-  if (*ramp == 0) *ramp = chunk / 8 > min_piece ? chunk / 8 : min_piece;
+  if (*ramp == 0) *ramp = PL_RAMP_MIN;
   size_t len = *ramp < chunk ? *ramp : chunk;
   if (*ramp < chunk) *ramp *= 2;
   if (left > len) return len;
-  return left >= 2 * min_piece ? left / 2 : left;
+  return left >= 2 * PL_RAMP_MIN ? left / 2 : left;
+}
+
+/* A chunk an upload holds.  Segments are slices of chunks: the ramp's
+ * small pieces share one chunk instead of taking one each, so a 16 MiB
+ * copy holds 3 chunks, not 7, and copies back to back find chunks free. */
+typedef struct pl_held {
+  pl_chunk *ch;     /* NULL once given back */
+  size_t used;      /* bytes of the chunk taken by slices */
+  unsigned pub, iss; /* slices published, and enqueued */
+  bool closed;      /* takes no more slices */
+} pl_held;
+#define PL_HELD (PL_JOB_SLOTS + 1) /* every unenqueued slice's chunk, and the current one */
+
+/* The upload in progress, for the helpers below. */
+typedef struct pl_up {
+  pl_run *x;
+  bool sync;
+  pl_held held[PL_HELD]; /* live entries [h0, h1), by absolute number % PL_HELD */
+  unsigned h0, h1;
+  pl_chunk *last;        /* sync: the final chunk, kept until its DMA is done */
+} pl_up;
+
+/* Give back held chunk h, all of whose slices are enqueued: it is free
+ * once an event after its last DMA completes.  False when the event could
+ * not be recorded (the chunk is retired; the copy must stop). */
+static bool pl_up_finish(pl_up *u, pl_held *h, bool final) {
+  pl_run *x = u->x;
+  CUresult e = x->d->cuEventRecord[x->pt](h->ch->ev, x->stream);
+  if (e != CUDA_SUCCESS) {
+    pl_pool_quarantine(h->ch);
+    pl_run_error("cuEventRecord", e);
+  } else if (final && u->sync) {
+    u->last = h->ch;
+  } else {
+    pl_pool_release(h->ch, true);
+  }
+  h->ch = NULL;
+  while (u->h0 < u->h1 && u->held[u->h0 % PL_HELD].ch == NULL) u->h0++;
+  return e == CUDA_SUCCESS;
+}
+
+/* The chunk that takes no more slices: given back now if nothing of it
+ * waits to be enqueued. */
+static bool pl_up_close(pl_up *u, pl_held *h) {
+  h->closed = true;
+  return h->iss < h->pub || pl_up_finish(u, h, false);
 }
 
 /* Returns false when nothing was enqueued and the caller must run the
  * native call; otherwise *r is the program's result.
  *
- * Segments (one chunk each) are published to the copy threads as far
+ * Segments (slices of chunks) are published to the copy threads as far
  * ahead as free chunks allow, and each one's DMA is enqueued, in order,
  * the moment its last byte is copied: the threads never wait for the DMA
  * calls, the DMA engine never waits for a barrier. */
@@ -209,15 +249,15 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   const pl_stage_drv *d = x->d;
   pl_copy *c = x->c;
   const char *src = (const char *)(uintptr_t)c->src;
-  bool sync = !(c->flags & PAGELOCK_COPY_ASYNC);
   size_t off = 0;        /* bytes whose DMA is enqueued */
   size_t pub = 0;        /* bytes handed to the copy threads */
   unsigned npub = 0, niss = 0;
-  pl_chunk *seg[PL_JOB_SLOTS]; /* published, not yet enqueued: seg[k % SLOTS] */
-  pl_chunk *last = NULL; /* sync: the final chunk, kept until its DMA is done */
+  unsigned seg_h[PL_JOB_SLOTS];  /* segment k: its held chunk (absolute number) */
+  size_t seg_at[PL_JOB_SLOTS];   /* and where in that chunk */
   size_t ramp = 0;
   bool timed_out = false, stop = false, declined = false;
-  bool nt = PL_NT(c->bytes > (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE));
+  bool nt = PL_NT(c->bytes > (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE) || pl_pool_dma_busy(x->pool));
+  pl_up u = {.x = x, .sync = !(c->flags & PAGELOCK_COPY_ASYNC)};
   pl_job job;
   pl_job_open(&job);
 
@@ -225,53 +265,67 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
     /* Publish ahead.  Only an empty pipeline waits for a chunk: with
      * segments in flight, enqueueing them frees chunks sooner. */
     while (pub < c->bytes && npub - niss < PL_JOB_SLOTS) {
-      bool empty = npub == niss;
-      pl_chunk *ch;
-      CUresult e;
-      pl_acq a = pl_run_acquire(x, empty ? x->wait_ns : 0, &ch, &e);
-      if (a == PL_ACQ_TIMEOUT && !empty) break;
-      if (a != PL_ACQ_OK) {
-        if (a == PL_ACQ_ERROR && off == 0) declined = true;
-        timed_out = a == PL_ACQ_TIMEOUT;
-        stop = true;
-        break;
+      pl_held *h = u.h1 > u.h0 && !u.held[(u.h1 - 1) % PL_HELD].closed ? &u.held[(u.h1 - 1) % PL_HELD] : NULL;
+      size_t next_ramp = ramp, len = h ? pl_h2d_piece(c->bytes - pub, h->ch->size, &next_ramp) : 0;
+      if (h == NULL || h->used + len > h->ch->size) {
+        if (h && !pl_up_close(&u, h)) { stop = true; break; }
+        bool empty = npub == niss;
+        pl_chunk *ch;
+        CUresult e;
+        pl_acq a = pl_run_acquire(x, empty ? x->wait_ns : 0, &ch, &e);
+        if (a == PL_ACQ_TIMEOUT && !empty) break;
+        if (a != PL_ACQ_OK) {
+          if (a == PL_ACQ_ERROR && off == 0) declined = true;
+          timed_out = a == PL_ACQ_TIMEOUT;
+          stop = true;
+          break;
+        }
+        h = &u.held[u.h1++ % PL_HELD];
+        *h = (pl_held){.ch = ch};
+        next_ramp = ramp;
+        len = pl_h2d_piece(c->bytes - pub, ch->size, &next_ramp);
       }
-      size_t len = pl_h2d_piece(c->bytes - pub, ch->size, &ramp);
-      seg[npub % PL_JOB_SLOTS] = ch;
-      pl_job_add(&job, ch->host, src + pub, len, nt);
+      ramp = next_ramp;
+      seg_h[npub % PL_JOB_SLOTS] = u.h1 - 1;
+      seg_at[npub % PL_JOB_SLOTS] = h->used;
+      pl_job_add(&job, (char *)h->ch->host + h->used, src + pub, len, nt);
+      h->used += len;
+      h->pub++;
       npub++;
       pub += len;
+      if (pub == c->bytes && !pl_up_close(&u, h)) stop = true;
     }
-    if (stop) break;
+    if (stop || npub == niss) break;
 
     /* The oldest segment: wait for its bytes, enqueue its DMA. */
-    pl_chunk *ch = seg[niss % PL_JOB_SLOTS];
-    pl_seg *sg = &job.seg[niss % PL_JOB_SLOTS];
-    size_t len = sg->len;
+    unsigned k = niss % PL_JOB_SLOTS;
+    pl_held *h = &u.held[seg_h[k] % PL_HELD];
+    size_t len = job.seg[k].len;
     pl_job_wait(&job, niss);
     niss++;
-    CUresult e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, ch->host, len, x->stream);
+    CUresult e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, (char *)h->ch->host + seg_at[k], len, x->stream);
     if (e != CUDA_SUCCESS) {
-      pl_pool_release(ch, false);
       if (off == 0) declined = true; /* the native call reports it */
       else pl_run_error("cuMemcpyHtoDAsync", e);
       break;
     }
     off += len;
     x->staged += len;
-    e = d->cuEventRecord[x->pt](ch->ev, x->stream);
-    if (e != CUDA_SUCCESS) {
-      pl_pool_quarantine(ch);
-      pl_run_error("cuEventRecord", e);
-      break;
-    }
-    if (sync && off == c->bytes) last = ch;
-    else pl_pool_release(ch, true);
+    h->iss++;
+    if (h->closed && h->iss == h->pub && !pl_up_finish(&u, h, off == c->bytes)) break;
   }
 
-  /* Segments never enqueued: their chunks were only written by us. */
+  if (!nt && x->staged) PL_ADD(pl_n_plain, 1);
+  /* Chunks still held after a stop: those with DMAs enqueued are free once
+   * an event after them completes; the others were only written by us. */
   pl_job_close(&job);
-  for (; niss < npub; niss++) pl_pool_release(seg[niss % PL_JOB_SLOTS], false);
+  for (unsigned i = u.h0; i < u.h1; i++) {
+    pl_held *h = &u.held[i % PL_HELD];
+    if (h->ch == NULL) continue;
+    if (h->iss > 0) pl_up_finish(&u, h, false);
+    else pl_pool_release(h->ch, false);
+    h->ch = NULL;
+  }
   if (declined) return false;
 
   if (off < c->bytes) {
@@ -281,11 +335,11 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
     return true;
   }
   *r = CUDA_SUCCESS;
-  if (last) {
+  if (u.last) {
     /* Stricter than CUDA (a pageable sync copy may return before its last
      * DMA ends), and so always safe. */
-    CUresult e = d->cuEventSynchronize(last->ev);
-    pl_pool_release(last, e != CUDA_SUCCESS);
+    CUresult e = d->cuEventSynchronize(u.last->ev);
+    pl_pool_release(u.last, e != CUDA_SUCCESS);
     *r = e;
   }
   return true;
@@ -377,53 +431,95 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
 
 /* ---- device to host, asynchronous ----------------------------------------- */
 
-/* Host function: the chunk's DMA is complete (stream order).  Must not call
- * CUDA; takes only the pool lock. */
+/* Host function: the DMAs of a group of chunks are complete (stream
+ * order).  Copies each out and frees it at once, so the next group can
+ * take it.  Must not call CUDA; takes only the pool lock. */
 static void CUDA_CB pl_copyout(void *arg) {
-  pl_chunk *ch = arg;
   pl_in_shim++;
-  pl_workers_memcpy(ch->out_dst, ch->host, ch->out_n);
-  pl_pool_release(ch, false);
+  for (pl_chunk *ch = arg, *next; ch; ch = next) {
+    next = ch->out_next;
+    pl_workers_memcpy(ch->out_dst, ch->host, ch->out_n);
+    pl_pool_release(ch, false);
+  }
   pl_in_shim--;
+}
+
+/* Chunks per host function: launching one costs about as much as a DMA
+ * call, and the program is waiting for this call to return.  Half the
+ * pool, so that the next group finds its chunks free while this one's
+ * copy-out runs (the stream runs the next DMAs only after it anyway). */
+static unsigned pl_d2h_group(size_t chunk) {
+  uint64_t n = (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE) / (chunk ? chunk : 1) / 2;
+  return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
+}
+
+/* Give back the chunks of a group whose host function could not be
+ * queued: their DMAs run anyway, so each is free once an event after them
+ * completes. */
+static void pl_d2h_ungroup(pl_run *x, pl_chunk *head) {
+  for (pl_chunk *ch = head, *next; ch; ch = next) {
+    next = ch->out_next;
+    if (x->d->cuEventRecord[x->pt](ch->ev, x->stream) == CUDA_SUCCESS) pl_pool_release(ch, true);
+    else pl_pool_quarantine(ch);
+  }
 }
 
 /* Returns once every chunk's DMA and copy-out are queued on the stream;
  * false when nothing was enqueued and the caller must run the native call.
+ * DMAs go out a group at a time with one host function behind each group.
  * Waits only for free chunks, bounded like every wait here. */
 static bool pl_d2h_async(pl_run *x, CUresult *r) {
   const pl_stage_drv *d = x->d;
   pl_copy *c = x->c;
   char *dst = (char *)(uintptr_t)c->dst;
-  size_t off = 0;
-  bool timed_out = false;
+  size_t off = 0; /* bytes whose DMA and copy-out are queued */
+  bool timed_out = false, stop = false;
 
-  while (off < c->bytes) {
-    pl_chunk *ch;
-    CUresult e;
-    int got = pl_run_next(x, off, &ch, &timed_out);
-    if (got < 0) return false;
-    if (got == 0) break;
-    size_t len = c->bytes - off < ch->size ? c->bytes - off : ch->size;
-    ch->out_dst = dst + off;
-    ch->out_n = len;
-    e = d->cuMemcpyDtoHAsync[x->pt](ch->host, c->src + off, len, x->stream);
-    if (e != CUDA_SUCCESS) {
-      pl_pool_release(ch, false);
-      if (off == 0) return false;
-      pl_run_error("cuMemcpyDtoHAsync", e);
-      break;
+  while (off < c->bytes && !stop) {
+    pl_chunk *head = NULL, **tail = &head;
+    size_t end = off; /* bytes of this group's DMAs */
+    unsigned k = 0, group = 1;
+    while (end < c->bytes && k < group) {
+      pl_chunk *ch;
+      CUresult e;
+      /* Only the first chunk of a group may wait: later ones would hold
+       * back the group's copy-out. */
+      pl_acq a = pl_run_acquire(x, k == 0 ? x->wait_ns : 0, &ch, &e);
+      if (a != PL_ACQ_OK) {
+        if (k > 0 && a == PL_ACQ_TIMEOUT) break;
+        if (a == PL_ACQ_ERROR && end == 0) return false;
+        timed_out = a == PL_ACQ_TIMEOUT;
+        stop = true;
+        break;
+      }
+      if (k == 0) group = pl_d2h_group(ch->size);
+      size_t len = c->bytes - end < ch->size ? c->bytes - end : ch->size;
+      e = d->cuMemcpyDtoHAsync[x->pt](ch->host, c->src + end, len, x->stream);
+      if (e != CUDA_SUCCESS) {
+        pl_pool_release(ch, false);
+        if (end == 0) return false; /* the native call reports it */
+        pl_run_error("cuMemcpyDtoHAsync", e);
+        stop = true;
+        break;
+      }
+      ch->out_dst = dst + end;
+      ch->out_n = len;
+      ch->out_next = NULL;
+      *tail = ch;
+      tail = &ch->out_next;
+      end += len;
+      k++;
     }
-    e = d->cuLaunchHostFunc[x->pt](x->stream, pl_copyout, ch);
+    if (head == NULL) break;
+    CUresult e = d->cuLaunchHostFunc[x->pt](x->stream, pl_copyout, head);
     if (e != CUDA_SUCCESS) {
-      /* The DMA into the chunk runs anyway; an event tells when the chunk
-       * is free.  Its range goes to the native call. */
-      if (d->cuEventRecord[x->pt](ch->ev, x->stream) == CUDA_SUCCESS) pl_pool_release(ch, true);
-      else pl_pool_quarantine(ch);
+      /* The group's range goes to the native call. */
+      pl_d2h_ungroup(x, head);
       pl_run_error("cuLaunchHostFunc", e);
       break;
     }
-    off += len;
-    x->staged += len;
+    x->staged += end - off;
+    off = end;
   }
   *r = off < c->bytes ? pl_run_fallback(x, off, timed_out) : CUDA_SUCCESS;
   return true;
@@ -496,6 +592,7 @@ bool pl_stage_copy(pl_copy *c, CUresult *r) {
 
 void pl_stage_get_stats(pl_stage_stats *s) {
   s->copies_staged = atomic_load(&pl_n_copies);
+  s->copies_plain = atomic_load(&pl_n_plain);
   s->bytes_staged = atomic_load(&pl_n_staged);
   s->bytes_passthrough = atomic_load(&pl_n_pass);
   s->fallbacks = atomic_load(&pl_n_fallbacks);
@@ -507,6 +604,7 @@ void pl_stage_get_stats(pl_stage_stats *s) {
 void pl_stage_reset_for_test(void) {
   pl_pool_reset_for_test();
   atomic_store(&pl_n_copies, 0);
+  atomic_store(&pl_n_plain, 0);
   atomic_store(&pl_n_staged, 0);
   atomic_store(&pl_n_pass, 0);
   atomic_store(&pl_n_fallbacks, 0);

@@ -57,6 +57,7 @@ struct pl_chunk {
   /* asynchronous device-to-host copy-out, read by the host function */
   void *out_dst;
   size_t out_n;
+  pl_chunk *out_next;  /* the next chunk of the same host function */
 };
 
 typedef enum pl_acq {
@@ -82,6 +83,10 @@ pl_acq pl_pool_acquire(pl_pool *p, uint64_t wait_ns, pl_chunk **out, uint64_t *w
  * and must complete before the next use.  Callable from a CUDA host
  * function (takes only the pool lock, calls no CUDA). */
 void pl_pool_release(pl_chunk *c, bool pending);
+/* True when the most recently released chunk of p is still in use by
+ * the device (its event not yet complete): the copies of this context
+ * come back to back.  Calls cuEventQuery, no lock held across it. */
+bool pl_pool_dma_busy(pl_pool *p);
 /* Give up on a chunk whose last use can no longer be tracked (its event
  * could not be recorded): it is never reused and its bytes stay counted,
  * so the bound still holds. */
@@ -158,6 +163,7 @@ unsigned pl_workers_parallelism(void);
 
 typedef struct pl_stage_stats {
   uint64_t copies_staged;     /* calls that used the pool (fully or in part) */
+  uint64_t copies_plain;      /* of them, uploads filled with plain stores */
   uint64_t bytes_staged;      /* bytes moved through chunks */
   uint64_t bytes_passthrough; /* bytes the engine left to the native call */
   uint64_t fallbacks;         /* copies finished by the native call */

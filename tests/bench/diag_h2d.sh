@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# tests/bench/diag_h2d.sh BUILD [LABEL=LIBPAGELOCK.so ...] - staged
-# host-to-device copies of 16, 64 and 256 MiB and the overlap benchmark,
-# against pinned, side by side: the shim of BUILD ("default", and with 12
-# copy threads), then every other shim given (other builds: another store
-# policy, an older engine), alternating, ROUNDS rounds (default 5).  Prints
-# every result, then per size and variant the median and its ratio to
-# pinned (for overlap: the time ratio, lower is better).
+# tests/bench/diag_h2d.sh BUILD [VARIANT...] - staged host-to-device copies
+# of 16, 64 and 256 MiB and the overlap benchmark against pinned, side by
+# side, alternating, ROUNDS rounds (default 5): BUILD's shim ("default",
+# and with 16 MiB chunks), then each VARIANT, either LABEL=PATH/libpagelock.so
+# (another build: a fixed store policy, an older engine) or LABEL="VAR=V ..."
+# (BUILD's shim with other settings).  Prints every result, then per size
+# and variant the median and its ratio to pinned (for overlap: the time
+# ratio, lower is better).
 set -u
 B=$(cd "$1" && pwd); shift
 ROUNDS=${ROUNDS:-5}
@@ -17,7 +18,11 @@ for round in $(seq "$ROUNDS"); do
     if [ $size = ov ]; then a=(overlap pageable $((16 << 20)) 7); p=(overlap pinned $((16 << 20)) 7)
     else a=(h2d pageable $((size << 20)) 7); p=(h2d pinned $((size << 20)) 7); fi
     r $size pinned X=1 "$B/bench_copy" "${p[@]}"
-    for v in "${variants[@]}"; do r $size "${v%%=*}" LD_PRELOAD="${v#*=}" "$B/bench_copy" "${a[@]}"; done
+    for v in "${variants[@]}"; do
+      spec=${v#*=}
+      if [[ $spec == *.so ]]; then r $size "${v%%=*}" LD_PRELOAD="$spec" "$B/bench_copy" "${a[@]}"
+      else r $size "${v%%=*}" LD_PRELOAD="$B/libpagelock.so" $spec "$B/bench_copy" "${a[@]}"; fi
+    done
     r $size default.c16M LD_PRELOAD="$B/libpagelock.so" PAGELOCK_CHUNK_SIZE=16M "$B/bench_copy" "${a[@]}"
   done
 done | tee "$T/all"

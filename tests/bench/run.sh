@@ -62,15 +62,35 @@ for i in 1 2 3; do
   run tiny_cupti_$i "${shim[@]}" -- "$B/bench_copy" tiny pinned 4096 "$REPS"
 done
 [ -x "$B/bench_classify" ] && run classify X=1 -- "$B/bench_classify" 7
+# Copies: one process per measure, and processes swing (one 64 MiB staged
+# upload came out at 0.55 of pinned where the rounds around it gave 0.84),
+# so every measure runs in ROUNDS alternating rounds and the medians over
+# the rounds are compared.
+ROUNDS=${ROUNDS:-3}
+for i in $(seq "$ROUNDS"); do
+  for mb in 1 16 64 256; do
+    n=$((mb << 20))
+    run h2d_pinned_${mb}_$i X=1 -- "$B/bench_copy" h2d pinned $n "$REPS"
+    run h2d_pageable_${mb}_$i X=1 -- "$B/bench_copy" h2d pageable $n "$REPS"
+    run h2d_stage_${mb}_$i "${stage[@]}" -- "$B/bench_copy" h2d pageable $n "$REPS"
+    run d2h_pinned_${mb}_$i X=1 -- "$B/bench_copy" d2h pinned $n "$REPS"
+    run d2h_pageable_${mb}_$i X=1 -- "$B/bench_copy" d2h pageable $n "$REPS"
+    run d2h_stage_${mb}_$i "${stage[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
+    run d2h_async_${mb}_$i "${async[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
+  done
+  run overlap_pinned_$i X=1 -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"
+  run overlap_pageable_$i X=1 -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
+  run overlap_stage_$i "${stage[@]}" -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
+done
+# medr NAME KEY: the median of KEY over the rounds NAME_1..NAME_ROUNDS
+medr() { for i in $(seq "$ROUNDS"); do get "${1}_$i" "$2"; done | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 for mb in 1 16 64 256; do
-  n=$((mb << 20))
-  run h2d_pinned_$mb X=1 -- "$B/bench_copy" h2d pinned $n "$REPS"
-  run h2d_pageable_$mb X=1 -- "$B/bench_copy" h2d pageable $n "$REPS"
-  run h2d_stage_$mb "${stage[@]}" -- "$B/bench_copy" h2d pageable $n "$REPS"
-  run d2h_pinned_$mb X=1 -- "$B/bench_copy" d2h pinned $n "$REPS"
-  run d2h_pageable_$mb X=1 -- "$B/bench_copy" d2h pageable $n "$REPS"
-  run d2h_stage_$mb "${stage[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
-  run d2h_async_$mb "${async[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
+  for v in h2d_pinned h2d_pageable h2d_stage d2h_pinned d2h_pageable d2h_stage d2h_async; do
+    echo "${v}_$mb result mode=${v%%_*} size=$((mb << 20)) gbps=$(medr ${v}_$mb gbps) call_us=$(medr ${v}_$mb call_us)" | tee -a "$res"
+  done
+done
+for v in overlap_pinned overlap_pageable overlap_stage; do
+  echo "$v result mode=overlap ms=$(medr $v ms)" | tee -a "$res"
 done
 # Where staging starts to pay: one copy + sync, staging forced at any size.
 if [ -x "$B/test_stage_e2e" ]; then
@@ -85,9 +105,6 @@ for th in 2 4 8 16; do
   run h2d_threads_$th "${stage[@]}" PAGELOCK_COPY_THREADS=$th -- "$B/bench_copy" h2d pageable $((64 << 20)) "$REPS"
   run overlap_threads_$th "${stage[@]}" PAGELOCK_COPY_THREADS=$th -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
 done
-run overlap_pinned X=1 -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"
-run overlap_pageable X=1 -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
-run overlap_stage "${stage[@]}" -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
 # What recording costs: the same overlap runs traced with CUPTI on and off.
 for i in 1 2 3; do
   run ovl_native_$i X=1 -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"

@@ -608,6 +608,57 @@ static void test_wait_fallback(void **state) {
   bufs_fini(&c);
 }
 
+/* The store policy of uploads: streaming stores when the copy is what the
+ * program waits for, plain stores when the DMA is (the device still busy
+ * with earlier chunks of the pool, or a copy larger than the pool). */
+static void test_store_policy(void **state) {
+  (void)state;
+  stage_env(POOL, CHUNK, PATIENT_US, "sync");
+  bufs a;
+  bufs_init(&a);
+  size_t n = 256 * KB + 5;
+  pl_stage_stats s0, s1;
+  unsigned seed = 90;
+  /* idle device, then a blocked stream: the first copy finds the pool
+   * idle, the second finds its chunks still queued behind the gate */
+  bool want_plain[] = {false, false, true, false};
+  for (int i = 0; i < 4; i++, seed++) {
+    if (i == 1) {
+      atomic_store(&gate, 0);
+      assert_int_equal(f_cuLaunchHostFunc(a.s, gate_fn, NULL), CUDA_SUCCESS);
+    }
+    if (i == 3) {
+      atomic_store(&gate, 1);
+      assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+    }
+    fill(a.host, n, seed);
+    pl_stage_get_stats(&s0);
+    assert_int_equal(cuMemcpyHtoDAsync_v2(a.dev, a.host, n, a.s), CUDA_SUCCESS);
+    pl_stage_get_stats(&s1);
+    assert_int_equal(s1.copies_staged - s0.copies_staged, 1);
+    if (want_plain[i] != (s1.copies_plain - s0.copies_plain == 1))
+      print_error("copy %d: %s stores, expected %s\n", i, want_plain[i] ? "streaming" : "plain",
+                  want_plain[i] ? "plain" : "streaming");
+    assert_int_equal(s1.copies_plain - s0.copies_plain, want_plain[i]);
+    if (i == 0) assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+  }
+  assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemcpyDtoH_v2(a.chk, a.dev, n), CUDA_SUCCESS);
+  assert_int_equal(check_pat(a.chk, n, seed - 1), n);
+  /* larger than the pool: plain, bytes exact */
+  n = 3 * POOL + 7;
+  fill(a.host, n, seed);
+  pl_stage_get_stats(&s0);
+  assert_int_equal(cuMemcpyHtoDAsync_v2(a.dev, a.host, n, a.s), CUDA_SUCCESS);
+  pl_stage_get_stats(&s1);
+  assert_int_equal(s1.copies_plain - s0.copies_plain, 1);
+  assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemcpyDtoH_v2(a.chk, a.dev, n), CUDA_SUCCESS);
+  assert_int_equal(check_pat(a.chk, n, seed), n);
+  assert_true(bound_ok());
+  bufs_fini(&a);
+}
+
 /* ---- failures ------------------------------------------------------------------ */
 
 /* Pinned memory refused: the copy is still right, through the native call,
@@ -703,7 +754,10 @@ static void test_dma_failure(void **state) {
       assert_int_equal(st.pool.free_bytes, st.pool.bytes);
     }
   }
-  /* The copy-out host function cannot be queued: its range goes native. */
+  /* The copy-out host function cannot be queued: its range goes native.
+   * One host function serves a group of half the pool's chunks, so the
+   * second one is in the middle of a copy of a pool and a half. */
+  n = POOL + POOL / 2 + 100;
   stage_env(POOL, CHUNK, PATIENT_US, "async");
   assert_int_equal(f_fail("cuLaunchHostFunc", 2, CUDA_ERROR_OUT_OF_MEMORY), 0);
   fill(b.chk, n, 81);
@@ -712,8 +766,13 @@ static void test_dma_failure(void **state) {
   pl_copy c = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(b.host), b.dev, n, b.s);
   assert_int_equal(pl_copy_exec(&c), CUDA_SUCCESS);
   assert_true(c.flags & PAGELOCK_COPY_FALLBACK);
+  assert_true(c.flags & PAGELOCK_COPY_STAGED);
   assert_int_equal(f_cuStreamSynchronize(b.s), CUDA_SUCCESS);
   assert_int_equal(check_pat(b.host, n, 81), n);
+  /* the failed group's chunks came back once their DMAs were done */
+  pl_stage_stats st;
+  pl_stage_get_stats(&st);
+  assert_int_equal(st.pool.free_bytes, st.pool.bytes);
   f_clear_faults();
   bufs_fini(&b);
 }
@@ -959,6 +1018,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_threads_sync),
       cmocka_unit_test(test_threads_async),
       cmocka_unit_test(test_wait_fallback),
+      cmocka_unit_test(test_store_policy),
       cmocka_unit_test(test_pool_alloc_failure),
       cmocka_unit_test(test_dma_failure),
       cmocka_unit_test(test_invalid_device),
