@@ -297,19 +297,6 @@ void pl_pool_release(pl_chunk *c, bool pending) {
   pthread_mutex_unlock(&p->lock);
 }
 
-bool pl_pool_dma_busy(pl_pool *p) {
-  pthread_mutex_lock(&p->lock);
-  pl_chunk *c = p->tail;
-  bool pending = c != NULL && c->pending;
-  CUevent ev = pending ? c->ev : NULL;
-  pthread_mutex_unlock(&p->lock);
-  /* Chunks are never freed while the process copies.  If the chunk is
-   * taken meanwhile, its event re-recorded (a little stale answer) or, by
-   * another context's pool, destroyed (the query fails: "not busy"), the
-   * answer only picks the store policy of one copy. */
-  return ev != NULL && pl_stage_drv_get()->cuEventQuery(ev) == CUDA_ERROR_NOT_READY;
-}
-
 void pl_pool_quarantine(pl_chunk *c) {
   /* Its DMA may still run: freeing or reusing it could corrupt memory.
    * The chunk struct stays allocated on purpose. */

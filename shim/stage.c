@@ -39,23 +39,23 @@
  * memory three times (source read, chunk write, DMA read), and the copy
  * threads take memory bandwidth from the DMA.  Plain stores into chunks
  * that stay in the last-level cache let the DMA engine read them from
- * there, at the price of a slower copy.  So streaming stores when the copy
- * is what the program waits for, plain stores when the DMA is: the copy
- * is larger than the pool (it recycles its chunks), or the DMA engine is
- * still busy with earlier chunks of this pool (copies back to back).  On
- * the H200 host (docs/benchmarks.md, five alternating rounds) streaming
- * gave 16 / 64 / 256 MiB uploads 0.73 / 0.80 / 0.67 of pinned and plain
- * stores 0.51 / 0.78 / 0.92, and copies back to back beside kernels 1.12
- * and 1.03 of pinned; switching from one to the other within a copy was
- * worse than either (streaming stores evict the lines plain stores want
- * cached).  The fixed policies are for comparison builds
- * (tests/bench/diag_h2d.sh). */
+ * there, at the price of a slower copy.  A copy that fits the pool is
+ * bound by the copy (the pool lets it run ahead of the DMA): streaming
+ * stores.  A copy larger than the pool recycles its chunks and is bound by
+ * the DMA: plain stores.  On the H200 host (docs/benchmarks.md, five
+ * alternating rounds) streaming gave 16 / 64 / 256 MiB uploads 0.71-0.80 /
+ * 0.78-0.83 / 0.65-0.86 of pinned and plain stores 0.46-0.57 / 0.70-0.80
+ * / 0.89-0.93.  Tried and dropped: switching within a copy (worse than
+ * either: streaming stores evict the lines plain stores want cached), and
+ * plain stores whenever the device was still busy with earlier chunks
+ * (copies back to back: no better than streaming).  The fixed policies are
+ * for comparison builds (tests/bench/diag_h2d.sh). */
 #if defined(PL_NO_STREAM_STORES)
-#define PL_NT(dma_bound) ((void)(dma_bound), false)
+#define PL_NT(recycles) ((void)(recycles), false)
 #elif defined(PL_ALWAYS_STREAM_STORES)
-#define PL_NT(dma_bound) ((void)(dma_bound), true)
+#define PL_NT(recycles) ((void)(recycles), true)
 #else
-#define PL_NT(dma_bound) (!(dma_bound))
+#define PL_NT(recycles) (!(recycles))
 #endif
 
 /* ---- the driver ---------------------------------------------------------- */
@@ -256,7 +256,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   size_t seg_at[PL_JOB_SLOTS];   /* and where in that chunk */
   size_t ramp = 0;
   bool timed_out = false, stop = false, declined = false;
-  bool nt = PL_NT(c->bytes > (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE) || pl_pool_dma_busy(x->pool));
+  bool nt = PL_NT(c->bytes > (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE));
   pl_up u = {.x = x, .sync = !(c->flags & PAGELOCK_COPY_ASYNC)};
   pl_job job;
   pl_job_open(&job);

@@ -83,10 +83,6 @@ pl_acq pl_pool_acquire(pl_pool *p, uint64_t wait_ns, pl_chunk **out, uint64_t *w
  * and must complete before the next use.  Callable from a CUDA host
  * function (takes only the pool lock, calls no CUDA). */
 void pl_pool_release(pl_chunk *c, bool pending);
-/* True when the most recently released chunk of p is still in use by
- * the device (its event not yet complete): the copies of this context
- * come back to back.  Calls cuEventQuery, no lock held across it. */
-bool pl_pool_dma_busy(pl_pool *p);
 /* Give up on a chunk whose last use can no longer be tracked (its event
  * could not be recorded): it is never reused and its bytes stay counted,
  * so the bound still holds. */

@@ -608,53 +608,32 @@ static void test_wait_fallback(void **state) {
   bufs_fini(&c);
 }
 
-/* The store policy of uploads: streaming stores when the copy is what the
- * program waits for, plain stores when the DMA is (the device still busy
- * with earlier chunks of the pool, or a copy larger than the pool). */
+/* The store policy of uploads: streaming stores for a copy that fits the
+ * pool (the copy is what the program waits for), plain stores for one
+ * larger than the pool (it recycles chunks: the DMA is). */
 static void test_store_policy(void **state) {
   (void)state;
   stage_env(POOL, CHUNK, PATIENT_US, "sync");
   bufs a;
   bufs_init(&a);
-  size_t n = 256 * KB + 5;
-  pl_stage_stats s0, s1;
-  unsigned seed = 90;
-  /* idle device, then a blocked stream: the first copy finds the pool
-   * idle, the second finds its chunks still queued behind the gate */
-  bool want_plain[] = {false, false, true, false};
-  for (int i = 0; i < 4; i++, seed++) {
-    if (i == 1) {
-      atomic_store(&gate, 0);
-      assert_int_equal(f_cuLaunchHostFunc(a.s, gate_fn, NULL), CUDA_SUCCESS);
-    }
-    if (i == 3) {
-      atomic_store(&gate, 1);
-      assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
-    }
-    fill(a.host, n, seed);
+  size_t sizes[] = {256 * KB + 5, POOL, POOL + 1, 3 * POOL + 7};
+  for (int i = 0; i < 4; i++) {
+    size_t n = sizes[i];
+    bool want_plain = n > POOL;
+    fill(a.host, n, 90 + i);
+    pl_stage_stats s0, s1;
     pl_stage_get_stats(&s0);
     assert_int_equal(cuMemcpyHtoDAsync_v2(a.dev, a.host, n, a.s), CUDA_SUCCESS);
     pl_stage_get_stats(&s1);
     assert_int_equal(s1.copies_staged - s0.copies_staged, 1);
-    if (want_plain[i] != (s1.copies_plain - s0.copies_plain == 1))
-      print_error("copy %d: %s stores, expected %s\n", i, want_plain[i] ? "streaming" : "plain",
-                  want_plain[i] ? "plain" : "streaming");
-    assert_int_equal(s1.copies_plain - s0.copies_plain, want_plain[i]);
-    if (i == 0) assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+    if (want_plain != (s1.copies_plain - s0.copies_plain == 1))
+      print_error("%zu bytes: %s stores, expected %s\n", n, want_plain ? "streaming" : "plain",
+                  want_plain ? "plain" : "streaming");
+    assert_int_equal(s1.copies_plain - s0.copies_plain, want_plain);
+    assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+    assert_int_equal(f_cuMemcpyDtoH_v2(a.chk, a.dev, n), CUDA_SUCCESS);
+    assert_int_equal(check_pat(a.chk, n, 90 + i), n);
   }
-  assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
-  assert_int_equal(f_cuMemcpyDtoH_v2(a.chk, a.dev, n), CUDA_SUCCESS);
-  assert_int_equal(check_pat(a.chk, n, seed - 1), n);
-  /* larger than the pool: plain, bytes exact */
-  n = 3 * POOL + 7;
-  fill(a.host, n, seed);
-  pl_stage_get_stats(&s0);
-  assert_int_equal(cuMemcpyHtoDAsync_v2(a.dev, a.host, n, a.s), CUDA_SUCCESS);
-  pl_stage_get_stats(&s1);
-  assert_int_equal(s1.copies_plain - s0.copies_plain, 1);
-  assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
-  assert_int_equal(f_cuMemcpyDtoH_v2(a.chk, a.dev, n), CUDA_SUCCESS);
-  assert_int_equal(check_pat(a.chk, n, seed), n);
   assert_true(bound_ok());
   bufs_fini(&a);
 }
