@@ -242,15 +242,6 @@ static int pl_pool_grow(pl_pool *p, pl_chunk **out, CUresult *err) {
 #define PL_WAIT_POLL_NS 1000000ull
 #endif
 
-/* A spin-wait hint to the core (frees the sibling hyperthread). */
-static inline void pl_cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 /* Pause between two polls of a wait that started waited_ns ago and may go
  * on for left_ns more. */
 static void pl_backoff(uint64_t waited_ns, uint64_t left_ns) {

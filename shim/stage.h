@@ -38,6 +38,15 @@ typedef struct pl_stage_drv {
  * required entry point.  Resolved once; safe from any thread. */
 const pl_stage_drv *pl_stage_drv_get(void);
 
+/* A spin-wait hint to the core (frees the sibling hyperthread). */
+static inline void pl_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 /* ---- pool.c: pinned chunks and the global bound ------------------------- */
 
 typedef struct pl_pool pl_pool;

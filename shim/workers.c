@@ -76,14 +76,6 @@ unsigned pl_workers_parallelism(void) {
   return cpus < PL_THREADS_DEFAULT_MAX ? cpus : PL_THREADS_DEFAULT_MAX;
 }
 
-static inline void pl_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 /* memcpy with non-temporal (streaming) stores, for filling a pinned chunk
  * that only the DMA engine will read: ordinary stores first read every
  * destination line into the cache (read-for-ownership) and evict the
@@ -174,7 +166,7 @@ static void pl_worker_spin(void) {
   unsigned k = 0;
   while (atomic_load_explicit(&pl_wk_gen, memory_order_relaxed) == gen) {
     if ((++k & 63) == 0 && pl_now_ns() >= until) break;
-    pl_relax();
+    pl_cpu_relax();
   }
 }
 
@@ -297,7 +289,7 @@ void pl_job_wait(pl_job *j, unsigned k) {
     /* Only this segment's pieces: a later one would delay its DMA. */
     size_t i;
     if (pl_claim(j, end, &i)) pl_piece_copy(j, i);
-    else pl_relax();
+    else pl_cpu_relax();
   }
 }
 
