@@ -40,7 +40,7 @@ static pl_option pl_options[PL_OPT_COUNT] = {
   /* Read by the CLI only; listed so the typo guard knows it. */
   [PL_OPT_SHIM] = {"PAGELOCK_SHIM", PL_T_STRING, 0, 0, 0, NULL, 0, NULL, false},
   [PL_OPT_TRACK_MIN] = {"PAGELOCK_TRACK_MIN", PL_T_SIZE, 64 << 10, 0, 0, NULL, 0, NULL, false},
-  [PL_OPT_STAGE_MIN] = {"PAGELOCK_STAGE_MIN", PL_T_SIZE, 2l << 20, 0, 0, NULL, 0, NULL, false},
+  [PL_OPT_STAGE_MIN] = {"PAGELOCK_STAGE_MIN", PL_T_SIZE, 1l << 20, 0, 0, NULL, 0, NULL, false},
   [PL_OPT_POOL_SIZE] = {"PAGELOCK_POOL_SIZE", PL_T_SIZE, 64l << 20, 1 << 20, 0, NULL, 0, NULL, false},
   [PL_OPT_CHUNK_SIZE] = {"PAGELOCK_CHUNK_SIZE", PL_T_SIZE, 8l << 20, 64 << 10, 1l << 30, NULL, 0, NULL, false},
   [PL_OPT_COPY_THREADS] = {"PAGELOCK_COPY_THREADS", PL_T_LONG, 0, 0, 256, NULL, 0, NULL, false},
