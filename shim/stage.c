@@ -253,7 +253,6 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   size_t pub = 0;        /* bytes handed to the copy threads */
   unsigned npub = 0, niss = 0;
   unsigned seg_h[PL_JOB_SLOTS];  /* segment k: its held chunk (absolute number) */
-  size_t seg_at[PL_JOB_SLOTS];   /* and where in that chunk */
   size_t ramp = 0;
   bool timed_out = false, stop = false, declined = false;
   bool nt = PL_NT(c->bytes > (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE));
@@ -287,7 +286,6 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
       }
       ramp = next_ramp;
       seg_h[npub % PL_JOB_SLOTS] = u.h1 - 1;
-      seg_at[npub % PL_JOB_SLOTS] = h->used;
       pl_job_add(&job, (char *)h->ch->host + h->used, src + pub, len, nt);
       h->used += len;
       h->pub++;
@@ -300,10 +298,11 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
     /* The oldest segment: wait for its bytes, enqueue its DMA. */
     unsigned k = niss % PL_JOB_SLOTS;
     pl_held *h = &u.held[seg_h[k] % PL_HELD];
+    const void *slice = job.seg[k].dst; /* the slice's place in its chunk */
     size_t len = job.seg[k].len;
     pl_job_wait(&job, niss);
     niss++;
-    CUresult e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, (char *)h->ch->host + seg_at[k], len, x->stream);
+    CUresult e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, slice, len, x->stream);
     if (e != CUDA_SUCCESS) {
       if (off == 0) declined = true; /* the native call reports it */
       else pl_run_error("cuMemcpyHtoDAsync", e);
