@@ -80,6 +80,27 @@ for prog in test_copies; do
   row "stage, D2H async: $prog bytes intact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/stagea_$prog.err" | cut -c1-90)"
 done
 
+# Asynchronous device-to-host copies queued behind a 300 ms kernel: bytes
+# exact, on a stream, beside another stream, and on the legacy stream, also
+# with every stream on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1:
+# an engine that blocks a stream in a host function while it queues GPU
+# work of its own deadlocks there; docs/benchmarks.md).
+for mc in 8 1; do
+  CUDA_DEVICE_MAX_CONNECTIONS=$mc PAGELOCK_MODE=stage PAGELOCK_D2H=async LD_PRELOAD="$B/libpagelock.so" \
+    PAGELOCK_OUTPUT="$d/held$mc.%p.trace" timeout 120 "$B/test_stage_e2e" --held 256 32 >"$OUT/held$mc.txt" 2>&1
+  rc=$?
+  l=$(grep '^result mode=held' "$OUT/held$mc.txt")
+  awk -v l="$l" 'BEGIN { n = split(l, f, /[ =]/); for (i = 1; i < n; i++) v[f[i]] = f[i + 1];
+    exit !(v["wrong"] == 0 && (v["early"] == 0 || v["call_ms"] >= v["kernel_ms"] / 2)) }'
+  ok=$?
+  row "D2H async behind a kernel, $mc queues" "$([ $rc = 0 ] && [ $ok = 0 ] && echo ok || echo FAIL)" "$(echo "$l" | grep -o 'call_ms.*other_stream_ms=[0-9.]*')"
+done
+timeout 120 "$B/test_stage_e2e" --held 256 32 >"$OUT/held_native.txt" 2>&1
+row "  same without the shim" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -o 'call_ms.*other_stream_ms=[0-9.]*' "$OUT/held_native.txt")"
+CUDA_DEVICE_MAX_CONNECTIONS=1 PAGELOCK_MODE=stage PAGELOCK_POOL_SIZE=8M PAGELOCK_CHUNK_SIZE=1M PAGELOCK_STAGE_MIN=64K \
+  PAGELOCK_D2H=async LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/e1.%p.trace" timeout 120 "$B/test_stage_e2e" >"$OUT/e2e_conn1.txt" 2>&1
+row "stage e2e, D2H async, 1 queue" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/e2e_conn1.txt" | cut -c1-90)"
+
 # Staged chunks join their app call through LINK records.
 PAGELOCK_MODE=stage LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/sl.%p.trace" "$B/test_stage_e2e" >/dev/null 2>&1
 python3 "$ROOT/tests/gpu/gpu_records.py" "$(ls "$d"/sl.*.trace | head -1)" --status 0 --joined-frac 1.0 --min-links 1 >"$OUT/stage.gpu.log" 2>&1

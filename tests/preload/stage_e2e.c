@@ -7,6 +7,14 @@
  *                        threads with their own streams.  Exit 0 = all exact.
  *   stage_e2e --sweep    median time of one copy + sync, 64 KiB to 64 MiB:
  *                        where staging starts to pay.
+ *   stage_e2e --held MB [HOLD]
+ *                        asynchronous device-to-host copies of MB MiB queued
+ *                        behind a 300 ms kernel: how long the call takes,
+ *                        that nothing lands early, that another stream's
+ *                        copy does not wait for the kernel, that the legacy
+ *                        stream works too.  HOLD: two copies of HOLD MiB go
+ *                        first behind the kernel (to fill a staging pool of
+ *                        4 x HOLD MiB).  Exit 0 = all exact and in order.
  *
  * It knows nothing of pagelock: the same binary runs without the shim, so
  * its output is directly comparable between modes. */
@@ -17,7 +25,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
+
+#include "../../reporter/demo/spin_ptx.h"
 
 #define MB ((size_t)1 << 20)
 
@@ -170,8 +181,103 @@ static int sweep(void) {
   return 0;
 }
 
+static int check(const uint8_t *p, size_t n, unsigned seed, const char *what) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != pat(i, seed)) {
+      fprintf(stderr, "stage_e2e: held %s: byte %zu of %zu is %02x, want %02x\n", what, i, n, p[i], pat(i, seed));
+      return 1;
+    }
+  return 0;
+}
+
+/* Whether no byte of p[0..n) landed yet: a DMA lands whole pages, so one
+ * byte a page tells (a full scan of 256 MiB took longer than the kernel
+ * it races). */
+static int untouched(const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i += 4096)
+    if (p[i] != 0xEE) return 0;
+  return n == 0 || p[n - 1] == 0xEE;
+}
+
+/* Copies queued behind a kernel: a copy's call time, whether its bytes
+ * landed before the stream got there (they must not, for an
+ * asynchronous copy: the kernel could still be writing them), and
+ * whether a copy on another stream finishes before the kernel does. */
+static int held(size_t mb, size_t hold_mb) {
+  const unsigned long long spin_ns = 300000000ull;
+  size_t n = mb * MB + 3, nb = n / 2 + 5;
+  uint8_t *ha = malloc(n), *hb = malloc(nb);
+  char *da, *db;
+  cudaStream_t a, b;
+  CUmodule m;
+  CUfunction f;
+  void *params[] = {(void *)&spin_ns};
+  CK(cudaMalloc((void **)&da, n));
+  CK(cudaMalloc((void **)&db, nb));
+  CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+  if (cuModuleLoadData(&m, pagelock_spin_ptx) != CUDA_SUCCESS || cuModuleGetFunction(&f, m, "pagelock_spin") != CUDA_SUCCESS) {
+    fprintf(stderr, "stage_e2e: cannot load the spin kernel\n");
+    return 2;
+  }
+  for (size_t i = 0; i < n; i++) ha[i] = pat(i, 7);
+  for (size_t i = 0; i < nb; i++) hb[i] = pat(i, 8);
+  CK(cudaMemcpy(da, ha, n, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(db, hb, nb, cudaMemcpyHostToDevice));
+  int fails = 0;
+  /* Warm-up: what a program copying in a loop sees is the steady state
+   * (pinned pools, threads, streams made on first use). */
+  CK(cudaMemcpyAsync(ha, da, n, cudaMemcpyDeviceToHost, a));
+  CK(cudaMemcpyAsync(hb, db, nb, cudaMemcpyDeviceToHost, b));
+  CK(cudaDeviceSynchronize());
+
+  /* 1. behind a kernel on stream a, with stream b beside it */
+  memset(ha, 0xEE, n);
+  memset(hb, 0xEE, nb);
+  CK(cudaDeviceSynchronize());
+  double t0 = now_s();
+  if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, (CUstream)a, params, NULL) != CUDA_SUCCESS) return 2;
+  double t1 = now_s();
+  for (int k = 0; k < 2 && hold_mb && 2 * hold_mb * MB <= n; k++)
+    CK(cudaMemcpyAsync(ha + k * hold_mb * MB, da + k * hold_mb * MB, hold_mb * MB, cudaMemcpyDeviceToHost, a));
+  double t2 = now_s();
+  CK(cudaMemcpyAsync(ha, da, n, cudaMemcpyDeviceToHost, a));
+  double call_ms = (now_s() - t2) * 1e3, hold_ms = (t2 - t1) * 1e3;
+  CK(cudaMemcpyAsync(hb, db, nb, cudaMemcpyDeviceToHost, b));
+  CK(cudaStreamSynchronize(b));
+  double b_ms = (now_s() - t0) * 1e3;
+  int early = !untouched(ha, n);
+  fails += check(hb, nb, 8, "stream b");
+  CK(cudaStreamSynchronize(a));
+  double a_ms = (now_s() - t0) * 1e3;
+  fails += check(ha, n, 7, "stream a");
+
+  /* 2. the same behind a kernel on the legacy default stream */
+  memset(ha, 0xEE, n);
+  CK(cudaDeviceSynchronize());
+  if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) != CUDA_SUCCESS) return 2;
+  t1 = now_s();
+  CK(cudaMemcpyAsync(ha, da, n, cudaMemcpyDeviceToHost, 0));
+  double call0_ms = (now_s() - t1) * 1e3;
+  early += !untouched(ha, n);
+  CK(cudaStreamSynchronize(0));
+  fails += check(ha, n, 7, "legacy stream");
+
+  printf("result mode=held mb=%zu hold_mb=%zu hold_calls_ms=%.3f call_ms=%.3f legacy_call_ms=%.3f other_stream_ms=%.1f behind_kernel_ms=%.1f kernel_ms=%.0f early=%d wrong=%d\n",
+         mb, hold_mb, hold_ms, call_ms, call0_ms, b_ms, a_ms, spin_ns / 1e6, early, fails);
+  CK(cudaStreamDestroy(a));
+  CK(cudaStreamDestroy(b));
+  CK(cudaFree(da));
+  CK(cudaFree(db));
+  free(ha);
+  free(hb);
+  return fails ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   CK(cudaSetDevice(0));
   if (argc > 1 && strcmp(argv[1], "--sweep") == 0) return sweep();
+  if (argc > 2 && strcmp(argv[1], "--held") == 0)
+    return held((size_t)strtoul(argv[2], NULL, 10), argc > 3 ? (size_t)strtoul(argv[3], NULL, 10) : 0);
   return correctness();
 }
