@@ -164,25 +164,19 @@ case_stage_e2e_async() { stage_e2e async; }
 
 # Asynchronous device-to-host copies of 2.5 pools queued behind a 300 ms
 # kernel (PAGELOCK_D2H=async), after two copies that fill the pool, beside
-# a copy on another stream, and on the legacy stream: bytes exact, the
-# program finishes, and a call that returned before the kernel ended has
-# landed nothing yet.  (A copy larger than the pool waits for chunks that
-# only the kernel's end frees, then goes native: docs/benchmarks.md says
-# why it cannot be deferred behind a blocking host function.)
+# a copy on another stream, and on the legacy stream: bytes exact, no byte
+# landed while the kernel still ran, the program finishes.  (A copy larger
+# than the pool waits for chunks that only the kernel's end frees, then
+# goes native: docs/benchmarks.md says why it cannot be deferred behind a
+# blocking host function.)
 case_stage_held() {
   local d="$T/sh"; mkdir -p "$d"
   LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage PAGELOCK_POOL_SIZE=8M PAGELOCK_CHUNK_SIZE=1M PAGELOCK_STAGE_MIN=64K \
     PAGELOCK_D2H=async PAGELOCK_OUTPUT="$d/t.%p.trace" timeout 60 "$B/test_stage_e2e" --held 20 2 >"$d/out" 2>"$d/err" ||
     { cat "$d/out" "$d/err" >&2; fail "stage_e2e --held failed"; return; }
   [ ! -s "$d/err" ] || fail "stderr not empty: $(cat "$d/err")" || return
-  local l; l=$(grep '^result mode=held' "$d/out") || { fail "no result: $(cat "$d/out")"; return; }
-  held_ok "$l" || fail "copies behind a kernel: $l (want wrong=0, and early=0 when the call returned before the kernel ended)" || return
+  grep -q '^result mode=held .* early=0 wrong=0$' "$d/out" || fail "no verdict: $(cat "$d/out")" || return
   "$B/trace_check" "$d"/t.*.trace --failed 0 --complete >/dev/null || fail "trace incomplete"
-}
-# held_ok "result mode=held ...": the verdict of stage_e2e --held.
-held_ok() {
-  awk -v l="$1" 'BEGIN { n = split(l, f, /[ =]/); for (i = 1; i < n; i++) v[f[i]] = f[i + 1];
-    exit !(v["wrong"] == 0 && (v["early"] == 0 || v["call_ms"] >= v["kernel_ms"] / 2)) }'
 }
 
 # A staged run's report names what was staged, with the engine's counters.
