@@ -1,8 +1,8 @@
 /* pool.c - the pinned chunks and the bound on them.
  *
- * One pool per CUDA context, created empty and grown one chunk at a time on
- * demand (cuMemHostAlloc of 64 MiB takes ~22 ms: nobody pays for chunks a
- * program never needs).  The bytes of all pools together never exceed
+ * One pool per CUDA context, created empty and grown on demand by as many
+ * chunks as the copy at hand needs, in one slab (cuMemHostAlloc of 64 MiB
+ * takes ~22 ms: nobody pays for chunks a program never needs).  The bytes of all pools together never exceed
  * PAGELOCK_POOL_SIZE: they are reserved with one atomic compare-and-swap
  * before the driver is asked, so no interleaving of threads can overshoot.
  *
@@ -30,11 +30,15 @@
 
 #include "stage.h"
 
+/* Most chunks one slab holds (one event each is made up front). */
+#define PL_SLAB_MAX 64u
+
 struct pl_pool {
   CUcontext ctx;
   unsigned long long ctx_id; /* cuCtxGetId: a handle value can be reused */
   pthread_mutex_t lock;
   pl_chunk *head, *tail;     /* free chunks, oldest first; under lock */
+  pl_chunk *flight;          /* chunks a host function will free; under lock */
   atomic_uint_fast64_t bytes; /* owned: free, in use or quarantined */
   atomic_bool disabled;
   pl_pool *next;             /* registry link, immutable once published */
@@ -187,18 +191,26 @@ static pl_chunk *pl_pool_steal(pl_pool *p, uint64_t bound) {
   return NULL;
 }
 
-/* Add one chunk to p within the bound.  1: *out is a new chunk the caller
- * owns; 0: the bound is reached; -1: the driver refused (*err), p is now
- * disabled. */
-static int pl_pool_grow(pl_pool *p, pl_chunk **out, CUresult *err) {
+/* Add up to n chunks to p within the bound, as one slab.  1: *out is a
+ * new chunk the caller owns (the others are on p's free list); 0: the
+ * bound is reached; -1: the driver refused (*err), p is now disabled.
+ * One allocation rather than n: DMAs can then span chunks (stage.c, the
+ * asynchronous download), and it costs no more than n small ones. */
+static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
   const pl_stage_drv *d = pl_stage_drv_get();
   uint64_t bound = (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE);
   size_t size = pl_chunk_bytes(bound);
   if (size == 0) return 0;
-  if (!pl_reserve(size, bound)) return (*out = pl_pool_steal(p, bound)) != NULL;
-  pl_chunk *c = calloc(1, sizeof *c);
-  if (c == NULL) {
-    atomic_fetch_sub(&pl_bytes, size);
+  unsigned want = n == 0 ? 1 : n > PL_SLAB_MAX ? PL_SLAB_MAX : n, k = 0;
+  while (k < want && pl_reserve(size, bound)) k++;
+  if (k == 0) return (*out = pl_pool_steal(p, bound)) != NULL;
+  pl_slab *slab = calloc(1, sizeof *slab);
+  pl_chunk *c = calloc(k, sizeof *c);
+  CUevent ev[PL_SLAB_MAX];
+  if (slab == NULL || c == NULL) {
+    free(slab);
+    free(c);
+    atomic_fetch_sub(&pl_bytes, (uint64_t)k * size);
     return 0;
   }
   /* A thread capturing in global mode elsewhere makes allocation calls
@@ -207,29 +219,41 @@ static int pl_pool_grow(pl_pool *p, pl_chunk **out, CUresult *err) {
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   bool swapped = d->cuThreadExchangeStreamCaptureMode != NULL &&
                  d->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
-  CUresult r = d->cuMemHostAlloc(&c->host, size, CU_MEMHOSTALLOC_PORTABLE);
+  CUresult r = d->cuMemHostAlloc(&slab->base, (size_t)k * size, CU_MEMHOSTALLOC_PORTABLE);
   const char *what = "cuMemHostAlloc";
+  unsigned nev = 0;
   if (r == CUDA_SUCCESS) {
-    r = d->cuEventCreate(&c->ev, CU_EVENT_DISABLE_TIMING);
     what = "cuEventCreate";
-    if (r != CUDA_SUCCESS) d->cuMemFreeHost(c->host);
+    while (nev < k && (r = d->cuEventCreate(&ev[nev], CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS) nev++;
+    if (r != CUDA_SUCCESS) {
+      while (nev > 0) d->cuEventDestroy(ev[--nev]);
+      d->cuMemFreeHost(slab->base);
+    }
   }
   if (swapped) d->cuThreadExchangeStreamCaptureMode(&mode);
   if (r != CUDA_SUCCESS) {
+    free(slab);
     free(c);
-    atomic_fetch_sub(&pl_bytes, size);
+    atomic_fetch_sub(&pl_bytes, (uint64_t)k * size);
     pl_pool_disable(p, what, r);
     *err = r;
     return -1;
   }
-  c->size = size;
-  c->pool = p;
-  atomic_fetch_add(&p->bytes, size);
+  slab->live = k;
+  atomic_fetch_add(&p->bytes, (uint64_t)k * size);
   pthread_mutex_lock(&pl_pools_lock);
-  c->all_next = pl_all_chunks;
-  pl_all_chunks = c;
+  for (unsigned i = 0; i < k; i++) {
+    c[i].host = (char *)slab->base + (size_t)i * size;
+    c[i].size = size;
+    c[i].slab = slab;
+    c[i].ev = ev[i];
+    c[i].pool = p;
+    c[i].all_next = pl_all_chunks;
+    pl_all_chunks = &c[i];
+  }
   pthread_mutex_unlock(&pl_pools_lock);
-  *out = c;
+  for (unsigned i = 1; i < k; i++) pl_pool_release(&c[i], false);
+  *out = &c[0];
   return 1;
 }
 
@@ -254,7 +278,7 @@ static void pl_backoff(uint64_t waited_ns, uint64_t left_ns) {
   nanosleep(&ts, NULL);
 }
 
-pl_acq pl_pool_acquire(pl_pool *p, uint64_t wait_ns, pl_chunk **out, uint64_t *waited_ns,
+pl_acq pl_pool_acquire(pl_pool *p, unsigned grow, uint64_t wait_ns, pl_chunk **out, uint64_t *waited_ns,
                        CUresult *err) {
   uint64_t t0 = 0;
   *waited_ns = 0;
@@ -262,7 +286,7 @@ pl_acq pl_pool_acquire(pl_pool *p, uint64_t wait_ns, pl_chunk **out, uint64_t *w
     pl_chunk *c = pl_take_free(p, err);
     if (c) { *out = c; break; }
     if (*err != CUDA_SUCCESS) return PL_ACQ_ERROR;
-    int g = pl_pool_grow(p, out, err);
+    int g = pl_pool_grow(p, grow, out, err);
     if (g > 0) break;
     if (g < 0) return PL_ACQ_ERROR;
     uint64_t now = pl_now_ns();
@@ -286,6 +310,79 @@ void pl_pool_release(pl_chunk *c, bool pending) {
   else p->head = c;
   p->tail = c;
   pthread_mutex_unlock(&p->lock);
+}
+
+size_t pl_pool_chunk_size(void) { return pl_chunk_bytes((uint64_t)pl_opt_long(PL_OPT_POOL_SIZE)); }
+
+/* Tickets are never reused, so a host function can never free a chunk
+ * that was taken over and handed to a later host function. */
+static atomic_uint_fast64_t pl_tickets;
+
+uint64_t pl_pool_ticket(pl_chunk *c) {
+  uint64_t t = atomic_fetch_add(&pl_tickets, 1) + 1;
+  pthread_mutex_lock(&c->pool->lock);
+  c->ticket = t;
+  pthread_mutex_unlock(&c->pool->lock);
+  return t;
+}
+
+void pl_pool_unticket(pl_chunk *c) {
+  pthread_mutex_lock(&c->pool->lock);
+  c->ticket = 0;
+  pthread_mutex_unlock(&c->pool->lock);
+}
+
+void pl_pool_fly(pl_chunk *c, uint64_t ticket, unsigned long long stream_id) {
+  pl_pool *p = c->pool;
+  if (stream_id == 0) return;
+  pthread_mutex_lock(&p->lock);
+  /* Not if its host function has already freed it. */
+  if (c->ticket == ticket) {
+    c->stream_id = stream_id;
+    c->flying = true;
+    c->next = p->flight;
+    p->flight = c;
+  }
+  pthread_mutex_unlock(&p->lock);
+}
+
+/* Take c off p's flight list.  Caller: p's lock held, c flying. */
+static void pl_unfly(pl_pool *p, pl_chunk *c) {
+  pl_chunk **pp = &p->flight;
+  while (*pp != c) pp = &(*pp)->next;
+  *pp = c->next;
+  c->flying = false;
+  c->next = NULL;
+}
+
+void pl_pool_land(pl_chunk *c, uint64_t ticket) {
+  pl_pool *p = c->pool;
+  pthread_mutex_lock(&p->lock);
+  if (c->ticket == ticket) {
+    c->ticket = 0;
+    if (c->flying) pl_unfly(p, c);
+    c->pending = false;
+    c->next = NULL;
+    if (p->tail) p->tail->next = c;
+    else p->head = c;
+    p->tail = c;
+  }
+  pthread_mutex_unlock(&p->lock);
+}
+
+unsigned pl_pool_take_flight(pl_pool *p, unsigned long long stream_id, pl_chunk **out, unsigned max) {
+  unsigned n = 0;
+  if (stream_id == 0 || max == 0) return 0;
+  pthread_mutex_lock(&p->lock);
+  for (pl_chunk *c = p->flight, *next; c && n < max; c = next) {
+    next = c->next;
+    if (c->stream_id != stream_id) continue;
+    pl_unfly(p, c);
+    c->ticket = 0;
+    out[n++] = c;
+  }
+  pthread_mutex_unlock(&p->lock);
+  return n;
 }
 
 void pl_pool_quarantine(pl_chunk *c) {
@@ -320,7 +417,6 @@ void pl_pool_reset_for_test(void) {
         list = c->next;
         if (c->pending) d->cuEventSynchronize(c->ev);
         d->cuEventDestroy(c->ev);
-        d->cuMemFreeHost(c->host);
         atomic_fetch_sub(&p->bytes, c->size);
         atomic_fetch_sub(&pl_bytes, c->size);
         pthread_mutex_lock(&pl_pools_lock);
@@ -328,7 +424,15 @@ void pl_pool_reset_for_test(void) {
         while (*pp != c) pp = &(*pp)->all_next;
         *pp = c->all_next;
         pthread_mutex_unlock(&pl_pools_lock);
-        free(c);
+        /* A slab's chunk structs are one array: it and the memory go
+         * with the last of them. */
+        pl_slab *slab = c->slab;
+        if (--slab->live == 0) {
+          pl_chunk *first = c - ((char *)c->host - (char *)slab->base) / c->size;
+          d->cuMemFreeHost(slab->base);
+          free(first);
+          free(slab);
+        }
       }
       CUcontext popped;
       d->cuCtxPopCurrent(&popped);

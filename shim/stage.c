@@ -89,6 +89,8 @@ const pl_stage_drv *pl_stage_drv_get(void) {
     PL_SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2", true);
     PL_SYM(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", false);
     PL_SYM(cuStreamGetCtx, "cuStreamGetCtx", false);
+    PL_SYM(cuStreamGetId[0], "cuStreamGetId", false);
+    PL_SYM(cuStreamGetId[1], "cuStreamGetId_ptsz", false);
     PL_SYM(cuMemGetAddressRange, "cuMemGetAddressRange_v2", true);
     PL_SYM(cuMemHostAlloc, "cuMemHostAlloc", true);
     PL_SYM(cuMemFreeHost, "cuMemFreeHost", true);
@@ -133,10 +135,10 @@ typedef struct pl_run {
   size_t staged;   /* bytes moved through chunks so far */
 } pl_run;
 
-/* Get a chunk for run x, counting the wait. */
-static pl_acq pl_run_acquire(pl_run *x, uint64_t wait_ns, pl_chunk **out, CUresult *err) {
+/* Get a chunk for run x, counting the wait; grow: see pl_pool_acquire. */
+static pl_acq pl_run_acquire(pl_run *x, unsigned grow, uint64_t wait_ns, pl_chunk **out, CUresult *err) {
   uint64_t waited;
-  pl_acq a = pl_pool_acquire(x->pool, wait_ns, out, &waited, err);
+  pl_acq a = pl_pool_acquire(x->pool, grow, wait_ns, out, &waited, err);
   if (waited) {
     PL_ADD(pl_n_waits, 1);
     PL_ADD(pl_n_wait_ns, waited);
@@ -271,7 +273,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
         bool empty = npub == niss;
         pl_chunk *ch;
         CUresult e;
-        pl_acq a = pl_run_acquire(x, empty ? x->wait_ns : 0, &ch, &e);
+        pl_acq a = pl_run_acquire(x, 1, empty ? x->wait_ns : 0, &ch, &e);
         if (a == PL_ACQ_TIMEOUT && !empty) break;
         if (a != PL_ACQ_OK) {
           if (a == PL_ACQ_ERROR && off == 0) declined = true;
@@ -366,7 +368,7 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
       CUresult e;
       /* With DMAs of our own in flight, draining them beats waiting on
        * someone else's chunk. */
-      pl_acq a = pl_run_acquire(x, count ? 0 : x->wait_ns, &ch, &e);
+      pl_acq a = pl_run_acquire(x, 1, count ? 0 : x->wait_ns, &ch, &e);
       if (a == PL_ACQ_TIMEOUT && count) break;
       if (a != PL_ACQ_OK) { stop = true; timed_out = a == PL_ACQ_TIMEOUT; errored = !timed_out; break; }
       size_t len = c->bytes - issued < ch->size ? c->bytes - issued : ch->size;
@@ -430,96 +432,242 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
 
 /* ---- device to host, asynchronous ----------------------------------------- */
 
-/* Host function: the DMAs of a group of chunks are complete (stream
- * order).  Copies each out and frees it at once, so the next group can
- * take it.  Must not call CUDA; takes only the pool lock. */
+/* Most chunks one asynchronous copy holds; a copy needing more reuses
+ * them (see pl_d2h_async). */
+#define PL_D2H_HELD 64u
+
+/* One copy-out of a host function: a chunk's bytes into the program's
+ * buffer; a nonzero ticket marks the chunk's last use, after which the
+ * host function frees it (pl_pool_land). */
+typedef struct pl_out {
+  pl_chunk *ch;
+  char *dst;
+  size_t n;
+  uint64_t ticket;
+} pl_out;
+
+/* The argument of one host function: its copy-outs, in stream order. */
+typedef struct pl_outs {
+  struct pl_outs *prev, *next; /* on pl_outs_live until the host function runs */
+  unsigned n;
+  pl_out e[];
+} pl_outs;
+
+/* Every descriptor whose host function has not run yet.  A program may
+ * exit with copies still queued; the engine owns their descriptors till
+ * then, and keeping them reachable says so to a leak checker (LeakSanitizer
+ * at exit) instead of reporting a leak the program did not make. */
+static pthread_mutex_t pl_outs_lock = PTHREAD_MUTEX_INITIALIZER;
+static pl_outs *pl_outs_live;
+
+/* A descriptor for n copy-outs, on the live list; NULL when out of memory. */
+static pl_outs *pl_outs_new(size_t n) {
+  pl_outs *o = malloc(sizeof *o + n * sizeof o->e[0]);
+  if (o == NULL) return NULL;
+  o->n = 0;
+  o->prev = NULL;
+  pthread_mutex_lock(&pl_outs_lock);
+  o->next = pl_outs_live;
+  if (o->next) o->next->prev = o;
+  pl_outs_live = o;
+  pthread_mutex_unlock(&pl_outs_lock);
+  return o;
+}
+
+static void pl_outs_free(pl_outs *o) {
+  pthread_mutex_lock(&pl_outs_lock);
+  if (o->prev) o->prev->next = o->next;
+  else pl_outs_live = o->next;
+  if (o->next) o->next->prev = o->prev;
+  pthread_mutex_unlock(&pl_outs_lock);
+  free(o);
+}
+
+/* Host function: the DMAs queued before it are complete.  Copies each
+ * chunk out and frees those whose last use this was.  Must not call CUDA,
+ * nor wait for anything but the copy threads: a host function that waits
+ * for GPU work blocks the hardware queue that work may need
+ * (docs/benchmarks.md, the pump).  Takes only the pool lock. */
 static void CUDA_CB pl_copyout(void *arg) {
+  pl_outs *o = arg;
   pl_in_shim++;
-  for (pl_chunk *ch = arg, *next; ch; ch = next) {
-    next = ch->out_next;
-    pl_workers_memcpy(ch->out_dst, ch->host, ch->out_n);
-    pl_pool_release(ch, false);
+  for (unsigned i = 0; i < o->n;) {
+    /* Chunks back to back in one slab, bound for bytes back to back: one
+     * memcpy, so the copy threads split it once. */
+    unsigned k = i + 1;
+    size_t len = o->e[i].n;
+    while (k < o->n && o->e[k - 1].n == o->e[k - 1].ch->size && pl_chunk_adjacent(o->e[k - 1].ch, o->e[k].ch) &&
+           o->e[k - 1].dst + o->e[k - 1].n == o->e[k].dst)
+      len += o->e[k++].n;
+    pl_workers_memcpy(o->e[i].dst, o->e[i].ch->host, len);
+    for (; i < k; i++)
+      if (o->e[i].ticket) pl_pool_land(o->e[i].ch, o->e[i].ticket);
   }
+  pl_outs_free(o);
   pl_in_shim--;
 }
 
-/* Chunks per host function: launching one costs about as much as a DMA
- * call, and the program is waiting for this call to return.  Half the
- * pool, so that the next group finds its chunks free while this one's
- * copy-out runs (the stream runs the next DMAs only after it anyway). */
-static unsigned pl_d2h_group(size_t chunk) {
-  uint64_t n = (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE) / (chunk ? chunk : 1) / 2;
-  return n < 1 ? 1 : n > 64 ? 64 : (unsigned)n;
-}
+/* The chunks one asynchronous copy holds.  used[j]: work queued on the
+ * stream may still touch held[j] (our DMA, or the copy-out of the copy we
+ * took it over from); theirs[j]: a queued host function frees it. */
+typedef struct pl_ring {
+  unsigned n;
+  pl_chunk *ch[PL_D2H_HELD];
+  bool used[PL_D2H_HELD], theirs[PL_D2H_HELD];
+} pl_ring;
 
-/* Give back the chunks of a group whose host function could not be
- * queued: their DMAs run anyway, so each is free once an event after them
- * completes. */
-static void pl_d2h_ungroup(pl_run *x, pl_chunk *head) {
-  for (pl_chunk *ch = head, *next; ch; ch = next) {
-    next = ch->out_next;
-    if (x->d->cuEventRecord[x->pt](ch->ev, x->stream) == CUDA_SUCCESS) pl_pool_release(ch, true);
-    else pl_pool_quarantine(ch);
+/* Give back the held chunks no queued host function will free: those
+ * with queued work once an event after it completes, the others at once. */
+static void pl_d2h_abandon(pl_run *x, pl_ring *h) {
+  for (unsigned j = 0; j < h->n; j++) {
+    if (h->theirs[j]) continue;
+    if (!h->used[j]) pl_pool_release(h->ch[j], false);
+    else if (x->d->cuEventRecord[x->pt](h->ch[j]->ev, x->stream) == CUDA_SUCCESS) pl_pool_release(h->ch[j], true);
+    else pl_pool_quarantine(h->ch[j]);
   }
 }
 
-/* Returns once every chunk's DMA and copy-out are queued on the stream;
- * false when nothing was enqueued and the caller must run the native call.
- * DMAs go out a group at a time with one host function behind each group.
- * Waits only for free chunks, bounded like every wait here. */
+/* The share of the pool one asynchronous copy may hold: 1/PL_D2H_RING_DIV.
+ * The ring is held until the stream gets to it, and copies on other
+ * streams (an upload beside a download is the common pipeline) must still
+ * find chunks meanwhile. */
+#ifndef PL_D2H_RING_DIV
+#define PL_D2H_RING_DIV 2
+#endif
+
+/* Ring order: by slab, then address, so that chunks back to back in
+ * memory come one after the other and a round's DMAs merge. */
+static void pl_ring_sort(pl_ring *h) {
+  for (unsigned i = 1; i < h->n; i++) {
+    pl_chunk *c = h->ch[i];
+    bool u = h->used[i];
+    unsigned j = i;
+    for (; j > 0 && ((uintptr_t)h->ch[j - 1]->slab > (uintptr_t)c->slab ||
+                     (h->ch[j - 1]->slab == c->slab && (uintptr_t)h->ch[j - 1]->host > (uintptr_t)c->host));
+         j--) {
+      h->ch[j] = h->ch[j - 1];
+      h->used[j] = h->used[j - 1];
+    }
+    h->ch[j] = c;
+    h->used[j] = u;
+  }
+}
+
+/* Take the chunks an asynchronous copy of `pieces` chunks needs, at most
+ * its share of the pool: first those flying on its own stream, then free
+ * ones, growing the pool by a slab for the rest; only when it has none may
+ * it wait (bounded).  Returns false on a driver error with none held (the
+ * native call must run); *timed_out when the wait ran out. */
+static bool pl_d2h_take(pl_run *x, unsigned long long sid, size_t size, size_t pieces, pl_ring *h,
+                        bool *timed_out) {
+  size_t share = (size_t)pl_opt_long(PL_OPT_POOL_SIZE) / size / PL_D2H_RING_DIV;
+  size_t want = pieces < PL_D2H_HELD ? pieces : PL_D2H_HELD;
+  if (share >= 1 && want > share) want = share;
+  h->n = pl_pool_take_flight(x->pool, sid, h->ch, (unsigned)want);
+  for (unsigned j = 0; j < h->n; j++) h->used[j] = true;
+  while (h->n < want) {
+    pl_chunk *ch;
+    CUresult e;
+    pl_acq a = pl_run_acquire(x, (unsigned)(want - h->n), h->n == 0 ? x->wait_ns : 0, &ch, &e);
+    if (a != PL_ACQ_OK) {
+      if (h->n > 0) break;
+      if (a == PL_ACQ_ERROR) return false;
+      *timed_out = true;
+      break;
+    }
+    h->ch[h->n++] = ch;
+  }
+  pl_ring_sort(h);
+  return true;
+}
+
+/* Returns once every DMA and copy-out is queued on the stream; false when
+ * nothing was enqueued and the caller must run the native call.
+ *
+ * Everything is queued before the call returns, a round at a time: a DMA
+ * into each held chunk, then one host function copying the round out,
+ * then the next round into the same chunks.  Reusing a chunk needs no
+ * wait on the host, because the stream runs the next round's DMAs only
+ * after the host function that emptied it.  So a copy larger than the pool
+ * returns as fast as one that fits, and one queued behind a long kernel
+ * returns at once with nothing landing early.  The ring is held until the
+ * stream gets there: copies on other streams use the rest of the pool (or
+ * wait, bounded, and pass through); the next copy on the same stream takes
+ * the ring over. */
 static bool pl_d2h_async(pl_run *x, CUresult *r) {
   const pl_stage_drv *d = x->d;
   pl_copy *c = x->c;
   char *dst = (char *)(uintptr_t)c->dst;
-  size_t off = 0; /* bytes whose DMA and copy-out are queued */
-  bool timed_out = false, stop = false;
+  size_t size = pl_pool_chunk_size();
+  if (size == 0) return false;
+  size_t pieces = (c->bytes + size - 1) / size;
+  if (pieces == 0) return false;
 
-  while (off < c->bytes && !stop) {
-    pl_chunk *head = NULL, **tail = &head;
-    size_t end = off; /* bytes of this group's DMAs */
-    unsigned k = 0, group = 1;
-    while (end < c->bytes && k < group) {
-      pl_chunk *ch;
-      CUresult e;
-      /* Only the first chunk of a group may wait: later ones would hold
-       * back the group's copy-out. */
-      pl_acq a = pl_run_acquire(x, k == 0 ? x->wait_ns : 0, &ch, &e);
-      if (a != PL_ACQ_OK) {
-        if (k > 0 && a == PL_ACQ_TIMEOUT) break;
-        if (a == PL_ACQ_ERROR && end == 0) return false;
-        timed_out = a == PL_ACQ_TIMEOUT;
-        stop = true;
-        break;
-      }
-      if (k == 0) group = pl_d2h_group(ch->size);
-      size_t len = c->bytes - end < ch->size ? c->bytes - end : ch->size;
-      e = d->cuMemcpyDtoHAsync[x->pt](ch->host, c->src + end, len, x->stream);
+  unsigned long long sid = 0;
+  if (d->cuStreamGetId[x->pt] == NULL || d->cuStreamGetId[x->pt](x->stream, &sid) != CUDA_SUCCESS) sid = 0;
+  pl_ring h = {0};
+  bool timed_out = false;
+  if (!pl_d2h_take(x, sid, size, pieces, &h, &timed_out)) return false;
+
+  /* Piece i of the copy is [i * size, ...), in chunk i % h.n; a copy
+   * longer than the ring reuses its chunks round after round.  A round
+   * starts at chunk 0, so its runs of adjacent chunks never wrap. */
+  size_t off = 0; /* bytes whose DMA and copy-out are queued */
+  bool queued = false;
+  for (size_t first = 0; h.n > 0 && first < pieces;) {
+    size_t round = pieces - first < h.n ? pieces - first : h.n;
+    pl_outs *o = pl_outs_new(round);
+    if (o == NULL) break;
+    /* One DMA per run of chunks back to back in memory: enqueuing costs
+     * the caller ~2 us per call whatever its size (docs/benchmarks.md). */
+    for (size_t i = first, k; i < first + round; i = k) {
+      for (k = i + 1; k < first + round && pl_chunk_adjacent(h.ch[(k - 1) % h.n], h.ch[k % h.n]); k++) { }
+      size_t at = i * size, end = k * size < c->bytes ? k * size : c->bytes;
+      CUresult e = d->cuMemcpyDtoHAsync[x->pt](h.ch[i % h.n]->host, c->src + at, end - at, x->stream);
       if (e != CUDA_SUCCESS) {
-        pl_pool_release(ch, false);
-        if (end == 0) return false; /* the native call reports it */
-        pl_run_error("cuMemcpyDtoHAsync", e);
-        stop = true;
+        if (queued) pl_run_error("cuMemcpyDtoHAsync", e);
         break;
       }
-      ch->out_dst = dst + end;
-      ch->out_n = len;
-      ch->out_next = NULL;
-      *tail = ch;
-      tail = &ch->out_next;
-      end += len;
-      k++;
+      queued = true;
+      for (size_t m = i; m < k; m++) {
+        size_t a = m * size, len = c->bytes - a < size ? c->bytes - a : size;
+        h.used[m % h.n] = true;
+        o->e[o->n++] = (pl_out){.ch = h.ch[m % h.n], .dst = dst + a, .n = len};
+      }
     }
-    if (head == NULL) break;
-    CUresult e = d->cuLaunchHostFunc[x->pt](x->stream, pl_copyout, head);
+    bool whole = o->n == round; /* else a DMA failed: the copy ends here */
+    if (o->n == 0) {
+      pl_outs_free(o);
+      break;
+    }
+    for (unsigned k = 0; k < o->n; k++)
+      if (!whole || first + k + h.n >= pieces) o->e[k].ticket = pl_pool_ticket(o->e[k].ch);
+    /* o is the host function's once launched: keep what we need of it. */
+    unsigned n = o->n;
+    pl_out last[PL_D2H_HELD];
+    memcpy(last, o->e, n * sizeof o->e[0]);
+    CUresult e = d->cuLaunchHostFunc[x->pt](x->stream, pl_copyout, o);
     if (e != CUDA_SUCCESS) {
-      /* The group's range goes to the native call. */
-      pl_d2h_ungroup(x, head);
+      /* This round's bytes go to the native call. */
+      for (unsigned k = 0; k < n; k++)
+        if (last[k].ticket) pl_pool_unticket(last[k].ch);
+      pl_outs_free(o);
       pl_run_error("cuLaunchHostFunc", e);
       break;
     }
+    for (unsigned k = 0; k < n; k++)
+      if (last[k].ticket) {
+        h.theirs[(first + k) % h.n] = true;
+        pl_pool_fly(last[k].ch, last[k].ticket, sid);
+      }
+    size_t end = (first + n) * size < c->bytes ? (first + n) * size : c->bytes;
     x->staged += end - off;
     off = end;
+    first += n;
+    if (!whole) break;
   }
+  pl_d2h_abandon(x, &h);
+  if (!queued && !timed_out) return false; /* the native call does it all */
   *r = off < c->bytes ? pl_run_fallback(x, off, timed_out) : CUDA_SUCCESS;
   return true;
 }

@@ -22,33 +22,14 @@
 #include <cuda_runtime_api.h>
 
 #include "../../reporter/demo/spin_ptx.h"
+#define BENCH_NAME "bench_copy"
+#include "bench_util.h"
 
 #define RT(x)                                                                         \
   do {                                                                                \
     cudaError_t e_ = (x);                                                             \
     if (e_ != cudaSuccess) { fprintf(stderr, "bench_copy: %s: %s\n", #x, cudaGetErrorString(e_)); exit(2); } \
   } while (0)
-#define DRV(x)                                                                        \
-  do {                                                                                \
-    CUresult r_ = (x);                                                                \
-    if (r_ != CUDA_SUCCESS) { fprintf(stderr, "bench_copy: %s: %d\n", #x, (int)r_); exit(2); } \
-  } while (0)
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void *host_alloc(const char *kind, size_t n) {
   void *p;
   if (strcmp(kind, "pinned") == 0) RT(cudaMallocHost(&p, n));

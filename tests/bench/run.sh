@@ -78,6 +78,9 @@ for i in $(seq "$ROUNDS"); do
     run d2h_stage_${mb}_$i "${stage[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
     run d2h_async_${mb}_$i "${async[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
   done
+  # the same 256 MiB asynchronous download with a pool of twice its size:
+  # one round instead of eight
+  run d2h_async512_256_$i "${async[@]}" PAGELOCK_POOL_SIZE=512M -- "$B/bench_copy" d2h pageable $((256 << 20)) "$REPS"
   run overlap_pinned_$i X=1 -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"
   run overlap_pageable_$i X=1 -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
   run overlap_stage_$i "${stage[@]}" -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
@@ -92,6 +95,10 @@ done
 for v in overlap_pinned overlap_pageable overlap_stage; do
   echo "$v result mode=overlap ms=$(medr $v ms)" | tee -a "$res"
 done
+echo "d2h_async512_256 result mode=d2h call_us=$(medr d2h_async512_256 call_us)" | tee -a "$res"
+# What one queued operation costs the calling thread: the floor under the
+# asynchronous download's call time (two per round of its ring).
+[ -x "$B/bench_enqueue" ] && "$B/bench_enqueue" 8 >"$OUT/enqueue.txt" 2>&1
 # Where staging starts to pay: one copy + sync, staging forced at any size.
 if [ -x "$B/test_stage_e2e" ]; then
   echo "sweep (us per copy+sync), native pageable:" | tee -a "$OUT/sweep.txt"
@@ -140,6 +147,8 @@ for mb in 1 16 64 256; do
   printf '%-44s %10s %s\n' "  staged / pageable" "$(ratio "$(get d2h_stage_$mb gbps)" "$(get d2h_pageable_$mb gbps)")" "$([ $mb -ge 16 ] && echo '>= 1.8')"
   printf '%-44s %10s %s\n' "  D2H async: call returns in (us)" "$(get d2h_async_$mb call_us)" "< 50"
 done
+printf '%-44s %10s %s\n' "  D2H async 256 MiB, POOL_SIZE=512M (us)" "$(get d2h_async512_256 call_us)" "(reported)"
+printf '%-44s %10s %s\n' "enqueue (ns), idle stream: DMA | host fn" "$(grep -o 'hold=idle.*' "$OUT/enqueue.txt" 2>/dev/null | sed 's/.*dma_ns=\([0-9]*\) hostfn_ns=\([0-9]*\).*/\1|\2/')" "(reported)"
 printf '%-44s %10s %s\n' "H2D 64 MiB staged, +CUPTI / no CUPTI" "$(ratio "$(get h2d_stage_cupti_64 gbps)" "$(get h2d_stage_64 gbps)")" "(reported)"
 printf '%-44s %10s %s\n' "H2D 1 MiB staging forced (STAGE_MIN=0) GB/s" "$(get h2d_forced_1 gbps)" "(STAGE_MIN=0 forces staging)"
 for th in 2 4 8 16; do

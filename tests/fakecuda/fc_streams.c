@@ -1022,3 +1022,6 @@ FC_STREAM_GETTER(cuStreamGetFlags, 0, unsigned int, s->flags)
 FC_STREAM_GETTER(cuStreamGetFlags_ptsz, 1, unsigned int, s->flags)
 FC_STREAM_GETTER(cuStreamGetPriority, 0, int, s->priority)
 FC_STREAM_GETTER(cuStreamGetPriority_ptsz, 1, int, s->priority)
+/* Process-unique and never reused, as the real driver's are. */
+FC_STREAM_GETTER(cuStreamGetId, 0, unsigned long long, s->id)
+FC_STREAM_GETTER(cuStreamGetId_ptsz, 1, unsigned long long, s->id)

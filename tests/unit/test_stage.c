@@ -608,6 +608,140 @@ static void test_wait_fallback(void **state) {
   bufs_fini(&c);
 }
 
+/* Host function: holds its stream until *arg is set. */
+static void CUDA_CB gate_on_fn(void *arg) {
+  struct timespec ts = {0, 100000};
+  while (!atomic_load((atomic_int *)arg)) nanosleep(&ts, NULL);
+}
+
+/* Host function: how many pool bytes were free when the stream got here. */
+static atomic_llong probe_free = -1;
+static void CUDA_CB free_probe_fn(void *arg) {
+  (void)arg;
+  pl_stage_stats s;
+  pl_stage_get_stats(&s);
+  atomic_store(&probe_free, (long long)s.pool.free_bytes);
+}
+
+/* Asynchronous device-to-host copies several times the pool, queued behind
+ * work their streams have not reached: each returns without waiting, every
+ * byte staged, nothing landing early.  A copy holds a ring of half the
+ * pool; the second copy on stream A takes A's ring over (the first copy's
+ * host functions must not free it: a probe between the two sees no chunk
+ * free); a copy on stream C takes the other half; a copy on stream D then
+ * finds none, waits (bounded) and passes through.  Then bytes exact and
+ * every chunk back. */
+static void test_d2h_async_ring(void **state) {
+  (void)state;
+  const long wait_us = 20000;
+  stage_env(POOL, CHUNK, wait_us, "async");
+  bufs a, c, d;
+  bufs_init(&a);
+  bufs_init(&c);
+  bufs_init(&d);
+  const size_t n1 = 2 * POOL + 12345, n2 = 2 * POOL + 999, n3 = POOL + 7, n4 = 256 * KB + 3;
+  uint8_t *out2 = malloc(n2);
+  assert_non_null(out2);
+  fill(a.chk, n1 + n2, 91);
+  assert_int_equal(f_cuMemcpyHtoD_v2(a.dev, a.chk, n1 + n2), CUDA_SUCCESS);
+  fill(c.chk, n3, 92);
+  assert_int_equal(f_cuMemcpyHtoD_v2(c.dev, c.chk, n3), CUDA_SUCCESS);
+  fill(d.chk, n4, 93);
+  assert_int_equal(f_cuMemcpyHtoD_v2(d.dev, d.chk, n4), CUDA_SUCCESS);
+  memset(a.host, 0, n1);
+  memset(out2, 0, n2);
+  memset(c.host, 0, n3);
+  memset(d.host, 0, n4);
+
+  atomic_store(&gate, 0);
+  atomic_store(&probe_free, -1);
+  assert_int_equal(f_cuLaunchHostFunc(a.s, gate_fn, NULL), CUDA_SUCCESS);
+  static atomic_int gate_c;
+  atomic_store(&gate_c, 0);
+  assert_int_equal(f_cuLaunchHostFunc(c.s, gate_on_fn, &gate_c), CUDA_SUCCESS);
+  pl_copy c1 = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(a.host), a.dev, n1, a.s);
+  f_reset_call_counts();
+  assert_int_equal(pl_copy_exec(&c1), CUDA_SUCCESS);
+  /* 33 chunks' worth through a ring of 8 chunks made as one slab: five
+   * rounds, one DMA and one host function each */
+  assert_int_equal(f_call_count("cuMemHostAlloc"), 1);
+  assert_int_equal(f_call_count("cuMemcpyDtoHAsync_v2"), 5);
+  assert_int_equal(f_call_count("cuLaunchHostFunc"), 5);
+  assert_int_equal(f_cuLaunchHostFunc(a.s, free_probe_fn, NULL), CUDA_SUCCESS);
+  pl_copy c2 = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(out2), a.dev + n1, n2, a.s);
+  f_reset_call_counts();
+  assert_int_equal(pl_copy_exec(&c2), CUDA_SUCCESS);
+  assert_int_equal(f_call_count("cuMemHostAlloc"), 0); /* the ring taken over */
+  assert_int_equal(f_call_count("cuMemcpyDtoHAsync_v2"), 5);
+  pl_stage_stats s;
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.pool.bytes, POOL / 2);
+  assert_int_equal(s.pool.free_bytes, 0);
+  pl_copy c3 = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(c.host), c.dev, n3, c.s);
+  assert_int_equal(pl_copy_exec(&c3), CUDA_SUCCESS);
+  pl_stage_get_stats(&s);
+  for (int i = 0; i < 3; i++) {
+    const pl_copy *cp = i == 0 ? &c1 : i == 1 ? &c2 : &c3;
+    assert_true(cp->flags & PAGELOCK_COPY_STAGED);
+    assert_false(cp->flags & PAGELOCK_COPY_FALLBACK);
+  }
+  assert_int_equal(s.waits, 0);
+  assert_int_equal(s.bytes_staged, n1 + n2 + n3);
+  assert_int_equal(s.pool.bytes, POOL);
+  assert_int_equal(s.pool.free_bytes, 0);
+  assert_true(bound_ok());
+  /* the streams are still held: not one byte may have landed */
+  assert_int_equal(check_byte(a.host, n1, 0), n1);
+  assert_int_equal(check_byte(out2, n2, 0), n2);
+  assert_int_equal(check_byte(c.host, n3, 0), n3);
+
+  pl_copy c4 = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(d.host), d.dev, n4, d.s);
+  uint64_t t0 = pl_now_ns();
+  assert_int_equal(pl_copy_exec(&c4), CUDA_SUCCESS);
+  uint64_t dt = pl_now_ns() - t0;
+  assert_true(c4.flags & PAGELOCK_COPY_FALLBACK);
+  assert_false(c4.flags & PAGELOCK_COPY_STAGED);
+  assert_true(dt >= (uint64_t)wait_us * 1000);
+  assert_true(dt < (uint64_t)wait_us * 1000 * (TSAN ? 25 : 5));
+  assert_int_equal(f_cuStreamSynchronize(d.s), CUDA_SUCCESS);
+  assert_int_equal(check_pat(d.host, n4, 93), n4);
+  assert_int_equal(check_byte(a.host, n1, 0), n1);
+
+  atomic_store(&gate, 1);
+  assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+  assert_int_equal(atomic_load(&probe_free), 0);
+  assert_int_equal(check_pat(a.host, n1, 91), n1);
+  assert_memory_equal(out2, a.chk + n1, n2);
+  assert_int_equal(check_byte(c.host, n3, 0), n3);
+  atomic_store(&gate_c, 1);
+  assert_int_equal(f_cuStreamSynchronize(c.s), CUDA_SUCCESS);
+  assert_int_equal(check_pat(c.host, n3, 92), n3);
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.fallbacks, 1);
+  assert_int_equal(s.pool.free_bytes, s.pool.bytes);
+  assert_true(bound_ok());
+  bufs_fini(&d);
+
+  /* Back to back on one idle stream: the same, and each returns without
+   * a fallback whatever the stream has reached. */
+  for (int i = 0; i < 14; i++) {
+    size_t n = (size_t)(i + 1) * POOL / 3 + (size_t)i; /* up to 4.7 pools, < MAXN */
+    fill(a.chk, n, 100 + (unsigned)i);
+    assert_int_equal(f_cuMemcpyHtoD_v2(a.dev, a.chk, n), CUDA_SUCCESS);
+    memset(a.host, 0, n);
+    assert_int_equal(cuMemcpyDtoHAsync_v2(a.host, a.dev, n, a.s), CUDA_SUCCESS);
+    assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+    assert_int_equal(check_pat(a.host, n, 100 + (unsigned)i), n);
+    assert_true(bound_ok());
+  }
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.fallbacks, 1);
+  assert_int_equal(s.pool.free_bytes, s.pool.bytes);
+  free(out2);
+  bufs_fini(&a);
+  bufs_fini(&c);
+}
+
 /* The store policy of uploads: streaming stores for a copy that fits the
  * pool (the copy is what the program waits for), plain stores for one
  * larger than the pool (it recycles chunks: the DMA is). */
@@ -686,10 +820,12 @@ static void test_dma_failure(void **state) {
   (void)state;
   bufs b;
   bufs_init(&b);
-  size_t n = 4 * CHUNK + 100;
   const char *names[] = {"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2"};
   for (int dir = 0; dir < 2; dir++) {
     for (int m = 0; m < 2; m++) {
+      /* An asynchronous download makes one DMA per round of its ring (half
+       * the pool, one slab): three rounds and a bit. */
+      size_t n = dir == 1 && m == 1 ? 3 * (POOL / 2) + 100 : 4 * CHUNK + 100;
       stage_env(POOL, CHUNK, PATIENT_US, m ? "async" : "sync");
       /* the third call is a chunk in the middle of the copy */
       assert_int_equal(f_fail(names[dir], 3, CUDA_ERROR_LAUNCH_FAILED), 0);
@@ -733,10 +869,10 @@ static void test_dma_failure(void **state) {
       assert_int_equal(st.pool.free_bytes, st.pool.bytes);
     }
   }
-  /* The copy-out host function cannot be queued: its range goes native.
-   * One host function serves a group of half the pool's chunks, so the
+  /* The copy-out host function cannot be queued: its round goes native.
+   * One host function serves a round of the ring (half the pool), so the
    * second one is in the middle of a copy of a pool and a half. */
-  n = POOL + POOL / 2 + 100;
+  size_t n = POOL + POOL / 2 + 100;
   stage_env(POOL, CHUNK, PATIENT_US, "async");
   assert_int_equal(f_fail("cuLaunchHostFunc", 2, CUDA_ERROR_OUT_OF_MEMORY), 0);
   fill(b.chk, n, 81);
@@ -748,7 +884,7 @@ static void test_dma_failure(void **state) {
   assert_true(c.flags & PAGELOCK_COPY_STAGED);
   assert_int_equal(f_cuStreamSynchronize(b.s), CUDA_SUCCESS);
   assert_int_equal(check_pat(b.host, n, 81), n);
-  /* the failed group's chunks came back once their DMAs were done */
+  /* the failed round's chunks came back once their DMAs were done */
   pl_stage_stats st;
   pl_stage_get_stats(&st);
   assert_int_equal(st.pool.free_bytes, st.pool.bytes);
@@ -997,6 +1133,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_threads_sync),
       cmocka_unit_test(test_threads_async),
       cmocka_unit_test(test_wait_fallback),
+      cmocka_unit_test(test_d2h_async_ring),
       cmocka_unit_test(test_store_policy),
       cmocka_unit_test(test_pool_alloc_failure),
       cmocka_unit_test(test_dma_failure),
