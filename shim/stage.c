@@ -415,7 +415,7 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
       errored = true;
       break;
     }
-    pl_workers_memcpy(dst + o, ch->host, len);
+    pl_workers_memcpy(dst + o, ch->host, len, false);
     pl_pool_release(ch, false);
     done = o + len;
     x->staged += len;
@@ -499,7 +499,7 @@ static void CUDA_CB pl_copyout(void *arg) {
     while (k < o->n && o->e[k - 1].n == o->e[k - 1].ch->size && pl_chunk_adjacent(o->e[k - 1].ch, o->e[k].ch) &&
            o->e[k - 1].dst + o->e[k - 1].n == o->e[k].dst)
       len += o->e[k++].n;
-    pl_workers_memcpy(o->e[i].dst, o->e[i].ch->host, len);
+    pl_workers_memcpy(o->e[i].dst, o->e[i].ch->host, len, true);
     for (; i < k; i++)
       if (o->e[i].ticket) pl_pool_land(o->e[i].ch, o->e[i].ticket);
   }

@@ -180,6 +180,7 @@ typedef struct pl_job {
   bool queued;             /* visible to the workers, under their lock */
   unsigned nseg;           /* segments published (owner only) */
   unsigned refs;           /* workers inside, under their lock */
+  bool lone;               /* no job follows soon: its workers sleep at once */
   struct pl_job *link;
 } pl_job;
 
@@ -200,8 +201,10 @@ void pl_job_wait(pl_job *j, unsigned k);
 void pl_job_close(pl_job *j);
 
 /* memcpy(dst, src, n) as a one-segment job.  Calls no CUDA and takes no
- * engine lock across the copy, so it is safe inside a CUDA host function. */
-void pl_workers_memcpy(void *dst, const void *src, size_t n);
+ * engine lock across the copy, so it is safe inside a CUDA host function.
+ * lone: no copy follows within a DMA's time (the asynchronous copy-out),
+ * so the copy threads go to sleep after it instead of polling. */
+void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone);
 /* Threads that copy, the caller included (PAGELOCK_COPY_THREADS, 0 means
  * half the CPUs this process may run on, at most 8). */
 unsigned pl_workers_parallelism(void);
