@@ -742,6 +742,68 @@ static void test_d2h_async_ring(void **state) {
   bufs_fini(&c);
 }
 
+/* Without stream ids (a driver without cuStreamGetId, or failing it)
+ * nothing is taken over: a second copy queued behind the first on a held
+ * stream takes the other half of the pool, and a third copy, on another
+ * stream, finds none, waits (bounded) and passes through.  Bytes exact,
+ * every chunk back. */
+static void test_d2h_async_no_stream_id(void **state) {
+  (void)state;
+  const long wait_us = 20000;
+  stage_env(POOL, CHUNK, wait_us, "async");
+  assert_int_equal(f_fail("cuStreamGetId", 0, CUDA_ERROR_NOT_SUPPORTED), 0);
+  bufs a, b;
+  bufs_init(&a);
+  bufs_init(&b);
+  const size_t n = POOL + 333;
+  uint8_t *out[2] = {malloc(n), malloc(n)};
+  assert_non_null(out[0]);
+  assert_non_null(out[1]);
+  fill(a.chk, 2 * n, 95);
+  assert_int_equal(f_cuMemcpyHtoD_v2(a.dev, a.chk, 2 * n), CUDA_SUCCESS);
+  fill(b.chk, n, 96);
+  assert_int_equal(f_cuMemcpyHtoD_v2(b.dev, b.chk, n), CUDA_SUCCESS);
+  memset(out[0], 0, n);
+  memset(out[1], 0, n);
+  memset(b.host, 0, n);
+
+  atomic_store(&gate, 0);
+  assert_int_equal(f_cuLaunchHostFunc(a.s, gate_fn, NULL), CUDA_SUCCESS);
+  for (int k = 0; k < 2; k++) {
+    pl_copy c = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(out[k]), a.dev + (size_t)k * n, n, a.s);
+    assert_int_equal(pl_copy_exec(&c), CUDA_SUCCESS);
+    assert_true(c.flags & PAGELOCK_COPY_STAGED);
+    assert_false(c.flags & PAGELOCK_COPY_FALLBACK);
+  }
+  pl_stage_stats s;
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.pool.bytes, POOL);
+  assert_int_equal(s.pool.free_bytes, 0);
+  assert_int_equal(s.waits, 0);
+  pl_copy c3 = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(b.host), b.dev, n, b.s);
+  uint64_t t0 = pl_now_ns();
+  assert_int_equal(pl_copy_exec(&c3), CUDA_SUCCESS);
+  uint64_t dt = pl_now_ns() - t0;
+  assert_true(c3.flags & PAGELOCK_COPY_FALLBACK);
+  assert_true(dt >= (uint64_t)wait_us * 1000);
+  assert_int_equal(f_cuStreamSynchronize(b.s), CUDA_SUCCESS);
+  assert_int_equal(check_pat(b.host, n, 96), n);
+  assert_int_equal(check_byte(out[0], n, 0), n); /* a is still held */
+
+  atomic_store(&gate, 1);
+  assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+  assert_memory_equal(out[0], a.chk, n);
+  assert_memory_equal(out[1], a.chk + n, n);
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.pool.free_bytes, s.pool.bytes);
+  assert_true(bound_ok());
+  f_clear_faults();
+  free(out[0]);
+  free(out[1]);
+  bufs_fini(&a);
+  bufs_fini(&b);
+}
+
 /* The store policy of uploads: streaming stores for a copy that fits the
  * pool (the copy is what the program waits for), plain stores for one
  * larger than the pool (it recycles chunks: the DMA is). */
@@ -1134,6 +1196,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_threads_async),
       cmocka_unit_test(test_wait_fallback),
       cmocka_unit_test(test_d2h_async_ring),
+      cmocka_unit_test(test_d2h_async_no_stream_id),
       cmocka_unit_test(test_store_policy),
       cmocka_unit_test(test_pool_alloc_failure),
       cmocka_unit_test(test_dma_failure),
