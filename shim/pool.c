@@ -2,9 +2,10 @@
  *
  * One pool per CUDA context, created empty and grown on demand by as many
  * chunks as the copy at hand needs, in one slab (cuMemHostAlloc of 64 MiB
- * takes ~22 ms: nobody pays for chunks a program never needs).  The bytes of all pools together never exceed
- * PAGELOCK_POOL_SIZE: they are reserved with one atomic compare-and-swap
- * before the driver is asked, so no interleaving of threads can overshoot.
+ * takes ~22 ms: nobody pays for chunks a program never needs).  The bytes
+ * of all pools together never exceed PAGELOCK_POOL_SIZE: they are reserved
+ * with one atomic compare-and-swap before the driver is asked, so no
+ * interleaving of threads can overshoot.
  *
  * A chunk is free again when the event recorded after its last use on the
  * caller's stream has completed; the free list is oldest first, so the
