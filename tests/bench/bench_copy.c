@@ -7,6 +7,9 @@
  *   bench_copy overlap KIND SIZE REPS    a kernel stream and a copy stream:
  *                                        end-to-end time of 8 copies of SIZE
  *                                        beside 8 kernels of equal length
+ *   bench_copy pipe KIND SIZE REPS       a pipeline: 8 uploads of SIZE on one
+ *                                        stream beside 8 downloads of SIZE on
+ *                                        another, end-to-end time
  *   bench_copy tiny KIND 4096 REPS       the profiler's worst case: 2,000
  *                                        empty kernels each followed by a
  *                                        4 KB copy on one stream, time per
@@ -39,7 +42,7 @@ static void *host_alloc(const char *kind, size_t n) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 5) { fprintf(stderr, "usage: bench_copy h2d|d2h|small|overlap pinned|pageable SIZE REPS\n"); return 2; }
+  if (argc < 5) { fprintf(stderr, "usage: bench_copy h2d|d2h|small|overlap|pipe|tiny pinned|pageable SIZE REPS\n"); return 2; }
   const char *mode = argv[1], *kind = argv[2];
   size_t size = strtoull(argv[3], NULL, 10);
   int reps = atoi(argv[4]);
@@ -101,6 +104,22 @@ int main(int argc, char **argv) {
     }
     printf("result mode=overlap kind=%s size=%zu ms=%.2f kernel_ms=%.2f\n", kind, size, median(v, reps),
            8 * ns / 1e6);
+  } else if (!strcmp(mode, "pipe")) {
+    /* Uploads of the next batch on s beside downloads of the last results
+     * on k: what a training loop does.  The download's buffer is apart. */
+    void *out = host_alloc(kind, size), *dev2;
+    RT(cudaMalloc(&dev2, size));
+    for (int r = -1; r < reps; r++) {
+      RT(cudaDeviceSynchronize());
+      double t0 = now_s();
+      for (int i = 0; i < 8; i++) {
+        RT(cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s));
+        RT(cudaMemcpyAsync(out, dev2, size, cudaMemcpyDeviceToHost, k));
+      }
+      RT(cudaDeviceSynchronize());
+      if (r >= 0) v[r] = (now_s() - t0) * 1e3;
+    }
+    printf("result mode=pipe kind=%s size=%zu ms=%.2f\n", kind, size, median(v, reps));
   } else if (!strcmp(mode, "tiny")) {
     CUmodule m;
     CUfunction f;
