@@ -82,6 +82,10 @@ for i in $(seq "$ROUNDS"); do
   # one round instead of eight
   run d2h_async512_256_$i "${async[@]}" PAGELOCK_POOL_SIZE=512M -- "$B/bench_copy" d2h pageable $((256 << 20)) "$REPS"
   run overlap_pinned_$i X=1 -- "$B/bench_copy" overlap pinned $((16 << 20)) "$REPS"
+  # uploads on one stream beside downloads on another, as a training loop
+  run pipe_pinned_$i X=1 -- "$B/bench_copy" pipe pinned $((64 << 20)) 5
+  run pipe_stage_$i "${stage[@]}" -- "$B/bench_copy" pipe pageable $((64 << 20)) 5
+  run pipe_async_$i "${async[@]}" -- "$B/bench_copy" pipe pageable $((64 << 20)) 5
   run overlap_pageable_$i X=1 -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
   run overlap_stage_$i "${stage[@]}" -- "$B/bench_copy" overlap pageable $((16 << 20)) "$REPS"
 done
@@ -96,6 +100,9 @@ for v in overlap_pinned overlap_pageable overlap_stage; do
   echo "$v result mode=overlap ms=$(medr $v ms)" | tee -a "$res"
 done
 echo "d2h_async512_256 result mode=d2h call_us=$(medr d2h_async512_256 call_us)" | tee -a "$res"
+for v in pipe_pinned pipe_stage pipe_async; do
+  echo "$v result mode=pipe ms=$(medr $v ms)" | tee -a "$res"
+done
 # What one queued operation costs the calling thread: the floor under the
 # asynchronous download's call time (two per round of its ring).
 [ -x "$B/bench_enqueue" ] && "$B/bench_enqueue" 8 >"$OUT/enqueue.txt" 2>&1
@@ -154,5 +161,6 @@ printf '%-44s %10s %s\n' "H2D 1 MiB staging forced (STAGE_MIN=0) GB/s" "$(get h2
 for th in 2 4 8 16; do
   printf '%-44s %10s %s\n' "copy threads $th: H2D 64 MiB GB/s | overlap ms" "$(get h2d_threads_$th gbps)|$(get overlap_threads_$th ms)" ""
 done
+printf '%-44s %10s %s\n' "pipe 8x64 MiB up+down: pinned|stage|async ms" "$(get pipe_pinned ms)|$(get pipe_stage ms)|$(get pipe_async ms)" "(reported)"
 printf '%-44s %10s %s\n' "overlap 8x16 MiB: pinned|pageable|staged ms" "$(get overlap_pinned ms)|$(get overlap_pageable ms)|$(get overlap_stage ms)" ""
 printf '%-44s %10s %s\n' "  staged / pinned time" "$(ratio "$(get overlap_stage ms)" "$(get overlap_pinned ms)")" "<= 1.10"
