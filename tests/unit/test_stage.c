@@ -722,8 +722,8 @@ static void test_d2h_async_ring(void **state) {
   assert_true(bound_ok());
   bufs_fini(&d);
 
-  /* Back to back on one idle stream: the same, and each returns without
-   * a fallback whatever the stream has reached. */
+  /* One copy at a time on an idle stream, from a third of the pool to
+   * 4.7 pools: bytes exact, no fallback, every chunk back. */
   for (int i = 0; i < 14; i++) {
     size_t n = (size_t)(i + 1) * POOL / 3 + (size_t)i; /* up to 4.7 pools, < MAXN */
     fill(a.chk, n, 100 + (unsigned)i);
