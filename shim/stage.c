@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "stage.h"
 
@@ -346,6 +347,26 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   return true;
 }
 
+/* ---- the copy-out's store policy ------------------------------------------ */
+
+static atomic_size_t pl_out_min; /* 0 until derived */
+
+bool pl_stage_out_stream(size_t n) {
+  size_t min = atomic_load_explicit(&pl_out_min, memory_order_relaxed);
+  if (PL_UNLIKELY(min == 0)) {
+    /* Once per process (cpuid may trap to a hypervisor): every thread
+     * derives the same value. */
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    min = llc > 0 ? (size_t)llc / 4 : (size_t)32 << 20;
+    if (min < ((size_t)4 << 20)) min = (size_t)4 << 20;
+    atomic_store_explicit(&pl_out_min, min, memory_order_relaxed);
+  }
+  return n >= min;
+}
+
+void pl_stage_set_out_stream_min_for_test(size_t n) { atomic_store(&pl_out_min, n); }
+
 /* ---- device to host, synchronous ------------------------------------------ */
 
 /* Returns with the bytes in the user's buffer (or the native call's
@@ -361,6 +382,7 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
   unsigned head = 0, count = 0;
   size_t issued = 0, done = 0;
   bool stop = false, enqueued = false, timed_out = false, errored = false;
+  bool nt = pl_stage_out_stream(c->bytes);
 
   for (;;) {
     while (!stop && issued < c->bytes && count < PL_D2H_INFLIGHT) {
@@ -415,7 +437,7 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
       errored = true;
       break;
     }
-    pl_workers_memcpy(dst + o, ch->host, len, false);
+    pl_workers_memcpy(dst + o, ch->host, len, false, nt);
     pl_pool_release(ch, false);
     done = o + len;
     x->staged += len;
@@ -449,6 +471,7 @@ typedef struct pl_out {
 /* The argument of one host function: its copy-outs, in stream order. */
 typedef struct pl_outs {
   struct pl_outs *prev, *next; /* on pl_outs_live until the host function runs */
+  bool nt;                     /* streaming stores (pl_stage_out_stream) */
   unsigned n;
   pl_out e[];
 } pl_outs;
@@ -499,7 +522,7 @@ static void CUDA_CB pl_copyout(void *arg) {
     while (k < o->n && o->e[k - 1].n == o->e[k - 1].ch->size && pl_chunk_adjacent(o->e[k - 1].ch, o->e[k].ch) &&
            o->e[k - 1].dst + o->e[k - 1].n == o->e[k].dst)
       len += o->e[k++].n;
-    pl_workers_memcpy(o->e[i].dst, o->e[i].ch->host, len, true);
+    pl_workers_memcpy(o->e[i].dst, o->e[i].ch->host, len, true, o->nt);
     for (; i < k; i++)
       if (o->e[i].ticket) pl_pool_land(o->e[i].ch, o->e[i].ticket);
   }
@@ -603,6 +626,7 @@ static bool pl_d2h_async(pl_run *x, CUresult *r) {
   size_t pieces = (c->bytes + size - 1) / size;
   if (pieces == 0) return false;
 
+  bool nt = pl_stage_out_stream(c->bytes);
   unsigned long long sid = 0;
   if (d->cuStreamGetId[x->pt] == NULL || d->cuStreamGetId[x->pt](x->stream, &sid) != CUDA_SUCCESS) sid = 0;
   pl_ring h = {0};
@@ -618,6 +642,7 @@ static bool pl_d2h_async(pl_run *x, CUresult *r) {
     size_t round = pieces - first < h.n ? pieces - first : h.n;
     pl_outs *o = pl_outs_new(round);
     if (o == NULL) break;
+    o->nt = nt;
     /* One DMA per run of chunks back to back in memory: enqueuing costs
      * the caller ~2 us per call whatever its size (docs/benchmarks.md). */
     for (size_t i = first, k; i < first + round; i = k) {

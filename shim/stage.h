@@ -203,13 +203,34 @@ void pl_job_close(pl_job *j);
 /* memcpy(dst, src, n) as a one-segment job.  Calls no CUDA and takes no
  * engine lock across the copy, so it is safe inside a CUDA host function.
  * lone: no copy follows within a DMA's time (the asynchronous copy-out),
- * so the copy threads go to sleep after it instead of polling. */
-void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone);
+ * so the copy threads go to sleep after it instead of polling.
+ * nt: streaming stores (the bytes bypass the cache; visible to every
+ * thread once this returns). */
+void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt);
 /* Threads that copy, the caller included (PAGELOCK_COPY_THREADS, 0 means
  * half the CPUs this process may run on, at most 8). */
 unsigned pl_workers_parallelism(void);
 
-/* ---- stage.c: test hooks ------------------------------------------------- */
+/* Whether a download of n bytes is copied out of the chunks with streaming
+ * stores (stage.c): when n is at least a quarter of the last-level cache
+ * (4 MiB at least; 32 MiB when the cache size is unknown).  Plain stores
+ * first read every line of the program's buffer into the cache
+ * (read-for-ownership): a download that fits the cache lands there, and a
+ * buffer the program downloads into again and again is written in cache,
+ * faster than memory; a larger one sweeps the cache and pays three bytes
+ * of memory traffic per byte instead of two.  On the H200 host (300 MiB
+ * L3, docs/benchmarks.md) staged downloads with streaming stores ran at
+ * 23-27 GB/s at 16 MiB (plain: 35-37), 49 at 64 MiB (49), and 53 at
+ * 256 MiB (plain: 38-41). */
+bool pl_stage_out_stream(size_t n);
+
+/* ---- test hooks ------------------------------------------------------------ */
+
+/* Bytes the copy threads have written with streaming stores (workers.c). */
+uint64_t pl_workers_nt_bytes(void);
+/* Replace the cache-derived threshold of pl_stage_out_stream (0: derive
+ * it again). */
+void pl_stage_set_out_stream_min_for_test(size_t n);
 
 typedef struct pl_stage_stats {
   uint64_t copies_staged;     /* calls that used the pool (fully or in part) */

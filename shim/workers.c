@@ -70,6 +70,7 @@ static atomic_uint pl_wk_gen;      /* bumped at every publish: what spinning wor
 static atomic_uint pl_wk_sleepers; /* workers in (or entering) the condition wait */
 static atomic_uint pl_wk_helpers;  /* worker threads running */
 static atomic_int pl_wk_state;     /* 0 not started, 1 starting, 2 started */
+static atomic_uint_fast64_t pl_wk_nt_bytes; /* copied with streaming stores, for tests */
 
 unsigned pl_workers_parallelism(void) {
   long want = pl_opt_long(PL_OPT_COPY_THREADS);
@@ -110,6 +111,19 @@ static void pl_copy_stream(char *dst, const char *src, size_t n) {
 #endif
 }
 
+/* Streaming stores are weakly ordered: the fence makes them globally
+ * visible before the copy counts as done (a DMA, or the program reading
+ * its download, may come right after). */
+static void pl_copy_stream_fenced(char *dst, const char *src, size_t n) {
+  pl_copy_stream(dst, src, n);
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+  atomic_fetch_add_explicit(&pl_wk_nt_bytes, n, memory_order_relaxed);
+}
+
+uint64_t pl_workers_nt_bytes(void) { return atomic_load(&pl_wk_nt_bytes); }
+
 /* Claim the next piece of j below `limit`; false when none is claimable
  * now.  Any thread, no lock. */
 static bool pl_claim(pl_job *j, size_t limit, size_t *out) {
@@ -146,12 +160,7 @@ static void pl_piece_copy(pl_job *j, size_t i) {
   size_t off = (size_t)(i - first) * PL_PIECE;
   size_t len = s->len - off < PL_PIECE ? s->len - off : PL_PIECE;
   if (s->nt) {
-    pl_copy_stream(s->dst + off, s->src + off, len);
-#if defined(__x86_64__)
-    /* Streaming stores are weakly ordered: make them globally visible
-     * before the piece counts as done (the DMA may start right after). */
-    _mm_sfence();
-#endif
+    pl_copy_stream_fenced(s->dst + off, s->src + off, len);
   } else {
     memcpy(s->dst + off, s->src + off, len);
   }
@@ -320,13 +329,14 @@ void pl_job_close(pl_job *j) {
   pthread_mutex_unlock(&pl_wk_lock);
 }
 
-void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone) {
+void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt) {
   if (n < 2 * PL_PIECE) {
-    memcpy(dst, src, n);
+    if (nt) pl_copy_stream_fenced(dst, src, n);
+    else memcpy(dst, src, n);
     return;
   }
   pl_job j;
   pl_job_open_as(&j, lone && !PL_LONE_SPIN);
-  pl_job_wait(&j, pl_job_add(&j, dst, src, n, false));
+  pl_job_wait(&j, pl_job_add(&j, dst, src, n, nt));
   pl_job_close(&j);
 }

@@ -34,18 +34,20 @@ stage=(LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage PAGELOCK_CUPTI=0)
 async=(LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage PAGELOCK_D2H=async PAGELOCK_CUPTI=0)
 
 # The malloc workload is noisy (+-10% run to run): native and shim runs
-# alternate five times and the medians of the five are compared.
-for i in 1 2 3 4 5; do
+# alternate ALT times (default 11; five alternations still gave single sets
+# anywhere from 1.02 to 1.09) and the medians are compared.
+ALT=${ALT:-11}
+for i in $(seq "$ALT"); do
   run malloc_native_$i X=1 -- "$B/bench_malloc" "$REPS"
   run malloc_shim_$i "${nocupti[@]}" -- "$B/bench_malloc" "$REPS"
 done
-# med5 NAME KEY: the median over the five alternating runs NAME_1..NAME_5
-med5() { for i in 1 2 3 4 5; do get "${1}_$i" "${2:-ms}"; done | sort -g | sed -n 3p; }
-echo "malloc_native result mode=malloc ms=$(med5 malloc_native)" | tee -a "$res"
-echo "malloc_shim result mode=malloc ms=$(med5 malloc_shim)" | tee -a "$res"
+# medalt NAME KEY: the median over the alternating runs NAME_1..NAME_ALT
+medalt() { for i in $(seq "$ALT"); do get "${1}_$i" "${2:-ms}"; done | sort -g | sed -n "$(((ALT + 1) / 2))p"; }
+echo "malloc_native result mode=malloc ms=$(medalt malloc_native)" | tee -a "$res"
+echo "malloc_shim result mode=malloc ms=$(medalt malloc_shim)" | tee -a "$res"
 # Small copies: the host time of one call swings 10-20% from process to
-# process (more for pageable ones), so these alternate five times too.
-for i in 1 2 3 4 5; do
+# process (more for pageable ones), so these alternate ALT times too.
+for i in $(seq "$ALT"); do
   run small_pinned_native_$i X=1 -- "$B/bench_copy" small pinned 256 "$REPS"
   run small_pinned_shim_$i "${nocupti[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
   run small_pinned_cupti_$i "${shim[@]}" -- "$B/bench_copy" small pinned 256 "$REPS"
@@ -54,7 +56,7 @@ for i in 1 2 3 4 5; do
   run small_pageable_stage_$i "${stage[@]}" -- "$B/bench_copy" small pageable 256 "$REPS"
 done
 for v in small_pinned_native small_pinned_shim small_pinned_cupti small_pinned_stage small_pageable_native small_pageable_stage; do
-  echo "$v result mode=small ns_per_call=$(med5 $v ns_per_call)" | tee -a "$res"
+  echo "$v result mode=small ns_per_call=$(medalt $v ns_per_call)" | tee -a "$res"
 done
 for i in 1 2 3; do
   run tiny_native_$i X=1 -- "$B/bench_copy" tiny pinned 4096 "$REPS"
@@ -66,7 +68,7 @@ done
 # upload came out at 0.55 of pinned where the rounds around it gave 0.84),
 # so every measure runs in ROUNDS alternating rounds and the medians over
 # the rounds are compared.
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 for i in $(seq "$ROUNDS"); do
   for mb in 1 16 64 256; do
     n=$((mb << 20))
@@ -155,6 +157,10 @@ for mb in 1 16 64 256; do
   printf '%-44s %10s %s\n' "  D2H async: call returns in (us)" "$(get d2h_async_$mb call_us)" "< 50"
 done
 printf '%-44s %10s %s\n' "  D2H async 256 MiB, POOL_SIZE=512M (us)" "$(get d2h_async512_256 call_us)" "(reported)"
+# Per round: the staged call, and in the same process one pinned DMA call
+# (the driver's own queuing cost, which differs from process to process).
+printf '%-44s %s\n' "  D2H async 256 MiB per round, call/pinned us" \
+  "$(for i in $(seq "$ROUNDS"); do printf '%s/%s ' "$(get d2h_async_256_$i call_us)" "$(get d2h_async_256_$i pinned_call_us)"; done)"
 printf '%-44s %10s %s\n' "enqueue (ns), idle stream: DMA | host fn" "$(grep -o 'hold=idle.*' "$OUT/enqueue.txt" 2>/dev/null | sed 's/.*dma_ns=\([0-9]*\) hostfn_ns=\([0-9]*\).*/\1|\2/')" "(reported)"
 printf '%-44s %10s %s\n' "H2D 64 MiB staged, +CUPTI / no CUPTI" "$(ratio "$(get h2d_stage_cupti_64 gbps)" "$(get h2d_stage_64 gbps)")" "(reported)"
 printf '%-44s %10s %s\n' "H2D 1 MiB staging forced (STAGE_MIN=0) GB/s" "$(get h2d_forced_1 gbps)" "(STAGE_MIN=0 forces staging)"

@@ -834,6 +834,40 @@ static void test_store_policy(void **state) {
   bufs_fini(&a);
 }
 
+/* The store policy of downloads: streaming stores from the threshold up
+ * (a quarter of the last-level cache; set here to 1 MiB + 5 so the copies
+ * stay small), in both modes, and the bytes still exact at odd offsets. */
+static void test_download_store_policy(void **state) {
+  (void)state;
+  /* The derived threshold: a quarter of some cache, never below 4 MiB. */
+  assert_false(pl_stage_out_stream(((size_t)4 << 20) - 1));
+  assert_true(pl_stage_out_stream((size_t)1 << 40));
+  const size_t min = MB + 5;
+  pl_stage_set_out_stream_min_for_test(min);
+  for (int async_mode = 0; async_mode < 2; async_mode++) {
+    stage_env(POOL, CHUNK, PATIENT_US, async_mode ? "async" : "sync");
+    bufs b;
+    bufs_init(&b);
+    size_t sizes[] = {min - 1, min, 3 * min + 4099};
+    for (int i = 0; i < 3; i++) {
+      size_t n = sizes[i], ho = (size_t)(3 + 2 * i), dof = (size_t)(5 * i + 1);
+      pl_stage_stats s0, s1;
+      pl_stage_get_stats(&s0);
+      uint64_t nt0 = pl_workers_nt_bytes();
+      one_d2h(&b, V_ASYNC, n, ho, dof, 40u + (unsigned)i, async_mode);
+      uint64_t nt = pl_workers_nt_bytes() - nt0;
+      pl_stage_get_stats(&s1);
+      assert_int_equal(s1.copies_staged - s0.copies_staged, 1);
+      if (nt != (n >= min ? n : 0))
+        print_error("%s download of %zu bytes: %llu bytes with streaming stores\n", async_mode ? "async" : "sync", n,
+                    (unsigned long long)nt);
+      assert_int_equal(nt, n >= min ? n : 0);
+    }
+    bufs_fini(&b);
+  }
+  pl_stage_set_out_stream_min_for_test(0);
+}
+
 /* ---- failures ------------------------------------------------------------------ */
 
 /* Pinned memory refused: the copy is still right, through the native call,
@@ -1198,6 +1232,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_d2h_async_ring),
       cmocka_unit_test(test_d2h_async_no_stream_id),
       cmocka_unit_test(test_store_policy),
+      cmocka_unit_test(test_download_store_policy),
       cmocka_unit_test(test_pool_alloc_failure),
       cmocka_unit_test(test_dma_failure),
       cmocka_unit_test(test_invalid_device),
