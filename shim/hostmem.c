@@ -67,6 +67,17 @@ typedef struct pl_neg_entry {
 } pl_neg_entry;
 static PL_TLS pl_neg_entry pl_neg[PL_NEG_SLOTS];
 
+/* Per-thread memo of the last program-pinned range a classification found
+ * (a loop of small copies from one pinned buffer would otherwise take the
+ * registry lock on every call).  The registry changes only with the
+ * generation, so the entry holds exactly while its generation does. */
+typedef struct pl_pos_entry {
+  uintptr_t base, end;
+  unsigned gen;
+  int kind;
+} pl_pos_entry;
+static PL_TLS pl_pos_entry pl_pos;
+
 void pl_hostmem_invalidate(void) { atomic_fetch_add_explicit(&pl_pin_gen, 1, memory_order_acq_rel); }
 
 int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
@@ -90,9 +101,13 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
     neg->uses--;
     return PAGELOCK_MEM_PAGEABLE;
   }
+  if (pl_pos.gen == gen && (uintptr_t)p - pl_pos.base < pl_pos.end - pl_pos.base) return pl_pos.kind;
   pthread_mutex_lock(&pl_hm_lock);
   pl_range *r = pl_rangemap_find(&pl_pinned, (uintptr_t)p);
   int kind = r ? r->kind : PAGELOCK_MEM_UNKNOWN;
+  /* The generation read above, not the current one: a change since then
+   * must not be hidden behind an entry that looks current. */
+  if (r) pl_pos = (pl_pos_entry){.base = r->base, .end = r->base + r->size, .gen = gen, .kind = kind};
   pthread_mutex_unlock(&pl_hm_lock);
   if (kind != PAGELOCK_MEM_UNKNOWN) return kind;
   kind = pl_hostmem_query(p);
