@@ -45,35 +45,41 @@ static void pl_classify(pl_copy *c) {
   c->alloc_stack = c->dir == PAGELOCK_DIR_D2H ? ds : ss;
 }
 
-/* Write one COPY record. */
+/* Write one COPY record, built in place in the trace buffer: this runs
+ * once per copy of the program, pinned ones included, and a copy through
+ * a stack buffer cost as much as the rest (docs/benchmarks.md). */
 static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult r,
                       uint32_t stack_id, uint64_t corr, uint32_t gpu_corr) {
-  pagelock_rec_copy rec;
-  memset(&rec, 0, sizeof rec);
-  rec.h.type = PAGELOCK_REC_COPY;
-  rec.h.size = sizeof rec;
-  rec.start_ns = t0;
-  rec.host_ns = host_ns;
-  rec.bytes = c->bytes;
-  rec.stream = (uint64_t)(uintptr_t)c->stream;
-  rec.dir = (uint8_t)c->dir;
-  rec.src_mem = c->src_mem;
-  rec.dst_mem = c->dst_mem;
-  rec.host_mem = pl_host_side(c->dir, c->src_mem, c->dst_mem);
-  rec.host_ptr = c->dir == PAGELOCK_DIR_D2H ? c->dst : c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_H2H ? c->src : 0;
-  rec.callsite = (uint64_t)(uintptr_t)c->callsite;
-  rec.correlation = corr;
-  rec.tid = pl_gettid();
-  rec.stack_id = stack_id;
-  rec.alloc_stack_id = c->alloc_stack;
+  /* Stacks first: their records must precede any record naming them, and
+   * they take the stack lock, which must not nest inside the trace lock. */
   pl_stack_emit(stack_id);
   pl_stack_emit(c->alloc_stack);
-  rec.flags = c->flags;
-  rec.result = (int32_t)r;
-  rec.device = -1;
-  rec.api = (uint16_t)c->api;
-  rec.gpu_correlation = gpu_corr;
-  pl_trace_write(&rec, sizeof rec);
+  uint32_t tid = pl_gettid();
+  pagelock_rec_copy *rec = pl_trace_reserve(sizeof *rec);
+  if (rec == NULL) return;
+  memset(rec, 0, sizeof *rec); /* a constant size: inline stores */
+  rec->h.type = PAGELOCK_REC_COPY;
+  rec->h.size = sizeof *rec;
+  rec->start_ns = t0;
+  rec->host_ns = host_ns;
+  rec->bytes = c->bytes;
+  rec->stream = (uint64_t)(uintptr_t)c->stream;
+  rec->dir = (uint8_t)c->dir;
+  rec->src_mem = c->src_mem;
+  rec->dst_mem = c->dst_mem;
+  rec->host_mem = pl_host_side(c->dir, c->src_mem, c->dst_mem);
+  rec->host_ptr = c->dir == PAGELOCK_DIR_D2H ? c->dst : c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_H2H ? c->src : 0;
+  rec->callsite = (uint64_t)(uintptr_t)c->callsite;
+  rec->correlation = corr;
+  rec->tid = tid;
+  rec->stack_id = stack_id;
+  rec->alloc_stack_id = c->alloc_stack;
+  rec->flags = c->flags;
+  rec->result = (int32_t)r;
+  rec->device = -1;
+  rec->api = (uint16_t)c->api;
+  rec->gpu_correlation = gpu_corr;
+  pl_trace_commit();
 }
 
 /* A batch call: classify and record each entry, sharing the call's time. */

@@ -84,6 +84,12 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
   if (alloc_stack) *alloc_stack = 0;
   if (p == 0) return PAGELOCK_MEM_UNKNOWN;
   unsigned gen = atomic_load_explicit(&pl_pin_gen, memory_order_acquire);
+  /* Memory the program pinned, as last found by this thread: the answer
+   * the registry lookup below would give, for as long as the generation
+   * holds, so it goes first (a loop of pinned copies costs no more).
+   * Pinned memory carries no allocation site: the report lists sites for
+   * pageable memory only. */
+  if (pl_pos.gen == gen && (uintptr_t)p - pl_pos.base < pl_pos.end - pl_pos.base) return pl_pos.kind;
   /* Fast path, no lock: a tracked range whose cached driver answer is still
    * current (any page-locking change since bumps the generation). */
   pl_range *t = pl_granmap_find((uintptr_t)p);
@@ -101,7 +107,6 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
     neg->uses--;
     return PAGELOCK_MEM_PAGEABLE;
   }
-  if (pl_pos.gen == gen && (uintptr_t)p - pl_pos.base < pl_pos.end - pl_pos.base) return pl_pos.kind;
   pthread_mutex_lock(&pl_hm_lock);
   pl_range *r = pl_rangemap_find(&pl_pinned, (uintptr_t)p);
   int kind = r ? r->kind : PAGELOCK_MEM_UNKNOWN;
@@ -109,7 +114,10 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
    * must not be hidden behind an entry that looks current. */
   if (r) pl_pos = (pl_pos_entry){.base = r->base, .end = r->base + r->size, .gen = gen, .kind = kind};
   pthread_mutex_unlock(&pl_hm_lock);
-  if (kind != PAGELOCK_MEM_UNKNOWN) return kind;
+  if (kind != PAGELOCK_MEM_UNKNOWN) {
+    if (alloc_stack) *alloc_stack = 0; /* as the memo answers */
+    return kind;
+  }
   kind = pl_hostmem_query(p);
   if (t == NULL && kind == PAGELOCK_MEM_PAGEABLE) {
     neg->page = page;

@@ -268,6 +268,13 @@ void pl_stack_reset(void);
 /* Append one record; the file is created on first use.  Never blocks on
  * anything but the trace lock and write(2). */
 void pl_trace_write(const void *rec, size_t size);
+/* The per-copy path's variant: a slot of `size` bytes (a multiple of 8)
+ * in the buffer, with the trace lock held, for the caller to fill in
+ * place, every byte, and hand back with pl_trace_commit(); NULL, lock not
+ * held, when nothing is being traced.  Fill it without taking any other
+ * lock. */
+void *pl_trace_reserve(size_t size);
+void pl_trace_commit(void);
 /* Append several whole records at once (one lock round). */
 void pl_trace_write_many(const void *recs, size_t size);
 /* Append a record made of a fixed part and a NUL-terminated string. */

@@ -26,7 +26,9 @@
 #define PL_FLUSH_NS 1000000000ull
 
 static pthread_mutex_t pl_trace_lock = PTHREAD_MUTEX_INITIALIZER;
-static char pl_buf[PL_TRACE_BUF];
+/* Every record's size is a multiple of 8, so records reserved in place
+ * (pl_trace_reserve) are aligned for their fields. */
+static _Alignas(64) char pl_buf[PL_TRACE_BUF];
 static size_t pl_buf_len;
 static int pl_fd = -1;
 static bool pl_failed;          /* creation failed: stop trying */
@@ -232,6 +234,25 @@ void pl_trace_write(const void *rec, size_t size) {
      * grain, and a clock read costs as much as the rest of this function. */
     if ((pl_records & 63) == 0 && pl_now_ns() - pl_last_flush > PL_FLUSH_NS) pl_flush_locked();
   }
+  pthread_mutex_unlock(&pl_trace_lock);
+}
+
+void *pl_trace_reserve(size_t size) {
+  if (!pl_active() || size > sizeof pl_buf) return NULL;
+  pthread_mutex_lock(&pl_trace_lock);
+  if (!pl_open_locked()) {
+    pthread_mutex_unlock(&pl_trace_lock);
+    return NULL;
+  }
+  if (pl_buf_len + size > sizeof pl_buf) pl_flush_locked();
+  void *p = pl_buf + pl_buf_len;
+  pl_buf_len += size;
+  pl_records++;
+  return p;
+}
+
+void pl_trace_commit(void) {
+  if ((pl_records & 63) == 0 && pl_now_ns() - pl_last_flush > PL_FLUSH_NS) pl_flush_locked();
   pthread_mutex_unlock(&pl_trace_lock);
 }
 
