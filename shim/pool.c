@@ -115,8 +115,9 @@ static bool pl_reserve(uint64_t size, uint64_t bound) {
 
 /* Take the oldest free chunk of p whose last use is complete, or NULL.  On
  * a failed event query *err is set (a sticky context error: the chunk
- * stays where it is).  No lock held across cuEventQuery. */
-static pl_chunk *pl_take_free(pl_pool *p, CUresult *err) {
+ * stays where it is).  *busy is set when a chunk's last use was found still
+ * running.  No lock held across cuEventQuery. */
+static pl_chunk *pl_take_free(pl_pool *p, CUresult *err, bool *busy) {
   const pl_stage_drv *d = pl_stage_drv_get();
   *err = CUDA_SUCCESS;
   pthread_mutex_lock(&p->lock);
@@ -129,7 +130,10 @@ static pl_chunk *pl_take_free(pl_pool *p, CUresult *err) {
   for (pl_chunk *c = list; c; link = &c->next, c = c->next) {
     if (c->pending) {
       CUresult q = d->cuEventQuery(c->ev);
-      if (q == CUDA_ERROR_NOT_READY) continue;
+      if (q == CUDA_ERROR_NOT_READY) {
+        *busy = true;
+        continue;
+      }
       if (q != CUDA_SUCCESS) { *err = q; break; }
       c->pending = false;
     }
@@ -176,7 +180,8 @@ static pl_chunk *pl_pool_steal(pl_pool *p, uint64_t bound) {
     /* q's events are q's context's: ask and destroy them there. */
     if (d->cuCtxPushCurrent(q->ctx) != CUDA_SUCCESS) continue;
     CUresult err;
-    pl_chunk *c = pl_take_free(q, &err);
+    bool busy;
+    pl_chunk *c = pl_take_free(q, &err, &busy);
     if (c) d->cuEventDestroy(c->ev);
     CUcontext popped;
     d->cuCtxPopCurrent(&popped);
@@ -280,16 +285,18 @@ static void pl_backoff(uint64_t waited_ns, uint64_t left_ns) {
 }
 
 pl_acq pl_pool_acquire(pl_pool *p, unsigned grow, uint64_t wait_ns, pl_chunk **out, uint64_t *waited_ns,
-                       CUresult *err) {
+                       bool *busy, CUresult *err) {
   uint64_t t0 = 0;
   *waited_ns = 0;
+  *busy = false;
   for (;;) {
-    pl_chunk *c = pl_take_free(p, err);
+    pl_chunk *c = pl_take_free(p, err, busy);
     if (c) { *out = c; break; }
     if (*err != CUDA_SUCCESS) return PL_ACQ_ERROR;
     int g = pl_pool_grow(p, grow, out, err);
     if (g > 0) break;
     if (g < 0) return PL_ACQ_ERROR;
+    *busy = true; /* nothing free, nothing to grow: all of it is in use */
     uint64_t now = pl_now_ns();
     if (t0 == 0) t0 = now;
     if (now - t0 >= wait_ns) {

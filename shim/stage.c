@@ -59,6 +59,26 @@
 #define PL_NT(recycles) (!(recycles))
 #endif
 
+/* Copy threads, besides the caller, that an upload filling its chunks
+ * with streaming stores may use when, as it starts, the device is still
+ * busy with earlier chunks (unless PAGELOCK_COPY_THREADS says how many).
+ * Such an upload is bound by the DMA, which the copy threads only have to
+ * keep ahead of: one thread streams ~11 GB/s, so four and the caller
+ * outrun a ~55 GB/s DMA, and more take memory bandwidth from it while they
+ * run.  An upload that finds the device idle is what the program waits
+ * for: every thread helps.  Measured on the H200 host (docs/benchmarks.md,
+ * 2026-11-23): with 5 threads in all instead of 8 for every upload, the
+ * overlap benchmark (copies back to back) went from 2.99-3.09 to
+ * 2.76-2.94 ms against 2.70 pinned, but single 64 MiB uploads spread wider
+ * (0.64-0.88 of pinned against 0.80-0.86); limiting uploads only once they
+ * found no chunk free cut those to 0.59-0.63.  This rule, side by side with
+ * 8 threads for every upload: overlap 2.83-2.95 against 2.95-3.19 ms on
+ * the H200 host and 3.07 against 3.15 ms (medians) on the H100 host, the
+ * single uploads unchanged. */
+#ifndef PL_NT_HELPERS
+#define PL_NT_HELPERS 4u
+#endif
+
 /* ---- the driver ---------------------------------------------------------- */
 
 static pl_stage_drv pl_sd;
@@ -120,8 +140,8 @@ const pl_stage_drv *pl_stage_drv_get(void) {
 
 static atomic_bool pl_stage_off;  /* forked child: CUDA is unusable there */
 static atomic_bool pl_stage_used; /* write COUNTERS only if we ever ran */
-static atomic_uint_fast64_t pl_n_copies, pl_n_plain, pl_n_staged, pl_n_pass, pl_n_fallbacks, pl_n_waits,
-    pl_n_wait_ns;
+static atomic_uint_fast64_t pl_n_copies, pl_n_plain, pl_n_throttled, pl_n_staged, pl_n_pass, pl_n_fallbacks,
+    pl_n_waits, pl_n_wait_ns;
 
 #define PL_ADD(ctr, v) atomic_fetch_add_explicit(&(ctr), (v), memory_order_relaxed)
 
@@ -134,12 +154,13 @@ typedef struct pl_run {
   int pt;          /* 1: _ptsz twins, so stream 0 stays the per-thread stream */
   uint64_t wait_ns;
   size_t staged;   /* bytes moved through chunks so far */
+  bool busy;       /* the last chunk acquired found earlier work still running */
 } pl_run;
 
 /* Get a chunk for run x, counting the wait; grow: see pl_pool_acquire. */
 static pl_acq pl_run_acquire(pl_run *x, unsigned grow, uint64_t wait_ns, pl_chunk **out, CUresult *err) {
   uint64_t waited;
-  pl_acq a = pl_pool_acquire(x->pool, grow, wait_ns, out, &waited, err);
+  pl_acq a = pl_pool_acquire(x->pool, grow, wait_ns, out, &waited, &x->busy, err);
   if (waited) {
     PL_ADD(pl_n_waits, 1);
     PL_ADD(pl_n_wait_ns, waited);
@@ -260,8 +281,9 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   bool timed_out = false, stop = false, declined = false;
   bool nt = PL_NT(c->bytes > (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE));
   pl_up u = {.x = x, .sync = !(c->flags & PAGELOCK_COPY_ASYNC)};
+  bool throttle = nt && !pl_workers_explicit();
   pl_job job;
-  pl_job_open(&job);
+  pl_job_open(&job, 0);
 
   while (off < c->bytes && !stop) {
     /* Publish ahead.  Only an empty pipeline waits for a chunk: with
@@ -281,6 +303,12 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
           timed_out = a == PL_ACQ_TIMEOUT;
           stop = true;
           break;
+        }
+        if (throttle && u.h1 == 0 && x->busy) {
+          /* The device is still busy with earlier copies: this one is
+           * bound by the DMA from its first byte. */
+          pl_job_limit(&job, PL_NT_HELPERS);
+          PL_ADD(pl_n_throttled, 1);
         }
         h = &u.held[u.h1++ % PL_HELD];
         *h = (pl_held){.ch = ch};
@@ -765,6 +793,7 @@ bool pl_stage_copy(pl_copy *c, CUresult *r) {
 void pl_stage_get_stats(pl_stage_stats *s) {
   s->copies_staged = atomic_load(&pl_n_copies);
   s->copies_plain = atomic_load(&pl_n_plain);
+  s->copies_throttled = atomic_load(&pl_n_throttled);
   s->bytes_staged = atomic_load(&pl_n_staged);
   s->bytes_passthrough = atomic_load(&pl_n_pass);
   s->fallbacks = atomic_load(&pl_n_fallbacks);
@@ -776,6 +805,7 @@ void pl_stage_get_stats(pl_stage_stats *s) {
 void pl_stage_reset_for_test(void) {
   pl_pool_reset_for_test();
   atomic_store(&pl_n_copies, 0);
+  atomic_store(&pl_n_throttled, 0);
   atomic_store(&pl_n_plain, 0);
   atomic_store(&pl_n_staged, 0);
   atomic_store(&pl_n_pass, 0);

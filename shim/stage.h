@@ -97,8 +97,10 @@ bool pl_pool_usable(const pl_pool *p);
  * grow: how many chunks the caller is about to need; a pool that must grow
  * makes up to that many at once, as one slab (the others go on the free
  * list).  Must be called with p's context current and no engine lock held;
- * it never blocks in the driver.  *waited_ns gets the time spent polling. */
-pl_acq pl_pool_acquire(pl_pool *p, unsigned grow, uint64_t wait_ns, pl_chunk **out, uint64_t *waited_ns,
+ * it never blocks in the driver.  *waited_ns gets the time spent polling;
+ * *busy says whether earlier work on the pool's chunks was found still
+ * running (the device is behind: the caller's copy is bound by the DMA). */
+pl_acq pl_pool_acquire(pl_pool *p, unsigned grow, uint64_t wait_ns, pl_chunk **out, uint64_t *waited_ns, bool *busy,
                        CUresult *err);
 /* Whether b's memory directly follows a's, in one allocation. */
 static inline bool pl_chunk_adjacent(const pl_chunk *a, const pl_chunk *b) {
@@ -181,11 +183,17 @@ typedef struct pl_job {
   unsigned nseg;           /* segments published (owner only) */
   unsigned refs;           /* workers inside, under their lock */
   bool lone;               /* no job follows soon: its workers sleep at once */
+  unsigned helpers;        /* most copy threads inside at once; 0: no limit */
+  unsigned peak;           /* most copy threads that were inside at once (tests) */
   struct pl_job *link;
 } pl_job;
 
-/* Start a job. */
-void pl_job_open(pl_job *j);
+/* Start a job that at most `helpers` copy threads (besides the owner)
+ * work on at once; 0: as many as there are. */
+void pl_job_open(pl_job *j, unsigned helpers);
+/* From now on no copy thread joins j while `helpers` (> 0) are inside;
+ * those inside stay until they find no piece to claim. */
+void pl_job_limit(pl_job *j, unsigned helpers);
 /* Publish the next segment; returns its number (0, 1, ...).  At most
  * PL_JOB_SLOTS segments may be published and not yet waited for.  nt:
  * write dst with streaming stores, which bypass the cache (for a pinned
@@ -210,6 +218,9 @@ void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt)
 /* Threads that copy, the caller included (PAGELOCK_COPY_THREADS, 0 means
  * half the CPUs this process may run on, at most 8). */
 unsigned pl_workers_parallelism(void);
+/* Whether PAGELOCK_COPY_THREADS chose that number: then every job may use
+ * all of them. */
+bool pl_workers_explicit(void);
 
 /* Whether a download of n bytes is copied out of the chunks with streaming
  * stores (stage.c): when n is at least a quarter of the last-level cache
@@ -235,6 +246,7 @@ void pl_stage_set_out_stream_min_for_test(size_t n);
 typedef struct pl_stage_stats {
   uint64_t copies_staged;     /* calls that used the pool (fully or in part) */
   uint64_t copies_plain;      /* of them, uploads filled with plain stores */
+  uint64_t copies_throttled;  /* of them, uploads that went on with fewer copy threads */
   uint64_t bytes_staged;      /* bytes moved through chunks */
   uint64_t bytes_passthrough; /* bytes the engine left to the native call */
   uint64_t fallbacks;         /* copies finished by the native call */

@@ -72,6 +72,8 @@ static atomic_uint pl_wk_helpers;  /* worker threads running */
 static atomic_int pl_wk_state;     /* 0 not started, 1 starting, 2 started */
 static atomic_uint_fast64_t pl_wk_nt_bytes; /* copied with streaming stores, for tests */
 
+bool pl_workers_explicit(void) { return pl_opt_long(PL_OPT_COPY_THREADS) > 0; }
+
 unsigned pl_workers_parallelism(void) {
   long want = pl_opt_long(PL_OPT_COPY_THREADS);
   if (want > 0) return (unsigned)want;
@@ -167,11 +169,13 @@ static void pl_piece_copy(pl_job *j, size_t i) {
   atomic_fetch_sub_explicit(&s->left, 1, memory_order_release);
 }
 
-/* The first queued job with a piece claimable now.  Caller holds
- * pl_wk_lock. */
+/* The first queued job with a piece claimable now and room for one more
+ * copy thread.  Caller holds pl_wk_lock. */
 static pl_job *pl_find_locked(void) {
   for (pl_job *j = pl_wk_head; j; j = j->link)
-    if (!atomic_load(&j->closed) && atomic_load(&j->next) < atomic_load(&j->published)) return j;
+    if (!atomic_load(&j->closed) && atomic_load(&j->next) < atomic_load(&j->published) &&
+        (j->helpers == 0 || j->refs < j->helpers))
+      return j;
   return NULL;
 }
 
@@ -208,7 +212,7 @@ static void *pl_worker_main(void *arg) {
       atomic_fetch_sub(&pl_wk_sleepers, 1);
       continue;
     }
-    j->refs++;
+    if (++j->refs > j->peak) j->peak = j->refs;
     bool spin = !j->lone;
     pthread_mutex_unlock(&pl_wk_lock);
     size_t i;
@@ -259,11 +263,12 @@ static unsigned pl_workers_start(void) {
   return started;
 }
 
-/* Start a job; lone: see pl_job.  The flag is set before the job is
- * visible to the workers, who read it under their lock. */
-static void pl_job_open_as(pl_job *j, bool lone) {
+/* Start a job; lone, helpers: see pl_job.  Both are set before the job
+ * is visible to the workers, who read them under their lock. */
+static void pl_job_open_as(pl_job *j, bool lone, unsigned helpers) {
   memset(j, 0, sizeof *j);
   j->lone = lone;
+  j->helpers = helpers;
   for (unsigned k = 0; k < PL_JOB_SLOTS; k++) {
     atomic_init(&j->seg[k].range, 0);
     atomic_init(&j->seg[k].left, 0);
@@ -280,7 +285,17 @@ static void pl_job_open_as(pl_job *j, bool lone) {
   pthread_mutex_unlock(&pl_wk_lock);
 }
 
-void pl_job_open(pl_job *j) { pl_job_open_as(j, false); }
+void pl_job_open(pl_job *j, unsigned helpers) { pl_job_open_as(j, false, helpers); }
+
+void pl_job_limit(pl_job *j, unsigned helpers) {
+  if (!j->queued) {
+    j->helpers = helpers;
+    return;
+  }
+  pthread_mutex_lock(&pl_wk_lock);
+  j->helpers = helpers;
+  pthread_mutex_unlock(&pl_wk_lock);
+}
 
 unsigned pl_job_add(pl_job *j, void *dst, const void *src, size_t len, bool nt) {
   unsigned k = j->nseg++;
@@ -298,7 +313,11 @@ unsigned pl_job_add(pl_job *j, void *dst, const void *src, size_t len, bool nt) 
     atomic_fetch_add_explicit(&pl_wk_gen, 1, memory_order_relaxed);
     if (atomic_load(&pl_wk_sleepers) > 0) {
       pthread_mutex_lock(&pl_wk_lock);
-      pthread_cond_broadcast(&pl_wk_wake);
+      /* A limited job wakes only the threads it may still take: the others
+       * would wake, find no room and sleep again, at every segment. */
+      if (j->helpers == 0) pthread_cond_broadcast(&pl_wk_wake);
+      else
+        for (unsigned i = j->refs; i < j->helpers; i++) pthread_cond_signal(&pl_wk_wake);
       pthread_mutex_unlock(&pl_wk_lock);
     }
   }
@@ -336,7 +355,7 @@ void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt)
     return;
   }
   pl_job j;
-  pl_job_open_as(&j, lone && !PL_LONE_SPIN);
+  pl_job_open_as(&j, lone && !PL_LONE_SPIN, 0);
   pl_job_wait(&j, pl_job_add(&j, dst, src, n, nt));
   pl_job_close(&j);
 }
