@@ -16,6 +16,13 @@
  *                                        empty kernels each followed by a
  *                                        4 KB copy on one stream, time per
  *                                        pair (us), end to end
+ *   bench_copy probe pinned SIZE REPS    what this process pays for the
+ *                                        basics: a clock read, a trivial
+ *                                        driver call, a stream query, a
+ *                                        host function, and one SIZE copy
+ *                                        call from pinned memory (us); they
+ *                                        differ from process to process
+ *                                        (tests/bench/diag_proc.sh)
  * KIND is pinned or pageable.  Prints one line "result key=value ..." with
  * medians over REPS; the shim (or not) is chosen by whoever runs it. */
 #include <stdio.h>
@@ -43,8 +50,10 @@ static void *host_alloc(const char *kind, size_t n) {
   return p;
 }
 
+static void CUDA_CB bench_nop(void *arg) { (void)arg; }
+
 int main(int argc, char **argv) {
-  if (argc < 5) { fprintf(stderr, "usage: bench_copy h2d|d2h|small|overlap|pipe|tiny pinned|pageable SIZE REPS\n"); return 2; }
+  if (argc < 5) { fprintf(stderr, "usage: bench_copy h2d|d2h|small|overlap|pipe|tiny|probe pinned|pageable SIZE REPS\n"); return 2; }
   const char *mode = argv[1], *kind = argv[2];
   size_t size = strtoull(argv[3], NULL, 10);
   int reps = atoi(argv[4]);
@@ -141,6 +150,32 @@ int main(int argc, char **argv) {
       if (r >= 0) v[r] = (now_s() - t0) * 1e3;
     }
     printf("result mode=pipe kind=%s size=%zu ms=%.2f\n", kind, size, median(v, reps));
+  } else if (!strcmp(mode, "probe")) {
+    const int n = 100000;
+    struct timespec ts;
+    CUcontext cx;
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) clock_gettime(CLOCK_MONOTONIC, &ts);
+    double clock_ns = (now_s() - t0) / n * 1e9;
+    t0 = now_s();
+    for (int i = 0; i < n; i++) DRV(cuCtxGetCurrent(&cx));
+    double ctx_ns = (now_s() - t0) / n * 1e9;
+    t0 = now_s();
+    for (int i = 0; i < n; i++) (void)cuStreamQuery((CUstream)s);
+    double query_ns = (now_s() - t0) / n * 1e9;
+    t0 = now_s();
+    for (int i = 0; i < 1000; i++) RT(cudaLaunchHostFunc(s, bench_nop, NULL));
+    double hostfn_ns = (now_s() - t0) / 1000 * 1e9;
+    RT(cudaStreamSynchronize(s));
+    for (int r = -2; r < reps; r++) {
+      t0 = now_s();
+      RT(cudaMemcpyAsync(host, dev, size, cudaMemcpyDeviceToHost, s));
+      double t1 = now_s();
+      RT(cudaStreamSynchronize(s));
+      if (r >= 0) call[r] = (t1 - t0) * 1e6;
+    }
+    printf("result mode=probe clock_ns=%.1f ctx_ns=%.1f stream_query_ns=%.1f hostfn_ns=%.0f call_us=%.1f\n", clock_ns,
+           ctx_ns, query_ns, hostfn_ns, median(call, reps));
   } else if (!strcmp(mode, "tiny")) {
     CUmodule m;
     CUfunction f;
