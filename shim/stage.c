@@ -283,7 +283,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   pl_up u = {.x = x, .sync = !(c->flags & PAGELOCK_COPY_ASYNC)};
   bool throttle = nt && !pl_workers_explicit();
   pl_job job;
-  pl_job_open(&job, 0);
+  pl_job_open(&job);
 
   while (off < c->bytes && !stop) {
     /* Publish ahead.  Only an empty pipeline waits for a chunk: with

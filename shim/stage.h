@@ -188,9 +188,8 @@ typedef struct pl_job {
   struct pl_job *link;
 } pl_job;
 
-/* Start a job that at most `helpers` copy threads (besides the owner)
- * work on at once; 0: as many as there are. */
-void pl_job_open(pl_job *j, unsigned helpers);
+/* Start a job; every copy thread may work on it (see pl_job_limit). */
+void pl_job_open(pl_job *j);
 /* From now on no copy thread joins j while `helpers` (> 0) are inside;
  * those inside stay until they find no piece to claim. */
 void pl_job_limit(pl_job *j, unsigned helpers);

@@ -225,22 +225,11 @@ static void pl_buf_put(const void *p, size_t n) {
   pl_records++;
 }
 
-void pl_trace_write(const void *rec, size_t size) {
-  if (!pl_active()) return;
-  pthread_mutex_lock(&pl_trace_lock);
-  if (pl_open_locked()) {
-    pl_buf_put(rec, size);
-    /* The clock is read every 64 records: a periodic flush needs no finer
-     * grain, and a clock read costs as much as the rest of this function. */
-    if ((pl_records & 63) == 0 && pl_now_ns() - pl_last_flush > PL_FLUSH_NS) pl_flush_locked();
-  }
-  pthread_mutex_unlock(&pl_trace_lock);
-}
-
 void *pl_trace_reserve(size_t size) {
-  if (!pl_active() || size > sizeof pl_buf) return NULL;
+  if (!pl_active()) return NULL;
   pthread_mutex_lock(&pl_trace_lock);
-  if (!pl_open_locked()) {
+  if (!pl_open_locked() || size > sizeof pl_buf) {
+    if (pl_fd >= 0) pl_dropped++;
     pthread_mutex_unlock(&pl_trace_lock);
     return NULL;
   }
@@ -252,8 +241,17 @@ void *pl_trace_reserve(size_t size) {
 }
 
 void pl_trace_commit(void) {
+  /* The clock is read every 64 records: a periodic flush needs no finer
+   * grain, and a clock read costs as much as the rest of a record. */
   if ((pl_records & 63) == 0 && pl_now_ns() - pl_last_flush > PL_FLUSH_NS) pl_flush_locked();
   pthread_mutex_unlock(&pl_trace_lock);
+}
+
+void pl_trace_write(const void *rec, size_t size) {
+  void *p = pl_trace_reserve(size);
+  if (p == NULL) return;
+  memcpy(p, rec, size);
+  pl_trace_commit();
 }
 
 void pl_trace_write_many(const void *recs, size_t size) {

@@ -263,12 +263,11 @@ static unsigned pl_workers_start(void) {
   return started;
 }
 
-/* Start a job; lone, helpers: see pl_job.  Both are set before the job
- * is visible to the workers, who read them under their lock. */
-static void pl_job_open_as(pl_job *j, bool lone, unsigned helpers) {
+/* Start a job; lone: see pl_job.  The flag is set before the job is
+ * visible to the workers, who read it under their lock. */
+static void pl_job_open_as(pl_job *j, bool lone) {
   memset(j, 0, sizeof *j);
   j->lone = lone;
-  j->helpers = helpers;
   for (unsigned k = 0; k < PL_JOB_SLOTS; k++) {
     atomic_init(&j->seg[k].range, 0);
     atomic_init(&j->seg[k].left, 0);
@@ -285,7 +284,7 @@ static void pl_job_open_as(pl_job *j, bool lone, unsigned helpers) {
   pthread_mutex_unlock(&pl_wk_lock);
 }
 
-void pl_job_open(pl_job *j, unsigned helpers) { pl_job_open_as(j, false, helpers); }
+void pl_job_open(pl_job *j) { pl_job_open_as(j, false); }
 
 void pl_job_limit(pl_job *j, unsigned helpers) {
   if (!j->queued) {
@@ -355,7 +354,7 @@ void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt)
     return;
   }
   pl_job j;
-  pl_job_open_as(&j, lone && !PL_LONE_SPIN, 0);
+  pl_job_open_as(&j, lone && !PL_LONE_SPIN);
   pl_job_wait(&j, pl_job_add(&j, dst, src, n, nt));
   pl_job_close(&j);
 }

@@ -921,7 +921,7 @@ static void test_job_limit(void **state) {
     fill(src, seg * nseg, 80u + (unsigned)round);
     memset(dst, 0, seg * nseg);
     pl_job j;
-    pl_job_open(&j, 0);
+    pl_job_open(&j);
     if (limited) pl_job_limit(&j, 1);
     /* All segments at once: every sleeping copy thread is woken for them. */
     for (size_t i = 0; i < nseg; i++) pl_job_add(&j, dst + i * seg, src + i * seg, seg, i & 1);
