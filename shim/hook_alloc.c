@@ -56,6 +56,11 @@ static atomic_bool pl_tracking;   /* set once the shim is initialised */
  * untracked without looking anything up. */
 static bool pl_next_is_glibc;
 static size_t pl_track_min = 64 << 10;
+/* What the fast paths compare against: pl_track_min once glibc is known to
+ * be the next allocator, else 0 (nothing is below it, so every call takes
+ * the general path).  One load and one compare decide a call: every
+ * malloc and free of the program pays for this test. */
+static size_t pl_fast_lim;
 
 /* ---- bootstrap arena ----------------------------------------------------- */
 
@@ -67,6 +72,11 @@ static inline bool pl_in_arena(const void *p) {
   return (uintptr_t)p - (uintptr_t)pl_arena < PL_ARENA_SIZE; /* one compare */
 }
 
+/* The word below every arena block: read as a glibc chunk header it says
+ * "larger than any threshold", so the fast paths of free and realloc send
+ * arena blocks to the general path without testing for the arena. */
+#define PL_ARENA_HDR (~(size_t)7)
+
 /* glibc's own entry points: when glibc is the next allocator the hot paths
  * jump straight to them (a tail call, no frame, no pointer load). */
 extern void *__libc_malloc(size_t);
@@ -77,19 +87,21 @@ extern void *__libc_realloc(void *, size_t);
 /* A glibc block that was never tracked: its chunk header (the word before
  * it: size, low 3 bits flags) says it is smaller than the threshold. */
 static inline bool pl_glibc_small(const void *p) {
-  return (((const size_t *)p)[-1] & ~(size_t)7) < pl_track_min;
+  return (((const size_t *)p)[-1] & ~(size_t)7) < pl_fast_lim;
 }
 
 /* Bump allocation for the few requests made while the next allocator is
- * being looked up; never freed. */
+ * being looked up; never freed.  Each block has PL_ARENA_HDR below it. */
 static void *pl_arena_alloc(size_t n, size_t align) {
   if (align < 16) align = 16;
   size_t old = atomic_load(&pl_arena_used), start, end;
   do {
-    start = (old + align - 1) & ~(align - 1);
+    start = (old + sizeof(size_t) + align - 1) & ~(align - 1);
     end = start + n;
     if (end > PL_ARENA_SIZE || end < start) return NULL;
   } while (!atomic_compare_exchange_weak(&pl_arena_used, &old, end));
+  /* Nothing else writes this word: it lies between the blocks. */
+  memcpy(pl_arena + start - sizeof(size_t), &(size_t){PL_ARENA_HDR}, sizeof(size_t));
   return pl_arena + start; /* static memory: already zero */
 }
 
@@ -133,6 +145,7 @@ void pl_alloc_enable(void) {
       pl_next_is_glibc = maj > 2 || (maj == 2 && mnr >= 33);
     if (libc) dlclose(libc);
   }
+  pl_fast_lim = pl_next_is_glibc ? pl_track_min : 0;
   atomic_store(&pl_tracking, true);
 }
 
@@ -153,7 +166,7 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
 
 /* Forget p if it was tracked: a few loads, inline, when it was not. */
 static inline void pl_untrack(void *p) {
-  if (PL_LIKELY(pl_next_is_glibc) && pl_glibc_small(p)) return;
+  if (pl_glibc_small(p)) return; /* never true unless glibc is next */
   if (PL_UNLIKELY(pl_granmap_find_base((uintptr_t)p) != NULL)) pl_hostmem_untrack(p);
 }
 
@@ -161,23 +174,21 @@ static inline void pl_untrack(void *p) {
  * frame, for the allocation-site memo. */
 #define PL_SITE __builtin_return_address(0), __builtin_frame_address(0)
 
-/* malloc's tracking, out of line so the untracked fast path sets up no
- * frame.  Its own frame address is the hook's plus a constant, which is
- * all the memo needs. */
-static __attribute__((noinline)) void *pl_malloc_tracked(void *p, size_t n, const void *ra) {
-  pl_track(p, n, ra, __builtin_frame_address(0));
+/* Everything but glibc's untracked fast path, out of line so that path
+ * sets up no frame.  ra: the hook's return address; this function's frame
+ * address is the hook's plus a constant, which is all the site memo needs. */
+static __attribute__((noinline)) void *pl_malloc_slow(size_t n, const void *ra) {
+  if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 16);
+  void *p = pl_next.malloc(n);
+  if (n >= pl_track_min) pl_track(p, n, ra, __builtin_frame_address(0));
   return p;
 }
 
 /* ---- the malloc family --------------------------------------------------- */
 
-
 PL_EXPORT void *malloc(size_t n) {
-  if (PL_LIKELY(pl_next_is_glibc) && PL_LIKELY(n < pl_track_min)) return __libc_malloc(n);
-  if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 16);
-  void *p = pl_next.malloc(n);
-  if (PL_UNLIKELY(n >= pl_track_min)) return pl_malloc_tracked(p, n, __builtin_return_address(0));
-  return p;
+  if (PL_LIKELY(n < pl_fast_lim)) return __libc_malloc(n);
+  return pl_malloc_slow(n, __builtin_return_address(0));
 }
 
 /* Everything but glibc's untracked fast path, out of line so that path
@@ -199,8 +210,10 @@ static __attribute__((noinline)) void pl_free_slow(void *p) {
 
 PL_EXPORT void free(void *p) {
   /* glibc keeps a block's size (low 3 bits: flags) in the word before it;
-   * a block smaller than the threshold was never tracked. */
-  if (PL_LIKELY(pl_next_is_glibc) && p != NULL && !pl_in_arena(p) && PL_LIKELY(pl_glibc_small(p))) {
+   * a block smaller than the threshold was never tracked.  Arena blocks
+   * and any next allocator but glibc fail the test (PL_ARENA_HDR,
+   * pl_fast_lim). */
+  if (PL_LIKELY(p != NULL) && PL_LIKELY(pl_glibc_small(p))) {
     __libc_free(p);
     return;
   }
@@ -208,8 +221,8 @@ PL_EXPORT void free(void *p) {
 }
 
 PL_EXPORT void *calloc(size_t k, size_t n) {
-  if (PL_LIKELY(pl_next_is_glibc) && k < pl_track_min && n < pl_track_min && k * n < pl_track_min)
-    return __libc_calloc(k, n); /* both below the threshold: k * n cannot wrap */
+  if (PL_LIKELY(k < pl_fast_lim && n < pl_fast_lim && k * n < pl_fast_lim))
+    return __libc_calloc(k, n); /* both below the threshold (< 2^31): k * n cannot wrap */
   if (PL_UNLIKELY(!pl_next_ready())) {
     if (n && k > SIZE_MAX / n) return NULL;
     return pl_arena_alloc(k * n, 16);
@@ -219,10 +232,10 @@ PL_EXPORT void *calloc(size_t k, size_t n) {
   return p;
 }
 
-PL_EXPORT void *realloc(void *old, size_t n) {
-  if (PL_LIKELY(pl_next_is_glibc) && n < pl_track_min && old != NULL && !pl_in_arena(old) &&
-      pl_glibc_small(old))
-    return __libc_realloc(old, n);
+/* Everything but glibc's untracked fast path, out of line so that path
+ * sets up no frame. */
+static __attribute__((noinline)) void *pl_realloc_slow(void *old, size_t n, const void *ra) {
+  const void *sp = __builtin_frame_address(0);
   if (PL_UNLIKELY(old != NULL && pl_in_arena(old))) {
     /* Leaving the arena: copy into the real heap (the old size is not
      * known; copy what can exist). */
@@ -241,11 +254,17 @@ PL_EXPORT void *realloc(void *old, size_t n) {
   if (p == NULL && old != NULL && n != 0) {
     /* Failed: the old block is intact; track it again. */
     size_t u = pl_next.malloc_usable_size ? pl_next.malloc_usable_size(old) : 0;
-    if (u >= pl_track_min) pl_track(old, u, PL_SITE);
+    if (u >= pl_track_min) pl_track(old, u, ra, sp);
     return NULL;
   }
-  if (n >= pl_track_min) pl_track(p, n, PL_SITE);
+  if (n >= pl_track_min) pl_track(p, n, ra, sp);
   return p;
+}
+
+PL_EXPORT void *realloc(void *old, size_t n) {
+  if (PL_LIKELY(n < pl_fast_lim) && PL_LIKELY(old != NULL) && PL_LIKELY(pl_glibc_small(old)))
+    return __libc_realloc(old, n);
+  return pl_realloc_slow(old, n, __builtin_return_address(0));
 }
 
 PL_EXPORT int posix_memalign(void **out, size_t align, size_t n) {

@@ -60,7 +60,9 @@ static int pl_hostmem_query(CUdeviceptr p) {
  * most, so a registration the hooks never saw is noticed within that many
  * copies. */
 #define PL_NEG_SLOTS 8
+#ifndef PL_NEG_USES
 #define PL_NEG_USES 64
+#endif
 typedef struct pl_neg_entry {
   uintptr_t page;
   unsigned gen, uses;

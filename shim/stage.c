@@ -579,12 +579,44 @@ static void pl_d2h_abandon(pl_run *x, pl_ring *h) {
 }
 
 /* The share of the pool one asynchronous copy may hold: 1/PL_D2H_RING_DIV.
- * The ring is held until the stream gets to it, and copies on other
- * streams (an upload beside a download is the common pipeline) must still
- * find chunks meanwhile. */
+ * The ring is held until the stream gets to it, and copies beside it (an
+ * upload beside a download is the common pipeline, on one stream or two)
+ * must still find chunks meanwhile.  A process whose only staged copies of
+ * late were asynchronous downloads on one stream (pl_alone) has nothing
+ * beside them: its ring may hold the whole pool, which halves the rounds,
+ * and so the driver calls, of a copy larger than the pool (a DMA and a host
+ * function each, 2-10 us apiece depending on the process:
+ * docs/benchmarks.md). */
 #ifndef PL_D2H_RING_DIV
 #define PL_D2H_RING_DIV 2
 #endif
+
+/* How long a mix of staged copies keeps rings at their share.  A training
+ * loop mixes uploads and downloads every step, well within it; a program
+ * that changes what it copies pays once: a copy of the new kind that finds
+ * the whole pool in a ring waits (bounded) and passes through. */
+#define PL_ALONE_NS 1000000000ull
+
+/* The kind of the latest staged copy: its stream, and whether it was an
+ * asynchronous download (bit 0); bit 2 tells "none yet" from the legacy
+ * stream.  And when a staged copy last differed from the one before it. */
+static _Atomic uintptr_t pl_last_kind;
+static atomic_uint_fast64_t pl_mixed_at; /* 0: never */
+
+/* Note a staged copy of kind `key`.  The common case, the same kind as
+ * before, only reads: copies on many threads do not bounce the line. */
+static void pl_note_kind(uintptr_t key) {
+  uintptr_t prev = atomic_load_explicit(&pl_last_kind, memory_order_relaxed);
+  if (PL_LIKELY(prev == key)) return;
+  atomic_store_explicit(&pl_last_kind, key, memory_order_relaxed);
+  if (prev != 0) atomic_store_explicit(&pl_mixed_at, pl_now_ns(), memory_order_relaxed);
+}
+
+/* Whether the staged copies of the last PL_ALONE_NS were all of one kind. */
+static bool pl_alone(void) {
+  uint64_t m = atomic_load_explicit(&pl_mixed_at, memory_order_relaxed);
+  return m == 0 || pl_now_ns() - m > PL_ALONE_NS;
+}
 
 /* Ring order: by slab, then address, so that chunks back to back in
  * memory come one after the other and a round's DMAs merge. */
@@ -611,7 +643,7 @@ static void pl_ring_sort(pl_ring *h) {
  * native call must run); *timed_out when the wait ran out. */
 static bool pl_d2h_take(pl_run *x, unsigned long long sid, size_t size, size_t pieces, pl_ring *h,
                         bool *timed_out) {
-  size_t share = (size_t)pl_opt_long(PL_OPT_POOL_SIZE) / size / PL_D2H_RING_DIV;
+  size_t share = (size_t)pl_opt_long(PL_OPT_POOL_SIZE) / size / (pl_alone() ? 1 : PL_D2H_RING_DIV);
   size_t want = pieces < PL_D2H_HELD ? pieces : PL_D2H_HELD;
   if (share >= 1 && want > share) want = share;
   h->n = pl_pool_take_flight(x->pool, sid, h->ch, (unsigned)want);
@@ -761,9 +793,12 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
   if (x.pool == NULL || !pl_pool_usable(x.pool)) return false;
   x.wait_ns = (uint64_t)pl_opt_long(PL_OPT_WAIT_US) * 1000u;
 
+  bool async_d2h = c->dir == PAGELOCK_DIR_D2H && (c->flags & PAGELOCK_COPY_ASYNC) &&
+                   pl_opt_long(PL_OPT_D2H) == PL_D2H_ASYNC;
+  pl_note_kind(((uintptr_t)x.stream << 3) | 4u | ((uintptr_t)x.pt << 1) | (uintptr_t)async_d2h);
   bool done;
   if (c->dir == PAGELOCK_DIR_H2D) done = pl_h2d(&x, r);
-  else if ((c->flags & PAGELOCK_COPY_ASYNC) && pl_opt_long(PL_OPT_D2H) == PL_D2H_ASYNC) done = pl_d2h_async(&x, r);
+  else if (async_d2h) done = pl_d2h_async(&x, r);
   else done = pl_d2h_sync(&x, r);
   if (x.staged) {
     c->flags |= PAGELOCK_COPY_STAGED;
@@ -813,7 +848,11 @@ void pl_stage_reset_for_test(void) {
   atomic_store(&pl_n_waits, 0);
   atomic_store(&pl_n_wait_ns, 0);
   atomic_store(&pl_stage_off, false);
+  atomic_store(&pl_last_kind, 0);
+  atomic_store(&pl_mixed_at, 0);
 }
+
+void pl_stage_mixed_for_test(void) { atomic_store(&pl_mixed_at, pl_now_ns()); }
 
 void pl_stage_write_counters(void) {
   if (!atomic_load(&pl_stage_used)) return;

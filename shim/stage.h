@@ -256,5 +256,8 @@ void pl_stage_get_stats(pl_stage_stats *s);
 /* Tests only: zero the counters, reset the pool (see
  * pl_pool_reset_for_test) and re-enable the engine. */
 void pl_stage_reset_for_test(void);
+/* Tests only: as if staged copies of two kinds had just been made, so
+ * asynchronous rings keep to their share of the pool (see pl_alone). */
+void pl_stage_mixed_for_test(void);
 
 #endif

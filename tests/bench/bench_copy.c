@@ -16,7 +16,15 @@
  *                                        empty kernels each followed by a
  *                                        4 KB copy on one stream, time per
  *                                        pair (us), end to end
- *   bench_copy probe pinned SIZE REPS    what this process pays for the
+ *   bench_copy ab KIND 256 REPS          the shim's own cost per small copy,
+ *                                        with the process's cost cancelled:
+ *                                        alternating batches of 10,000
+ *                                        cuMemcpyHtoDAsync_v2 calls through
+ *                                        the entry point a program gets
+ *                                        (the shim's wrapper, when preloaded)
+ *                                        and through libcuda's own symbol,
+ *                                        in one process; ns per call each
+ *   bench_copy probe KIND SIZE REPS      what this process pays for the
  *                                        basics: a clock read, a trivial
  *                                        driver call, a stream query, a
  *                                        host function, and one SIZE copy
@@ -25,10 +33,18 @@
  *                                        (tests/bench/diag_proc.sh)
  * KIND is pinned or pageable.  Prints one line "result key=value ..." with
  * medians over REPS; the shim (or not) is chosen by whoever runs it. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -52,8 +68,46 @@ static void *host_alloc(const char *kind, size_t n) {
 
 static void CUDA_CB bench_nop(void *arg) { (void)arg; }
 
+/* libcuda's own address of `name`, read from the loaded file's dynamic
+ * symbol table: under the shim every lookup through the dynamic linker
+ * (dlsym, cuGetProcAddress) answers with the wrapper, which is the point of
+ * the shim and exactly what the `ab` mode must get around. */
+struct bench_mod { const char *path; uintptr_t base; };
+static int bench_find_cuda(struct dl_phdr_info *i, size_t n, void *arg) {
+  (void)n;
+  struct bench_mod *m = arg;
+  if (i->dlpi_name && strstr(i->dlpi_name, "libcuda.so")) { m->path = i->dlpi_name; m->base = i->dlpi_addr; return 1; }
+  return 0;
+}
+static void *bench_real_sym(const char *name) {
+  struct bench_mod m = {0};
+  dl_iterate_phdr(bench_find_cuda, &m);
+  if (m.path == NULL) return NULL;
+  int fd = open(m.path, O_RDONLY);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) return NULL;
+  const char *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (f == MAP_FAILED) return NULL;
+  const Elf64_Ehdr *eh = (const void *)f;
+  const Elf64_Shdr *sh = (const void *)(f + eh->e_shoff);
+  void *found = NULL;
+  for (int k = 0; k < eh->e_shnum && !found; k++) {
+    if (sh[k].sh_type != SHT_DYNSYM) continue;
+    const Elf64_Sym *sym = (const void *)(f + sh[k].sh_offset);
+    const char *str = f + sh[sh[k].sh_link].sh_offset;
+    for (size_t j = 0; j < sh[k].sh_size / sizeof *sym; j++)
+      if (sym[j].st_value != 0 && strcmp(str + sym[j].st_name, name) == 0) {
+        found = (void *)(m.base + sym[j].st_value);
+        break;
+      }
+  }
+  munmap((void *)f, (size_t)st.st_size);
+  return found;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 5) { fprintf(stderr, "usage: bench_copy h2d|d2h|small|overlap|pipe|tiny|probe pinned|pageable SIZE REPS\n"); return 2; }
+  if (argc < 5) { fprintf(stderr, "usage: bench_copy h2d|d2h|small|ab|overlap|pipe|tiny|probe pinned|pageable SIZE REPS\n"); return 2; }
   const char *mode = argv[1], *kind = argv[2];
   size_t size = strtoull(argv[3], NULL, 10);
   int reps = atoi(argv[4]);
@@ -113,6 +167,30 @@ int main(int argc, char **argv) {
       if (r >= 0) v[r] = (t1 - t0) / calls * 1e9;
     }
     printf("result mode=small kind=%s size=%zu ns_per_call=%.1f\n", kind, size, median(v, reps));
+  } else if (!strcmp(mode, "ab")) {
+    typedef CUresult (*htod_fn)(CUdeviceptr, const void *, size_t, CUstream);
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    htod_fn wrapped = lib ? (htod_fn)dlsym(lib, "cuMemcpyHtoDAsync_v2") : NULL;
+    htod_fn real = (htod_fn)bench_real_sym("cuMemcpyHtoDAsync_v2");
+    if (wrapped == NULL || real == NULL) { fprintf(stderr, "bench_copy: cuMemcpyHtoDAsync_v2 not found\n"); return 2; }
+    const int calls = 10000;
+    double *w = calloc((size_t)reps, sizeof *w), *ratio = calloc((size_t)reps, sizeof *ratio);
+    /* Batches alternate, and which goes first alternates too: whatever
+     * drifts in the process (clock, caches, the driver's queue) falls on
+     * both alike. */
+    for (int r = -1; r < reps; r++) {
+      double t[2];
+      for (int h = 0; h < 2; h++) {
+        htod_fn fn = (h ^ (r & 1)) ? real : wrapped;
+        double t0 = now_s();
+        for (int i = 0; i < calls; i++) DRV(fn((CUdeviceptr)dev, host, size, (CUstream)s));
+        t[(h ^ (r & 1))] = (now_s() - t0) / calls * 1e9;
+        RT(cudaStreamSynchronize(s));
+      }
+      if (r >= 0) { w[r] = t[0]; v[r] = t[1]; ratio[r] = t[0] / t[1]; }
+    }
+    printf("result mode=ab kind=%s size=%zu wrapped_ns=%.1f real_ns=%.1f ratio=%.3f same=%d\n", kind, size,
+           median(w, reps), median(v, reps), median(ratio, reps), wrapped == real);
   } else if (!strcmp(mode, "overlap")) {
     CUmodule m;
     CUfunction f;
@@ -166,6 +244,14 @@ int main(int argc, char **argv) {
     t0 = now_s();
     for (int i = 0; i < 1000; i++) RT(cudaLaunchHostFunc(s, bench_nop, NULL));
     double hostfn_ns = (now_s() - t0) / 1000 * 1e9;
+    /* The driver's pointer query, as the shim's classification asks it,
+     * for this (pageable or pinned) buffer. */
+    unsigned long long pq_type = 0, pq_managed = 0;
+    CUpointer_attribute pq_attr[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    void *pq_data[2] = {&pq_type, &pq_managed};
+    t0 = now_s();
+    for (int i = 0; i < 10000; i++) (void)cuPointerGetAttributes(2, pq_attr, pq_data, (CUdeviceptr)host);
+    double ptrq_ns = (now_s() - t0) / 10000 * 1e9;
     RT(cudaStreamSynchronize(s));
     for (int r = -2; r < reps; r++) {
       t0 = now_s();
@@ -174,8 +260,8 @@ int main(int argc, char **argv) {
       RT(cudaStreamSynchronize(s));
       if (r >= 0) call[r] = (t1 - t0) * 1e6;
     }
-    printf("result mode=probe clock_ns=%.1f ctx_ns=%.1f stream_query_ns=%.1f hostfn_ns=%.0f call_us=%.1f\n", clock_ns,
-           ctx_ns, query_ns, hostfn_ns, median(call, reps));
+    printf("result mode=probe kind=%s clock_ns=%.1f ctx_ns=%.1f stream_query_ns=%.1f hostfn_ns=%.0f ptrq_ns=%.0f call_us=%.1f\n",
+           kind, clock_ns, ctx_ns, query_ns, hostfn_ns, ptrq_ns, median(call, reps));
   } else if (!strcmp(mode, "tiny")) {
     CUmodule m;
     CUfunction f;

@@ -58,6 +58,27 @@ done
 for v in small_pinned_native small_pinned_shim small_pinned_cupti small_pinned_stage small_pageable_native small_pageable_stage; do
   echo "$v result mode=small ns_per_call=$(medalt $v ns_per_call)" | tee -a "$res"
 done
+# The same questions with the process's own cost cancelled: inside one
+# process, batches through the shim's hooks alternate with batches through
+# glibc's allocator or libcuda's own copy symbol (bench_malloc ab,
+# bench_copy ab).  Across processes the native time alone swings 10% for
+# malloc and up to 1.9x for a small pageable copy, more than the margins
+# the targets allow; within one process both sides share it.  The native
+# lines (no shim: both sides are the same functions) show the method's
+# own floor.  Median over AB processes of each process's median ratio.
+AB=${AB:-5}
+for i in $(seq "$AB"); do
+  run malloc_ab_native_$i X=1 -- "$B/bench_malloc" "$REPS" ab
+  run malloc_ab_shim_$i "${nocupti[@]}" -- "$B/bench_malloc" "$REPS" ab
+  run ab_pinned_native_$i X=1 -- "$B/bench_copy" ab pinned 256 "$REPS"
+  run ab_pinned_shim_$i "${nocupti[@]}" -- "$B/bench_copy" ab pinned 256 "$REPS"
+  run ab_pinned_stage_$i "${stage[@]}" -- "$B/bench_copy" ab pinned 256 "$REPS"
+  run ab_pageable_stage_$i "${stage[@]}" -- "$B/bench_copy" ab pageable 256 "$REPS"
+done
+medab() { for i in $(seq "$AB"); do get "${1}_$i" "$2"; done | sort -g | sed -n "$(((AB + 1) / 2))p"; }
+for v in malloc_ab_native malloc_ab_shim ab_pinned_native ab_pinned_shim ab_pinned_stage ab_pageable_stage; do
+  echo "$v result mode=ab ratio=$(medab $v ratio) all=$(for i in $(seq "$AB"); do get "${v}_$i" ratio; done | tr '\n' ',')" | tee -a "$res"
+done
 for i in 1 2 3; do
   run tiny_native_$i X=1 -- "$B/bench_copy" tiny pinned 4096 "$REPS"
   run tiny_nocupti_$i "${nocupti[@]}" -- "$B/bench_copy" tiny pinned 4096 "$REPS"
@@ -147,6 +168,10 @@ printf '%-44s %10s %s\n' "overlap 8x16 MiB pinned: +CUPTI / native" "$(ratio "$(
 printf '%-44s %10s %s\n' "overlap 8x16 MiB pinned: +CUPTI / no CUPTI" "$(ratio "$(med3 ovl_cupti ms)" "$(med3 ovl_nocupti ms)")" "<= 1.03"
 printf '%-44s %10s %s\n' "pinned 256 B async, stage / native" "$(ratio "$(get small_pinned_stage ns_per_call)" "$(get small_pinned_native ns_per_call)")" "<= 1.10"
 printf '%-44s %10s %s\n' "pageable 256 B async, stage / native" "$(ratio "$(get small_pageable_stage ns_per_call)" "$(get small_pageable_native ns_per_call)")" "<= 1.10"
+printf '%-44s %10s %s\n' "in one process (A/B): malloc, hooks / glibc" "$(get malloc_ab_shim ratio)" "<= 1.05 (no shim: $(get malloc_ab_native ratio))"
+printf '%-44s %10s %s\n' "  pinned 256 B, observe wrapper / driver" "$(get ab_pinned_shim ratio)" "<= 1.10 (no shim: $(get ab_pinned_native ratio))"
+printf '%-44s %10s %s\n' "  pinned 256 B, stage wrapper / driver" "$(get ab_pinned_stage ratio)" "<= 1.10"
+printf '%-44s %10s %s\n' "  pageable 256 B, stage wrapper / driver" "$(get ab_pageable_stage ratio)" "<= 1.10"
 printf '%-44s %10s %s\n' "classify, cached (ns)" "$(get classify cached_ns)" "<= 150"
 for mb in 1 16 64 256; do
   printf '%-44s %10s %s\n' "H2D $mb MiB GB/s pinned|pageable|staged" "$(get h2d_pinned_$mb gbps)|$(get h2d_pageable_$mb gbps)|$(get h2d_stage_$mb gbps)" ""

@@ -151,7 +151,7 @@ fi
 
 echo
 cat "$OUT/preload.log"
-echo "---- bench ----"; cat "$OUT/bench.log" 2>/dev/null | tail -75
+echo "---- bench ----"; cat "$OUT/bench.log" 2>/dev/null | tail -95
 echo "---- demo ----"; head -60 "$OUT/demo.txt"
 # One archive of everything, for the device tool (it returns few files).
 tar -C "$OUT" -czf /tmp/pagelock-gpu-all.tar.gz --exclude='*.tar.gz' . 2>/dev/null && mv /tmp/pagelock-gpu-all.tar.gz "$OUT/all.tar.gz"

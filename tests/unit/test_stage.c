@@ -635,6 +635,7 @@ static void test_d2h_async_ring(void **state) {
   (void)state;
   const long wait_us = 20000;
   stage_env(POOL, CHUNK, wait_us, "async");
+  pl_stage_mixed_for_test(); /* rings keep to half the pool (see test_d2h_async_alone) */
   bufs a, c, d;
   bufs_init(&a);
   bufs_init(&c);
@@ -742,6 +743,87 @@ static void test_d2h_async_ring(void **state) {
   bufs_fini(&c);
 }
 
+/* A process whose staged copies are all asynchronous downloads on one
+ * stream has nothing beside its ring: the ring takes the whole pool, half
+ * the rounds.  A copy of another kind that comes while the whole pool is
+ * queued waits (bounded) and passes through, bytes exact; once copies mix,
+ * rings keep to half the pool again.  The bound holds throughout. */
+static void test_d2h_async_alone(void **state) {
+  (void)state;
+  const long wait_us = 20000;
+  stage_env(POOL, CHUNK, wait_us, "async");
+  bufs a, b;
+  bufs_init(&a);
+  bufs_init(&b);
+  const size_t n = 2 * POOL + 12345, m = 256 * KB + 3; /* 33 chunks; a quarter pool */
+  fill(a.chk, n, 71);
+  assert_int_equal(f_cuMemcpyHtoD_v2(a.dev, a.chk, n), CUDA_SUCCESS);
+  fill(b.chk, m, 72);
+  assert_int_equal(f_cuMemcpyHtoD_v2(b.dev, b.chk, m), CUDA_SUCCESS);
+  memset(a.host, 0, n);
+  memset(b.host, 0, m);
+
+  /* alone: a ring of all 16 chunks, one slab, three rounds */
+  atomic_store(&gate, 0);
+  assert_int_equal(f_cuLaunchHostFunc(a.s, gate_fn, NULL), CUDA_SUCCESS);
+  pl_copy c1 = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(a.host), a.dev, n, a.s);
+  f_reset_call_counts();
+  assert_int_equal(pl_copy_exec(&c1), CUDA_SUCCESS);
+  assert_true(c1.flags & PAGELOCK_COPY_STAGED);
+  assert_false(c1.flags & PAGELOCK_COPY_FALLBACK);
+  assert_int_equal(f_call_count("cuMemHostAlloc"), 1);
+  assert_int_equal(f_call_count("cuMemcpyDtoHAsync_v2"), 3);
+  assert_int_equal(f_call_count("cuLaunchHostFunc"), 3);
+  pl_stage_stats s;
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.pool.bytes, POOL);
+  assert_int_equal(s.pool.free_bytes, 0);
+  assert_true(bound_ok());
+
+  /* another stream while the whole pool is queued: bounded wait, native */
+  pl_copy c2 = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(b.host), b.dev, m, b.s);
+  uint64_t t0 = pl_now_ns();
+  assert_int_equal(pl_copy_exec(&c2), CUDA_SUCCESS);
+  uint64_t dt = pl_now_ns() - t0;
+  assert_true(c2.flags & PAGELOCK_COPY_FALLBACK);
+  assert_false(c2.flags & PAGELOCK_COPY_STAGED);
+  assert_true(dt >= (uint64_t)wait_us * 1000);
+  assert_int_equal(f_cuStreamSynchronize(b.s), CUDA_SUCCESS);
+  assert_int_equal(check_pat(b.host, m, 72), m);
+  assert_int_equal(check_byte(a.host, n, 0), n); /* a is still held */
+  atomic_store(&gate, 1);
+  assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+  assert_int_equal(check_pat(a.host, n, 71), n);
+
+  /* copies have mixed: the same download now takes five rounds of half
+   * the pool, and leaves the other half to stream b */
+  memset(a.host, 0, n);
+  memset(b.host, 0, m);
+  atomic_store(&gate, 0);
+  assert_int_equal(f_cuLaunchHostFunc(a.s, gate_fn, NULL), CUDA_SUCCESS);
+  pl_copy c3 = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(a.host), a.dev, n, a.s);
+  f_reset_call_counts();
+  assert_int_equal(pl_copy_exec(&c3), CUDA_SUCCESS);
+  assert_int_equal(f_call_count("cuMemcpyDtoHAsync_v2"), 5);
+  assert_int_equal(f_call_count("cuLaunchHostFunc"), 5);
+  pl_copy c4 = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(b.host), b.dev, m, b.s);
+  assert_int_equal(pl_copy_exec(&c4), CUDA_SUCCESS);
+  assert_true(c4.flags & PAGELOCK_COPY_STAGED);
+  assert_false(c4.flags & PAGELOCK_COPY_FALLBACK);
+  assert_true(bound_ok());
+  assert_int_equal(f_cuStreamSynchronize(b.s), CUDA_SUCCESS);
+  assert_int_equal(check_pat(b.host, m, 72), m);
+  atomic_store(&gate, 1);
+  assert_int_equal(f_cuStreamSynchronize(a.s), CUDA_SUCCESS);
+  assert_int_equal(check_pat(a.host, n, 71), n);
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.fallbacks, 1);
+  assert_int_equal(s.pool.free_bytes, s.pool.bytes);
+  assert_true(bound_ok());
+  bufs_fini(&a);
+  bufs_fini(&b);
+}
+
 /* Without stream ids (a driver without cuStreamGetId, or failing it)
  * nothing is taken over: a second copy queued behind the first on a held
  * stream takes the other half of the pool, and a third copy, on another
@@ -751,6 +833,7 @@ static void test_d2h_async_no_stream_id(void **state) {
   (void)state;
   const long wait_us = 20000;
   stage_env(POOL, CHUNK, wait_us, "async");
+  pl_stage_mixed_for_test();
   assert_int_equal(f_fail("cuStreamGetId", 0, CUDA_ERROR_NOT_SUPPORTED), 0);
   bufs a, b;
   bufs_init(&a);
@@ -1021,9 +1104,10 @@ static void test_dma_failure(void **state) {
   for (int dir = 0; dir < 2; dir++) {
     for (int m = 0; m < 2; m++) {
       /* An asynchronous download makes one DMA per round of its ring (half
-       * the pool, one slab): three rounds and a bit. */
+       * the pool once copies mix, one slab): three rounds and a bit. */
       size_t n = dir == 1 && m == 1 ? 3 * (POOL / 2) + 100 : 4 * CHUNK + 100;
       stage_env(POOL, CHUNK, PATIENT_US, m ? "async" : "sync");
+      pl_stage_mixed_for_test();
       /* the third call is a chunk in the middle of the copy */
       assert_int_equal(f_fail(names[dir], 3, CUDA_ERROR_LAUNCH_FAILED), 0);
       fill(b.chk, n, 80);
@@ -1071,6 +1155,7 @@ static void test_dma_failure(void **state) {
    * second one is in the middle of a copy of a pool and a half. */
   size_t n = POOL + POOL / 2 + 100;
   stage_env(POOL, CHUNK, PATIENT_US, "async");
+  pl_stage_mixed_for_test();
   assert_int_equal(f_fail("cuLaunchHostFunc", 2, CUDA_ERROR_OUT_OF_MEMORY), 0);
   fill(b.chk, n, 81);
   assert_int_equal(f_cuMemcpyHtoD_v2(b.dev, b.chk, n), CUDA_SUCCESS);
@@ -1331,6 +1416,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_threads_async),
       cmocka_unit_test(test_wait_fallback),
       cmocka_unit_test(test_d2h_async_ring),
+      cmocka_unit_test(test_d2h_async_alone),
       cmocka_unit_test(test_d2h_async_no_stream_id),
       cmocka_unit_test(test_store_policy),
       cmocka_unit_test(test_download_store_policy),
