@@ -85,9 +85,13 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 
 /* A glibc block that was never tracked: its chunk header (the word before
- * it: size, low 3 bits flags) says it is smaller than the threshold. */
+ * it: size, low 3 bits flags) says it is smaller than the threshold.
+ * Nothing is read unless glibc is the next allocator (pl_fast_lim != 0):
+ * another allocator's block may start a mapping, with no readable word
+ * below it (tests/preload/guard_alloc.c). */
 static inline bool pl_glibc_small(const void *p) {
-  return (((const size_t *)p)[-1] & ~(size_t)7) < pl_fast_lim;
+  size_t lim = pl_fast_lim;
+  return lim != 0 && (((const size_t *)p)[-1] & ~(size_t)7) < lim;
 }
 
 /* Bump allocation for the few requests made while the next allocator is

@@ -122,6 +122,16 @@ case_dlsym_rtld_next() {
   LD_PRELOAD="$SHIM" "$B/test_next_main" >"$T/next.out" 2>&1 || fail "under the shim: $(cat "$T/next.out")"
 }
 
+# A next allocator other than glibc's, whose blocks have nothing readable
+# below them: every hook must hand it every request and never look below a
+# block.  Without the shim first, to tell its own faults from ours.
+case_next_allocator() {
+  LD_PRELOAD="$B/testlib/libguard_alloc.so" "$B/test_guard_main" >/dev/null 2>"$T/ga.err" ||
+    fail "broken even without the shim: $(cat "$T/ga.err")" || return
+  LD_PRELOAD="$SHIM:$B/testlib/libguard_alloc.so" PAGELOCK_OUTPUT="$T/ga.%p.trace" "$B/test_guard_main" \
+    >"$T/ga.out" 2>&1 || fail "under the shim (status $?): $(cat "$T/ga.out")"
+}
+
 case_alloc_sites() {
   local d="$T/as"; mkdir -p "$d"
   "$B/pagelock" run -o "$d/t.%p.trace" -- "$B/test_copies" >/dev/null 2>&1 || fail "copies failed" || return
