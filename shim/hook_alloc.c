@@ -226,7 +226,7 @@ PL_EXPORT void free(void *p) {
 
 PL_EXPORT void *calloc(size_t k, size_t n) {
   if (PL_LIKELY(k < pl_fast_lim && n < pl_fast_lim && k * n < pl_fast_lim))
-    return __libc_calloc(k, n); /* both below the threshold (< 2^31): k * n cannot wrap */
+    return __libc_calloc(k, n); /* a product that wraps is glibc's to refuse: it checks */
   if (PL_UNLIKELY(!pl_next_ready())) {
     if (n && k > SIZE_MAX / n) return NULL;
     return pl_arena_alloc(k * n, 16);

@@ -60,7 +60,7 @@ static int pl_hostmem_query(CUdeviceptr p) {
  * most, so a registration the hooks never saw is noticed within that many
  * copies. */
 #define PL_NEG_SLOTS 8
-#ifndef PL_NEG_USES
+#ifndef PL_NEG_USES /* other values: diagnostic builds (docs/benchmarks.md) */
 #define PL_NEG_USES 64
 #endif
 typedef struct pl_neg_entry {
