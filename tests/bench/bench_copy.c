@@ -85,7 +85,8 @@ static void *bench_real_sym(const char *name) {
   if (m.path == NULL) return NULL;
   int fd = open(m.path, O_RDONLY);
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) return NULL;
+  if (fd < 0) return NULL;
+  if (fstat(fd, &st) != 0) { close(fd); return NULL; }
   const char *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (f == MAP_FAILED) return NULL;
@@ -191,6 +192,8 @@ int main(int argc, char **argv) {
     }
     printf("result mode=ab kind=%s size=%zu wrapped_ns=%.1f real_ns=%.1f ratio=%.3f same=%d\n", kind, size,
            median(w, reps), median(v, reps), median(ratio, reps), wrapped == real);
+    free(w);
+    free(ratio);
   } else if (!strcmp(mode, "overlap")) {
     CUmodule m;
     CUfunction f;
