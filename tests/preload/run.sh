@@ -338,11 +338,17 @@ case_cupti_program_client() {
 case_cupti_streams() {
   local d="$T/cst"; mkdir -p "$d"
   LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_FLUSH_MS=100 PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/test_stress" 3 >/dev/null 2>"$d/err" &
-  local pid=$!
-  sleep 2
-  local mid; mid=$("$B/trace_check" "$d"/t.*.trace 2>/dev/null | grep -o 'memcpy=[0-9]*' | cut -d= -f2)
+  local pid=$! mid=0 n
+  # Poll rather than sample once: on a loaded machine (CI, ctest -j) the
+  # first flush can come late.  A sample counts only if the program was
+  # still running after it was read, so the exit flush cannot pass it.
+  while [ "$mid" = 0 ] && kill -0 $pid 2>/dev/null; do
+    sleep 0.2
+    n=$("$B/trace_check" "$d"/t.*.trace 2>/dev/null | grep -o 'memcpy=[0-9]*' | cut -d= -f2)
+    kill -0 $pid 2>/dev/null && [ "${n:-0}" -gt 0 ] && mid=$n
+  done
   wait $pid || fail "stress failed: $(cat "$d/err")" || return
-  [ "${mid:-0}" -gt 0 ] || fail "no GPU records in the trace while the program ran"
+  [ "$mid" -gt 0 ] || fail "no GPU records in the trace while the program ran"
 }
 
 # A multi-process job (torchrun/mpirun style: RANK set per process) gives
