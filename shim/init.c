@@ -50,6 +50,7 @@ static void pl_atfork_child(void) {
 
 __attribute__((constructor)) static void pl_init(void) {
   pl_config_init();
+  pl_clock_init();
   pl_trace_init_clock();
   /* A setuid/setgid program runs with privileges the caller does not have:
    * writing files where the environment says would hand those privileges

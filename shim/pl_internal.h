@@ -287,6 +287,11 @@ void pl_trace_finish(void);
 void pl_trace_atfork_prepare(void);
 void pl_trace_atfork_parent(void);
 void pl_trace_atfork_child(void);
+/* Tests: stop the writer thread once it has written what it was handed,
+ * then forget the file, as a forked child does. */
+void pl_trace_reset_for_test(void);
+/* A writer thread writes the trace (false: the filling threads do). */
+bool pl_trace_writer_running(void);
 /* Take the start timestamps (at load). */
 void pl_trace_init_clock(void);
 /* Expand %p %h %r %% in pattern into out; false if it does not fit. */
@@ -326,9 +331,23 @@ void *pl_cupti_subscribe_wrapper(void *real);
 /* Start tracking allocations (from the constructor, after the config). */
 void pl_alloc_enable(void);
 
+/* ---- clock.c ------------------------------------------------------------ */
+
+/* Decide once, at load, how pl_now_ns reads the clock. */
+void pl_clock_init(void);
+/* CLOCK_MONOTONIC in nanoseconds, from the TSC when the kernel's own clock
+ * is (a few ns per read instead of a clock_gettime); never steps back. */
+uint64_t pl_now_ns(void);
+/* True when pl_now_ns maps the TSC; calibrated: and reads it (a rate is
+ * known). */
+bool pl_clock_uses_tsc(void);
+bool pl_clock_calibrated(void);
+/* Tests: map the TSC (from now, with no rate yet) or stop; false when this
+ * machine cannot. */
+bool pl_clock_use_tsc_for_test(bool on);
+
 /* ---- util --------------------------------------------------------------- */
 
-uint64_t pl_now_ns(void);
 uint32_t pl_gettid(void);
 uint64_t pl_next_correlation(void);
 

@@ -1,8 +1,14 @@
 /* trace.c - the per-process trace file.
  *
- * Records are appended to a static buffer under one lock and written with
- * write(2) when the buffer fills, once a second, and at exit, so a long run
- * streams its trace and a crash loses at most a second.  The file is created
+ * Records are appended to a static buffer under one lock, in one order for
+ * the whole process (a STACK record precedes every record naming it).  A
+ * full buffer, or one a second old, is handed to a writer thread, which
+ * writes it with write(2) while the program's threads fill the other one:
+ * the write was a fifth of what a small copy paid for its record, and grew
+ * as the page cache filled (docs/benchmarks.md).  A program thread waits
+ * only when both buffers are full.  Where no thread can be started, the
+ * filling thread writes, as before.  So a long run streams its trace and a
+ * crash loses at most a second.  The file is created
  * on the first record: a process that never copies (the shell in
  * `pagelock run -- sh -c ...`, or any non-CUDA program) leaves no file.
  * Creation is careful because the path comes from the environment: never
@@ -10,6 +16,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
@@ -27,9 +34,14 @@
 
 static pthread_mutex_t pl_trace_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Every record's size is a multiple of 8, so records reserved in place
- * (pl_trace_reserve) are aligned for their fields. */
-static _Alignas(64) char pl_buf[PL_TRACE_BUF];
-static size_t pl_buf_len;
+ * (pl_trace_reserve) are aligned for their fields.  pl_buf is the one being
+ * filled; the other holds pl_pend_len bytes handed to the writer (0: free,
+ * and only then may the two swap). */
+static _Alignas(64) char pl_bufs[2][PL_TRACE_BUF];
+static char *pl_buf = pl_bufs[0];
+static size_t pl_buf_len, pl_pend_len;
+static bool pl_writer_on, pl_writer_quit;
+static pthread_cond_t pl_work_cv, pl_free_cv; /* writer: work to do; fillers: a buffer free */
 static int pl_fd = -1;
 static bool pl_failed;          /* creation failed: stop trying */
 static char pl_path[PATH_MAX];
@@ -37,12 +49,6 @@ static uint64_t pl_records, pl_dropped;
 static uint64_t pl_last_flush;
 static uint32_t pl_file_flags;
 static uint64_t pl_start_mono, pl_start_real;
-
-uint64_t pl_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void pl_trace_set_flag(uint32_t flag) { __atomic_fetch_or(&pl_file_flags, flag, __ATOMIC_RELAXED); }
 
@@ -128,6 +134,7 @@ static bool pl_write_all(int fd, const void *p, size_t n) {
 
 /* Write the PROCESS record straight into the buffer (lock held). */
 static void pl_buf_put(const void *p, size_t n);
+static void pl_writer_start(void);
 static void pl_put_process(void) {
   char exe[PATH_MAX] = "";
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -177,6 +184,7 @@ static bool pl_open_locked(void) {
     return false;
   }
   pl_fd = fd;
+  pl_writer_start();
   if (pl_path[0] != '/') {
     /* The manifest and the report need a path valid from any directory. */
     char cwd[PATH_MAX], rel[PATH_MAX];
@@ -209,17 +217,92 @@ static bool pl_open_locked(void) {
   return true;
 }
 
-static void pl_flush_locked(void) {
-  if (pl_buf_len == 0 || pl_fd < 0) return;
-  if (!pl_write_all(pl_fd, pl_buf, pl_buf_len))
+static void pl_write_buf(const char *b, size_t n) {
+  if (!pl_write_all(pl_fd, b, n))
     pl_log(PL_LOG_ERROR, PL_LK_TRACE_WRITE, "cannot write trace '%s': %s", pl_path, strerror(errno));
+}
+
+/* Pass what is buffered on to the file (lock held): swap buffers and wake
+ * the writer, waiting only while it still writes the previous buffer; with
+ * no writer, write it here. */
+static void pl_flush_locked(void) {
+  if (pl_writer_on) {
+    while (pl_pend_len != 0) pthread_cond_wait(&pl_free_cv, &pl_trace_lock);
+    if (pl_buf_len == 0 || pl_fd < 0) return;
+    pl_pend_len = pl_buf_len;
+    pl_buf = pl_buf == pl_bufs[0] ? pl_bufs[1] : pl_bufs[0];
+    pl_buf_len = 0;
+    pthread_cond_signal(&pl_work_cv);
+    return;
+  }
+  if (pl_buf_len == 0 || pl_fd < 0) return;
+  pl_write_buf(pl_buf, pl_buf_len);
   pl_buf_len = 0;
   pl_last_flush = pl_now_ns();
 }
 
+/* The writer thread: writes each handed-over buffer with the lock
+ * released, and hands over the filling buffer itself once it is a second
+ * old, so a program that stops copying still streams its trace. */
+static void *pl_writer_main(void *arg) {
+  (void)arg;
+  pl_in_shim = 1; /* nothing this thread does is the program's */
+  pthread_mutex_lock(&pl_trace_lock);
+  for (;;) {
+    if (pl_writer_quit && pl_pend_len == 0) break;
+    if (pl_pend_len == 0) {
+      struct timespec dl;
+      clock_gettime(CLOCK_MONOTONIC, &dl);
+      dl.tv_sec += 1;
+      pthread_cond_timedwait(&pl_work_cv, &pl_trace_lock, &dl);
+      if (pl_pend_len == 0 && pl_buf_len > 0 && pl_now_ns() - pl_last_flush >= PL_FLUSH_NS) pl_flush_locked();
+      if (pl_pend_len == 0) continue;
+    }
+    const char *b = pl_buf == pl_bufs[0] ? pl_bufs[1] : pl_bufs[0];
+    size_t n = pl_pend_len;
+    pthread_mutex_unlock(&pl_trace_lock);
+    pl_write_buf(b, n);
+    pthread_mutex_lock(&pl_trace_lock);
+    pl_pend_len = 0;
+    pl_last_flush = pl_now_ns();
+    pthread_cond_broadcast(&pl_free_cv);
+  }
+  pl_writer_on = false;
+  pthread_cond_broadcast(&pl_free_cv);
+  pthread_mutex_unlock(&pl_trace_lock);
+  return NULL;
+}
+
+/* Start the writer (lock held, trace file just opened).  Its signals are
+ * blocked, so the program's signals still go to the program's threads;
+ * the shim's hooks pass its start-up allocations through.  On failure the
+ * filling threads write, as they did before there was a writer. */
+static void pl_writer_start(void) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&pl_work_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_cond_init(&pl_free_cv, NULL);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&a, 64u << 10);
+  pl_in_shim++;
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&t, &a, pl_writer_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pl_in_shim--;
+  pthread_attr_destroy(&a);
+  pl_writer_on = rc == 0;
+}
+
 static void pl_buf_put(const void *p, size_t n) {
-  if (pl_buf_len + n > sizeof pl_buf) pl_flush_locked();
-  if (n > sizeof pl_buf) { pl_dropped++; return; }
+  if (pl_buf_len + n > PL_TRACE_BUF) pl_flush_locked();
+  if (n > PL_TRACE_BUF) { pl_dropped++; return; }
   memcpy(pl_buf + pl_buf_len, p, n);
   pl_buf_len += n;
   pl_records++;
@@ -228,12 +311,12 @@ static void pl_buf_put(const void *p, size_t n) {
 void *pl_trace_reserve(size_t size) {
   if (!pl_active()) return NULL;
   pthread_mutex_lock(&pl_trace_lock);
-  if (!pl_open_locked() || size > sizeof pl_buf) {
+  if (!pl_open_locked() || size > PL_TRACE_BUF) {
     if (pl_fd >= 0) pl_dropped++;
     pthread_mutex_unlock(&pl_trace_lock);
     return NULL;
   }
-  if (pl_buf_len + size > sizeof pl_buf) pl_flush_locked();
+  if (pl_buf_len + size > PL_TRACE_BUF) pl_flush_locked();
   void *p = pl_buf + pl_buf_len;
   pl_buf_len += size;
   pl_records++;
@@ -241,9 +324,9 @@ void *pl_trace_reserve(size_t size) {
 }
 
 void pl_trace_commit(void) {
-  /* The clock is read every 64 records: a periodic flush needs no finer
-   * grain, and a clock read costs as much as the rest of a record. */
-  if ((pl_records & 63) == 0 && pl_now_ns() - pl_last_flush > PL_FLUSH_NS) pl_flush_locked();
+  /* The writer flushes by the clock.  Without one, the clock is read every
+   * 64 records: a periodic flush needs no finer grain. */
+  if (!pl_writer_on && (pl_records & 63) == 0 && pl_now_ns() - pl_last_flush > PL_FLUSH_NS) pl_flush_locked();
   pthread_mutex_unlock(&pl_trace_lock);
 }
 
@@ -267,7 +350,7 @@ void pl_trace_write_many(const void *recs, size_t size) {
       pl_buf_put(p + off, h->size);
       off += h->size;
     }
-    if (pl_now_ns() - pl_last_flush > PL_FLUSH_NS) pl_flush_locked();
+    if (!pl_writer_on && pl_now_ns() - pl_last_flush > PL_FLUSH_NS) pl_flush_locked();
   }
   pthread_mutex_unlock(&pl_trace_lock);
 }
@@ -334,6 +417,8 @@ void pl_trace_finish(void) {
   e.dropped = pl_dropped;
   pl_buf_put(&e, sizeof e);
   pl_flush_locked();
+  /* Everything is in the file when the process goes on to exit. */
+  while (pl_pend_len != 0) pthread_cond_wait(&pl_free_cv, &pl_trace_lock);
   pthread_mutex_unlock(&pl_trace_lock);
 }
 
@@ -347,10 +432,33 @@ void pl_trace_atfork_child(void) {
   if (pl_fd >= 0) close(pl_fd);
   pl_fd = -1;
   pl_failed = false;
-  pl_buf_len = 0;
+  /* The writer thread is the parent's: the child starts its own with its
+   * file, and whatever the parent had handed over is the parent's. */
+  pl_writer_on = false;
+  pl_buf = pl_bufs[0];
+  pl_buf_len = pl_pend_len = 0;
   pl_records = pl_dropped = 0;
   pl_path[0] = 0;
   pl_start_mono = pl_now_ns();
+}
+
+void pl_trace_reset_for_test(void) {
+  pthread_mutex_lock(&pl_trace_lock);
+  if (pl_writer_on) {
+    pl_writer_quit = true;
+    pthread_cond_signal(&pl_work_cv);
+    while (pl_writer_on) pthread_cond_wait(&pl_free_cv, &pl_trace_lock);
+    pl_writer_quit = false;
+  }
+  pthread_mutex_unlock(&pl_trace_lock);
+  pl_trace_atfork_child();
+}
+
+bool pl_trace_writer_running(void) {
+  pthread_mutex_lock(&pl_trace_lock);
+  bool on = pl_writer_on;
+  pthread_mutex_unlock(&pl_trace_lock);
+  return on;
 }
 
 void pl_trace_init_clock(void) {

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -112,7 +114,7 @@ static void test_expand(void **state) {
 static void write_trace(const char *path, int n) {
   setenv("PAGELOCK_OUTPUT", path, 1);
   pl_config_reset_for_test();
-  pl_trace_atfork_child(); /* forget any earlier file */
+  pl_trace_reset_for_test(); /* forget any earlier file */
   for (int i = 0; i < n; i++) {
     pagelock_rec_copy c;
     memset(&c, 0, sizeof c);
@@ -125,7 +127,7 @@ static void write_trace(const char *path, int n) {
   }
   pl_trace_note(PAGELOCK_NOTE_WARNING, "a note");
   pl_trace_finish();
-  pl_trace_atfork_child(); /* close it */
+  pl_trace_reset_for_test(); /* close it */
   unsetenv("PAGELOCK_OUTPUT");
   pl_config_reset_for_test();
 }
@@ -182,6 +184,136 @@ static void test_trace_truncated(void **state) {
   assert_int_equal(copies, 50);
   assert_int_equal(r.stop, PLR_STOP_TRUNCATED);
   plr_close(&r);
+}
+
+/* Many threads writing at once, through many buffer hand-overs to the
+ * writer thread: every record arrives, each thread's in its own order. */
+#define TW_THREADS 4
+#define TW_RECORDS 20000 /* 4 x 20000 x 104 B: about 30 buffers */
+static void *trace_writer_thread(void *arg) {
+  uint32_t t = (uint32_t)(uintptr_t)arg;
+  for (uint64_t i = 0; i < TW_RECORDS; i++) {
+    pagelock_rec_copy *c = pl_trace_reserve(sizeof *c);
+    if (c == NULL) return NULL;
+    memset(c, 0, sizeof *c);
+    c->h.type = PAGELOCK_REC_COPY;
+    c->h.size = sizeof *c;
+    c->tid = t;
+    c->correlation = i;
+    c->bytes = 1;
+    pl_trace_commit();
+  }
+  return NULL;
+}
+
+static void test_trace_threads(void **state) {
+  (void)state;
+  char path[512];
+  snprintf(path, sizeof path, "%s/th.trace", tmpdir);
+  setenv("PAGELOCK_OUTPUT", path, 1);
+  pl_config_reset_for_test();
+  pl_trace_reset_for_test();
+  pthread_t th[TW_THREADS];
+  for (uintptr_t t = 0; t < TW_THREADS; t++) assert_int_equal(pthread_create(&th[t], NULL, trace_writer_thread, (void *)t), 0);
+  for (int t = 0; t < TW_THREADS; t++) pthread_join(th[t], NULL);
+  assert_true(pl_trace_writer_running());
+  pl_trace_finish();
+  plr_reader r;
+  assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
+  plr_record rec;
+  uint64_t next[TW_THREADS] = {0};
+  int bad = 0;
+  while (plr_next(&r, &rec)) {
+    if (rec.type != PAGELOCK_REC_COPY) continue;
+    uint32_t t = rec.u.copy->tid;
+    if (t >= TW_THREADS || rec.u.copy->correlation != next[t]) bad++;
+    else next[t]++;
+  }
+  assert_int_equal(r.stop, PLR_STOP_END);
+  assert_int_equal(bad, 0);
+  for (int t = 0; t < TW_THREADS; t++) assert_int_equal(next[t], TW_RECORDS);
+  plr_close(&r);
+  pl_trace_reset_for_test();
+  unsetenv("PAGELOCK_OUTPUT");
+  pl_config_reset_for_test();
+}
+
+/* A program that stops copying still gets its records into the file
+ * within about a second, with no further record and no exit. */
+static void test_trace_streams(void **state) {
+  (void)state;
+  char path[512];
+  snprintf(path, sizeof path, "%s/st.trace", tmpdir);
+  setenv("PAGELOCK_OUTPUT", path, 1);
+  pl_config_reset_for_test();
+  pl_trace_reset_for_test();
+  for (int i = 0; i < 10; i++) {
+    pagelock_rec_copy c;
+    memset(&c, 0, sizeof c);
+    c.h.type = PAGELOCK_REC_COPY;
+    c.h.size = sizeof c;
+    c.bytes = 7;
+    pl_trace_write(&c, sizeof c);
+  }
+  int copies = 0;
+  for (int tries = 0; tries < 40 && copies < 10; tries++) {
+    usleep(100000);
+    plr_reader r;
+    if (plr_open(&r, path) != PLR_OPEN_OK) continue;
+    plr_record rec;
+    copies = 0;
+    while (plr_next(&r, &rec)) copies += rec.type == PAGELOCK_REC_COPY;
+    plr_close(&r);
+  }
+  assert_int_equal(copies, 10);
+  pl_trace_reset_for_test();
+  unsetenv("PAGELOCK_OUTPUT");
+  pl_config_reset_for_test();
+}
+
+static uint64_t real_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads pl_now_ns for `ms` milliseconds: counts steps back and the worst
+ * distance from clock_gettime (read just before and after). */
+typedef struct clock_run { int ms; int back; uint64_t worst; } clock_run;
+static void *clock_reader(void *arg) {
+  clock_run *cr = arg;
+  uint64_t end = real_ns() + (uint64_t)cr->ms * 1000000ull, last = 0;
+  for (uint64_t i = 0;; i++) {
+    uint64_t a = real_ns(), v = pl_now_ns(), b = real_ns();
+    if (v < last) cr->back++;
+    last = v;
+    uint64_t off = v < a ? a - v : v > b ? v - b : 0;
+    if (off > cr->worst) cr->worst = off;
+    if ((i & 1023) == 0) usleep(200); /* let anchors age and threads mix */
+    if (b > end) break;
+  }
+  return NULL;
+}
+
+/* The TSC map: as CLOCK_MONOTONIC to within microseconds, never back,
+ * across re-anchoring (every 100 ms) and from several threads at once. */
+static void test_clock(void **state) {
+  (void)state;
+  bool was = pl_clock_uses_tsc();
+  if (!pl_clock_use_tsc_for_test(true)) { print_message("no TSC on this machine: skipped\n"); skip(); }
+  assert_false(pl_clock_calibrated()); /* no rate measured yet */
+  clock_run runs[4] = {{.ms = 400}, {.ms = 400}, {.ms = 400}, {.ms = 400}};
+  pthread_t th[4];
+  for (int t = 0; t < 4; t++) assert_int_equal(pthread_create(&th[t], NULL, clock_reader, &runs[t]), 0);
+  for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
+  assert_true(pl_clock_calibrated());
+  for (int t = 0; t < 4; t++) {
+    assert_int_equal(runs[t].back, 0);
+    /* A wrong rate would be off by milliseconds within the 400 ms. */
+    if (runs[t].worst > 50000) print_message("thread %d: %llu ns from clock_gettime\n", t, (unsigned long long)runs[t].worst);
+    assert_true(runs[t].worst <= 50000);
+  }
+  pl_clock_use_tsc_for_test(was);
 }
 
 /* Classification over the fake driver: the answer must come from the
@@ -249,6 +381,9 @@ int main(void) {
       cmocka_unit_test(test_expand),
       cmocka_unit_test(test_trace_roundtrip),
       cmocka_unit_test(test_trace_truncated),
+      cmocka_unit_test(test_trace_threads),
+      cmocka_unit_test(test_trace_streams),
+      cmocka_unit_test(test_clock),
       cmocka_unit_test(test_classify),
   };
   int rc = cmocka_run_group_tests_name("shim", tests, NULL, NULL);

@@ -1361,14 +1361,14 @@ static void test_counters_record(void **state) {
   snprintf(path, sizeof path, "%s/counters.trace", tmpdir);
   setenv("PAGELOCK_OUTPUT", path, 1);
   stage_env(POOL, CHUNK, PATIENT_US, "sync");
-  pl_trace_atfork_child(); /* a fresh file */
+  pl_trace_reset_for_test(); /* a fresh file */
   bufs b;
   bufs_init(&b);
   one_h2d(&b, V_ASYNC, 700 * KB, 0, 0, 95);
   one_d2h(&b, V_SYNC, 300 * KB, 0, 0, 96, false);
   bufs_fini(&b);
   pl_trace_finish();
-  pl_trace_atfork_child(); /* close it */
+  pl_trace_reset_for_test(); /* close it */
   plr_reader r;
   assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
   plr_record rec;
