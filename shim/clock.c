@@ -24,9 +24,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 #include "pl_internal.h"
 
@@ -38,7 +35,7 @@
  * it changes the fields; a reader that saw seq change retries the slow way.
  * ns = ns0 + ((tsc - tsc0) * mult) >> 32; span: ticks the anchor is used for
  * (0 until the first rate is known). */
-static struct {
+static _Alignas(64) struct {
   _Atomic unsigned seq;
   _Atomic uint64_t tsc, ns, mult, span;
 } pl_clk;
@@ -51,12 +48,6 @@ static uint64_t pl_clock_real(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-#if defined(__x86_64__)
-static inline uint64_t pl_rdtsc(void) { return __rdtsc(); }
-#else
-static inline uint64_t pl_rdtsc(void) { return 0; }
-#endif
-
 static uint64_t pl_clk_map(uint64_t d, uint64_t mult) {
   return (uint64_t)(((unsigned __int128)d * mult) >> 32);
 }
@@ -64,12 +55,13 @@ static uint64_t pl_clk_map(uint64_t d, uint64_t mult) {
 /* Publish a new anchor (pl_clk_busy held). */
 static void pl_clk_set(uint64_t tsc, uint64_t ns, uint64_t mult, uint64_t span) {
   unsigned s = atomic_load_explicit(&pl_clk.seq, memory_order_relaxed);
+  /* Release stores (plain moves on x86, and no fence, which TSan cannot
+   * follow): a reader that sees a new field also sees the odd seq. */
   atomic_store_explicit(&pl_clk.seq, s + 1, memory_order_relaxed);
-  atomic_thread_fence(memory_order_release);
-  atomic_store_explicit(&pl_clk.tsc, tsc, memory_order_relaxed);
-  atomic_store_explicit(&pl_clk.ns, ns, memory_order_relaxed);
-  atomic_store_explicit(&pl_clk.mult, mult, memory_order_relaxed);
-  atomic_store_explicit(&pl_clk.span, span, memory_order_relaxed);
+  atomic_store_explicit(&pl_clk.tsc, tsc, memory_order_release);
+  atomic_store_explicit(&pl_clk.ns, ns, memory_order_release);
+  atomic_store_explicit(&pl_clk.mult, mult, memory_order_release);
+  atomic_store_explicit(&pl_clk.span, span, memory_order_release);
   atomic_store_explicit(&pl_clk.seq, s + 2, memory_order_release);
 }
 
@@ -112,20 +104,38 @@ static uint64_t pl_clock_refresh(void) {
   return now;
 }
 
-uint64_t pl_now_ns(void) {
+/* The time now; *mult gets the map's rate when the TSC was read through
+ * it (the tick in *tick), else 0. */
+static inline uint64_t pl_clock_read(uint64_t *tick, uint64_t *mult) {
+  *mult = 0;
   if (!pl_clk_tsc) return pl_clock_real();
   unsigned s = atomic_load_explicit(&pl_clk.seq, memory_order_acquire);
-  uint64_t t0 = atomic_load_explicit(&pl_clk.tsc, memory_order_relaxed);
-  uint64_t n0 = atomic_load_explicit(&pl_clk.ns, memory_order_relaxed);
-  uint64_t m = atomic_load_explicit(&pl_clk.mult, memory_order_relaxed);
-  uint64_t span = atomic_load_explicit(&pl_clk.span, memory_order_relaxed);
+  /* Acquire loads keep the second read of seq after them. */
+  uint64_t t0 = atomic_load_explicit(&pl_clk.tsc, memory_order_acquire);
+  uint64_t n0 = atomic_load_explicit(&pl_clk.ns, memory_order_acquire);
+  uint64_t m = atomic_load_explicit(&pl_clk.mult, memory_order_acquire);
+  uint64_t span = atomic_load_explicit(&pl_clk.span, memory_order_acquire);
   uint64_t t = pl_rdtsc();
-  atomic_thread_fence(memory_order_acquire);
   /* t < t0 (an anchor newer than our tick) wraps to a huge distance and
    * takes the slow way too. */
-  if (PL_LIKELY(!(s & 1) && atomic_load_explicit(&pl_clk.seq, memory_order_relaxed) == s && t - t0 < span))
+  if (PL_LIKELY(!(s & 1) && atomic_load_explicit(&pl_clk.seq, memory_order_relaxed) == s && t - t0 < span)) {
+    *tick = t;
+    *mult = m;
     return n0 + pl_clk_map(t - t0, m);
+  }
   return pl_clock_refresh();
+}
+
+uint64_t pl_now_ns(void) {
+  uint64_t tick, mult;
+  return pl_clock_read(&tick, &mult);
+}
+
+void pl_stamp_start(pl_stamp *st) { st->ns = pl_clock_read(&st->tick, &st->mult); }
+
+uint64_t pl_stamp_elapsed_slow(const pl_stamp *st) {
+  uint64_t now = pl_now_ns();
+  return now > st->ns ? now - st->ns : 0;
 }
 
 /* The kernel's clocksource is the TSC. */

@@ -55,7 +55,7 @@ static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult 
   pl_stack_emit(stack_id);
   pl_stack_emit(c->alloc_stack);
   uint32_t tid = pl_gettid();
-  pagelock_rec_copy *rec = pl_trace_reserve(sizeof *rec);
+  pagelock_rec_copy *rec = pl_trace_copy_begin();
   if (rec == NULL) return;
   memset(rec, 0, sizeof *rec); /* a constant size: inline stores */
   rec->h.type = PAGELOCK_REC_COPY;
@@ -79,7 +79,7 @@ static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult 
   rec->device = -1;
   rec->api = (uint16_t)c->api;
   rec->gpu_correlation = gpu_corr;
-  pl_trace_commit();
+  pl_trace_copy_end();
 }
 
 /* A batch call: classify and record each entry, sharing the call's time. */
@@ -97,9 +97,10 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
   uint32_t stack = pageable ? pl_stack_capture_at(2, c->callsite, c) : 0;
   pl_in_shim--;
   pl_cupti_corr_begin();
-  uint64_t t0 = pl_now_ns();
+  pl_stamp st;
+  pl_stamp_start(&st);
   CUresult r = c->native(c);
-  uint64_t dt = pl_now_ns() - t0;
+  uint64_t dt = pl_stamp_elapsed(&st), t0 = st.ns;
   uint32_t gpu_corr = pl_cupti_corr_end();
   pl_in_shim++;
   uint64_t corr = pl_next_correlation();
@@ -136,7 +137,8 @@ CUresult pl_copy_exec(pl_copy *c) {
    * (2D/3D and batch copies pass through).  The engine may still decline
    * (capturing stream, no context), and then the original call runs. */
   pl_cupti_corr_begin();
-  uint64_t t0 = pl_now_ns();
+  pl_stamp st;
+  pl_stamp_start(&st);
   CUresult r;
   bool done = false;
   if (host == PAGELOCK_MEM_PAGEABLE && pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_STAGE &&
@@ -144,11 +146,11 @@ CUresult pl_copy_exec(pl_copy *c) {
       c->bytes >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN))
     done = pl_stage_copy(c, &r);
   if (!done) r = c->native(c);
-  uint64_t dt = pl_now_ns() - t0;
+  uint64_t dt = pl_stamp_elapsed(&st);
   uint32_t gpu_corr = pl_cupti_corr_end();
 
   pl_in_shim++;
-  pl_record(c, t0, dt, r, stack, c->seq, gpu_corr);
+  pl_record(c, st.ns, dt, r, stack, c->seq, gpu_corr);
   pl_in_shim--;
   return r;
 }

@@ -275,6 +275,13 @@ void pl_trace_write(const void *rec, size_t size);
  * lock. */
 void *pl_trace_reserve(size_t size);
 void pl_trace_commit(void);
+/* The COPY record's own way (once per copy of the program): a slot in the
+ * calling thread's ring, to fill in place, every byte, and hand back with
+ * pl_trace_copy_end(); NULL when nothing is being traced.  Takes no lock
+ * (except once per thread and once per ring-full); the record reaches the
+ * file in a batch, within a second. */
+pagelock_rec_copy *pl_trace_copy_begin(void);
+void pl_trace_copy_end(void);
 /* Append several whole records at once (one lock round). */
 void pl_trace_write_many(const void *recs, size_t size);
 /* Append a record made of a fixed part and a NUL-terminated string. */
@@ -290,6 +297,9 @@ void pl_trace_atfork_child(void);
 /* Tests: stop the writer thread once it has written what it was handed,
  * then forget the file, as a forked child does. */
 void pl_trace_reset_for_test(void);
+/* Tests: let at most n threads have a ring (the rest write through the
+ * shared buffer). */
+void pl_trace_rings_for_test(unsigned n);
 /* A writer thread writes the trace (false: the filling threads do). */
 bool pl_trace_writer_running(void);
 /* Take the start timestamps (at load). */
@@ -338,6 +348,31 @@ void pl_clock_init(void);
 /* CLOCK_MONOTONIC in nanoseconds, from the TSC when the kernel's own clock
  * is (a few ns per read instead of a clock_gettime); never steps back. */
 uint64_t pl_now_ns(void);
+#if defined(__x86_64__)
+static inline uint64_t pl_rdtsc(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+  return ((uint64_t)hi << 32) | lo;
+}
+#else
+static inline uint64_t pl_rdtsc(void) { return 0; }
+#endif
+/* Timing one call: its start, and the map that timed it.  The end is read
+ * against the same map, so it costs an rdtsc and a multiply (the call is
+ * far shorter than the map's period, and the rate is the same). */
+typedef struct pl_stamp {
+  uint64_t ns;   /* the start, as pl_now_ns */
+  uint64_t tick; /* the TSC at the start, when mult != 0 */
+  uint64_t mult; /* ns per tick, 32.32 fixed point; 0: read the clock again */
+} pl_stamp;
+void pl_stamp_start(pl_stamp *st);
+uint64_t pl_stamp_elapsed_slow(const pl_stamp *st);
+/* Nanoseconds since pl_stamp_start(st); never negative. */
+static inline uint64_t pl_stamp_elapsed(const pl_stamp *st) {
+  if (PL_LIKELY(st->mult != 0))
+    return (uint64_t)(((unsigned __int128)(pl_rdtsc() - st->tick) * st->mult) >> 32);
+  return pl_stamp_elapsed_slow(st);
+}
 /* True when pl_now_ns maps the TSC; calibrated: and reads it (a rate is
  * known). */
 bool pl_clock_uses_tsc(void);
@@ -349,6 +384,7 @@ bool pl_clock_use_tsc_for_test(bool on);
 /* ---- util --------------------------------------------------------------- */
 
 uint32_t pl_gettid(void);
+/* A correlation id for one copy call (unique in the process, never 0). */
 uint64_t pl_next_correlation(void);
 
 #endif

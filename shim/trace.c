@@ -8,7 +8,11 @@
  * as the page cache filled (docs/benchmarks.md).  A program thread waits
  * only when both buffers are full.  Where no thread can be started, the
  * filling thread writes, as before.  So a long run streams its trace and a
- * crash loses at most a second.  The file is created
+ * crash loses at most a second.
+ *
+ * COPY records, one per copy of the program, take a shorter way: each
+ * thread writes them into a ring of its own (pl_ring below) that reaches the
+ * shared buffer in bulk.  The file is created
  * on the first record: a process that never copies (the shell in
  * `pagelock run -- sh -c ...`, or any non-CUDA program) leaves no file.
  * Creation is careful because the path comes from the environment: never
@@ -42,6 +46,40 @@ static char *pl_buf = pl_bufs[0];
 static size_t pl_buf_len, pl_pend_len;
 static bool pl_writer_on, pl_writer_quit;
 static pthread_cond_t pl_work_cv, pl_free_cv; /* writer: work to do; fillers: a buffer free */
+
+/* Per-thread rings of COPY records.  Into the shared buffer a record cost a
+ * lock round and a store miss on a line the writer thread had read last:
+ * about 55 ns on the GPU host, a third of what the shim adds to a small
+ * copy (docs/benchmarks.md).  A ring has one producer, its thread, which
+ * takes no lock and writes lines that stay in its own cache; its records
+ * are moved to the shared buffer under the trace lock by whoever drains it:
+ * its thread when it is full or when the thread exits, the writer thread
+ * once a second, the exit path.  So records of different threads interleave
+ * by batches, not one by one.  The reader joins by correlation and never
+ * relied on the file's order of COPY records; what it does rely on holds:
+ * a STACK record goes straight to the shared buffer, before the COPY that
+ * names it is even written.  A thread that finds every ring taken writes
+ * through the shared buffer as before. */
+#define PL_RING_RECS 64 /* 6.5 KiB: one drain per 64 copies */
+#define PL_RINGS 256
+typedef struct pl_ring {
+  _Alignas(64) _Atomic uint64_t head; /* records written: the owner's */
+  _Alignas(64) _Atomic uint64_t tail; /* records drained: under the trace lock */
+  bool owned;                         /* under the trace lock */
+  _Alignas(64) pagelock_rec_copy rec[PL_RING_RECS];
+} pl_ring;
+static pl_ring pl_rings[PL_RINGS];
+static unsigned pl_rings_max = PL_RINGS; /* lowered by tests */
+static unsigned pl_rings_used;            /* slots ever handed out (trace lock) */
+/* A forked child empties every ring and bumps the epoch, which makes each
+ * thread's ring pointer stale: the forking thread takes a ring anew. */
+static _Atomic unsigned pl_ring_epoch = 1;
+static PL_TLS pl_ring *pl_my_ring;
+static PL_TLS unsigned pl_my_epoch; /* a ring was sought in this epoch (NULL: none free) */
+static PL_TLS uint64_t pl_my_head;
+static PL_TLS bool pl_my_shared;    /* this record went to the shared buffer */
+static pthread_key_t pl_ring_key;
+static pthread_once_t pl_ring_once = PTHREAD_ONCE_INIT;
 static int pl_fd = -1;
 static bool pl_failed;          /* creation failed: stop trying */
 static char pl_path[PATH_MAX];
@@ -135,6 +173,7 @@ static bool pl_write_all(int fd, const void *p, size_t n) {
 /* Write the PROCESS record straight into the buffer (lock held). */
 static void pl_buf_put(const void *p, size_t n);
 static void pl_writer_start(void);
+static void pl_rings_drain_locked(void);
 static void pl_put_process(void) {
   char exe[PATH_MAX] = "";
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -255,7 +294,11 @@ static void *pl_writer_main(void *arg) {
       clock_gettime(CLOCK_MONOTONIC, &dl);
       dl.tv_sec += 1;
       pthread_cond_timedwait(&pl_work_cv, &pl_trace_lock, &dl);
-      if (pl_pend_len == 0 && pl_buf_len > 0 && pl_now_ns() - pl_last_flush >= PL_FLUSH_NS) pl_flush_locked();
+      if (pl_pend_len == 0 && pl_now_ns() - pl_last_flush >= PL_FLUSH_NS) {
+        pl_rings_drain_locked();
+        if (pl_buf_len > 0) pl_flush_locked();
+        else pl_last_flush = pl_now_ns();
+      }
       if (pl_pend_len == 0) continue;
     }
     const char *b = pl_buf == pl_bufs[0] ? pl_bufs[1] : pl_bufs[0];
@@ -306,6 +349,92 @@ static void pl_buf_put(const void *p, size_t n) {
   memcpy(pl_buf + pl_buf_len, p, n);
   pl_buf_len += n;
   pl_records++;
+}
+
+/* Move ring r's records to the shared buffer (lock held).  The owner may
+ * be writing meanwhile: only records it has published are taken. */
+static void pl_ring_drain_locked(pl_ring *r) {
+  uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+  if (t == h) return;
+  if (pl_open_locked())
+    for (uint64_t i = t; i < h; i++) pl_buf_put(&r->rec[i % PL_RING_RECS], sizeof r->rec[0]);
+  else
+    pl_dropped += h - t;
+  atomic_store_explicit(&r->tail, h, memory_order_release);
+}
+
+static void pl_rings_drain_locked(void) {
+  for (unsigned i = 0; i < pl_rings_used; i++) pl_ring_drain_locked(&pl_rings[i]);
+}
+
+/* A thread ends: its ring's records go on, and the ring is free again.
+ * (A pointer from before a fork is stale: the child emptied every ring.) */
+static void pl_ring_release(void *arg) {
+  pl_ring *r = arg;
+  if (r != pl_my_ring || pl_my_epoch != atomic_load(&pl_ring_epoch)) return;
+  pl_in_shim++;
+  pthread_mutex_lock(&pl_trace_lock);
+  pl_ring_drain_locked(r);
+  r->owned = false;
+  pthread_mutex_unlock(&pl_trace_lock);
+  pl_my_ring = NULL;
+  pl_in_shim--;
+}
+
+static void pl_ring_key_init(void) {
+  if (pthread_key_create(&pl_ring_key, pl_ring_release) != 0) pl_rings_max = 0;
+}
+
+/* Give this thread a ring, or mark it as writing to the shared buffer when
+ * none is free.  Once per thread (and after a fork). */
+static void pl_ring_acquire(void) {
+  pthread_once(&pl_ring_once, pl_ring_key_init);
+  unsigned epoch = atomic_load(&pl_ring_epoch);
+  pl_ring *r = NULL;
+  pthread_mutex_lock(&pl_trace_lock);
+  for (unsigned i = 0; i < pl_rings_max && r == NULL; i++) {
+    if (pl_rings[i].owned) continue;
+    r = &pl_rings[i];
+    pl_ring_drain_locked(r); /* empty already, unless its thread died unseen */
+    r->owned = true;
+    if (i >= pl_rings_used) pl_rings_used = i + 1;
+  }
+  pthread_mutex_unlock(&pl_trace_lock);
+  pl_my_ring = r;
+  pl_my_epoch = epoch; /* tried in this epoch: with no ring, no retry */
+  if (r) {
+    pl_my_head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    /* A failed setspecific only means the ring is drained at exit rather
+     * than when the thread ends. */
+    pthread_setspecific(pl_ring_key, r);
+  }
+}
+
+pagelock_rec_copy *pl_trace_copy_begin(void) {
+  if (!pl_active()) return NULL;
+  if (PL_UNLIKELY(pl_my_epoch != atomic_load_explicit(&pl_ring_epoch, memory_order_relaxed))) pl_ring_acquire();
+  pl_ring *r = pl_my_ring;
+  if (PL_UNLIKELY(r == NULL)) {
+    pl_my_shared = true;
+    return pl_trace_reserve(sizeof(pagelock_rec_copy));
+  }
+  pl_my_shared = false;
+  uint64_t h = pl_my_head;
+  if (PL_UNLIKELY(h - atomic_load_explicit(&r->tail, memory_order_acquire) >= PL_RING_RECS)) {
+    pthread_mutex_lock(&pl_trace_lock);
+    pl_ring_drain_locked(r);
+    pthread_mutex_unlock(&pl_trace_lock);
+  }
+  return &r->rec[h % PL_RING_RECS];
+}
+
+void pl_trace_copy_end(void) {
+  if (pl_my_shared) {
+    pl_trace_commit();
+    return;
+  }
+  atomic_store_explicit(&pl_my_ring->head, ++pl_my_head, memory_order_release);
 }
 
 void *pl_trace_reserve(size_t size) {
@@ -401,6 +530,7 @@ static int pl_module_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
 
 void pl_trace_finish(void) {
   pthread_mutex_lock(&pl_trace_lock);
+  pl_rings_drain_locked(); /* (this opens the file when they hold records) */
   bool open = pl_fd >= 0;
   pthread_mutex_unlock(&pl_trace_lock);
   if (!open) return; /* nothing was traced: leave no file */
@@ -408,6 +538,7 @@ void pl_trace_finish(void) {
   pl_stack_write_symbols();
   pl_stage_write_counters();
   pthread_mutex_lock(&pl_trace_lock);
+  pl_rings_drain_locked(); /* what was copied meanwhile */
   pagelock_rec_end e;
   memset(&e, 0, sizeof e);
   e.h.type = PAGELOCK_REC_END;
@@ -437,6 +568,15 @@ void pl_trace_atfork_child(void) {
   pl_writer_on = false;
   pl_buf = pl_bufs[0];
   pl_buf_len = pl_pend_len = 0;
+  /* The rings hold the parent's records, and all but this thread's belong
+   * to threads the child does not have. */
+  for (unsigned i = 0; i < pl_rings_used; i++) {
+    atomic_store(&pl_rings[i].head, 0);
+    atomic_store(&pl_rings[i].tail, 0);
+    pl_rings[i].owned = false;
+  }
+  pl_rings_used = 0;
+  atomic_fetch_add(&pl_ring_epoch, 1);
   pl_records = pl_dropped = 0;
   pl_path[0] = 0;
   pl_start_mono = pl_now_ns();
@@ -452,6 +592,12 @@ void pl_trace_reset_for_test(void) {
   }
   pthread_mutex_unlock(&pl_trace_lock);
   pl_trace_atfork_child();
+}
+
+void pl_trace_rings_for_test(unsigned n) {
+  pthread_mutex_lock(&pl_trace_lock);
+  pl_rings_max = n < PL_RINGS ? n : PL_RINGS;
+  pthread_mutex_unlock(&pl_trace_lock);
 }
 
 bool pl_trace_writer_running(void) {

@@ -147,7 +147,7 @@ static void test_trace_roundtrip(void **state) {
   uint64_t bytes = 0;
   while (plr_next(&r, &rec)) {
     if (rec.type == PAGELOCK_REC_COPY) { copies++; bytes += rec.u.copy->bytes; }
-    if (rec.type == PAGELOCK_REC_PROCESS) { process++; assert_non_null(strstr(rec.str1, "test_shim_unit")); }
+    if (rec.type == PAGELOCK_REC_PROCESS) { process++; assert_non_null(strstr(rec.str1, "test_shim_")); }
     if (rec.type == PAGELOCK_REC_NOTE) { notes++; assert_string_equal(rec.str1, "a note"); }
     if (rec.type == PAGELOCK_REC_MODULE) modules++;
   }
@@ -186,36 +186,46 @@ static void test_trace_truncated(void **state) {
   plr_close(&r);
 }
 
-/* Many threads writing at once, through many buffer hand-overs to the
- * writer thread: every record arrives, each thread's in its own order. */
-#define TW_THREADS 4
+/* COPY records the way the copy path writes them: through the thread's
+ * ring (or the shared buffer when no ring is free). */
+static void put_copy(uint32_t tid, uint64_t seq) {
+  pagelock_rec_copy *c = pl_trace_copy_begin();
+  if (c == NULL) return;
+  memset(c, 0, sizeof *c);
+  c->h.type = PAGELOCK_REC_COPY;
+  c->h.size = sizeof *c;
+  c->tid = tid;
+  c->correlation = seq;
+  c->bytes = 1;
+  pl_trace_copy_end();
+}
+
+/* Many threads writing at once, through many ring drains and buffer
+ * hand-overs to the writer thread: every record arrives, each thread's in
+ * its own order.  The threads end before the trace does (their rings are
+ * drained as they go); the main thread's records are still in its ring
+ * when the trace ends.  Run with a ring for every thread, and with rings
+ * for two only (the others write through the shared buffer). */
+#define TW_THREADS 5 /* the main thread is number TW_THREADS - 1 */
 #define TW_RECORDS 20000 /* 4 x 20000 x 104 B: about 30 buffers */
+#define TW_MAIN 10
 static void *trace_writer_thread(void *arg) {
   uint32_t t = (uint32_t)(uintptr_t)arg;
-  for (uint64_t i = 0; i < TW_RECORDS; i++) {
-    pagelock_rec_copy *c = pl_trace_reserve(sizeof *c);
-    if (c == NULL) return NULL;
-    memset(c, 0, sizeof *c);
-    c->h.type = PAGELOCK_REC_COPY;
-    c->h.size = sizeof *c;
-    c->tid = t;
-    c->correlation = i;
-    c->bytes = 1;
-    pl_trace_commit();
-  }
+  for (uint64_t i = 0; i < TW_RECORDS; i++) put_copy(t, i);
   return NULL;
 }
 
-static void test_trace_threads(void **state) {
-  (void)state;
+static void trace_threads(unsigned rings) {
   char path[512];
-  snprintf(path, sizeof path, "%s/th.trace", tmpdir);
+  snprintf(path, sizeof path, "%s/th%u.trace", tmpdir, rings);
   setenv("PAGELOCK_OUTPUT", path, 1);
   pl_config_reset_for_test();
   pl_trace_reset_for_test();
-  pthread_t th[TW_THREADS];
-  for (uintptr_t t = 0; t < TW_THREADS; t++) assert_int_equal(pthread_create(&th[t], NULL, trace_writer_thread, (void *)t), 0);
-  for (int t = 0; t < TW_THREADS; t++) pthread_join(th[t], NULL);
+  pl_trace_rings_for_test(rings);
+  pthread_t th[TW_THREADS - 1];
+  for (uintptr_t t = 0; t < TW_THREADS - 1; t++) assert_int_equal(pthread_create(&th[t], NULL, trace_writer_thread, (void *)t), 0);
+  for (uint64_t i = 0; i < TW_MAIN; i++) put_copy(TW_THREADS - 1, i);
+  for (int t = 0; t < TW_THREADS - 1; t++) pthread_join(th[t], NULL);
   assert_true(pl_trace_writer_running());
   pl_trace_finish();
   plr_reader r;
@@ -231,15 +241,28 @@ static void test_trace_threads(void **state) {
   }
   assert_int_equal(r.stop, PLR_STOP_END);
   assert_int_equal(bad, 0);
-  for (int t = 0; t < TW_THREADS; t++) assert_int_equal(next[t], TW_RECORDS);
+  for (int t = 0; t < TW_THREADS - 1; t++) assert_int_equal(next[t], TW_RECORDS);
+  assert_int_equal(next[TW_THREADS - 1], TW_MAIN);
   plr_close(&r);
+  pl_trace_rings_for_test(~0u);
   pl_trace_reset_for_test();
   unsetenv("PAGELOCK_OUTPUT");
   pl_config_reset_for_test();
 }
 
+static void test_trace_threads(void **state) {
+  (void)state;
+  trace_threads(~0u);
+}
+
+static void test_trace_threads_few_rings(void **state) {
+  (void)state;
+  trace_threads(2);
+}
+
 /* A program that stops copying still gets its records into the file
- * within about a second, with no further record and no exit. */
+ * within about a second, with no further record and no exit: the writer
+ * thread drains the ring of a thread that is still there. */
 static void test_trace_streams(void **state) {
   (void)state;
   char path[512];
@@ -247,14 +270,8 @@ static void test_trace_streams(void **state) {
   setenv("PAGELOCK_OUTPUT", path, 1);
   pl_config_reset_for_test();
   pl_trace_reset_for_test();
-  for (int i = 0; i < 10; i++) {
-    pagelock_rec_copy c;
-    memset(&c, 0, sizeof c);
-    c.h.type = PAGELOCK_REC_COPY;
-    c.h.size = sizeof c;
-    c.bytes = 7;
-    pl_trace_write(&c, sizeof c);
-  }
+  pl_trace_note(PAGELOCK_NOTE_WARNING, "opens the file");
+  for (int i = 0; i < 10; i++) put_copy(1, (uint64_t)i);
   int copies = 0;
   for (int tries = 0; tries < 40 && copies < 10; tries++) {
     usleep(100000);
@@ -382,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_trace_roundtrip),
       cmocka_unit_test(test_trace_truncated),
       cmocka_unit_test(test_trace_threads),
+      cmocka_unit_test(test_trace_threads_few_rings),
       cmocka_unit_test(test_trace_streams),
       cmocka_unit_test(test_clock),
       cmocka_unit_test(test_classify),
