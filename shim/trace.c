@@ -338,6 +338,7 @@ static void pl_writer_start(void) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = pthread_create(&t, &a, pl_writer_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc == 0) pthread_setname_np(t, "pagelock-trace"); /* what top and gdb show */
   pl_in_shim--;
   pthread_attr_destroy(&a);
   pl_writer_on = rc == 0;
