@@ -100,6 +100,9 @@ for i in $(seq "$ROUNDS"); do
     run d2h_pageable_${mb}_$i X=1 -- "$B/bench_copy" d2h pageable $n "$REPS"
     run d2h_stage_${mb}_$i "${stage[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
     run d2h_async_${mb}_$i "${async[@]}" -- "$B/bench_copy" d2h pageable $n "$REPS"
+    # the issue's reference: the same upload staged by hand through a ring
+    # of 4 x 16 MiB pinned chunks with 16 copy threads, no shim
+    [ $mb -ge 16 ] && run ring_${mb}_$i X=1 -- "$B/bench_ring" $n 16 $((16 << 20)) 4 "$REPS"
   done
   # the same 256 MiB asynchronous download with a pool of twice its size:
   # one round instead of eight
@@ -118,6 +121,7 @@ for mb in 1 16 64 256; do
   for v in h2d_pinned h2d_pageable h2d_stage d2h_pinned d2h_pageable d2h_stage d2h_async; do
     echo "${v}_$mb result mode=${v%%_*} size=$((mb << 20)) gbps=$(medr ${v}_$mb gbps) call_us=$(medr ${v}_$mb call_us)" | tee -a "$res"
   done
+  [ $mb -ge 16 ] && echo "ring_$mb result mode=ring size=$((mb << 20)) gbps=$(medr ring_$mb gbps)" | tee -a "$res"
 done
 for v in overlap_pinned overlap_pageable overlap_stage; do
   echo "$v result mode=overlap ms=$(medr $v ms)" | tee -a "$res"
@@ -177,6 +181,10 @@ for mb in 1 16 64 256; do
   printf '%-44s %10s %s\n' "H2D $mb MiB GB/s pinned|pageable|staged" "$(get h2d_pinned_$mb gbps)|$(get h2d_pageable_$mb gbps)|$(get h2d_stage_$mb gbps)" ""
   printf '%-44s %10s %s\n' "  staged / pinned" "$(ratio "$(get h2d_stage_$mb gbps)" "$(get h2d_pinned_$mb gbps)")" "$([ $mb -ge 64 ] && echo '>= 0.80' || ([ $mb = 16 ] && echo '>= 0.65') || echo '')"
   printf '%-44s %10s %s\n' "  staged / pageable" "$(ratio "$(get h2d_stage_$mb gbps)" "$(get h2d_pageable_$mb gbps)")" "$([ $mb = 1 ] && echo '>= 1.0')"
+  if [ $mb -ge 16 ]; then
+    printf '%-44s %10s %s\n' "  by hand, 4x16 MiB ring, 16 threads, GB/s" "$(get ring_$mb gbps)" "(reference)"
+    printf '%-44s %10s %s\n' "  by hand / pinned | staged / by hand" "$(ratio "$(get ring_$mb gbps)" "$(get h2d_pinned_$mb gbps)")|$(ratio "$(get h2d_stage_$mb gbps)" "$(get ring_$mb gbps)")" "(reported)"
+  fi
   printf '%-44s %10s %s\n' "D2H $mb MiB GB/s pinned|pageable|staged" "$(get d2h_pinned_$mb gbps)|$(get d2h_pageable_$mb gbps)|$(get d2h_stage_$mb gbps)" ""
   printf '%-44s %10s %s\n' "  staged / pageable" "$(ratio "$(get d2h_stage_$mb gbps)" "$(get d2h_pageable_$mb gbps)")" "$([ $mb -ge 16 ] && echo '>= 1.8')"
   printf '%-44s %10s %s\n' "  D2H async: call returns in (us)" "$(get d2h_async_$mb call_us)" "< 50"
