@@ -85,6 +85,10 @@ for i in 1 2 3; do
   run tiny_cupti_$i "${shim[@]}" -- "$B/bench_copy" tiny pinned 4096 "$REPS"
 done
 [ -x "$B/bench_classify" ] && run classify X=1 -- "$B/bench_classify" 7
+# The shim's own path on a small pageable copy, over a no-op driver call.
+for i in 1 2 3; do
+  [ -x "$B/bench_path" ] && run path_$i PAGELOCK_MODE=stage PAGELOCK_CUPTI=0 -- "$B/bench_path"
+done
 # Copies: one process per measure, and processes swing (one 64 MiB staged
 # upload came out at 0.55 of pinned where the rounds around it gave 0.84),
 # so every measure runs in ROUNDS alternating rounds and the medians over
@@ -177,6 +181,7 @@ printf '%-44s %10s %s\n' "  pinned 256 B, observe wrapper / driver" "$(get ab_pi
 printf '%-44s %10s %s\n' "  pinned 256 B, stage wrapper / driver" "$(get ab_pinned_stage ratio)" "<= 1.10"
 printf '%-44s %10s %s\n' "  pageable 256 B, stage wrapper / driver" "$(get ab_pageable_stage ratio)" "<= 1.10"
 printf '%-44s %10s %s\n' "classify, cached (ns)" "$(get classify cached_ns)" "<= 150"
+printf '%-44s %10s %s\n' "shim's path per copy, no-op driver (ns)" "$(med3 path ns_per_call)" "(reported)"
 for mb in 1 16 64 256; do
   printf '%-44s %10s %s\n' "H2D $mb MiB GB/s pinned|pageable|staged" "$(get h2d_pinned_$mb gbps)|$(get h2d_pageable_$mb gbps)|$(get h2d_stage_$mb gbps)" ""
   printf '%-44s %10s %s\n' "  staged / pinned" "$(ratio "$(get h2d_stage_$mb gbps)" "$(get h2d_pinned_$mb gbps)")" "$([ $mb -ge 64 ] && echo '>= 0.80' || ([ $mb = 16 ] && echo '>= 0.65') || echo '')"
