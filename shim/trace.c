@@ -45,6 +45,7 @@ static _Alignas(64) char pl_bufs[2][PL_TRACE_BUF];
 static char *pl_buf = pl_bufs[0];
 static size_t pl_buf_len, pl_pend_len;
 static bool pl_writer_on, pl_writer_quit;
+static PL_TLS bool pl_on_writer; /* this thread is the writer */
 static pthread_cond_t pl_work_cv, pl_free_cv; /* writer: work to do; fillers: a buffer free */
 
 /* Per-thread rings of COPY records.  Into the shared buffer a record cost a
@@ -266,6 +267,14 @@ static void pl_write_buf(const char *b, size_t n) {
  * no writer, write it here. */
 static void pl_flush_locked(void) {
   if (pl_writer_on) {
+    if (pl_on_writer && pl_pend_len != 0) {
+      /* The writer fills buffers too (draining every ring at once can
+       * take more than one): waiting for the writer would wait for
+       * itself, so it writes the handed-over buffer here. */
+      pl_write_buf(pl_buf == pl_bufs[0] ? pl_bufs[1] : pl_bufs[0], pl_pend_len);
+      pl_pend_len = 0;
+      pthread_cond_broadcast(&pl_free_cv);
+    }
     while (pl_pend_len != 0) pthread_cond_wait(&pl_free_cv, &pl_trace_lock);
     if (pl_buf_len == 0 || pl_fd < 0) return;
     pl_pend_len = pl_buf_len;
@@ -286,6 +295,7 @@ static void pl_flush_locked(void) {
 static void *pl_writer_main(void *arg) {
   (void)arg;
   pl_in_shim = 1; /* nothing this thread does is the program's */
+  pl_on_writer = true;
   pthread_mutex_lock(&pl_trace_lock);
   for (;;) {
     if (pl_writer_quit && pl_pend_len == 0) break;

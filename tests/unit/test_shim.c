@@ -288,6 +288,51 @@ static void test_trace_streams(void **state) {
   pl_config_reset_for_test();
 }
 
+/* Many live threads whose rings together hold more than one buffer: the
+ * writer's once-a-second drain fills and hands over several buffers in one
+ * go, and must not wait for itself.  The threads stay alive (no drain at
+ * their exit) until every record is in the file. */
+#define TD_THREADS 48 /* 48 x 63 x 104 B = 307 KiB, over the 256 KiB buffer */
+static pthread_barrier_t td_filled, td_release;
+static void *trace_drain_thread(void *arg) {
+  uint32_t t = (uint32_t)(uintptr_t)arg;
+  for (uint64_t i = 0; i < 63; i++) put_copy(t, i); /* one short of a ring-full drain */
+  pthread_barrier_wait(&td_filled);
+  pthread_barrier_wait(&td_release);
+  return NULL;
+}
+
+static void test_trace_writer_drains_many_rings(void **state) {
+  (void)state;
+  char path[512];
+  snprintf(path, sizeof path, "%s/dr.trace", tmpdir);
+  setenv("PAGELOCK_OUTPUT", path, 1);
+  pl_config_reset_for_test();
+  pl_trace_reset_for_test();
+  pl_trace_note(PAGELOCK_NOTE_WARNING, "opens the file");
+  pthread_barrier_init(&td_filled, NULL, TD_THREADS + 1);
+  pthread_barrier_init(&td_release, NULL, TD_THREADS + 1);
+  pthread_t th[TD_THREADS];
+  for (uintptr_t t = 0; t < TD_THREADS; t++) assert_int_equal(pthread_create(&th[t], NULL, trace_drain_thread, (void *)t), 0);
+  pthread_barrier_wait(&td_filled);
+  int copies = 0;
+  for (int tries = 0; tries < 40 && copies < TD_THREADS * 63; tries++) {
+    usleep(100000);
+    plr_reader r;
+    if (plr_open(&r, path) != PLR_OPEN_OK) continue;
+    plr_record rec;
+    copies = 0;
+    while (plr_next(&r, &rec)) copies += rec.type == PAGELOCK_REC_COPY;
+    plr_close(&r);
+  }
+  pthread_barrier_wait(&td_release);
+  for (int t = 0; t < TD_THREADS; t++) pthread_join(th[t], NULL);
+  assert_int_equal(copies, TD_THREADS * 63);
+  pl_trace_reset_for_test();
+  unsetenv("PAGELOCK_OUTPUT");
+  pl_config_reset_for_test();
+}
+
 static uint64_t real_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -401,6 +446,7 @@ int main(void) {
       cmocka_unit_test(test_trace_threads),
       cmocka_unit_test(test_trace_threads_few_rings),
       cmocka_unit_test(test_trace_streams),
+      cmocka_unit_test(test_trace_writer_drains_many_rings),
       cmocka_unit_test(test_clock),
       cmocka_unit_test(test_classify),
   };
