@@ -398,13 +398,17 @@ static void pl_ring_key_init(void) {
 }
 
 /* Give this thread a ring, or mark it as writing to the shared buffer when
- * none is free.  Once per thread (and after a fork). */
+ * none is free.  Once per thread (and after a fork).  The file is opened
+ * here, as the first record of any kind opens it, so the writer runs from
+ * the first copy on; without a writer nothing would drain a ring while its
+ * thread lives, so then no thread gets one. */
 static void pl_ring_acquire(void) {
   pthread_once(&pl_ring_once, pl_ring_key_init);
   unsigned epoch = atomic_load(&pl_ring_epoch);
   pl_ring *r = NULL;
   pthread_mutex_lock(&pl_trace_lock);
-  for (unsigned i = 0; i < pl_rings_max && r == NULL; i++) {
+  unsigned max = pl_open_locked() && pl_writer_on ? pl_rings_max : 0;
+  for (unsigned i = 0; i < max && r == NULL; i++) {
     if (pl_rings[i].owned) continue;
     r = &pl_rings[i];
     pl_ring_drain_locked(r); /* empty already, unless its thread died unseen */
