@@ -200,6 +200,36 @@ static void put_copy(uint32_t tid, uint64_t seq) {
   pl_trace_copy_end();
 }
 
+/* Trace into a fresh file named `name` in tmpdir (path gets its path). */
+static void trace_start(const char *name, char *path, size_t n) {
+  snprintf(path, n, "%s/%s", tmpdir, name);
+  setenv("PAGELOCK_OUTPUT", path, 1);
+  pl_config_reset_for_test();
+  pl_trace_reset_for_test();
+}
+
+static void trace_stop(void) {
+  pl_trace_reset_for_test();
+  unsetenv("PAGELOCK_OUTPUT");
+  pl_config_reset_for_test();
+}
+
+/* The COPY records in the file at path, polled every 100 ms until there
+ * are `want` (at most 4 s): what has reached the file, not the buffers. */
+static int copies_in_file(const char *path, int want) {
+  int copies = 0;
+  for (int tries = 0; tries < 40 && copies < want; tries++) {
+    usleep(100000);
+    plr_reader r;
+    if (plr_open(&r, path) != PLR_OPEN_OK) continue;
+    plr_record rec;
+    copies = 0;
+    while (plr_next(&r, &rec)) copies += rec.type == PAGELOCK_REC_COPY;
+    plr_close(&r);
+  }
+  return copies;
+}
+
 /* Many threads writing at once, through many ring drains and buffer
  * hand-overs to the writer thread: every record arrives, each thread's in
  * its own order.  The threads end before the trace does (their rings are
@@ -216,11 +246,9 @@ static void *trace_writer_thread(void *arg) {
 }
 
 static void trace_threads(unsigned rings) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/th%u.trace", tmpdir, rings);
-  setenv("PAGELOCK_OUTPUT", path, 1);
-  pl_config_reset_for_test();
-  pl_trace_reset_for_test();
+  char path[512], name[32];
+  snprintf(name, sizeof name, "th%u.trace", rings);
+  trace_start(name, path, sizeof path);
   pl_trace_rings_for_test(rings);
   pthread_t th[TW_THREADS - 1];
   for (uintptr_t t = 0; t < TW_THREADS - 1; t++) assert_int_equal(pthread_create(&th[t], NULL, trace_writer_thread, (void *)t), 0);
@@ -245,9 +273,7 @@ static void trace_threads(unsigned rings) {
   assert_int_equal(next[TW_THREADS - 1], TW_MAIN);
   plr_close(&r);
   pl_trace_rings_for_test(~0u);
-  pl_trace_reset_for_test();
-  unsetenv("PAGELOCK_OUTPUT");
-  pl_config_reset_for_test();
+  trace_stop();
 }
 
 static void test_trace_threads(void **state) {
@@ -267,25 +293,10 @@ static void test_trace_threads_few_rings(void **state) {
 static void test_trace_streams(void **state) {
   (void)state;
   char path[512];
-  snprintf(path, sizeof path, "%s/st.trace", tmpdir);
-  setenv("PAGELOCK_OUTPUT", path, 1);
-  pl_config_reset_for_test();
-  pl_trace_reset_for_test();
+  trace_start("st.trace", path, sizeof path);
   for (int i = 0; i < 10; i++) put_copy(1, (uint64_t)i);
-  int copies = 0;
-  for (int tries = 0; tries < 40 && copies < 10; tries++) {
-    usleep(100000);
-    plr_reader r;
-    if (plr_open(&r, path) != PLR_OPEN_OK) continue;
-    plr_record rec;
-    copies = 0;
-    while (plr_next(&r, &rec)) copies += rec.type == PAGELOCK_REC_COPY;
-    plr_close(&r);
-  }
-  assert_int_equal(copies, 10);
-  pl_trace_reset_for_test();
-  unsetenv("PAGELOCK_OUTPUT");
-  pl_config_reset_for_test();
+  assert_int_equal(copies_in_file(path, 10), 10);
+  trace_stop();
 }
 
 /* Many live threads whose rings together hold more than one buffer: the
@@ -305,32 +316,17 @@ static void *trace_drain_thread(void *arg) {
 static void test_trace_writer_drains_many_rings(void **state) {
   (void)state;
   char path[512];
-  snprintf(path, sizeof path, "%s/dr.trace", tmpdir);
-  setenv("PAGELOCK_OUTPUT", path, 1);
-  pl_config_reset_for_test();
-  pl_trace_reset_for_test();
-  pl_trace_note(PAGELOCK_NOTE_WARNING, "opens the file");
+  trace_start("dr.trace", path, sizeof path);
   pthread_barrier_init(&td_filled, NULL, TD_THREADS + 1);
   pthread_barrier_init(&td_release, NULL, TD_THREADS + 1);
   pthread_t th[TD_THREADS];
   for (uintptr_t t = 0; t < TD_THREADS; t++) assert_int_equal(pthread_create(&th[t], NULL, trace_drain_thread, (void *)t), 0);
   pthread_barrier_wait(&td_filled);
-  int copies = 0;
-  for (int tries = 0; tries < 40 && copies < TD_THREADS * 63; tries++) {
-    usleep(100000);
-    plr_reader r;
-    if (plr_open(&r, path) != PLR_OPEN_OK) continue;
-    plr_record rec;
-    copies = 0;
-    while (plr_next(&r, &rec)) copies += rec.type == PAGELOCK_REC_COPY;
-    plr_close(&r);
-  }
+  int copies = copies_in_file(path, TD_THREADS * 63);
   pthread_barrier_wait(&td_release);
   for (int t = 0; t < TD_THREADS; t++) pthread_join(th[t], NULL);
   assert_int_equal(copies, TD_THREADS * 63);
-  pl_trace_reset_for_test();
-  unsetenv("PAGELOCK_OUTPUT");
-  pl_config_reset_for_test();
+  trace_stop();
 }
 
 static uint64_t real_ns(void) {
