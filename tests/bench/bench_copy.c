@@ -53,11 +53,6 @@
 #define BENCH_NAME "bench_copy"
 #include "bench_util.h"
 
-#define RT(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) { fprintf(stderr, "bench_copy: %s: %s\n", #x, cudaGetErrorString(e_)); exit(2); } \
-  } while (0)
 static void *host_alloc(const char *kind, size_t n) {
   void *p;
   if (strcmp(kind, "pinned") == 0) RT(cudaMallocHost(&p, n));

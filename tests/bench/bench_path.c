@@ -18,6 +18,8 @@
 #include <time.h>
 
 #include "pl_internal.h"
+#define BENCH_NAME "bench_path"
+#include "bench_util.h"
 
 static CUresult bench_native(const pl_copy *c) {
   (void)c;
@@ -31,17 +33,6 @@ __attribute__((noinline)) static CUresult bench_wrapper(const void *src) {
                .bytes = 256, .callsite = __builtin_return_address(0), .native = bench_native,
                .dst_mem = PAGELOCK_MEM_DEVICE};
   return pl_copy_exec(&c);
-}
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {
@@ -61,12 +52,11 @@ int main(int argc, char **argv) {
   double v[100];
   int failed = 0;
   for (int r = -1; r < reps; r++) {
-    double t0 = now_ns();
+    double t0 = now_s();
     for (long i = 0; i < calls; i++) failed |= bench_wrapper(src) != CUDA_SUCCESS;
-    if (r >= 0) v[r] = (now_ns() - t0) / (double)calls;
+    if (r >= 0) v[r] = (now_s() - t0) * 1e9 / (double)calls;
   }
-  qsort(v, (size_t)reps, sizeof v[0], cmp_d);
-  printf("result mode=path ns_per_call=%.1f clock=%s\n", v[reps / 2], pl_clock_calibrated() ? "tsc" : "clock_gettime");
+  printf("result mode=path ns_per_call=%.1f clock=%s\n", median(v, reps), pl_clock_calibrated() ? "tsc" : "clock_gettime");
   free(src);
   return failed;
 }

@@ -17,17 +17,11 @@
 
 #include <cuda_runtime_api.h>
 
+#define BENCH_NAME "bench_ring"
+#include "bench_util.h"
+
 #define MAX_THREADS 64
 #define MAX_CHUNKS 64
-
-#define RT(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                   \
-      fprintf(stderr, "bench_ring: %s: %s\n", #x, cudaGetErrorString(e_));     \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
 
 static pthread_barrier_t go, done;
 static int nthreads;
@@ -57,17 +51,6 @@ static void fill(char *dst, const char *src, size_t n) {
   size_t part = (n + (size_t)nthreads - 1) / (size_t)nthreads;
   memcpy(dst, src, part > n ? n : part);
   pthread_barrier_wait(&done);
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {
@@ -126,8 +109,7 @@ int main(int argc, char **argv) {
   if (back == NULL) return 1;
   RT(cudaMemcpy(back, dev, size, cudaMemcpyDeviceToHost));
   int same = memcmp(back, src, size) == 0;
-  qsort(v, (size_t)reps, sizeof v[0], cmp_d);
   printf("result mode=ring size=%zu threads=%d chunk=%zu chunks=%d gbps=%.2f same=%d\n", size, nthreads, chunk, nchunks,
-         v[reps / 2], same);
+         median(v, reps), same);
   return same ? 0 : 1;
 }

@@ -16,6 +16,15 @@
     if (r_ != CUDA_SUCCESS) { fprintf(stderr, BENCH_NAME ": %s: %d\n", #x, (int)r_); exit(2); } \
   } while (0)
 
+/* The same for the runtime API, in programs that include it first. */
+#ifdef CUDART_VERSION
+#define RT(x)                                                                                         \
+  do {                                                                                                \
+    cudaError_t e_ = (x);                                                                             \
+    if (e_ != cudaSuccess) { fprintf(stderr, BENCH_NAME ": %s: %s\n", #x, cudaGetErrorString(e_)); exit(2); } \
+  } while (0)
+#endif
+
 static inline double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
