@@ -104,6 +104,12 @@ static uint64_t pl_clock_refresh(void) {
   return now;
 }
 
+/* The last time this thread was given from the map.  The slow way can
+ * answer with the real clock (another thread is re-anchoring, or the pair
+ * read was preempted), which may be a few tens of ns behind the map's
+ * last answer: a thread's clock must not step back for that. */
+static PL_TLS uint64_t pl_clk_last;
+
 /* The time now; *mult gets the map's rate when the TSC was read through
  * it (the tick in *tick), else 0. */
 static inline uint64_t pl_clock_read(uint64_t *tick, uint64_t *mult) {
@@ -121,9 +127,11 @@ static inline uint64_t pl_clock_read(uint64_t *tick, uint64_t *mult) {
   if (PL_LIKELY(!(s & 1) && atomic_load_explicit(&pl_clk.seq, memory_order_relaxed) == s && t - t0 < span)) {
     *tick = t;
     *mult = m;
-    return n0 + pl_clk_map(t - t0, m);
+    uint64_t v = n0 + pl_clk_map(t - t0, m);
+    return pl_clk_last = v > pl_clk_last ? v : pl_clk_last;
   }
-  return pl_clock_refresh();
+  uint64_t v = pl_clock_refresh();
+  return pl_clk_last = v > pl_clk_last ? v : pl_clk_last;
 }
 
 uint64_t pl_now_ns(void) {

@@ -346,8 +346,8 @@ void pl_alloc_enable(void);
 /* Decide once, at load, how pl_now_ns reads the clock. */
 void pl_clock_init(void);
 /* CLOCK_MONOTONIC in nanoseconds, from the TSC when the kernel's own clock
- * is (a few ns per read instead of a clock_gettime).  A new anchor never
- * steps it back; a read racing one may get the real clock, a few ns off. */
+ * is (a few ns per read instead of a clock_gettime).  Never steps back on
+ * one thread; across threads, reads agree to within a few tens of ns. */
 uint64_t pl_now_ns(void);
 #if defined(__x86_64__)
 static inline uint64_t pl_rdtsc(void) {
