@@ -13,7 +13,9 @@
 #include <stdint.h>
 
 #define PAGELOCK_TRACE_MAGIC "PGLKTRC1"  /* 8 bytes, no NUL terminator used */
-#define PAGELOCK_TRACE_VERSION 2u /* 2: CUPTI records, COPY.gpu_correlation */
+/* 2: CUPTI records, COPY.gpu_correlation.  3: CHECK records, the header's
+ * stop flags (PAGELOCK_FILE_STOP_*). */
+#define PAGELOCK_TRACE_VERSION 3u
 #define PAGELOCK_TRACE_MAX_RECORD (1u << 20) /* larger sizes mean corruption */
 #define PAGELOCK_MAX_FRAMES 16
 
@@ -29,7 +31,18 @@ typedef struct pagelock_file_header {
   uint64_t reserved[2];
 } pagelock_file_header;
 
-enum { PAGELOCK_FILE_SIMULATED = 1u << 0 }; /* fake CUDA: timings simulated */
+enum pagelock_file_flags {
+  PAGELOCK_FILE_SIMULATED = 1u << 0, /* fake CUDA: timings simulated */
+  /* Version 3.  Set in place (pwrite of the flags word, which needs no new
+   * disk block) when the writer stops early, so the report can say why the
+   * trace ends where it does instead of guessing that the program died. */
+  PAGELOCK_FILE_STOP_DISK_FULL = 1u << 1,   /* ENOSPC, EDQUOT or EFBIG */
+  PAGELOCK_FILE_STOP_WRITE_ERROR = 1u << 2, /* any other write error */
+  PAGELOCK_FILE_STOP_FD_LOST = 1u << 3,     /* the program took the shim's
+                                               descriptor, and the file could
+                                               not be opened again */
+  PAGELOCK_FILE_CHECKSUMS = 1u << 4,        /* blocks end in CHECK records */
+};
 
 typedef struct pagelock_rec_hdr {
   uint32_t type;  /* PAGELOCK_REC_* */
@@ -54,6 +67,8 @@ enum pagelock_rec_type {
   PAGELOCK_REC_CLOCK = 12,  /* CUPTI timestamp <-> CLOCK_MONOTONIC pair */
   PAGELOCK_REC_DEVICE = 13, /* one device's properties */
   PAGELOCK_REC_GPU_STATUS = 14, /* whether GPU timing is on, and why not */
+  /* Version 3. */
+  PAGELOCK_REC_CHECK = 15,  /* CRC32C of the bytes since the previous CHECK */
 };
 
 /* Strings follow fixed parts as NUL-terminated bytes, padded to 8. */
@@ -187,6 +202,18 @@ enum pagelock_note_kind {
   PAGELOCK_NOTE_WARNING = 1,
   PAGELOCK_NOTE_NO_GPU_TIMING = 2,
 };
+
+/* Closes one block of the file: every byte from `start` (the end of the
+ * previous CHECK record, or header_size for the first) up to this record's
+ * own offset.  The writer appends one to each buffer it writes, so a block
+ * is at most the writer's buffer (256 KiB) plus one record.  A reader that
+ * finds a mismatch knows the file is corrupt from byte `start` on. */
+typedef struct pagelock_rec_check {
+  pagelock_rec_hdr h;
+  uint64_t start;   /* file offset of the block's first byte */
+  uint32_t crc32c;  /* pagelock_crc32c(0, block, its length) */
+  uint32_t reserved;
+} pagelock_rec_check;
 
 typedef struct pagelock_rec_end {
   pagelock_rec_hdr h;
@@ -361,5 +388,41 @@ enum pagelock_api_id {
 #undef PAGELOCK_API_ENUM
   PAGELOCK_API_COUNT
 };
+
+/* CRC32C (Castagnoli, reflected, as iSCSI and ext4 use it): crc is the
+ * value so far (0 to start), the result feeds the next call.  The SSE4.2
+ * instruction does 8 bytes a cycle or so (well under 0.1 ns a byte); other
+ * CPUs take the bitwise loop, which only the reader's tests and a rare
+ * machine ever run.  Both sides of the format use this one definition. */
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static inline uint32_t
+pagelock_crc32c_hw_(uint32_t crc, const unsigned char *p, uint64_t n) {
+  uint64_t c = ~crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t w;
+    __builtin_memcpy(&w, p, 8);
+    c = __builtin_ia32_crc32di(c, w);
+  }
+  uint32_t c32 = (uint32_t)c;
+  for (; n > 0; n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+  return ~c32;
+}
+#endif
+
+static inline uint32_t pagelock_crc32c_sw_(uint32_t crc, const unsigned char *p, uint64_t n) {
+  uint32_t c = ~crc;
+  while (n--) {
+    c ^= *p++;
+    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+  }
+  return ~c;
+}
+
+static inline uint32_t pagelock_crc32c(uint32_t crc, const void *data, uint64_t n) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("sse4.2")) return pagelock_crc32c_hw_(crc, (const unsigned char *)data, n);
+#endif
+  return pagelock_crc32c_sw_(crc, (const unsigned char *)data, n);
+}
 
 #endif
