@@ -461,6 +461,15 @@ static void test_ordering_async(void **state) { (void)state; ordering("async"); 
 #define TMAX (TSAN ? 600 * KB : 1536 * KB)
 
 static atomic_int t_fail, t_bound;
+/* --stress: workers repeat until this CLOCK_MONOTONIC second (0: NITER). */
+static time_t t_deadline;
+static atomic_long t_copies;
+
+static time_t mono_sec(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec;
+}
 
 static void *worker(void *arg) {
   unsigned id = (unsigned)(uintptr_t)arg;
@@ -479,7 +488,7 @@ static void *worker(void *arg) {
       return NULL;
     }
   }
-  for (int it = 0; it < NITER; it++) {
+  for (int it = 0; t_deadline ? mono_sec() < t_deadline : it < NITER; it++) {
     int k = (int)(RND() & 1);
     size_t n = 1 + RND() % TMAX;
     size_t ho = RND() % 16, dof = RND() % 16;
@@ -495,6 +504,7 @@ static void *worker(void *arg) {
     if (r == CUDA_SUCCESS) r = f_cuStreamSynchronize(s[k]);
     if (r != CUDA_SUCCESS || check_pat(dst + ho, n, seed) != n) atomic_fetch_add(&t_fail, 1);
     if (!bound_ok()) atomic_fetch_add(&t_bound, 1);
+    atomic_fetch_add(&t_copies, 2);
   }
   for (int i = 0; i < 2; i++) {
     f_cuStreamSynchronize(s[i]);
@@ -1301,6 +1311,32 @@ static int exit_in_flight(void) {
   exit(7);
 }
 
+/* The robustness suite's staged stress (tests/robust/run.sh): the worker
+ * threads of test_threads_* for `seconds`, alternating the download
+ * mode each round of 5 s, with every copy's bytes and the pool bound
+ * checked.  Built under TSan there, so every race it reaches is reported.
+ * Prints "stress: N copies, M failed" and exits 1 on any failure. */
+static int stress(int seconds) {
+  alarm((unsigned)seconds + 120); /* a hang becomes a failure */
+  time_t end = mono_sec() + seconds;
+  long rounds = 0;
+  while (mono_sec() < end) {
+    stage_env(POOL, CHUNK, 2000, rounds++ % 2 ? "async" : "sync");
+    t_deadline = mono_sec() + 5 < end ? mono_sec() + 5 : end;
+    pthread_t t[NTHREADS];
+    for (unsigned i = 0; i < NTHREADS; i++)
+      if (pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i) != 0) return 3;
+    for (unsigned i = 0; i < NTHREADS; i++) pthread_join(t[i], NULL);
+  }
+  pl_stage_stats st;
+  pl_stage_get_stats(&st);
+  int failed = atomic_load(&t_fail) + atomic_load(&t_bound);
+  printf("stress: %ld copies, %d failed, %.1f MB staged, %llu fallbacks, pool high water %llu KB of %llu\n",
+         atomic_load(&t_copies), failed, st.bytes_staged / 1e6, (unsigned long long)st.fallbacks,
+         (unsigned long long)st.pool.high_water >> 10, (unsigned long long)POOL >> 10);
+  return failed == 0 && st.bytes_staged > 0 && st.pool.high_water <= POOL ? 0 : 1;
+}
+
 /* Two contexts share one bound: the second takes over idle chunks of the
  * first (never more pinned memory in all), and a stream of one context is
  * left to the native call while the other is current. */
@@ -1405,6 +1441,7 @@ int main(int argc, char **argv) {
   setenv("PAGELOCK_OUTPUT", path, 1);
   pl_config_reset_for_test();
   if (load_driver() != 0) return 2;
+  bool stressing = argc > 2 && strcmp(argv[1], "--stress") == 0;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_exact_h2d),
       cmocka_unit_test(test_exact_d2h_sync),
@@ -1431,7 +1468,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_two_contexts),
       cmocka_unit_test(test_counters_record),
   };
-  int rc = cmocka_run_group_tests_name("stage", tests, NULL, NULL);
+  int rc = stressing ? stress(atoi(argv[2])) : cmocka_run_group_tests_name("stage", tests, NULL, NULL);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (system(cmd) != 0) rc = rc ? rc : 1;
