@@ -30,21 +30,40 @@ int plr_cmd_compare(int argc, char **argv);
 size_t plr_report_paths(FILE *out, char *const *paths, size_t n,
                         plr_format format, size_t *failed);
 
+/* Opens the trace at path for reading without blocking on it: a FIFO
+ * named as a trace would otherwise hang the open or the first read until
+ * some writer came.  Anything but a regular file is refused.  Returns the
+ * stream, or NULL with the reason (no "pagelock: " prefix) in msg. */
+FILE *plr_open_trace(const char *path, char *msg, size_t len);
+
+/* "a FIFO", "a directory", "a socket", ... for a stat mode that is not a
+ * regular file. */
+const char *plr_file_kind(unsigned mode);
+
 /* Options shared by run and demo. */
 typedef struct plr_run_opts {
-  const char *mode;   /* default "observe" */
+  const char *mode;   /* --mode, else PAGELOCK_MODE, else "observe" */
   const char *output; /* NULL unless -o */
   int quick;          /* demo only: --quick */
 } plr_run_opts;
 
 /* Parses options from argv[*i] on, stopping at "--" (consumed) or the
- * first non-option.  allow_quick accepts --quick (demo).  Returns 0, or
- * prints the problem and returns the exit status (0 after --help). */
+ * first non-option.  allow_quick accepts --quick (demo).  Without --mode,
+ * PAGELOCK_MODE from the environment is the mode, checked the same way.
+ * Returns 0, or prints the problem and returns the exit status (0 after
+ * --help). */
 int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o,
                        int allow_quick, int *done);
 
 /* Prints the "trace written" lines, or the "no trace was written" line. */
 void plr_print_trace_list(FILE *out, char *const *paths, size_t n);
+
+/* The exit status of run and demo: the program's own, except that a
+ * program that exited 0 gives PLR_EXIT_USAGE when traces it wrote were
+ * lost (failed of them unreadable, or the manifest itself), saying so on
+ * stderr: a script must not take a run without its report for a success. */
+struct plr_launch_result;
+int plr_run_status(const struct plr_launch_result *res, size_t failed);
 
 /* The usage text, to out. */
 void plr_usage(FILE *out);

@@ -3,8 +3,10 @@
  * Each side is one trace, several (the processes or ranks of one run), or
  * a directory holding a run's *.trace files.  The numbers and their
  * writers are in compare.c. */
+#define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -65,11 +67,19 @@ static int plr_cmp_operand(plr_strv *files, const char *arg) {
     fprintf(stderr, "pagelock: cannot open '%s': %s\n", arg, strerror(errno));
     return PLR_EXIT_USAGE;
   }
-  size_t before = files->n;
+  size_t before = files->n, skipped = 0;
   struct dirent *e;
   while ((e = readdir(d))) {
     size_t len = strlen(e->d_name);
     if (len < 7 || strcmp(e->d_name + len - 6, ".trace") != 0) continue;
+    /* A FIFO named *.trace would hang the read: only regular files (or
+     * links to them) are runs' traces.  One that cannot be stat'ed (a
+     * dangling link) is kept, so the loader says why it cannot be read. */
+    struct stat est;
+    if (fstatat(dirfd(d), e->d_name, &est, 0) == 0 && !S_ISREG(est.st_mode)) {
+      skipped++;
+      continue;
+    }
     size_t plen = strlen(arg) + 1 + len + 1;
     char *p = malloc(plen);
     if (!p) {
@@ -85,6 +95,11 @@ static int plr_cmp_operand(plr_strv *files, const char *arg) {
     }
   }
   closedir(d);
+  if (skipped)
+    fprintf(stderr, "pagelock: compare: skipped %zu *.trace %s in '%s' "
+            "that %s (FIFO, socket, device or directory)\n", skipped,
+            skipped == 1 ? "entry" : "entries", arg,
+            skipped == 1 ? "is not a regular file" : "are not regular files");
   if (files->n == before) {
     fprintf(stderr, "pagelock: compare: no *.trace file in '%s'\n", arg);
     return PLR_EXIT_USAGE;
@@ -104,7 +119,8 @@ static int plr_cmp_load(const plr_strv *files, plr_compare_side *s) {
     char msg[4096];
     plr_process p;
     memset(&p, 0, sizeof p);
-    if (plr_trace_load(&p.t, files->v[i], msg, sizeof msg) != 0) {
+    FILE *f = plr_open_trace(files->v[i], msg, sizeof msg);
+    if (!f || plr_trace_load_stream(&p.t, f, files->v[i], msg, sizeof msg)) {
       fprintf(stderr, "pagelock: %s\n", msg);
       return PLR_EXIT_USAGE;
     }

@@ -95,7 +95,7 @@ int plr_cmd_demo(int argc, char **argv) {
   plr_launch_result res;
   rc = plr_launch_run(&l, &res);
   if (rc) return rc;
-  size_t failed;
+  size_t failed = 0;
   if (res.ntraces) {
     putchar('\n');
     plr_report_paths(stdout, res.traces, res.ntraces, PLR_FORMAT_TEXT,
@@ -105,7 +105,7 @@ int plr_cmd_demo(int argc, char **argv) {
   plr_print_trace_list(stdout, res.traces, res.ntraces);
   /* Nothing to keep: leave no empty directory behind. */
   if (!o.output && !res.ntraces) rmdir(tmpl);
-  int status = res.status;
+  int status = plr_run_status(&res, failed);
   plr_launch_result_free(&res);
   return status;
 }

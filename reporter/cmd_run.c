@@ -1,5 +1,6 @@
 /* cmd_run.c - `pagelock run`: the program under the shim, then the report
  * on stderr (stdout belongs to the program). */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o,
                        int allow_quick, int *done) {
   *done = 0;
+  const char *mode = NULL;
   o->mode = "observe";
   o->output = NULL;
   o->quick = 0;
@@ -29,9 +31,9 @@ int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o,
       if (is_out)
         o->output = v;
       else
-        o->mode = v;
+        mode = v;
     } else if (strncmp(a, "--mode=", 7) == 0) {
-      o->mode = a + 7;
+      mode = a + 7;
     } else if (strncmp(a, "--output=", 9) == 0) {
       o->output = a + 9;
     } else if (strncmp(a, "-o", 2) == 0) {
@@ -48,7 +50,17 @@ int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o,
       return 2;
     }
   }
-  if (!plr_mode_valid(o->mode)) return plr_mode_error(o->mode);
+  /* The environment counts as the shim would read it, unless --mode says
+   * otherwise; a bad value stops here rather than in every traced process
+   * (where the shim would warn and observe). */
+  const char *env = getenv("PAGELOCK_MODE");
+  if (mode) {
+    o->mode = plr_mode_canonical(mode);
+    if (!o->mode) return plr_mode_error("--mode", mode);
+  } else if (env && env[0]) {
+    o->mode = plr_mode_canonical(env);
+    if (!o->mode) return plr_mode_error("PAGELOCK_MODE", env);
+  }
   if (o->output && !o->output[0]) {
     fprintf(stderr, "pagelock: -o needs a non-empty pattern\n");
     return 2;
@@ -70,6 +82,15 @@ void plr_print_trace_list(FILE *out, char *const *paths, size_t n) {
       fprintf(out, "pagelock: trace written to %s\n", paths[i]);
 }
 
+int plr_run_status(const plr_launch_result *res, size_t failed) {
+  if (res->status != 0 || (!failed && !res->lost)) return res->status;
+  if (failed)
+    fprintf(stderr, "pagelock: the program exited 0, but %zu trace%s it "
+            "wrote could not be reported: exit status %d\n", failed,
+            failed == 1 ? "" : "s", PLR_EXIT_USAGE);
+  return PLR_EXIT_USAGE;
+}
+
 int plr_cmd_run(int argc, char **argv) {
   int i = 1, done;
   plr_run_opts o;
@@ -84,14 +105,14 @@ int plr_cmd_run(int argc, char **argv) {
   plr_launch_result res;
   rc = plr_launch_run(&l, &res);
   if (rc) return rc;
-  size_t failed;
+  size_t failed = 0;
   if (res.ntraces) {
     fputc('\n', stderr);
     plr_report_paths(stderr, res.traces, res.ntraces, PLR_FORMAT_TEXT,
                      &failed);
   }
   plr_print_trace_list(stderr, res.traces, res.ntraces);
-  int status = res.status;
+  int status = plr_run_status(&res, failed);
   plr_launch_result_free(&res);
   return status;
 }

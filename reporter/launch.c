@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,20 +21,57 @@
 #define PLR_SHIM_NAME "libpagelock.so"
 #define PLR_DEFAULT_PATTERN "pagelock.%p.trace"
 
-int plr_mode_valid(const char *mode) {
+const char *plr_mode_canonical(const char *mode) {
   static const char *const modes[] = {"observe", "stage", "register", "auto",
                                       "off"};
   for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
-    if (strcmp(mode, modes[i]) == 0) return 1;
-  return 0;
+    if (strcasecmp(mode, modes[i]) == 0) return modes[i];
+  return NULL;
 }
 
-int plr_mode_error(const char *mode) {
-  fprintf(stderr,
-          "pagelock: invalid --mode '%s' (valid: observe, stage, register, "
-          "auto, off)\n",
-          mode);
+int plr_mode_error(const char *source, const char *mode) {
+  char shown[128];
+  plr_escape_ctl(mode, shown, sizeof shown);
+  if (strcmp(source, "--mode") == 0)
+    fprintf(stderr, "pagelock: invalid --mode '%s' (valid: observe, stage, "
+            "register, auto, off)\n", shown);
+  else
+    fprintf(stderr, "pagelock: invalid %s='%s' in the environment (valid: "
+            "observe, stage, register, auto, off; --mode overrides it)\n",
+            source, shown);
   return PLR_EXIT_USAGE;
+}
+
+/* The name of the first control character in s, or NULL when it has
+ * none. */
+static const char *plr_ctl_name(const char *s) {
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '\n') return "a newline";
+    if (c == '\r') return "a carriage return";
+    if (c == '\t') return "a tab";
+    if (c < 0x20 || c == 0x7f) return "a control character";
+  }
+  return NULL;
+}
+
+void plr_escape_ctl(const char *s, char *buf, size_t len) {
+  size_t o = 0;
+  if (!len) return;
+  for (; *s && o + 5 < len; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '\n')
+      o += (size_t)snprintf(buf + o, len - o, "\\n");
+    else if (c == '\r')
+      o += (size_t)snprintf(buf + o, len - o, "\\r");
+    else if (c == '\t')
+      o += (size_t)snprintf(buf + o, len - o, "\\t");
+    else if (c < 0x20 || c == 0x7f)
+      o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
+    else
+      buf[o++] = (char)c;
+  }
+  buf[o] = 0;
 }
 
 int plr_self_dir(char *buf, size_t len) {
@@ -81,11 +120,37 @@ static int plr_find_program(const char *name, char *out, size_t len) {
   return seen_noexec ? EACCES : ENOENT;
 }
 
-/* Turns the -o pattern into an absolute one (so a child that chdirs still
- * writes where the user meant) and checks its directory is writable.  A
- * pattern naming a directory gets the default file name appended.  Returns
- * 0, or prints the problem and returns PLR_EXIT_USAGE. */
-static int plr_prepare_output(const char *pattern, char *out, size_t len) {
+/* ENOSPC when the filesystem holding dir has no block (or, where it counts
+ * them, no inode) left for a trace, else 0.  The shim would create the file
+ * and fail on its first write, and the run would end with no report.  A
+ * filesystem that reports no sizes (f_blocks 0: some FUSE and network
+ * ones) is not judged.  Root may use the blocks reserved for it. */
+static int plr_dir_full(const char *dir) {
+  struct statvfs v;
+  if (statvfs(dir, &v) != 0 || v.f_blocks == 0) return 0;
+  int root = geteuid() == 0;
+  if ((root ? v.f_bfree : v.f_bavail) == 0) return ENOSPC;
+  if (v.f_files && (root ? v.f_ffree : v.f_favail) == 0) return ENOSPC;
+  return 0;
+}
+
+/* Turns the trace pattern (-o, or PAGELOCK_OUTPUT: source names which)
+ * into an absolute one (so a child that chdirs still writes where the user
+ * meant) and checks its directory is writable and not full.  A pattern
+ * naming a directory gets the default file name appended.  A path with a
+ * control character is refused: the manifest lists one path per line, so a
+ * newline would split the path and lose the trace.  Returns 0, or prints
+ * the problem and returns PLR_EXIT_USAGE. */
+static int plr_prepare_output(const char *source, const char *pattern,
+                              char *out, size_t len) {
+  const char *ctl = pattern ? plr_ctl_name(pattern) : NULL;
+  if (ctl) {
+    char shown[PATH_MAX];
+    plr_escape_ctl(pattern, shown, sizeof shown);
+    fprintf(stderr, "pagelock: invalid %s '%s': a trace path cannot hold "
+            "control characters (this one has %s)\n", source, shown, ctl);
+    return PLR_EXIT_USAGE;
+  }
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
   struct stat st;
@@ -121,6 +186,17 @@ static int plr_prepare_output(const char *pattern, char *out, size_t len) {
   else
     snprintf(shown, sizeof shown, "%s/", cwd);
 
+  /* The rest came from the current directory (or the demo's TMPDIR). */
+  ctl = plr_ctl_name(full);
+  if (ctl) {
+    char esc[PATH_MAX];
+    plr_escape_ctl(shown, esc, sizeof esc);
+    fprintf(stderr, "pagelock: cannot write traces to '%s': a trace path "
+            "cannot hold control characters (this one has %s); give -o a "
+            "path without them\n", esc, ctl);
+    return PLR_EXIT_USAGE;
+  }
+
   char dir[PATH_MAX * 2];
   snprintf(dir, sizeof dir, "%s", full);
   *strrchr(dir, '/') = 0;
@@ -135,6 +211,8 @@ static int plr_prepare_output(const char *pattern, char *out, size_t len) {
     err = ENOTDIR;
   else if (access(dir, W_OK | X_OK) != 0)
     err = errno;
+  else
+    err = plr_dir_full(dir);
   if (err) {
     fprintf(stderr, "pagelock: cannot write traces to '%s': %s\n", shown,
             strerror(err));
@@ -171,16 +249,48 @@ static int plr_find_shim(char *out, size_t len) {
   return 0;
 }
 
-/* 1 when the space/colon separated list already holds entry. */
-static int plr_list_has(const char *list, const char *entry) {
-  size_t n = strlen(entry);
-  for (const char *p = list; *p;) {
+/* 1 when the LD_PRELOAD entry of k bytes at p is the shim: the same file,
+ * or any libpagelock.so (two shims in one process would both interpose). */
+static int plr_is_shim(const char *p, size_t k, const struct stat *shim_st) {
+  char entry[PATH_MAX];
+  if (k >= sizeof entry) return 0;
+  memcpy(entry, p, k);
+  entry[k] = 0;
+  const char *base = strrchr(entry, '/');
+  if (strcmp(base ? base + 1 : entry, PLR_SHIM_NAME) == 0) return 1;
+  struct stat st;
+  return shim_st && stat(entry, &st) == 0 && st.st_dev == shim_st->st_dev &&
+         st.st_ino == shim_st->st_ino;
+}
+
+/* Sets LD_PRELOAD to the shim followed by the user's other entries, in
+ * their order.  The shim must come first: the loader binds malloc and
+ * free to the first preloaded library that defines them, so after an
+ * allocator (LD_PRELOAD=libjemalloc.so.2) the shim would never see the
+ * program's allocations.  ld.so separates entries by ':' or ' '. */
+static int plr_set_preload(const char *shim) {
+  const char *old = getenv("LD_PRELOAD");
+  if (!old) old = "";
+  size_t cap = strlen(shim) + strlen(old) + 2;
+  char *v = malloc(cap);
+  if (!v) return -1;
+  struct stat shim_st;
+  int have = stat(shim, &shim_st) == 0;
+  size_t n = (size_t)snprintf(v, cap, "%s", shim);
+  for (const char *p = old; *p;) {
     size_t k = strcspn(p, ": ");
-    if (k == n && strncmp(p, entry, n) == 0) return 1;
+    if (k && !plr_is_shim(p, k, have ? &shim_st : NULL)) {
+      v[n++] = ':';
+      memcpy(v + n, p, k);
+      n += k;
+      v[n] = 0;
+    }
     p += k;
     if (*p) p++;
   }
-  return 0;
+  int rc = setenv("LD_PRELOAD", v, 1);
+  free(v);
+  return rc;
 }
 
 /* setenv(name, first + ":" + old) or just first when old is empty; dedup
@@ -224,8 +334,7 @@ static void plr_child_exec(const plr_launch *l, const char *prog,
   rc |= setenv("PAGELOCK_MODE", l->mode, 1);
   if (pattern) rc |= setenv("PAGELOCK_OUTPUT", pattern, 1);
   rc |= setenv("PAGELOCK_MANIFEST", manifest, 1);
-  const char *pre = getenv("LD_PRELOAD");
-  if (!pre || !plr_list_has(pre, shim)) rc |= plr_prepend_env("LD_PRELOAD", shim);
+  rc |= plr_set_preload(shim);
   rc |= setenv("CUDA_INJECTION64_PATH", shim, 0);
   if (l->ld_prepend) rc |= plr_prepend_env("LD_LIBRARY_PATH", l->ld_prepend);
   int err = ENOMEM;
@@ -269,10 +378,20 @@ typedef struct plr_seen {
 } plr_seen;
 
 /* Reads the manifest the shim appended to: one absolute trace path per
- * line, in creation order; duplicates (a re-opened trace) dropped. */
+ * line, in creation order; duplicates (a re-opened trace) dropped.  It
+ * lies in a shared directory: opened without following a link nor waiting
+ * on a FIFO, and read only when it is still a regular file. */
 static int plr_read_manifest(const char *manifest, plr_launch_result *res) {
-  FILE *f = fopen(manifest, "r");
-  if (!f) return -1;
+  int fd = open(manifest, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY |
+                O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  FILE *f = NULL;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      !(f = fdopen(fd, "r"))) {
+    close(fd);
+    return -1;
+  }
   plr_seen *seen = NULL, *s, *tmp;
   char *line = NULL;
   size_t cap = 0, alloc = 0;
@@ -323,9 +442,10 @@ int plr_launch_run(const plr_launch *l, plr_launch_result *res) {
    * default in the program's directory: check that one, set nothing. */
   char pattern[PATH_MAX * 2];
   const char *env_out = getenv("PAGELOCK_OUTPUT");
-  int rc = plr_prepare_output(l->output ? l->output
-                              : env_out && env_out[0] ? env_out : NULL,
-                              pattern, sizeof pattern);
+  if (!l->output && env_out && !env_out[0]) env_out = NULL;
+  int rc = plr_prepare_output(l->output ? "-o" : "PAGELOCK_OUTPUT",
+                              l->output ? l->output : env_out, pattern,
+                              sizeof pattern);
   if (rc) return rc;
   char shim[PATH_MAX];
   rc = plr_find_shim(shim, sizeof shim);
@@ -400,9 +520,11 @@ int plr_launch_run(const plr_launch *l, plr_launch_result *res) {
     res->status = 128 + WTERMSIG(status);
   else
     res->status = WEXITSTATUS(status);
-  if (plr_read_manifest(manifest, res) != 0)
-    fprintf(stderr, "pagelock: warning: cannot read the trace manifest "
-            "'%s'\n", manifest);
+  if (plr_read_manifest(manifest, res) != 0) {
+    fprintf(stderr, "pagelock: cannot read the trace manifest '%s': the "
+            "traces written, if any, are not reported\n", manifest);
+    res->lost = 1;
+  }
   unlink(manifest);
   return 0;
 }

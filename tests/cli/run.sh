@@ -471,6 +471,244 @@ demo)
   run_pl 0 demo --quick --mode auto -o "$T/auto.%p.trace"
   has_out "mode auto"
   ;;
+help_options)
+  # Every option of the shim's table (shim/config.c, printed by pl_optdump)
+  # is in `pagelock --help` with its real default and valid values, and in
+  # README's configuration table with its default (and each choice); neither
+  # shows a PAGELOCK_ name the table does not know.
+  readme=$(dirname "$0")/../../README.md
+  [ -r "$readme" ] || fail "no README at $readme"
+  "$B/pl_optdump" >opts || fail "pl_optdump failed"
+  run_pl 0 --help
+  while IFS='|' read -r name type def valid; do
+    # the option's line and its continuation lines
+    awk -v n="$name" '$1 == n { on = 1; print; next }
+      on && /^                           [^ ]/ { print; next } { on = 0 }' out >blk
+    [ -s blk ] || fail "--help does not list $name"
+    if [ -n "$def" ]; then
+      grep -qF "(default $def)" blk || fail "--help: $name lacks '(default $def)': $(cat blk)"
+    fi
+    for v in $valid; do
+      grep -qF -- "$v" blk || fail "--help: $name lacks the valid value '$v': $(cat blk)"
+    done
+    row=$(grep -F "| \`$name\` |" "$readme") || fail "README's configuration table lacks $name"
+    if [ -n "$def" ]; then
+      col=$(printf '%s\n' "$row" | awk -F'|' '{ print $3 }')
+      printf '%s\n' "$col" | grep -qF "\`$def\`" || fail "README: the default of $name is not \`$def\`:$col"
+    fi
+    if [ "$type" = choice ]; then
+      for v in $valid; do
+        printf '%s\n' "$row" | grep -qF "\`$v\`" || fail "README: $name lacks the choice \`$v\`"
+      done
+    fi
+  done <opts
+  for n in $(grep -o 'PAGELOCK_[A-Z0-9_]*' out | sort -u) \
+           $(grep -o '^| `PAGELOCK_[A-Z0-9_]*`' "$readme" | grep -o 'PAGELOCK_[A-Z0-9_]*'); do
+    grep -q "^$n|" opts || fail "$n is shown but shim/config.c's table does not know it"
+  done
+  ;;
+mode_env)
+  # PAGELOCK_MODE from the environment is the mode unless --mode is given;
+  # the child gets the canonical name (the shim matches without case too).
+  echo 'echo "$PAGELOCK_MODE" >>modes' >m.sh
+  PAGELOCK_MODE=stage "$PL" run sh m.sh >out 2>err || fail "PAGELOCK_MODE=stage: exit $?"
+  PAGELOCK_MODE=stage "$PL" run --mode off sh m.sh >out 2>err || fail "--mode off: exit $?"
+  PAGELOCK_MODE=Auto "$PL" run sh m.sh >out 2>err || fail "PAGELOCK_MODE=Auto: exit $?"
+  PAGELOCK_MODE= "$PL" run sh m.sh >out 2>err || fail "empty PAGELOCK_MODE: exit $?"
+  "$PL" run sh m.sh >out 2>err || fail "no PAGELOCK_MODE: exit $?"
+  [ "$(tr '\n' ' ' <modes)" = "stage off auto observe observe " ] || fail "modes seen: $(tr '\n' ' ' <modes)"
+  # a bad value is refused before the program runs, as --mode's are
+  PAGELOCK_MODE=fast "$PL" run sh -c 'echo ran >ran' >out 2>err
+  [ $? = 2 ] || fail "bad PAGELOCK_MODE not refused"
+  [ "$(cat err)" = "pagelock: invalid PAGELOCK_MODE='fast' in the environment (valid: observe, stage, register, auto, off; --mode overrides it)" ] || fail "message: $(cat err)"
+  [ -e ran ] && fail "the program ran despite a bad PAGELOCK_MODE"
+  PAGELOCK_MODE=fast "$PL" demo --quick >out 2>err
+  [ $? = 2 ] || fail "demo: bad PAGELOCK_MODE not refused"
+  has_err "pagelock: invalid PAGELOCK_MODE='fast' in the environment"
+  # --mode wins over a bad environment value
+  PAGELOCK_MODE=fast "$PL" run --mode=register sh m.sh >out 2>err || fail "--mode over a bad PAGELOCK_MODE: exit $?"
+  [ "$(tail -n 1 modes)" = register ] || fail "mode seen: $(tail -n 1 modes)"
+  ;;
+output_ctl)
+  # The manifest lists one trace path per line: a control character in the
+  # pattern is refused before the program runs, not found out after it.
+  run_pl 2 run -o "$(printf 'a\nb.%%p.trace')" sh -c 'echo ran >ran'
+  [ "$(cat err)" = 'pagelock: invalid -o '\''a\nb.%p.trace'\'': a trace path cannot hold control characters (this one has a newline)' ] || fail "message: $(cat err)"
+  [ -e ran ] && fail "the program ran despite a newline in -o"
+  PAGELOCK_OUTPUT="$(printf 'x\ty.trace')" "$PL" run sh -c 'echo ran >ran' >out 2>err
+  [ $? = 2 ] || fail "a tab in PAGELOCK_OUTPUT not refused"
+  has_err "pagelock: invalid PAGELOCK_OUTPUT 'x\\ty.trace': a trace path cannot hold control characters (this one has a tab)"
+  [ -e ran ] && fail "the program ran despite a tab in PAGELOCK_OUTPUT"
+  # the current directory is part of the path too
+  d=$(printf 'new\nline')
+  mkdir "$d" && cd "$d" || fail "mkdir"
+  "$PL" run sh -c 'echo ran >ran' >../out 2>../err
+  st=$?
+  cd "$T" || fail "cd"
+  [ $st = 2 ] || fail "a newline in the current directory not refused"
+  has_err "pagelock: cannot write traces to '$T/new\\nline/': a trace path cannot hold control characters (this one has a newline); give -o a path without them"
+  [ "$(wc -l <err)" = 1 ] || fail "more than one line"
+  [ -e "$d/ran" ] && fail "the program ran"
+  run_pl 0 run -o "$T/ok.%p.trace" true
+  ;;
+output_full)
+  # A full filesystem is refused before the run: the shim would create the
+  # trace and fail on its first write.  Needs a tmpfs of our own.
+  command -v unshare >/dev/null 2>&1 || { echo "SKIP: no unshare"; exit 77; }
+  mkdir full
+  cat >full.sh <<'EOF'
+mount -t tmpfs -o size=64k tmpfs full 2>/dev/null || exit 77
+dd if=/dev/zero of=full/fill bs=4k >/dev/null 2>&1
+"$1" run -o full/t.%p.trace sh -c 'echo ran >ran' >out 2>err
+echo $? >status
+EOF
+  unshare -rm sh full.sh "$PL" 2>/dev/null
+  [ $? = 77 ] || [ ! -s status ] && { echo "SKIP: cannot mount a tmpfs here"; exit 77; }
+  [ "$(cat status)" = 2 ] || fail "run over a full filesystem exited $(cat status)"
+  [ "$(cat err)" = "pagelock: cannot write traces to 'full/': No space left on device" ] || fail "message: $(cat err)"
+  [ -e ran ] && fail "the program ran"
+  ;;
+run_lost_trace)
+  # A trace the program wrote but pagelock cannot read is not a success.
+  : >empty.trace
+  printf 'echo "%s" >>"$PAGELOCK_MANIFEST"\n' "$T/empty.trace" >lost.sh
+  run_pl 2 run sh lost.sh
+  has_err "pagelock: '$T/empty.trace' is empty"
+  has_err "pagelock: the program exited 0, but 1 trace it wrote could not be reported: exit status 2"
+  # the program's own failure wins
+  printf 'exit 3\n' >>lost.sh
+  run_pl 3 run sh lost.sh
+  no_err "the program exited 0"
+  # a manifest that is no longer a regular file is not read (nor waited on)
+  printf 'rm -f "$PAGELOCK_MANIFEST"; mkfifo "$PAGELOCK_MANIFEST"\n' >fifo.sh
+  timeout 10 "$PL" run sh fifo.sh >out 2>err
+  [ $? = 2 ] || fail "a FIFO as manifest: exit $?"
+  has_err "pagelock: cannot read the trace manifest"
+  ;;
+run_preload_order)
+  # The shim goes first in LD_PRELOAD, even when listed after another
+  # library (an allocator): ld.so binds malloc to the first that has it.
+  shim=$(readlink -f "$PAGELOCK_SHIM")
+  other=$(dirname "$shim")/libdl.so.2
+  [ -r "$other" ] || other=$(dirname "$shim")/libpthread.so.0
+  [ -r "$other" ] || fail "no second library to preload"
+  echo 'echo "$LD_PRELOAD" >>pre' >p.sh
+  LD_PRELOAD="$other:$PAGELOCK_SHIM" "$PL" run sh p.sh >out 2>err || fail "exit $?"
+  LD_PRELOAD="$other $shim" "$PL" run sh p.sh >out 2>err || fail "exit $?"
+  LD_PRELOAD="$other" "$PL" run sh p.sh >out 2>err || fail "exit $?"
+  LD_PRELOAD="$shim::$other:$shim" "$PL" run sh p.sh >out 2>err || fail "exit $?"
+  "$PL" run sh p.sh >out 2>err || fail "exit $?"
+  printf '%s\n' "$shim:$other" "$shim:$other" "$shim:$other" "$shim:$other" "$shim" >want
+  cmp -s pre want || fail "LD_PRELOAD seen: $(cat pre)"
+  ;;
+signal_terminal)
+  # ^C on a terminal reaches the whole foreground process group: the
+  # program stops, pagelock run reports what it wrote and exits 130.
+  # SIGINT and SIGQUIT to pagelock run's own pid alone are ignored, as
+  # time(1) does.  Each under a timeout: a hang fails the case.
+  command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
+  mk t.trace >/dev/null
+  printf '#!/bin/sh\necho "%s" >>"$PAGELOCK_MANIFEST"\necho ready\nexec sleep 20\n' "$T/t.trace" >job.sh
+  chmod +x job.sh
+  timeout 40 python3 - "$PL" "$T/job.sh" >out 2>err <<'EOF' || fail "python check failed"
+import os, pty, select, signal, subprocess, sys, time
+pl, job = sys.argv[1], sys.argv[2]
+
+def dfl():
+    # The job must start with default dispositions, whatever ran us.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+def drain(fd, until=None, limit=15.0):
+    got, end = b"", time.time() + limit
+    while time.time() < end:
+        if not select.select([fd], [], [], 0.1)[0]:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the terminal's last user is gone
+            break
+        if not chunk:
+            break
+        got += chunk
+        if until and until in got:
+            break
+    return got
+
+# ^C typed on pagelock run's controlling terminal.
+pid, fd = pty.fork()
+if pid == 0:
+    dfl()
+    os.execv(pl, [pl, "run", "--", job])
+got = drain(fd, b"ready")
+assert b"ready" in got, got
+t0 = time.time()
+os.write(fd, b"\x03")
+got += drain(fd)
+_, st = os.waitpid(pid, 0)
+text = got.decode(errors="replace")
+assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 130, (st, text)
+assert time.time() - t0 < 10, "the job did not stop at ^C"
+assert "== pid 4242" in text and "pagelock: trace written to" in text, text
+
+# SIGINT and SIGQUIT to pagelock run alone, then SIGINT to the group.
+p = subprocess.Popen([pl, "run", "--", job], stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, preexec_fn=dfl,
+                     start_new_session=True)
+assert p.stdout.readline() == b"ready\n"
+os.kill(p.pid, signal.SIGINT)
+os.kill(p.pid, signal.SIGQUIT)
+time.sleep(0.3)
+assert p.poll() is None, "pagelock run died of a signal sent to it alone"
+os.killpg(p.pid, signal.SIGINT)
+_, err = p.communicate(timeout=10)
+assert p.returncode == 130, (p.returncode, err)
+assert b"== pid 4242" in err and b"pagelock: trace written to" in err, err
+EOF
+  ;;
+not_regular)
+  # A FIFO, directory, device or socket named as a trace (or listed in a
+  # manifest, or found in a directory) is refused at once with one line;
+  # nothing may wait on it (timeout: a hang fails the case).
+  mk good.trace >/dev/null
+  mkfifo fifo.trace
+  tpl() { want=$1; shift; timeout 10 "$PL" "$@" >out 2>err; got=$?; [ "$got" = "$want" ] || fail "pagelock $* exited $got, expected $want"; }
+  tpl 2 report fifo.trace
+  [ "$(cat err)" = "pagelock: 'fifo.trace' is a FIFO, not a trace file (a trace is a regular file written by libpagelock.so)" ] || fail "FIFO message: $(cat err)"
+  tpl 2 report /dev/null
+  [ "$(cat err)" = "pagelock: '/dev/null' is a character device, not a trace file (a trace is a regular file written by libpagelock.so)" ] || fail "device message: $(cat err)"
+  tpl 2 report .
+  [ "$(cat err)" = "pagelock: '.' is a directory, not a trace file (name the trace files in it, e.g. '.'/*.trace)" ] || fail "directory message: $(cat err)"
+  tpl 2 report good.trace fifo.trace
+  has_out "== pid 4242"
+  tpl 2 report --format html good.trace fifo.trace
+  tpl 2 compare fifo.trace good.trace
+  [ "$(cat err)" = "pagelock: 'fifo.trace' is a FIFO, not a trace file (a trace is a regular file written by libpagelock.so)" ] || fail "compare: $(cat err)"
+  tpl 2 compare good.trace /dev/null
+  has_err "'/dev/null' is a character device, not a trace file"
+  # a run's directory holding non-regular *.trace entries: skipped, said once
+  mkdir run1 run2
+  cp good.trace run1/a.trace
+  mkfifo run1/b.trace run2/x.trace
+  mkdir run1/c.trace
+  n=2
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' run1/d.trace || fail "socket"
+    n=3
+    tpl 2 report run1/d.trace
+    [ "$(cat err)" = "pagelock: 'run1/d.trace' is a socket, not a trace file (a trace is a regular file written by libpagelock.so)" ] || fail "socket message: $(cat err)"
+  fi
+  tpl 0 compare run1 good.trace
+  [ "$(cat err)" = "pagelock: compare: skipped $n *.trace entries in 'run1' that are not regular files (FIFO, socket, device or directory)" ] || fail "skip message: $(cat err)"
+  has_out "traces"
+  tpl 2 compare good.trace run2
+  has_err "pagelock: compare: skipped 1 *.trace entry in 'run2' that is not a regular file"
+  has_err "pagelock: compare: no *.trace file in 'run2'"
+  # a FIFO listed in run's manifest
+  printf 'echo "%s" >>"$PAGELOCK_MANIFEST"\n' "$T/fifo.trace" >f.sh
+  tpl 2 run sh f.sh
+  has_err "pagelock: '$T/fifo.trace' is a FIFO, not a trace file"
+  ;;
 *)
   echo "unknown case $CASE"
   exit 2

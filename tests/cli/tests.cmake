@@ -4,13 +4,21 @@ add_executable(pl_mktrace ${CMAKE_CURRENT_LIST_DIR}/mktrace.c)
 target_include_directories(pl_mktrace PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/../../shim)
 
+# The shim's option table, printed for the help/README drift check.
+# optdump.c compiles config.c in (its table is static); the rest comes
+# from the shim's static library.
+add_executable(pl_optdump ${CMAKE_CURRENT_LIST_DIR}/optdump.c)
+target_compile_definitions(pl_optdump PRIVATE PL_UNIT_TEST=1)
+target_link_libraries(pl_optdump PRIVATE pagelock_core)
+
 set(PL_CLI_CASES usage version exit_status signal not_found not_executable
     bad_mode no_program unwritable_output report_missing report_not_trace
     report_empty report_short_header report_future_version report_truncated
     report_corrupt_size report_no_end report_good report_json report_json_bytes report_format
     report_many_files report_million run_no_trace run_manifest demo_no_shim
     demo gpu_made_sync gpu_same_stream gpu_one_engine gpu_idle gpu_busy
-    gpu_staged gpu_v1 gpu_ranks)
+    gpu_staged gpu_v1 gpu_ranks help_options mode_env output_ctl output_full
+    run_lost_trace run_preload_order signal_terminal not_regular)
 foreach(c ${PL_CLI_CASES})
   add_test(NAME cli_${c}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/run.sh ${CMAKE_BINARY_DIR} ${c})
