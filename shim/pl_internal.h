@@ -7,6 +7,7 @@
 #ifndef PL_INTERNAL_H
 #define PL_INTERNAL_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
@@ -78,11 +79,15 @@ typedef enum pl_log_kind {
   PL_LK_STAGE_WORKERS,  /* copy threads could not be started */
   PL_LK_STAGE_FALLBACK, /* a wait for a chunk timed out */
   PL_LK_CUPTI,          /* GPU timing unavailable, and why */
+  PL_LK_TRACE_FD,       /* the program took the trace's descriptor */
   PL_LK_COUNT
 } pl_log_kind;
 
-/* Log to stderr with the "pagelock: " prefix.  Never allocates, never
- * touches stdout, keeps errno.  kind != PL_LK_CONFIG logs only once. */
+/* Log one line to stderr with the "pagelock: " prefix, never cut: the
+ * format's pieces and every %s go out as they are in one writev, so put
+ * the reason first and a long value (a path, an environment value) last.
+ * Never allocates, never touches stdout, keeps errno.  kind !=
+ * PL_LK_CONFIG logs only once. */
 void pl_log(int level, pl_log_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void pl_log_reset_for_test(void);
@@ -314,6 +319,28 @@ const char *pl_trace_path(void);
 void pl_trace_set_flag(uint32_t flag);
 /* A note for the report (once per text). */
 void pl_trace_note(uint32_t kind, const char *text);
+
+/* The trace's descriptor, for the close/dup wrappers of hook_fd.c.  The
+ * number is published so that every close(2) of the program pays one
+ * relaxed load and one compare; -1 while there is none (no file yet, a
+ * forked child, a stopped trace). */
+extern _Atomic int pl_trace_fd;
+/* fd is the trace's number and still holds the trace's file (fstat): the
+ * program never opened it, and closing it is for the program as closing a
+ * number that is not open. */
+bool pl_trace_fd_owned(int fd);
+/* The wrappers' slow path, for a call that names or covers the trace's
+ * number: returns that number with the descriptor locked (the writer
+ * waits) and this thread's signals blocked into *saved, or -1, holding
+ * nothing, when this process has no trace descriptor (a vfork child shares
+ * our memory but not our descriptor table). */
+int pl_trace_fd_lock(sigset_t *saved);
+void pl_trace_fd_unlock(const sigset_t *saved);
+/* Locked: the program is about to put its own file at the trace's number
+ * (dup2/dup3): the trace moves to another number.  The old number still
+ * holds the trace's file until the program's call replaces it; if that
+ * call fails, the caller closes it, as it would not have been open. */
+void pl_trace_fd_move(void);
 
 /* ---- cupti.c: GPU timestamps ------------------------------------------- */
 

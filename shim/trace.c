@@ -16,7 +16,13 @@
  * on the first record: a process that never copies (the shell in
  * `pagelock run -- sh -c ...`, or any non-CUDA program) leaves no file.
  * Creation is careful because the path comes from the environment: never
- * through a symlink, never over an existing file, mode from the umask. */
+ * through a symlink, never over an existing file, mode from the umask.
+ *
+ * Each buffer goes to the file as one block closed by a CHECK record (its
+ * CRC32C), so a reader can say where damage starts; a write that fails or
+ * comes up short leaves the file at its last whole record, with the reason
+ * in the header's flags.  The descriptor is the shim's alone: see "the
+ * file" below. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +33,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,7 +53,6 @@ static _Alignas(64) char pl_bufs[2][PL_TRACE_BUF];
 static char *pl_buf = pl_bufs[0];
 static size_t pl_buf_len, pl_pend_len;
 static bool pl_writer_on, pl_writer_quit;
-static PL_TLS bool pl_on_writer; /* this thread is the writer */
 static pthread_cond_t pl_work_cv, pl_free_cv; /* writer: work to do; fillers: a buffer free */
 
 /* Per-thread rings of COPY records.  Into the shared buffer a record cost a
@@ -81,7 +88,7 @@ static PL_TLS uint64_t pl_my_head;
 static PL_TLS bool pl_my_shared;    /* this record went to the shared buffer */
 static pthread_key_t pl_ring_key;
 static pthread_once_t pl_ring_once = PTHREAD_ONCE_INIT;
-static int pl_fd = -1;
+static bool pl_opened;          /* the file was created (trace lock) */
 static bool pl_failed;          /* creation failed: stop trying */
 static char pl_path[PATH_MAX];
 static uint64_t pl_records, pl_dropped;
@@ -143,32 +150,384 @@ bool pl_trace_expand(const char *pattern, char *out, size_t outsz) {
 }
 
 /* Tell `pagelock run` which file this process wrote.  One short write to an
- * O_APPEND file is atomic, so many processes can share the manifest. */
+ * O_APPEND file is atomic, so many processes can share the manifest.  Only
+ * a regular file will do: opening a FIFO for writing waits for a reader
+ * (the program hung), a device may act on being opened.  So the path is
+ * first opened as O_PATH, which opens nothing, and looked at; the file is
+ * then opened without blocking and must be the one looked at. */
 static void pl_manifest_add(const char *path) {
   const char *m = pl_opt_str(PL_OPT_MANIFEST);
   if (m == NULL) return;
-  int fd = open(m, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st, st2;
+  int pfd = open(m, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (pfd < 0) {
+    pl_log(PL_LOG_WARN, PL_LK_MANIFEST, "cannot open the manifest (%s); this trace is not listed: PAGELOCK_MANIFEST='%s'",
+           strerror(errno), m);
+    return;
+  }
+  int ok = fstat(pfd, &st);
+  close(pfd);
+  if (ok != 0 || !S_ISREG(st.st_mode)) {
+    const char *what = ok != 0 ? "unknown" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISLNK(st.st_mode) ? "a symbolic link"
+                       : S_ISDIR(st.st_mode) ? "a directory" : S_ISSOCK(st.st_mode) ? "a socket"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a regular file";
+    pl_log(PL_LOG_WARN, PL_LK_MANIFEST,
+           "the manifest is %s, not a regular file (as `pagelock run` makes); this trace is not listed: PAGELOCK_MANIFEST='%s'",
+           what, m);
+    return;
+  }
+  int fd = open(m, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
-    pl_log(PL_LOG_WARN, PL_LK_MANIFEST, "cannot open manifest '%s': %s", m, strerror(errno));
+    pl_log(PL_LOG_WARN, PL_LK_MANIFEST, "cannot open the manifest (%s); this trace is not listed: PAGELOCK_MANIFEST='%s'",
+           strerror(errno), m);
+    return;
+  }
+  if (fstat(fd, &st2) != 0 || st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
+    pl_log(PL_LOG_WARN, PL_LK_MANIFEST,
+           "the manifest was replaced while being opened; this trace is not listed: PAGELOCK_MANIFEST='%s'", m);
+    close(fd);
     return;
   }
   char line[PATH_MAX + 2];
   int n = snprintf(line, sizeof line, "%s\n", path);
   if (n > 0 && (size_t)n < sizeof line && write(fd, line, (size_t)n) != n)
-    pl_log(PL_LOG_WARN, PL_LK_MANIFEST, "cannot write manifest '%s': %s", m, strerror(errno));
+    pl_log(PL_LOG_WARN, PL_LK_MANIFEST, "cannot write the manifest (%s); this trace is not listed: PAGELOCK_MANIFEST='%s'",
+           strerror(errno), m);
   close(fd);
 }
 
-static bool pl_write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n > 0) {
-    ssize_t w = write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    c += w;
-    n -= (size_t)w;
+/* ---- the file --------------------------------------------------------
+ *
+ * The shim writes only to a descriptor it owns.  A daemon closes every
+ * descriptor above 2 (close_range, closefrom, a loop) and opens its own
+ * files, which get the lowest free numbers: the trace's old one among
+ * them.  Writing on to that number put 34 KB of records into a program's
+ * 40-byte data file.  So:
+ *  - The descriptor lives at a high number: F_DUPFD_CLOEXEC from 768 (3/4
+ *    of RLIMIT_NOFILE when that is lower), which open() hands out only to
+ *    a program with 768 files open at once.
+ *  - Its file's st_dev/st_ino are kept, and checked with fstat before
+ *    every block (one system call per 256 KiB): a close the shim never saw
+ *    (a raw close_range system call) leaves there either nothing or the
+ *    program's file, and the block does not go there.
+ *  - hook_fd.c wraps close, close_range, closefrom, dup2 and dup3: closing
+ *    the number is a no-op that fails with EBADF, as closing a number that
+ *    is not open does (LTTng-UST's fd tracker does the same for its own);
+ *    dup2/dup3 over it first move the trace to another number, so the
+ *    program gets the number it named.
+ *  - A descriptor lost all the same is replaced by opening the file again
+ *    by path: O_NOFOLLOW, never created, and only if it is still the same
+ *    inode holding at least the shim's bytes.  Otherwise the trace stops,
+ *    said once, with PAGELOCK_FILE_STOP_FD_LOST in the header when the file
+ *    can still be reached.
+ * What no check in user space can close: a raw close of the number and a
+ * raw open or dup2 that lands on that same number, both between the fstat
+ * and the write (microseconds, and a number open() reaches only past 768
+ * files).  Giving the writer thread a descriptor table of its own
+ * (unshare(CLONE_FILES)) would close it, but container seccomp profiles
+ * refuse unshare, and the copy would keep every file the program had open
+ * at that moment open a while longer (a pipe's reader waiting for EOF).
+ *
+ * Every write holds pl_fd_lock, taken after the trace lock when both are
+ * held; the wrappers take it alone, only for calls that name or cover the
+ * trace's number.  A program thread holds it with its signals blocked, so
+ * a signal handler that closes or dup2s the number cannot deadlock on it
+ * (the writer thread blocks every signal anyway). */
+#define PL_FD_FLOOR 768
+static pthread_mutex_t pl_fd_lock = PTHREAD_MUTEX_INITIALIZER;
+static int pl_fd = -1;                 /* the descriptor (pl_fd_lock) */
+_Atomic int pl_trace_fd = -1;          /* the same number, for the wrappers */
+static _Atomic uint64_t pl_fd_dev, pl_fd_ino; /* its file */
+static _Atomic int pl_fd_pid;          /* the process whose table holds it */
+/* Bytes in the file, every one of them part of a whole record (the
+ * header, then blocks).  The next block starts here. */
+static uint64_t pl_file_off;
+static uint32_t pl_hdr_flags;          /* the header's flags word as written */
+static _Atomic bool pl_stopped;        /* the writer stopped for good */
+
+static bool pl_fd_is_file(int fd) {
+  struct stat st;
+  return fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_dev == atomic_load(&pl_fd_dev) &&
+         (uint64_t)st.st_ino == atomic_load(&pl_fd_ino);
+}
+
+/* Move fd to a number from the floor up (closing the old one); fd itself
+ * when no such number is free. */
+static int pl_fd_up(int fd) {
+  int floor = PL_FD_FLOOR;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= (rlim_t)floor)
+    floor = (int)(rl.rlim_cur / 4 * 3);
+  if (fd >= floor) return fd;
+  int hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+  if (hi < 0) return fd;
+  close(fd);
+  return hi;
+}
+
+/* Make fd, a descriptor of the trace file with stat st, the trace's
+ * (fd lock held; the previous number, if any, already given up). */
+static void pl_fd_install(int fd, const struct stat *st) {
+  fd = pl_fd_up(fd);
+  pl_fd = fd;
+  atomic_store(&pl_fd_dev, (uint64_t)st->st_dev);
+  atomic_store(&pl_fd_ino, (uint64_t)st->st_ino);
+  atomic_store(&pl_fd_pid, (int)getpid());
+  atomic_store_explicit(&pl_trace_fd, fd, memory_order_release);
+}
+
+/* Forget the number without closing it: it may be the program's now. */
+static void pl_fd_forget(void) {
+  atomic_store(&pl_trace_fd, -1);
+  pl_fd = -1;
+}
+
+/* Take pl_fd_lock; a program thread blocks its signals first. */
+static PL_TLS bool pl_on_writer; /* this thread is the writer */
+static void pl_fd_lock_take(sigset_t *saved) {
+  if (!pl_on_writer) {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, saved);
   }
-  return true;
+  pthread_mutex_lock(&pl_fd_lock);
+}
+
+static void pl_fd_lock_drop(const sigset_t *saved) {
+  pthread_mutex_unlock(&pl_fd_lock);
+  if (!pl_on_writer) pthread_sigmask(SIG_SETMASK, saved, NULL);
+}
+
+/* Stop writing for good (fd lock held), with why in the header's flags
+ * when the file can still be reached (fd >= 0, a descriptor of it): a
+ * pwrite of one word of the header's first block, which needs no new disk
+ * block, so it succeeds on a full disk.  The file keeps its whole records;
+ * the trace's own descriptor is closed. */
+static void pl_stop_locked(int fd, uint32_t flag) {
+  atomic_store(&pl_stopped, true);
+  if (fd >= 0 && flag != 0) {
+    uint32_t f = pl_hdr_flags | flag;
+    ssize_t w = pwrite(fd, &f, sizeof f, offsetof(pagelock_file_header, flags));
+    (void)w; /* nothing more can be done: the report then guesses */
+  }
+  if (pl_fd >= 0) {
+    int old = pl_fd;
+    pl_fd_forget();
+    if (pl_fd_is_file(old)) close(old);
+  }
+}
+
+static bool pl_disk_full(int err) { return err == ENOSPC || err == EDQUOT || err == EFBIG; }
+
+/* Cut the file to len bytes.  Should that fail too, the file keeps a cut
+ * record at its end, where a reader stops. */
+static void pl_cut(int fd, uint64_t len) {
+  int r = ftruncate(fd, (off_t)len);
+  (void)r;
+}
+
+/* The file was taken from the shim (fd lock held): open it again, or stop.
+ * Returns true with pl_fd at the file's end, ready for the next block. */
+static bool pl_fd_recover_locked(void) {
+  pl_fd_forget();
+  const char *why;
+  int err = 0;
+  int fd = open(pl_path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0) {
+    err = errno;
+    why = "cannot be opened again";
+  } else if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != atomic_load(&pl_fd_dev) ||
+             (uint64_t)st.st_ino != atomic_load(&pl_fd_ino)) {
+    close(fd);
+    fd = -1;
+    why = "is another file now";
+  } else if ((uint64_t)st.st_size < pl_file_off) {
+    why = "was cut short";
+    if (st.st_size < (off_t)sizeof(pagelock_file_header)) {
+      close(fd); /* no header left to flag */
+      fd = -1;
+    }
+  } else if ((st.st_size > (off_t)pl_file_off && ftruncate(fd, (off_t)pl_file_off) != 0) ||
+             lseek(fd, (off_t)pl_file_off, SEEK_SET) < 0) {
+    /* Longer: the part of a block written before the number was lost. */
+    err = errno;
+    why = "cannot be written again";
+  } else {
+    pl_fd_install(fd, &st);
+    return true;
+  }
+  char reason[128];
+  snprintf(reason, sizeof reason, "%s%s%s", why, err ? ": " : "", err ? strerror(err) : "");
+  pl_log(PL_LOG_ERROR, PL_LK_TRACE_FD,
+         "the program closed the trace's descriptor and the trace file %s; the trace stops at byte %llu: '%s'",
+         reason, (unsigned long long)pl_file_off, pl_path);
+  pl_stop_locked(fd, PAGELOCK_FILE_STOP_FD_LOST);
+  if (fd >= 0) close(fd);
+  return false;
+}
+
+/* The whole records at the start of the n bytes at b: their length. */
+static size_t pl_whole_records(const char *b, size_t n) {
+  size_t off = 0;
+  while (off + sizeof(pagelock_rec_hdr) <= n) {
+    pagelock_rec_hdr h;
+    memcpy(&h, b + off, sizeof h);
+    if (h.size < sizeof h || h.size > n - off) break;
+    off += h.size;
+  }
+  return off;
+}
+
+/* Bytes the file may still grow by under RLIMIT_FSIZE.  A write past it
+ * fails with EFBIG and also raises SIGXFSZ, which kills a program that
+ * does not ignore it; so the shim stops short of the limit itself. */
+static uint64_t pl_fsize_room(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+  return rl.rlim_cur > pl_file_off ? rl.rlim_cur - pl_file_off : 0;
+}
+
+/* Why the writer stopped, reason first (fd lock held). */
+static void pl_log_stop(int err) {
+  const char *what = err == EFBIG ? "the file size limit (RLIMIT_FSIZE) is reached"
+                     : err == EDQUOT ? "the disk quota is exceeded"
+                     : err == ENOSPC ? "the disk is full" : "cannot write the trace";
+  pl_log(PL_LOG_ERROR, PL_LK_TRACE_WRITE, "%s (%s): the trace stops at its last whole record, byte %llu: '%s'",
+         what, strerror(err), (unsigned long long)pl_file_off, pl_path);
+}
+
+/* Write the header (fd lock held, the file just created): false, the file
+ * emptied and the trace stopped, when it does not fit. */
+static bool pl_write_header_locked(const pagelock_file_header *h) {
+  size_t done = 0;
+  int err = 0;
+  if (pl_fsize_room() < sizeof *h) err = EFBIG;
+  while (err == 0 && done < sizeof *h) {
+    ssize_t w = write(pl_fd, (const char *)h + done, sizeof *h - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) err = w < 0 ? errno : ENOSPC;
+    else done += (size_t)w;
+  }
+  if (err == 0) {
+    pl_file_off = sizeof *h;
+    return true;
+  }
+  if (done > 0) pl_cut(pl_fd, 0); /* a cut header reads as a damaged file */
+  pl_log_stop(err);
+  pl_stop_locked(-1, 0);
+  return false;
+}
+
+/* Write one block, b[0, n) (whole records), and the CHECK record that
+ * closes it, in one writev (fd lock held).  A short or failed write cuts
+ * the file back to its last whole record and stops the trace, with why in
+ * the header.  The CRC is computed here, on the writer thread: the
+ * program's threads never pay for it. */
+static void pl_block_write_locked(const char *b, size_t n) {
+  for (int tries = 0; !atomic_load(&pl_stopped); tries++) {
+    if (!pl_fd_is_file(pl_fd)) {
+      /* A number lost and recovered more than a few times within one
+       * block: the program keeps closing it; give up rather than spin. */
+      if (tries >= 4) {
+        pl_fd_forget();
+        pl_log(PL_LOG_ERROR, PL_LK_TRACE_FD, "the program keeps closing the trace's descriptor; the trace stops at byte %llu: '%s'",
+               (unsigned long long)pl_file_off, pl_path);
+        pl_stop_locked(-1, 0);
+        return;
+      }
+      if (!pl_fd_recover_locked()) return;
+    }
+    pagelock_rec_check ck;
+    memset(&ck, 0, sizeof ck);
+    ck.h.type = PAGELOCK_REC_CHECK;
+    ck.h.size = sizeof ck;
+    ck.start = pl_file_off;
+    size_t len = n;
+    int err = 0;
+    uint64_t room = pl_fsize_room();
+    if (room < n + sizeof ck) {
+      len = pl_whole_records(b, room > sizeof ck ? (size_t)(room - sizeof ck) : 0);
+      err = EFBIG;
+    }
+    ck.crc32c = pagelock_crc32c(0, b, len);
+    struct iovec iov[2] = {{(void *)b, len}, {&ck, len ? sizeof ck : 0}};
+    size_t total = iov[0].iov_len + iov[1].iov_len, done = 0;
+    int werr = 0;
+    while (done < total) {
+      struct iovec v[2];
+      int nv = 0;
+      size_t skip = done;
+      for (int i = 0; i < 2; i++) {
+        if (skip >= iov[i].iov_len) { skip -= iov[i].iov_len; continue; }
+        v[nv].iov_base = (char *)iov[i].iov_base + skip;
+        v[nv].iov_len = iov[i].iov_len - skip;
+        skip = 0;
+        nv++;
+      }
+      ssize_t w = writev(pl_fd, v, nv);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        werr = w < 0 ? errno : ENOSPC;
+        break;
+      }
+      done += (size_t)w;
+    }
+    if (werr == EBADF) continue; /* closed after the check: recover, write again */
+    if (werr == 0) {
+      pl_file_off += done;
+      if (err == 0) return;
+    } else {
+      err = werr;
+      pl_file_off += pl_whole_records(b, done < len ? done : len);
+      pl_cut(pl_fd, pl_file_off);
+    }
+    pl_log_stop(err);
+    pl_stop_locked(pl_fd, pl_disk_full(err) ? PAGELOCK_FILE_STOP_DISK_FULL : PAGELOCK_FILE_STOP_WRITE_ERROR);
+    return;
+  }
+}
+
+static void pl_write_buf(const char *b, size_t n) {
+  sigset_t saved;
+  pl_fd_lock_take(&saved);
+  pl_block_write_locked(b, n);
+  pl_fd_lock_drop(&saved);
+}
+
+bool pl_trace_fd_owned(int fd) {
+  return fd >= 0 && fd == atomic_load_explicit(&pl_trace_fd, memory_order_acquire) && pl_fd_is_file(fd);
+}
+
+int pl_trace_fd_lock(sigset_t *saved) {
+  if (atomic_load(&pl_trace_fd) < 0 || atomic_load(&pl_fd_pid) != (int)getpid()) return -1;
+  pl_fd_lock_take(saved);
+  if (pl_fd >= 0 && pl_fd_is_file(pl_fd)) return pl_fd;
+  /* The number holds something else now: the writer opens the file again
+   * before its next block. */
+  pl_fd_forget();
+  pl_fd_lock_drop(saved);
+  return -1;
+}
+
+void pl_trace_fd_unlock(const sigset_t *saved) { pl_fd_lock_drop(saved); }
+
+void pl_trace_fd_move(void) {
+  int hi = fcntl(pl_fd, F_DUPFD_CLOEXEC, pl_fd < PL_FD_FLOOR ? PL_FD_FLOOR : pl_fd + 1);
+  if (hi < 0) hi = fcntl(pl_fd, F_DUPFD_CLOEXEC, 3);
+  if (hi < 0) {
+    pl_log(PL_LOG_ERROR, PL_LK_TRACE_FD,
+           "the program took the trace's descriptor and no other is free (%s); the trace stops at byte %llu: '%s'",
+           strerror(errno), (unsigned long long)pl_file_off, pl_path);
+    /* The flag still goes through the old number, which the caller's
+     * dup2 replaces next. */
+    int old = pl_fd;
+    pl_fd_forget();
+    pl_stop_locked(old, PAGELOCK_FILE_STOP_FD_LOST);
+    return;
+  }
+  pl_fd = hi;
+  atomic_store_explicit(&pl_trace_fd, hi, memory_order_release);
 }
 
 /* Write the PROCESS record straight into the buffer (lock held). */
@@ -197,15 +556,18 @@ static void pl_put_process(void) {
 }
 
 /* Create the trace file and write its header (lock held).  Returns false,
- * logging once, when no file can be made; tracing then stops. */
+ * logging once, when no file can be made or the trace stopped; tracing
+ * then stops. */
 static bool pl_open_locked(void) {
-  if (pl_fd >= 0) return true;
+  if (pl_opened) return !atomic_load_explicit(&pl_stopped, memory_order_relaxed);
   if (pl_failed) return false;
   const char *pattern = pl_opt_str(PL_OPT_OUTPUT);
   if (pattern == NULL) pattern = "pagelock.%p.trace";
   char base[PATH_MAX - 16];
   if (!pl_trace_expand(pattern, base, sizeof base)) {
-    pl_log(PL_LOG_ERROR, PL_LK_TRACE_OPEN, "PAGELOCK_OUTPUT='%s' is too long; no trace written", pattern);
+    pl_log(PL_LOG_ERROR, PL_LK_TRACE_OPEN,
+           "PAGELOCK_OUTPUT is too long (valid: a path of at most %zu bytes once %%p, %%h and %%r are expanded); "
+           "no trace written: PAGELOCK_OUTPUT='%s'", sizeof base - 1, pattern);
     pl_failed = true;
     return false;
   }
@@ -217,16 +579,22 @@ static bool pl_open_locked(void) {
     fd = open(pl_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    fd = -1;
+    errno = e;
+  }
   if (fd < 0) {
     pl_log(PL_LOG_ERROR, PL_LK_TRACE_OPEN, "cannot create trace file '%s': %s; tracing is off", pl_path, strerror(errno));
     pl_failed = true;
     pl_path[0] = 0;
     return false;
   }
-  pl_fd = fd;
-  pl_writer_start();
   if (pl_path[0] != '/') {
-    /* The manifest and the report need a path valid from any directory. */
+    /* The manifest, the report and a reopening need a path valid from any
+     * directory. */
     char cwd[PATH_MAX], rel[PATH_MAX];
     size_t rl = strlen(pl_path);
     memcpy(rel, pl_path, rl + 1);
@@ -247,19 +615,22 @@ static bool pl_open_locked(void) {
   h.pid = (uint64_t)getpid();
   h.start_realtime_ns = pl_start_real;
   h.start_mono_ns = pl_start_mono;
-  h.flags = __atomic_load_n(&pl_file_flags, __ATOMIC_RELAXED);
+  h.flags = __atomic_load_n(&pl_file_flags, __ATOMIC_RELAXED) | PAGELOCK_FILE_CHECKSUMS;
   /* The header goes first, ahead of anything buffered. */
-  if (!pl_write_all(fd, &h, sizeof h)) {
-    pl_log(PL_LOG_ERROR, PL_LK_TRACE_WRITE, "cannot write trace '%s': %s", pl_path, strerror(errno));
-  }
+  sigset_t saved;
+  pl_fd_lock_take(&saved);
+  pl_fd_install(fd, &st);
+  pl_file_off = 0;
+  pl_hdr_flags = h.flags;
+  atomic_store(&pl_stopped, false);
+  bool ok = pl_write_header_locked(&h);
+  pl_fd_lock_drop(&saved);
+  pl_opened = true;
+  if (!ok) return false;
+  pl_writer_start();
   pl_manifest_add(pl_path);
   pl_put_process();
   return true;
-}
-
-static void pl_write_buf(const char *b, size_t n) {
-  if (!pl_write_all(pl_fd, b, n))
-    pl_log(PL_LOG_ERROR, PL_LK_TRACE_WRITE, "cannot write trace '%s': %s", pl_path, strerror(errno));
 }
 
 /* Pass what is buffered on to the file (lock held): swap buffers and wake
@@ -276,14 +647,14 @@ static void pl_flush_locked(void) {
       pthread_cond_broadcast(&pl_free_cv);
     }
     while (pl_pend_len != 0) pthread_cond_wait(&pl_free_cv, &pl_trace_lock);
-    if (pl_buf_len == 0 || pl_fd < 0) return;
+    if (pl_buf_len == 0 || !pl_opened) return;
     pl_pend_len = pl_buf_len;
     pl_buf = pl_buf == pl_bufs[0] ? pl_bufs[1] : pl_bufs[0];
     pl_buf_len = 0;
     pthread_cond_signal(&pl_work_cv);
     return;
   }
-  if (pl_buf_len == 0 || pl_fd < 0) return;
+  if (pl_buf_len == 0 || !pl_opened) return;
   pl_write_buf(pl_buf, pl_buf_len);
   pl_buf_len = 0;
   pl_last_flush = pl_now_ns();
@@ -456,7 +827,7 @@ void *pl_trace_reserve(size_t size) {
   if (!pl_active()) return NULL;
   pthread_mutex_lock(&pl_trace_lock);
   if (!pl_open_locked() || size > PL_TRACE_BUF) {
-    if (pl_fd >= 0) pl_dropped++;
+    if (pl_opened) pl_dropped++;
     pthread_mutex_unlock(&pl_trace_lock);
     return NULL;
   }
@@ -546,9 +917,9 @@ static int pl_module_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
 void pl_trace_finish(void) {
   pthread_mutex_lock(&pl_trace_lock);
   pl_rings_drain_locked(); /* (this opens the file when they hold records) */
-  bool open = pl_fd >= 0;
+  bool open = pl_opened && !atomic_load(&pl_stopped);
   pthread_mutex_unlock(&pl_trace_lock);
-  if (!open) return; /* nothing was traced: leave no file */
+  if (!open) return; /* nothing was traced (no file), or the trace stopped */
   dl_iterate_phdr(pl_module_cb, NULL);
   pl_stack_write_symbols();
   pl_stage_write_counters();
@@ -568,15 +939,30 @@ void pl_trace_finish(void) {
   pthread_mutex_unlock(&pl_trace_lock);
 }
 
-void pl_trace_atfork_prepare(void) { pthread_mutex_lock(&pl_trace_lock); }
-void pl_trace_atfork_parent(void) { pthread_mutex_unlock(&pl_trace_lock); }
+/* The descriptor's lock too, so that a child never sees the trace halfway
+ * through moving to another number. */
+void pl_trace_atfork_prepare(void) {
+  pthread_mutex_lock(&pl_trace_lock);
+  pthread_mutex_lock(&pl_fd_lock);
+}
+void pl_trace_atfork_parent(void) {
+  pthread_mutex_unlock(&pl_fd_lock);
+  pthread_mutex_unlock(&pl_trace_lock);
+}
 
 void pl_trace_atfork_child(void) {
   /* The parent's buffered records are the parent's to write; the child
-   * starts its own file (with its own pid) on its first record. */
+   * starts its own file (with its own pid) on its first record.  Its copy
+   * of the parent's descriptor goes (the number first, so that the close
+   * wrapper lets it through), unless the number holds something else. */
   pthread_mutex_init(&pl_trace_lock, NULL);
-  if (pl_fd >= 0) close(pl_fd);
-  pl_fd = -1;
+  pthread_mutex_init(&pl_fd_lock, NULL);
+  int fd = pl_fd;
+  pl_fd_forget();
+  if (fd >= 0 && pl_fd_is_file(fd)) close(fd);
+  pl_opened = false;
+  pl_file_off = 0;
+  atomic_store(&pl_stopped, false);
   pl_failed = false;
   /* The writer thread is the parent's: the child starts its own with its
    * file, and whatever the parent had handed over is the parent's. */

@@ -363,6 +363,99 @@ case_ranks() {
   [ "$(grep -Ec '^ +[01] +[^ ]+ +[0-9]+ +42 ' "$d/err")" = 2 ] || fail "the per-rank table does not list both ranks with 42 copies: $(grep -A4 -E '^ *rank +host' "$d/err")"
 }
 
+# ---- the trace's file --------------------------------------------------------
+
+# A program that closes or takes over every descriptor (a daemon, a server)
+# and then writes a file of its own: that file holds the program's 40 bytes
+# and nothing of the trace, and the trace holds every copy, before the
+# closing and after.  fd_case MODE TRACES: test_fd_close MODE, which leaves
+# TRACES traces (fork_exec: the parent's and the exec'd child's).
+fd_case() {
+  local d="$T/fd_$1" n=20 f data; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/t.%p.trace" timeout 60 "$B/test_fd_close" "$1" "$d/data" $n >"$d/out" 2>"$d/err" ||
+    fail "test_fd_close $1 failed: $(cat "$d/err")" || return
+  [ ! -s "$d/err" ] || fail "stderr not empty: $(cat "$d/err")" || return
+  for data in "$d"/data*; do
+    printf '%s' "the program's own 40 bytes, nothing else" | cmp -s - "$data" ||
+      fail "$data holds $(stat -c %s "$data") bytes, not the program's 40" || return
+  done
+  [ "$(ls "$d"/t.*.trace | wc -l)" = "$2" ] || fail "expected $2 trace(s), got: $(ls "$d")" || return
+  for f in "$d"/t.*.trace; do
+    "$B/trace_check" "$f" --copies $((2 * n)) --complete >&2 || return
+  done
+}
+case_fd_close_range() { fd_case close_range 1; }
+case_fd_closefrom() { fd_case closefrom 1; }
+case_fd_close_loop() { fd_case loop 1; }
+case_fd_dup2() { fd_case dup2 1; }
+# The close_range and dup3 system calls themselves: no wrapper sees them,
+# the writer's check before each block does.
+case_fd_raw_syscall() { fd_case raw 1; }
+# The child of a fork closes every descriptor and execs: the parent's trace
+# goes on, the exec'd program traces into a file of its own.
+case_fd_fork_exec() {
+  fd_case fork_exec 2 || return
+  [ -f "$T/fd_fork_exec/data.child" ] || fail "the exec'd child wrote no data file"
+}
+
+# PAGELOCK_MANIFEST naming a FIFO that nobody reads: the program runs on
+# (opening it for writing used to wait for a reader forever), one line
+# says why the trace is not listed, and the trace is written.
+case_manifest_fifo() {
+  local d="$T/mf"; mkdir -p "$d"; mkfifo "$d/fifo"
+  LD_PRELOAD="$SHIM" PAGELOCK_MANIFEST="$d/fifo" PAGELOCK_OUTPUT="$d/t.trace" timeout 20 "$B/test_copies" >/dev/null 2>"$d/err" ||
+    fail "the program failed or hung (status $?): $(cat "$d/err")" || return
+  [ "$(cat "$d/err")" = "pagelock: the manifest is a FIFO, not a regular file (as \`pagelock run\` makes); this trace is not listed: PAGELOCK_MANIFEST='$d/fifo'" ] ||
+    fail "expected one line naming the FIFO, got: $(cat "$d/err")" || return
+  "$B/trace_check" "$d/t.trace" --complete >/dev/null
+}
+
+# A 5,000-character PAGELOCK_OUTPUT: one line, the reason first, the whole
+# value after it (lines used to be cut at 512 bytes, before the reason).
+case_long_output() {
+  local d="$T/lo"; mkdir -p "$d"
+  local v; v="$d/$(head -c 5000 /dev/zero | tr '\0' x).%p.trace"
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$v" "$B/test_copies" >/dev/null 2>"$d/err" || fail "the program failed: $(head -c 300 "$d/err")" || return
+  [ "$(cat "$d/err")" = "pagelock: PAGELOCK_OUTPUT is too long (valid: a path of at most 4079 bytes once %p, %h and %r are expanded); no trace written: PAGELOCK_OUTPUT='$v'" ] ||
+    fail "expected one whole line, reason first; got $(wc -c <"$d/err") bytes: $(head -c 300 "$d/err")"
+}
+
+# The disk fills up mid-trace: the program runs on, one line says so, the
+# trace ends at its last whole record and its header says the disk filled
+# up.  A 64 KiB tmpfs in a user and mount namespace of its own where the
+# machine allows one (ENOSPC), else (or with PL_TEST_NO_UNSHARE=1) a
+# 64 KiB RLIMIT_FSIZE (EFBIG), with SIGXFSZ ignored in case the shim let
+# the kernel raise it.  The case says which it used.
+case_disk_full() {
+  local d="$T/df" how line; mkdir -p "$d/fs"
+  local run="LD_PRELOAD='$SHIM' PAGELOCK_OUTPUT='$d/fs/t.trace' '$B/test_fd_close' child '$d/data' 3000 >'$d/out' 2>'$d/err'"
+  if [ -z "${PL_TEST_NO_UNSHARE:-}" ] && unshare -rm true 2>/dev/null; then
+    how="a 64 KiB tmpfs"; line="the disk is full (No space left on device)"
+    unshare -rm bash -c "mount -t tmpfs -o size=64k tmpfs '$d/fs' && { $run; echo \$? >'$d/st'; cp '$d/fs/t.trace' '$d/t.trace'; }"
+  else
+    how="RLIMIT_FSIZE of 64 KiB"; line="the file size limit (RLIMIT_FSIZE) is reached (File too large)"
+    bash -c "trap '' XFSZ; ulimit -f 64; $run; echo \$? >'$d/st'"
+    cp "$d/fs/t.trace" "$d/t.trace"
+  fi
+  echo "    (the disk: $how)" >&2
+  [ "$(cat "$d/st" 2>/dev/null)" = 0 ] && grep -qx "copies=6000" "$d/out" || fail "the program did not run on: $(cat "$d/err")" || return
+  [ "$(grep -c . "$d/err")" = 1 ] && grep -q "^pagelock: $line: the trace stops at its last whole record, byte [0-9]*: '$d/fs/t.trace'$" "$d/err" ||
+    fail "expected one line saying '$line', got: $(cat "$d/err")" || return
+  python3 - "$d/t.trace" <<'PY' >&2 || fail "the trace does not end at a whole record with the disk-full flag"
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+flags = struct.unpack_from("<I", b, 40)[0]
+off, copies = 64, 0
+while off + 8 <= len(b):
+    t, s = struct.unpack_from("<II", b, off)
+    if s < 8 or s % 8 or off + s > len(b):
+        break
+    off, copies = off + s, copies + (t == 2)
+print(f"    {len(b)} bytes, records end at {off}, {copies} copies, flags {flags:#x}")
+sys.exit(0 if off == len(b) and flags & 2 and 0 < copies < 6000 else 1)
+PY
+}
+
 # Every case defined above, in the order they appear.
 all=$(grep -o '^case_[a-z0-9_]*()' "$0" | sed 's/^case_//; s/()$//')
 for c in ${@:-$all}; do

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -329,6 +331,257 @@ static void test_trace_writer_drains_many_rings(void **state) {
   trace_stop();
 }
 
+/* stderr captured into a file while a test runs: what pl_log printed. */
+static int capture_saved = -1;
+static FILE *capture_file;
+static void capture_begin(void) {
+  fflush(stderr);
+  capture_saved = dup(2);
+  capture_file = tmpfile();
+  dup2(fileno(capture_file), 2);
+}
+static void capture_end(char *buf, size_t len) {
+  fflush(stderr);
+  dup2(capture_saved, 2);
+  close(capture_saved);
+  rewind(capture_file);
+  size_t n = fread(buf, 1, len - 1, capture_file);
+  buf[n] = 0;
+  fclose(capture_file);
+}
+
+/* A line is never cut, and the format's conversions print as printf's do:
+ * a 5,000-character value arrives whole, after what came before it. */
+static void test_log_whole_line(void **state) {
+  (void)state;
+  static char big[5001], got[16384], want[16384];
+  memset(big, 'x', 5000);
+  big[0] = '/';
+  capture_begin();
+  pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "PAGELOCK_OUTPUT is too long (at most %zu bytes); no trace: PAGELOCK_OUTPUT='%s'",
+         (size_t)4079, big);
+  pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "%d|%5d|%-5d|%ld|%u|%lu|%llu|%x|%#X|%zu|%.1f|%c|%%|%.*s|%-6s|%6s|%hhu|%p|%*d|",
+         -42, 7, 7, -1234567890123L, 4000000000u, 18446744073709551615ul, 1ull << 63, 0xbeef, 0xbeef,
+         (size_t)99, 2.25, 'q', 3, "abcdef", "ab", "ab", 300, (void *)0x1234, -4, 5);
+  capture_end(got, sizeof got);
+  int n = snprintf(want, sizeof want, "pagelock: PAGELOCK_OUTPUT is too long (at most %zu bytes); no trace: PAGELOCK_OUTPUT='%s'\n",
+                   (size_t)4079, big);
+  n += snprintf(want + n, sizeof want - (size_t)n,
+                "pagelock: %d|%5d|%-5d|%ld|%u|%lu|%llu|%x|%#X|%zu|%.1f|%c|%%|%.*s|%-6s|%6s|%hhu|%p|%*d|\n", -42, 7, 7,
+                -1234567890123L, 4000000000u, 18446744073709551615ul, 1ull << 63, 0xbeef, 0xbeef, (size_t)99, 2.25,
+                'q', 3, "abcdef", "ab", "ab", 300, (void *)0x1234, -4, 5);
+  assert_string_equal(got, want);
+}
+
+/* The raw bytes of a trace file (caller frees). */
+static unsigned char *read_file(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  rewind(f);
+  unsigned char *b = malloc((size_t)len + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
+  fclose(f);
+  *n = (size_t)len;
+  return b;
+}
+
+/* Walk a file's records: each CHECK closes the bytes since the previous
+ * one (or the header) with their CRC32C.  Returns where the records end
+ * (the file's size when they frame it exactly); counts blocks and COPY
+ * records. */
+static size_t walk_blocks(const unsigned char *b, size_t n, int *blocks, int *copies) {
+  size_t off = sizeof(pagelock_file_header), start = off;
+  *blocks = *copies = 0;
+  while (off + sizeof(pagelock_rec_hdr) <= n) {
+    pagelock_rec_hdr h;
+    memcpy(&h, b + off, sizeof h);
+    if (h.size < sizeof h || h.size % 8 || h.size > n - off) break;
+    if (h.type == PAGELOCK_REC_COPY) (*copies)++;
+    if (h.type == PAGELOCK_REC_CHECK) {
+      pagelock_rec_check c;
+      memcpy(&c, b + off, sizeof c);
+      assert_int_equal(c.start, start);
+      assert_int_equal(c.crc32c, pagelock_crc32c(0, b + start, off - start));
+      (*blocks)++;
+      start = off + h.size;
+    }
+    off += h.size;
+  }
+  return off;
+}
+
+/* Every buffer the writer writes is a block closed by a CHECK record; the
+ * header says so; the file ends with the CHECK of the block holding END. */
+static void test_trace_checksums(void **state) {
+  (void)state;
+  char path[512];
+  snprintf(path, sizeof path, "%s/ck.trace", tmpdir);
+  write_trace(path, 5000); /* 520 KB of copies: two blocks at least */
+  size_t n;
+  unsigned char *b = read_file(path, &n);
+  pagelock_file_header h;
+  memcpy(&h, b, sizeof h);
+  assert_true(h.flags & PAGELOCK_FILE_CHECKSUMS);
+  int blocks, copies;
+  assert_int_equal(walk_blocks(b, n, &blocks, &copies), n);
+  assert_true(blocks >= 2);
+  assert_int_equal(copies, 5000);
+  pagelock_rec_hdr last, end;
+  memcpy(&last, b + n - sizeof(pagelock_rec_check), sizeof last);
+  memcpy(&end, b + n - sizeof(pagelock_rec_check) - sizeof(pagelock_rec_end), sizeof end);
+  assert_int_equal(last.type, PAGELOCK_REC_CHECK);
+  assert_int_equal(end.type, PAGELOCK_REC_END);
+  free(b);
+}
+
+/* Close the trace's descriptor as a raw system call would: no wrapper
+ * in this test binary sees it.  Between two blocks, though: ThreadSanitizer
+ * would report a close racing the writer's fstat, the very race that
+ * check is there for. */
+static int close_behind_the_shim(void) {
+  sigset_t s;
+  int t = pl_trace_fd_lock(&s);
+  assert_true(t >= 3);
+  close(t);
+  pl_trace_fd_unlock(&s);
+  return t;
+}
+
+/* The program closes the trace's descriptor behind the shim's back and
+ * puts its own file at that number: the writer's check before the next
+ * block sees another file there, writes nothing into it, opens the trace
+ * again by path and goes on; every record arrives. */
+static void test_trace_fd_taken(void **state) {
+  (void)state;
+  char path[512], data[512];
+  trace_start("fd.trace", path, sizeof path);
+  for (int i = 0; i < 100; i++) put_copy(1, (uint64_t)i);
+  int t = close_behind_the_shim();
+  snprintf(data, sizeof data, "%s/fd.data", tmpdir);
+  int dfd = open(data, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_true(dfd >= 0);
+  assert_int_equal(dup2(dfd, t), t);
+  close(dfd);
+  assert_int_equal(write(t, "forty bytes of the program's own data..\n", 40), 40);
+  for (int i = 100; i < 200; i++) put_copy(1, (uint64_t)i);
+  capture_begin();
+  pl_trace_finish();
+  char err[4096];
+  capture_end(err, sizeof err);
+  assert_string_equal(err, "");
+  struct stat st;
+  assert_int_equal(stat(data, &st), 0);
+  assert_int_equal(st.st_size, 40);
+  assert_true(atomic_load(&pl_trace_fd) != t);
+  close(t);
+  plr_reader r;
+  assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
+  plr_record rec;
+  int copies = 0;
+  while (plr_next(&r, &rec)) copies += rec.type == PAGELOCK_REC_COPY;
+  assert_int_equal(r.stop, PLR_STOP_END);
+  assert_int_equal(copies, 200);
+  plr_close(&r);
+  trace_stop();
+}
+
+/* The file cannot be had back: renamed away (stop, said once, nothing
+ * written anywhere), or cut short by someone while the descriptor was
+ * gone (stop, PAGELOCK_FILE_STOP_FD_LOST in its header). */
+static void test_trace_fd_lost(void **state) {
+  (void)state;
+  char path[512], moved[600], err[4096], want[2048];
+  trace_start("fl.trace", path, sizeof path);
+  put_copy(1, 0);
+  close_behind_the_shim();
+  snprintf(moved, sizeof moved, "%s.moved", path);
+  assert_int_equal(rename(path, moved), 0);
+  pl_log_reset_for_test();
+  capture_begin();
+  for (int i = 1; i < 100; i++) put_copy(1, (uint64_t)i);
+  pl_trace_finish();
+  capture_end(err, sizeof err);
+  snprintf(want, sizeof want, "pagelock: the program closed the trace's descriptor and the trace file cannot be opened "
+           "again: No such file or directory; the trace stops at byte 64: '%s'\n", path);
+  assert_string_equal(err, want);
+  assert_int_equal(atomic_load(&pl_trace_fd), -1);
+  struct stat st;
+  assert_int_equal(stat(moved, &st), 0);
+  assert_int_equal(st.st_size, 64); /* the header, nothing after it */
+  trace_stop();
+
+  /* Cut short: 3000 records fill a buffer, which reaches the file; the
+   * file then loses its last 8 bytes while the descriptor is gone. */
+  trace_start("fc.trace", path, sizeof path);
+  pagelock_rec_copy c;
+  memset(&c, 0, sizeof c);
+  c.h.type = PAGELOCK_REC_COPY;
+  c.h.size = sizeof c;
+  for (int i = 0; i < 3000; i++) pl_trace_write(&c, sizeof c);
+  for (int tries = 0; tries < 100 && (stat(path, &st) != 0 || st.st_size < (256 << 10)); tries++) usleep(20000);
+  assert_true(st.st_size >= (256 << 10));
+  close_behind_the_shim();
+  assert_int_equal(truncate(path, st.st_size - 8), 0);
+  pl_log_reset_for_test();
+  capture_begin();
+  pl_trace_finish();
+  capture_end(err, sizeof err);
+  assert_non_null(strstr(err, "the trace file was cut short; the trace stops at byte"));
+  size_t n;
+  unsigned char *b = read_file(path, &n);
+  pagelock_file_header h;
+  memcpy(&h, b, sizeof h);
+  assert_true(h.flags & PAGELOCK_FILE_STOP_FD_LOST);
+  free(b);
+  trace_stop();
+}
+
+/* The file may not grow past RLIMIT_FSIZE: the writer stops short of the
+ * limit (a write past it would raise SIGXFSZ, which kills a program that
+ * does not ignore it), at a whole record closed by its CHECK, with
+ * PAGELOCK_FILE_STOP_DISK_FULL in the header and one line on stderr. */
+static void test_trace_file_size_limit(void **state) {
+  (void)state;
+  char path[512], err[4096];
+  struct rlimit old, lim;
+  getrlimit(RLIMIT_FSIZE, &old);
+  lim = old;
+  lim.rlim_cur = 100000;
+  void (*xfsz)(int) = signal(SIGXFSZ, SIG_IGN); /* were the shim to raise it */
+  pl_log_reset_for_test();
+  trace_start("fs.trace", path, sizeof path);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  capture_begin();
+  pagelock_rec_copy c;
+  memset(&c, 0, sizeof c);
+  c.h.type = PAGELOCK_REC_COPY;
+  c.h.size = sizeof c;
+  for (int i = 0; i < 5000; i++) pl_trace_write(&c, sizeof c);
+  pl_trace_finish();
+  capture_end(err, sizeof err);
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, xfsz);
+  size_t n;
+  unsigned char *b = read_file(path, &n);
+  assert_true(n <= 100000 && n > 90000);
+  pagelock_file_header h;
+  memcpy(&h, b, sizeof h);
+  assert_true(h.flags & PAGELOCK_FILE_STOP_DISK_FULL);
+  int blocks, copies;
+  assert_int_equal(walk_blocks(b, n, &blocks, &copies), n);
+  assert_int_equal(blocks, 1);
+  assert_true(copies > 900);
+  char want[1024];
+  snprintf(want, sizeof want, "pagelock: the file size limit (RLIMIT_FSIZE) is reached (File too large): the trace "
+           "stops at its last whole record, byte %zu: '%s'\n", n, path);
+  assert_string_equal(err, want);
+  free(b);
+  trace_stop();
+}
+
 static uint64_t real_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -443,6 +696,11 @@ int main(void) {
       cmocka_unit_test(test_trace_threads_few_rings),
       cmocka_unit_test(test_trace_streams),
       cmocka_unit_test(test_trace_writer_drains_many_rings),
+      cmocka_unit_test(test_log_whole_line),
+      cmocka_unit_test(test_trace_checksums),
+      cmocka_unit_test(test_trace_fd_taken),
+      cmocka_unit_test(test_trace_fd_lost),
+      cmocka_unit_test(test_trace_file_size_limit),
       cmocka_unit_test(test_clock),
       cmocka_unit_test(test_classify),
   };
