@@ -186,10 +186,20 @@ void plr_rows_apply_gpu(plr_rows *rows, const plr_gpu_report *g) {
   for (size_t i = 0; i < rows->n; i++) {
     plr_row *r = &rows->v[i];
     const double *bw = g->pinned_gbps;
-    /* The site's own device when all its joined copies ran on one. */
-    if (r->g.calls && r->g.device >= 0)
-      for (size_t d = 0; d < g->ndev; d++)
-        if (g->dev[d].device == (uint32_t)r->g.device) bw = g->dev[d].pinned_gbps;
+    /* The site's own device when all its joined copies ran on one
+     * (g->dev is sorted by ordinal). */
+    if (r->g.calls && r->g.device >= 0) {
+      size_t lo = 0, hi = g->ndev;
+      while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (g->dev[mid].device < (uint32_t)r->g.device)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      if (lo < g->ndev && g->dev[lo].device == (uint32_t)r->g.device)
+        bw = g->dev[lo].pinned_gbps;
+    }
     int64_t save = 0;
     int known = 0;
     for (unsigned c = 0; c < PLR_NCDIR && save >= 0; c++) {

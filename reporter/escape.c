@@ -32,6 +32,59 @@ size_t plr_utf8_len(const unsigned char *p) {
   return n;
 }
 
+/* The text escape of the character at p (n bytes, n from plr_utf8_len, 0
+ * for an invalid byte) into e (room for 8), or "" when it passes as is. */
+static void plr_text_char(const unsigned char *p, size_t n, char e[8]) {
+  e[0] = 0;
+  if (n == 0 || (n == 1 && (*p < 0x20 || *p == 0x7f))) {
+    snprintf(e, 8, "\\x%02x", *p);
+  } else if (n == 1 && *p == '\\') {
+    snprintf(e, 8, "\\\\");
+  } else if (n == 2) {
+    unsigned cp = (p[0] & 0x1fu) << 6 | (p[1] & 0x3fu);
+    if (cp <= 0x9f || cp == 0x61c) snprintf(e, 8, "\\u%04x", cp);
+  } else if (n == 3) {
+    unsigned cp = (p[0] & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu);
+    if (cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+        (cp >= 0x2066 && cp <= 0x2069))
+      snprintf(e, 8, "\\u%04x", cp);
+  }
+}
+
+char *plr_text_escape(const char *s, char *buf, size_t len) {
+  if (!len) return buf;
+  size_t used = 0;
+  const unsigned char *p = (const unsigned char *)(s ? s : "");
+  while (*p) {
+    size_t n = plr_utf8_len(p);
+    char e[8];
+    plr_text_char(p, n, e);
+    const char *out = e[0] ? e : (const char *)p;
+    size_t k = e[0] ? strlen(e) : n;
+    if (used + k >= len) break;
+    memcpy(buf + used, out, k);
+    used += k;
+    p += n ? n : 1;
+  }
+  buf[used] = 0;
+  return buf;
+}
+
+void plr_text_puts(FILE *out, const char *s) {
+  if (!s) return;
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p) {
+    size_t n = plr_utf8_len(p);
+    char e[8];
+    plr_text_char(p, n, e);
+    if (e[0])
+      fputs(e, out);
+    else
+      fwrite(p, 1, n, out);
+    p += n ? n : 1;
+  }
+}
+
 void plr_html_text(FILE *out, const char *s, size_t max_bytes) {
   if (!s) return;
   const unsigned char *p = (const unsigned char *)s;

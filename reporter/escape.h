@@ -29,4 +29,21 @@ void plr_json_string(FILE *out, const char *s, size_t max_bytes);
  * p (up to the NUL) do not start one.  p must not point at the NUL. */
 size_t plr_utf8_len(const unsigned char *p);
 
+/* Writes s into buf (len bytes, NUL-terminated) for a terminal or a log:
+ * what a terminal would act on or a reader could not see becomes a visible
+ * escape, so a hostile program or symbol name can neither move the cursor,
+ * recolour, retitle or clear the screen nor hide text.  Control bytes
+ * (below 0x20, 0x7f) and bytes that are not valid UTF-8 become \xNN; the
+ * C1 controls U+0080-U+009F (which xterm-style terminals obey like ESC) and
+ * the bidirectional format characters (U+061C, U+200E, U+200F,
+ * U+202A-U+202E, U+2066-U+2069, which can reorder what a line shows)
+ * become \uNNNN; a backslash becomes \\ so that every escape is
+ * unambiguous.  Everything else passes.  A string that does not fit is cut
+ * between characters, never inside an escape.  Returns buf. */
+char *plr_text_escape(const char *s, char *buf, size_t len);
+
+/* plr_text_escape to a stream, with no length limit.  NULL writes
+ * nothing. */
+void plr_text_puts(FILE *out, const char *s);
+
 #endif

@@ -613,10 +613,19 @@ void plr_spanvec_free(plr_spanvec *s) {
 /* ---- devices ------------------------------------------------------------- */
 
 /* The accumulator of a device ordinal, created when absent; NULL past
- * PLR_MAX_GPU_DEVICES or when out of memory (*oom set). */
+ * PLR_MAX_GPU_DEVICES or when out of memory (*oom set).  Every GPU record
+ * looks its device up, and a hostile trace names a new one in each: a
+ * binary search over the sorted ordinals keeps that at 8 steps. */
 static plr_gpu_dev *plr_dev_get(plr_gpu_data *g, uint32_t device, int *oom) {
-  for (size_t i = g->ndev; i-- > 0;)
-    if (g->dev[i].device == device) return &g->dev[i];
+  size_t lo = 0, hi = g->ndev;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (g->dev_ord[mid] < device)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < g->ndev && g->dev_ord[lo] == device) return &g->dev[g->dev_at[lo]];
   if (g->ndev >= PLR_MAX_GPU_DEVICES) return NULL;
   if (g->ndev == g->cap_dev) {
     size_t cap = g->cap_dev ? g->cap_dev * 2 : 4;
@@ -628,6 +637,11 @@ static plr_gpu_dev *plr_dev_get(plr_gpu_data *g, uint32_t device, int *oom) {
     g->dev = d;
     g->cap_dev = cap;
   }
+  memmove(g->dev_ord + lo + 1, g->dev_ord + lo,
+          (g->ndev - lo) * sizeof *g->dev_ord);
+  memmove(g->dev_at + lo + 1, g->dev_at + lo, (g->ndev - lo) * sizeof *g->dev_at);
+  g->dev_ord[lo] = device;
+  g->dev_at[lo] = (uint16_t)g->ndev;
   plr_gpu_dev *d = &g->dev[g->ndev++];
   memset(d, 0, sizeof *d);
   d->device = device;

@@ -74,6 +74,8 @@ typedef struct plr_ct_index {
   size_t ngc;
   plr_ct_link *by_seq;  /* LINK records sorted by (seq, corr) */
   plr_ct_link *by_corr; /* the same sorted by (corr, seq) */
+  size_t *corr_pick;    /* at the first by_corr index of each corr: the
+                           index of plr_ct_link_for's answer, or SIZE_MAX */
   size_t nlinks;
   uint64_t flow_base; /* flow ids of this trace: flow_base + 1 + GPU slot */
 } plr_ct_index;
@@ -162,19 +164,20 @@ static size_t plr_lb_u64(const uint64_t *v, size_t n, uint64_t key) {
   return lo;
 }
 
-/* How many of sorted v[0..n) equal key, and where they start (*at). */
+/* How many of sorted v[0..n) equal key, and where they start (*at).  Two
+ * binary searches: a hostile trace can repeat one id a million times, and
+ * a scan over the repeats for every call would be quadratic. */
 static size_t plr_count_u32(const uint32_t *v, size_t n, uint32_t key,
                             size_t *at) {
-  size_t lo = plr_lb_u32(v, n, key), hi = lo;
-  while (hi < n && v[hi] == key) hi++;
+  size_t lo = plr_lb_u32(v, n, key);
   *at = lo;
+  if (lo == n || v[lo] != key) return 0;
+  size_t hi = key == UINT32_MAX ? n : plr_lb_u32(v + lo, n - lo, key + 1) + lo;
   return hi - lo;
 }
 
-/* First link (in by_corr order) for corr whose call exists, or NULL: the
- * one call a shim-issued GPU op is drawn from. */
-static const plr_ct_link *plr_ct_link_for(const plr_ct_index *x,
-                                          uint32_t corr) {
+/* First index in by_corr of the links of corr (nlinks when none). */
+static size_t plr_ct_corr_at(const plr_ct_index *x, uint32_t corr) {
   size_t lo = 0, hi = x->nlinks;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -183,11 +186,17 @@ static const plr_ct_link *plr_ct_link_for(const plr_ct_index *x,
     else
       hi = mid;
   }
-  for (; lo < x->nlinks && x->by_corr[lo].corr == corr; lo++) {
-    size_t at = plr_lb_u64(x->hs, x->nhs, x->by_corr[lo].seq);
-    if (at < x->nhs && x->hs[at] == x->by_corr[lo].seq) return &x->by_corr[lo];
-  }
-  return NULL;
+  return lo < x->nlinks && x->by_corr[lo].corr == corr ? lo : x->nlinks;
+}
+
+/* First link (in by_corr order) for corr whose call exists, or NULL: the
+ * one call a shim-issued GPU op is drawn from.  Chosen once per
+ * correlation when the index is built (corr_pick). */
+static const plr_ct_link *plr_ct_link_for(const plr_ct_index *x,
+                                          uint32_t corr) {
+  size_t at = plr_ct_corr_at(x, corr);
+  if (at == x->nlinks || x->corr_pick[at] == SIZE_MAX) return NULL;
+  return &x->by_corr[x->corr_pick[at]];
 }
 
 /* Frees the index of one trace. */
@@ -200,6 +209,7 @@ static void plr_ct_index_free(plr_ct_index *x) {
   free(x->gc_seen);
   free(x->by_seq);
   free(x->by_corr);
+  free(x->corr_pick);
   memset(x, 0, sizeof *x);
 }
 
@@ -227,7 +237,10 @@ static void plr_ct_index_build(plr_ct_index *x, const plr_source *src) {
   x->hs_seen = calloc(x->nhs ? x->nhs : 1, sizeof *x->hs_seen);
   x->gc_seen = calloc(x->ngc ? x->ngc : 1, sizeof *x->gc_seen);
   x->by_corr = malloc((x->nlinks ? x->nlinks : 1) * sizeof *x->by_corr);
-  if (!x->hc_seen || !x->hs_seen || !x->gc_seen || !x->by_corr) return;
+  x->corr_pick = malloc((x->nlinks ? x->nlinks : 1) * sizeof *x->corr_pick);
+  if (!x->hc_seen || !x->hs_seen || !x->gc_seen || !x->by_corr ||
+      !x->corr_pick)
+    return;
   if (x->nlinks) memcpy(x->by_corr, x->by_seq, x->nlinks * sizeof *x->by_corr);
   if (x->nhc) qsort(x->hc, x->nhc, sizeof *x->hc, plr_cmp_u32);
   if (x->nhs) qsort(x->hs, x->nhs, sizeof *x->hs, plr_cmp_u64);
@@ -235,6 +248,18 @@ static void plr_ct_index_build(plr_ct_index *x, const plr_source *src) {
   if (x->nlinks) {
     qsort(x->by_seq, x->nlinks, sizeof *x->by_seq, plr_cmp_link_seq);
     qsort(x->by_corr, x->nlinks, sizeof *x->by_corr, plr_cmp_link_corr);
+  }
+  /* Per correlation, the first link whose call exists: one pass, one
+   * binary search per link. */
+  for (size_t i = 0; i < x->nlinks;) {
+    size_t j = i;
+    x->corr_pick[i] = SIZE_MAX;
+    for (; j < x->nlinks && x->by_corr[j].corr == x->by_corr[i].corr; j++) {
+      if (x->corr_pick[i] != SIZE_MAX) continue;
+      size_t at = plr_lb_u64(x->hs, x->nhs, x->by_corr[j].seq);
+      if (at < x->nhs && x->hs[at] == x->by_corr[j].seq) x->corr_pick[i] = j;
+    }
+    i = j;
   }
   x->ok = 1;
 }
@@ -586,14 +611,43 @@ static void plr_ct_process_meta(plr_ct *c, const plr_trace *t, size_t i) {
   fputs("}}", c->out);
 }
 
-/* A pid for trace i that no earlier trace of this file used: two hosts can
- * run processes with one pid, and Perfetto would merge their tracks. */
-static uint64_t plr_ct_pid(const plr_process *ps, size_t i) {
-  uint64_t pid = ps[i].t.hdr.pid;
-  for (size_t j = 0; j < i; j++)
-    if (ps[j].t.hdr.pid == pid) return 0x7f000000u + i;
-  /* Viewers read pids as 32-bit ints. */
-  return pid <= 0x7fffffffu ? pid : 0x7f000000u + i;
+/* A trace's pid and its index, sorted to find repeated pids. */
+typedef struct plr_ct_pid_at {
+  uint64_t pid;
+  size_t i;
+} plr_ct_pid_at;
+
+static int plr_cmp_pid_at(const void *a, const void *b) {
+  const plr_ct_pid_at *x = a, *y = b;
+  if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The pid each trace is shown under: its own, unless an earlier trace of
+ * this file used it (two hosts can run processes with one pid, and
+ * Perfetto would merge their tracks) or it is past what viewers read (they
+ * read pids as 32-bit ints); then 0x7f000000 + its index.  NULL when out of
+ * memory. */
+static uint64_t *plr_ct_pids(const plr_process *ps, size_t n) {
+  uint64_t *pids = malloc((n ? n : 1) * sizeof *pids);
+  plr_ct_pid_at *v = malloc((n ? n : 1) * sizeof *v);
+  if (!pids || !v) {
+    free(pids);
+    free(v);
+    return NULL;
+  }
+  for (size_t i = 0; i < n; i++) {
+    v[i].pid = ps[i].t.hdr.pid;
+    v[i].i = i;
+  }
+  qsort(v, n, sizeof *v, plr_cmp_pid_at);
+  for (size_t k = 0; k < n; k++) {
+    size_t i = v[k].i;
+    int repeat = k > 0 && v[k - 1].pid == v[k].pid;
+    pids[i] = !repeat && v[k].pid <= 0x7fffffffu ? v[k].pid : 0x7f000000u + i;
+  }
+  free(v);
+  return pids;
 }
 
 void plr_report_chrome(FILE *out, const plr_process *ps,
@@ -609,9 +663,10 @@ void plr_report_chrome(FILE *out, const plr_process *ps,
   c.out = out;
   c.first = 1;
   uint64_t flow_base = 0;
+  uint64_t *pids = plr_ct_pids(ps, n);
   for (size_t i = 0; i < n; i++) {
     const plr_trace *t = &ps[i].t;
-    c.pid = plr_ct_pid(ps, i);
+    c.pid = pids ? pids[i] : 0x7f000000u + i;
     c.start_mono = t->hdr.start_mono_ns;
     c.shift = t->hdr.start_realtime_ns - base;
     plr_ct_process_meta(&c, t, i);
@@ -622,6 +677,7 @@ void plr_report_chrome(FILE *out, const plr_process *ps,
     plr_ct_index_free(&c.x);
     plr_ct_tracks_free(&c);
   }
+  free(pids);
   fprintf(out,
           "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":"
           "\"pagelock\",\"flows\":%" PRIu64 "}}\n",

@@ -410,7 +410,7 @@ typedef struct plr_ht_tl {
 typedef struct plr_ht {
   plr_ht_row *rows;
   int64_t *gpu_devs; /* distinct devices of GPU records / calls, sorted */
-  size_t ngpu_devs, cap_devs;
+  size_t ngpu_devs;
   int64_t only_dev;  /* the one device, when exactly one: calls with
                         device -1 are drawn there */
   uint64_t t0, t1;   /* window of everything drawn */
@@ -461,27 +461,6 @@ static int plr_ht_gpu_cat(const pagelock_rec_gpu *g) {
   }
 }
 
-/* Adds dev to the sorted set of devices. */
-static void plr_ht_dev_add(plr_ht *h, int64_t dev) {
-  size_t i = 0;
-  while (i < h->ngpu_devs && h->gpu_devs[i] < dev) i++;
-  if (i < h->ngpu_devs && h->gpu_devs[i] == dev) return;
-  if (h->ngpu_devs == h->cap_devs) {
-    size_t cap = h->cap_devs ? h->cap_devs * 2 : 8;
-    int64_t *v = realloc(h->gpu_devs, cap * sizeof *v);
-    if (!v) {
-      h->oom = 1;
-      return;
-    }
-    h->gpu_devs = v;
-    h->cap_devs = cap;
-  }
-  memmove(h->gpu_devs + i + 1, h->gpu_devs + i,
-          (h->ngpu_devs - i) * sizeof *h->gpu_devs);
-  h->gpu_devs[i] = dev;
-  h->ngpu_devs++;
-}
-
 /* Row key of an event, or 0 when the event is not drawn. */
 static int plr_ht_key_of(const plr_event *ev, plr_ht_key *k) {
   memset(k, 0, sizeof *k);
@@ -517,7 +496,6 @@ static int plr_ht_scan_fn(void *ctx, const plr_event *ev) {
     r->key = k;
     r->tl = -1;
     HASH_ADD(hh, h->rows, key, sizeof r->key, r);
-    if (k.dev >= 0) plr_ht_dev_add(h, k.dev);
   }
   r->ops++;
   if (!h->have_window || ev->start < h->t0) h->t0 = ev->start;
@@ -539,18 +517,38 @@ static int plr_ht_row_cmp(const void *a, const void *b) {
   return x->key.dev < y->key.dev ? -1 : x->key.dev > y->key.dev;
 }
 
+/* qsort order of device ordinals. */
+static int plr_ht_dev_cmp(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 /* Assigns rows to timelines and slots; allocates what drawing needs. */
 static void plr_ht_layout(plr_ht *h) {
-  if (h->ngpu_devs == 1) h->only_dev = h->gpu_devs[0];
   size_t nrows = HASH_COUNT(h->rows);
   plr_ht_row **v = malloc((nrows ? nrows : 1) * sizeof *v);
-  if (!v) {
+  h->gpu_devs = malloc((nrows ? nrows : 1) * sizeof *h->gpu_devs);
+  if (!v || !h->gpu_devs) {
+    free(v);
     h->oom = 1;
     return;
   }
   size_t i = 0;
   plr_ht_row *r, *tmp;
-  HASH_ITER(hh, h->rows, r, tmp) v[i++] = r;
+  /* The distinct devices, sorted once: a hostile trace can name a million
+   * (one per record), and keeping a sorted set as rows appear would move
+   * it a million times. */
+  HASH_ITER(hh, h->rows, r, tmp) {
+    v[i++] = r;
+    if (r->key.dev >= 0) h->gpu_devs[h->ngpu_devs++] = r->key.dev;
+  }
+  qsort(h->gpu_devs, h->ngpu_devs, sizeof *h->gpu_devs, plr_ht_dev_cmp);
+  size_t nd = 0;
+  for (i = 0; i < h->ngpu_devs; i++)
+    if (!nd || h->gpu_devs[nd - 1] != h->gpu_devs[i])
+      h->gpu_devs[nd++] = h->gpu_devs[i];
+  h->ngpu_devs = nd;
+  if (h->ngpu_devs == 1) h->only_dev = h->gpu_devs[0];
   qsort(v, nrows, sizeof *v, plr_ht_row_cmp);
   /* Timelines: each device in order, then "unknown device" calls. */
   int has_unknown = 0;
@@ -904,13 +902,23 @@ static void plr_ht_process(FILE *out, const plr_process *p,
   char span[32];
   plr_fmt_ms(t->last_ns > t->first_ns ? t->last_ns - t->first_ns : 0, span,
              sizeof span);
-  fprintf(out, "<br>mode %s, %s ms traced, %" PRIu64 " records%s%s</p>\n",
+  fprintf(out, "<br>mode %s, %s ms traced, %" PRIu64 " records%s",
           t->have_process ? plr_mode_name(t->mode) : "unknown", span,
           t->complete_records,
           (t->hdr.flags & PAGELOCK_FILE_SIMULATED) ? ", simulated timings"
-                                                   : "",
-          plr_trace_partial(t) ? " <b class=\"warn\">[partial trace]</b>"
-                               : "");
+                                                   : "");
+  if (plr_trace_partial(t)) {
+    /* Why, when the trace knows (as in the text report). */
+    const char *why = plr_trace_stop_reason(t);
+    if (t->stop == PLR_STOP_DAMAGED)
+      fprintf(out, " <b class=\"warn\">[partial trace: corrupt from byte %"
+              PRIu64 "]</b>", t->damage.from);
+    else if (why)
+      fprintf(out, " <b class=\"warn\">[partial trace: %s]</b>", why);
+    else
+      fputs(" <b class=\"warn\">[partial trace]</b>", out);
+  }
+  fputs("</p>\n", out);
   for (size_t k = 0; k < t->nnotes; k++) {
     int warn = t->notes[k].kind == PAGELOCK_NOTE_WARNING;
     fprintf(out, "<p class=\"%s\">note: %s", warn ? "warn" : "note",

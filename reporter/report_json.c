@@ -279,12 +279,19 @@ static void plr_json_process(FILE *out, const plr_process *p) {
           ",\n      \"mode\": \"%s\", \"trace_version\": %u, "
           "\"simulated\": %s, \"partial\": %s, "
           "\"complete_records\": %" PRIu64 ", \"malformed_records\": %" PRIu64
-          ",\n      \"start_realtime_ns\": %" PRIu64 ", \"span_ns\": %" PRIu64
-          ",\n      \"notes\": [",
+          ",\n      \"trace_end\": \"%s\", \"corrupt_from\": ",
           t->have_process ? plr_mode_name(t->mode) : "unknown",
           t->hdr.version, (t->hdr.flags & PAGELOCK_FILE_SIMULATED) ? "true" : "false",
           plr_trace_partial(t) ? "true" : "false", t->complete_records,
-          t->malformed_records, t->hdr.start_realtime_ns, span);
+          t->malformed_records, plr_trace_end_name(t));
+  if (t->stop == PLR_STOP_DAMAGED)
+    fprintf(out, "%" PRIu64, t->damage.from);
+  else
+    fputs("null", out);
+  fprintf(out,
+          ",\n      \"start_realtime_ns\": %" PRIu64 ", \"span_ns\": %" PRIu64
+          ",\n      \"notes\": [",
+          t->hdr.start_realtime_ns, span);
   for (size_t i = 0; i < t->nnotes; i++) {
     fprintf(out, "%s{\"kind\": \"%s\", \"text\": ", i ? ", " : "",
             plr_note_kind_name(t->notes[i].kind));

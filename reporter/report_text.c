@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "analysis.h"
+#include "escape.h"
 #include "util.h"
 
 /* Rows shown per table before "... N more". */
@@ -148,9 +149,10 @@ static void plr_print_totals(FILE *out, const plr_totals *tot) {
             "program\n", tot->failed);
 }
 
-/* One formatted table cell set, so widths can be measured first. */
+/* One formatted table cell set, so widths can be measured first.  The
+ * site is escaped (escape.h): up to 4 bytes for each byte of the name. */
 typedef struct plr_cells {
-  char count[24], bytes[32], ms[32], gbps[32], dirs[48], site[1024];
+  char count[24], bytes[32], ms[32], gbps[32], dirs[48], site[4096];
   char gpu[48], sync[24], save[48]; /* with GPU timing only */
 } plr_cells;
 
@@ -161,7 +163,9 @@ static void plr_row_cells(const plr_row *r, plr_cells *c) {
   plr_fmt_ms(r->b.host_ns, c->ms, sizeof c->ms);
   plr_fmt_gbps(r->b.bytes, r->b.host_ns, c->gbps, sizeof c->gbps);
   plr_fmt_dirs(r->dirs, c->dirs, sizeof c->dirs);
-  plr_site_format(r->frame, r->addr, c->site, sizeof c->site);
+  char site[1024];
+  plr_site_format(r->frame, r->addr, site, sizeof site);
+  plr_text_escape(site, c->site, sizeof c->site);
   if (r->g.calls) {
     char ms[32];
     plr_fmt_ms(r->g.gpu_ns, ms, sizeof ms);
@@ -279,17 +283,22 @@ static void plr_print_gpu_status(FILE *out, const plr_gpu_report *g) {
   }
   /* A program that started its own profiler midway took CUPTI over: what
    * came before is still measured. */
+  /* The reason comes from the trace: escaped. */
+  const char *why = g->reason[0] ? g->reason : plr_gpu_status_name(g->status);
   if (g->records)
     fprintf(out, "%sGPU timing partial:%s CUPTI, %" PRIu64 " records, %" PRIu64
-            " dropped, then %s\n", plr_sgr("33"), plr_sgr(NULL), g->records, g->dropped,
-            g->reason[0] ? g->reason : plr_gpu_status_name(g->status));
+            " dropped, then ", plr_sgr("33"), plr_sgr(NULL), g->records, g->dropped);
   else
-    fprintf(out, "%sGPU timing unavailable:%s %s\n", plr_sgr("33"), plr_sgr(NULL),
-            g->reason[0] ? g->reason : plr_gpu_status_name(g->status));
+    fprintf(out, "%sGPU timing unavailable:%s ", plr_sgr("33"), plr_sgr(NULL));
+  plr_text_puts(out, why);
+  fputc('\n', out);
   for (size_t i = 0; i < g->nverdicts; i++)
     if (g->verdicts[i].kind == PLR_VERDICT_NO_GPU_TIMING &&
-        g->verdicts[i].advice[0])
-      fprintf(out, "  fix: %s\n", g->verdicts[i].advice);
+        g->verdicts[i].advice[0]) {
+      fputs("  fix: ", out);
+      plr_text_puts(out, g->verdicts[i].advice);
+      fputc('\n', out);
+    }
 }
 
 /* The SGR colour of a verdict kind: red for time lost to the host, yellow
@@ -307,14 +316,21 @@ static const char *plr_verdict_color(uint32_t kind) {
 }
 
 /* One line per verdict (the missing-timing one is in the status lines),
- * each followed by what to do. */
+ * each followed by what to do.  Both hold device and site names from the
+ * trace: escaped. */
 static void plr_print_verdicts(FILE *out, const plr_gpu_report *g) {
   for (size_t i = 0; i < g->nverdicts; i++) {
     const plr_verdict *v = &g->verdicts[i];
     if (v->kind == PLR_VERDICT_NO_GPU_TIMING) continue;
-    fprintf(out, "%sverdict:%s %s\n", plr_sgr(plr_verdict_color(v->kind)),
-            plr_sgr(NULL), v->text);
-    if (v->advice[0]) fprintf(out, "  fix: %s\n", v->advice);
+    fprintf(out, "%sverdict:%s ", plr_sgr(plr_verdict_color(v->kind)),
+            plr_sgr(NULL));
+    plr_text_puts(out, v->text);
+    fputc('\n', out);
+    if (v->advice[0]) {
+      fputs("  fix: ", out);
+      plr_text_puts(out, v->advice);
+      fputc('\n', out);
+    }
   }
 }
 
@@ -347,7 +363,7 @@ static void plr_print_devices(FILE *out, const plr_gpu_report *g,
     const plr_device_report *d = &g->dev[i];
     char c[14][PLR_CELL];
     snprintf(c[0], PLR_CELL, "%u", d->device);
-    snprintf(c[1], PLR_CELL, "%s", d->name[0] ? d->name : "-");
+    plr_text_escape(d->name[0] ? d->name : "-", c[1], PLR_CELL);
     if (d->copy_engines)
       snprintf(c[2], PLR_CELL, "%u", d->copy_engines);
     else
@@ -446,23 +462,42 @@ static void plr_print_process(FILE *out, const plr_process *p) {
   char ms[32];
   uint64_t span = t->last_ns > t->first_ns ? t->last_ns - t->first_ns : 0;
   plr_fmt_ms(span, ms, sizeof ms);
-  fprintf(out, "== pid %" PRIu64 " %s", t->hdr.pid,
-          t->exe[0] ? t->exe : "(unknown program)");
-  if (t->host[0]) fprintf(out, " on %s", t->host);
+  fprintf(out, "== pid %" PRIu64 " ", t->hdr.pid);
+  if (t->exe[0])
+    plr_text_puts(out, t->exe);
+  else
+    fputs("(unknown program)", out);
+  if (t->host[0]) {
+    fputs(" on ", out);
+    plr_text_puts(out, t->host);
+  }
   fprintf(out, ": mode %s, %s ms traced",
           t->have_process ? plr_mode_name(t->mode) : "unknown", ms);
   if (t->rank >= 0) fprintf(out, ", rank %d", t->rank);
   if (t->hdr.flags & PAGELOCK_FILE_SIMULATED)
     fprintf(out, " (simulated timings)");
-  if (plr_trace_partial(t)) fprintf(out, " [partial trace]");
+  if (plr_trace_partial(t)) {
+    /* Why, when the trace knows: the writer's stop flags, or the byte where
+     * a checksummed trace is damaged. */
+    const char *why = plr_trace_stop_reason(t);
+    if (t->stop == PLR_STOP_DAMAGED)
+      fprintf(out, " [partial trace: corrupt from byte %" PRIu64 "]",
+              t->damage.from);
+    else if (why)
+      fprintf(out, " [partial trace: %s]", why);
+    else
+      fprintf(out, " [partial trace]");
+  }
   fprintf(out, " ==\n");
   const plr_gpu_report *g = &p->gpu;
   int timed = plr_gpu_report_timed(g);
   plr_print_gpu_status(out, g);
-  for (size_t i = 0; i < t->nnotes; i++)
-    fprintf(out, "note: %s%s\n",
-            t->notes[i].kind == PAGELOCK_NOTE_WARNING ? "warning: " : "",
-            t->notes[i].text);
+  for (size_t i = 0; i < t->nnotes; i++) {
+    fprintf(out, "note: %s",
+            t->notes[i].kind == PAGELOCK_NOTE_WARNING ? "warning: " : "");
+    plr_text_puts(out, t->notes[i].text);
+    fputc('\n', out);
+  }
   if (t->notes_dropped)
     fprintf(out, "note: ... %" PRIu64 " more notes\n", t->notes_dropped);
   plr_print_verdicts(out, g);
@@ -500,7 +535,7 @@ static void plr_print_ranks(FILE *out, const plr_process *ps, size_t n) {
       snprintf(c[0], PLR_CELL, "%d", t->rank);
     else
       snprintf(c[0], PLR_CELL, "-");
-    snprintf(c[1], PLR_CELL, "%s", t->host[0] ? t->host : "-");
+    plr_text_escape(t->host[0] ? t->host : "-", c[1], PLR_CELL);
     snprintf(c[2], PLR_CELL, "%" PRIu64, t->hdr.pid);
     snprintf(c[3], PLR_CELL, "%" PRIu64, t->tot.all.count);
     snprintf(c[4], PLR_CELL, "%" PRIu64, t->tot.pageable.count);

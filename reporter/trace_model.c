@@ -185,17 +185,30 @@ static int plr_fold_symbol(plr_trace *t, const plr_record *rec) {
   return 0;
 }
 
+/* FNV-1a of a note's text: notes are compared by hash first, so that a
+ * trace of a million notes of up to 1 MiB costs one pass over each, not a
+ * string compare with every note kept. */
+static uint64_t plr_note_hash(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    h = (h ^ *p) * 0x100000001b3ull;
+  return h;
+}
+
 /* Keeps distinct notes only: a shim that logs the same problem per thread
  * must not flood the report header. */
 static int plr_fold_note(plr_trace *t, const plr_record *rec) {
+  uint64_t h = plr_note_hash(rec->str1);
   for (size_t i = 0; i < t->nnotes; i++)
-    if (strcmp(t->notes[i].text, rec->str1) == 0) return 0;
+    if (t->notes[i].hash == h && strcmp(t->notes[i].text, rec->str1) == 0)
+      return 0;
   if (t->nnotes == PLR_MAX_NOTES) {
     t->notes_dropped++;
     return 0;
   }
   int oom = 0;
   t->notes[t->nnotes].kind = rec->u.note->kind;
+  t->notes[t->nnotes].hash = h;
   t->notes[t->nnotes].text = plr_dup(rec->str1, &oom);
   if (oom) return -1;
   t->nnotes++;
@@ -303,6 +316,9 @@ int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
   t->unknown_records = r.unknown;
   t->bad_size = r.bad_size;
   t->io_errnum = r.errnum;
+  t->damage = r.damage;
+  t->blocks = r.blocks;
+  t->unverified = r.unverified;
   plr_close(&r);
   if (!oom && plr_gpu_load_end(t)) oom = 1;
   if (oom) {
@@ -319,11 +335,48 @@ int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
   return 0;
 }
 
-int plr_trace_partial(const plr_trace *t) { return t->stop != PLR_STOP_END; }
+int plr_trace_partial(const plr_trace *t) {
+  return t->stop != PLR_STOP_END || (t->hdr.flags & PLR_FILE_STOP_FLAGS);
+}
+
+const char *plr_trace_stop_reason(const plr_trace *t) {
+  uint32_t f = t->hdr.flags;
+  if (f & PAGELOCK_FILE_STOP_DISK_FULL) return "the disk filled up";
+  if (f & PAGELOCK_FILE_STOP_WRITE_ERROR) return "a write to the trace failed";
+  if (f & PAGELOCK_FILE_STOP_FD_LOST)
+    return "the program closed the shim's trace file";
+  return NULL;
+}
+
+const char *plr_trace_end_name(const plr_trace *t) {
+  /* Damage first: it says where the report stops, whatever the writer
+   * said about why it stopped. */
+  if (t->stop == PLR_STOP_DAMAGED) return "damaged";
+  uint32_t f = t->hdr.flags;
+  if (f & PAGELOCK_FILE_STOP_DISK_FULL) return "disk-full";
+  if (f & PAGELOCK_FILE_STOP_WRITE_ERROR) return "write-error";
+  if (f & PAGELOCK_FILE_STOP_FD_LOST) return "fd-lost";
+  switch (t->stop) {
+  case PLR_STOP_END:
+    return "end";
+  case PLR_STOP_TRUNCATED:
+    return "truncated";
+  case PLR_STOP_CORRUPT:
+    return "corrupt";
+  case PLR_STOP_IO:
+    return "read-error";
+  default:
+    return "no-end";
+  }
+}
 
 void plr_trace_partial_message(const plr_trace *t, char *buf, size_t len) {
   if (!plr_trace_partial(t)) {
     if (len) buf[0] = 0;
+    return;
+  }
+  if (t->stop == PLR_STOP_DAMAGED) {
+    plr_damage_message(&t->damage, &t->hdr, t->path, buf, len);
     return;
   }
   if (t->stop == PLR_STOP_IO) {
@@ -334,10 +387,11 @@ void plr_trace_partial_message(const plr_trace *t, char *buf, size_t len) {
              strerror(t->io_errnum));
     return;
   }
+  const char *why = plr_trace_stop_reason(t);
   snprintf(buf, len,
-           "'%s' ends after %llu complete records (the program may have "
-           "died): report is partial",
-           t->path, (unsigned long long)t->complete_records);
+           "'%s' ends after %llu complete records (%s): report is partial",
+           t->path, (unsigned long long)t->complete_records,
+           why ? why : "the program may have died");
 }
 
 const plr_stack *plr_trace_stack(const plr_trace *t, uint32_t id) {

@@ -95,6 +95,7 @@ typedef struct plr_symbol {
 
 typedef struct plr_note {
   uint32_t kind;
+  uint64_t hash; /* of text, to find repeats fast */
   char *text;
 } plr_note;
 
@@ -167,6 +168,10 @@ typedef struct plr_gpu_data {
   plr_clock clock;          /* the current CUPTI -> monotonic pair */
   plr_gpu_dev *dev;         /* sorted by device at load end */
   size_t ndev, cap_dev;
+  /* While loading: the ordinals of dev[] in ascending order and where each
+   * is, so that a record finds its device in 8 steps, not 256. */
+  uint32_t dev_ord[PLR_MAX_GPU_DEVICES];
+  uint16_t dev_at[PLR_MAX_GPU_DEVICES];
   plr_kname *names;         /* NAME records: kernel names by id */
   plr_call_join join;       /* per-call join results */
   double pinned_gbps[PLR_NCDIR]; /* as per device, over all devices */
@@ -212,6 +217,9 @@ typedef struct plr_trace {
   uint64_t duplicate_stacks;
   uint32_t bad_size;
   int io_errnum;
+  plr_damage damage;      /* stop == PLR_STOP_DAMAGED */
+  uint64_t blocks;        /* checksummed blocks verified */
+  int unverified;         /* records after the last CHECK were used */
 } plr_trace;
 
 /* Reads and aggregates path.  Returns 0 when the file is a trace (the
@@ -225,11 +233,27 @@ int plr_trace_load(plr_trace *t, const char *path, char *msg, size_t len);
 int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
                           size_t len);
 
-/* 1 when the writer did not close the trace cleanly. */
+/* 1 when the writer did not close the trace cleanly, or said in the header
+ * that it stopped writing early. */
 int plr_trace_partial(const plr_trace *t);
 
-/* Writes "'f' ends after N complete records ..." (no prefix) when the trace
- * is partial, else an empty string. */
+/* Why the writer stopped early, from the header's stop flags: "the disk
+ * filled up", "a write to the trace failed", "the program closed the shim's
+ * trace file"; NULL when no flag says. */
+const char *plr_trace_stop_reason(const plr_trace *t);
+
+/* How the trace ends, one word for JSON: "end" (closed cleanly),
+ * "disk-full", "write-error", "fd-lost" (the header's stop flags), "no-end"
+ * (the file ends between records, without END: the program may have died),
+ * "truncated" (inside a record), "corrupt" (a record size no writer
+ * produces), "damaged" (a checksummed block failed its check),
+ * "read-error". */
+const char *plr_trace_end_name(const plr_trace *t);
+
+/* Writes why the trace is partial (no prefix): "'f' is corrupt from byte N
+ * (...); the report covers ...", or "'f' ends after N complete records
+ * (the disk filled up): report is partial", or "... (the program may have
+ * died) ..."; an empty string when it is not partial. */
 void plr_trace_partial_message(const plr_trace *t, char *buf, size_t len);
 
 const plr_stack *plr_trace_stack(const plr_trace *t, uint32_t id);

@@ -17,18 +17,6 @@ static size_t plr_read_full(FILE *f, void *dst, size_t n) {
   return got;
 }
 
-/* Discards n bytes (the unknown tail of a longer future header).  Returns 0
- * when all were skipped. */
-static int plr_skip(FILE *f, size_t n) {
-  char tmp[256];
-  while (n > 0) {
-    size_t k = n < sizeof tmp ? n : sizeof tmp;
-    if (plr_read_full(f, tmp, k) != k) return -1;
-    n -= k;
-  }
-  return 0;
-}
-
 plr_open_status plr_open(plr_reader *r, const char *path) {
   memset(r, 0, sizeof *r);
   FILE *f = fopen(path, "rb");
@@ -37,6 +25,61 @@ plr_open_status plr_open(plr_reader *r, const char *path) {
     return PLR_OPEN_ERRNO;
   }
   return plr_open_stream(r, f);
+}
+
+/* Records a refused header field: its name, value and the valid values. */
+static plr_open_status plr_bad_field(plr_reader *r, const char *field,
+                                     const char *value_fmt, uint64_t value,
+                                     const char *valid) {
+  r->bad_field = field;
+  snprintf(r->bad_value, sizeof r->bad_value, value_fmt,
+           (unsigned long long)value);
+  snprintf(r->bad_valid, sizeof r->bad_valid, "%s", valid);
+  return PLR_OPEN_BAD_HEADER;
+}
+
+/* Checks every field of a complete header.  No version has had a header
+ * other than 64 bytes, and no writer leaves a field out of range, so any
+ * other value is damage: refusing beats a report built on it (a wrong
+ * header_size would shift every record). */
+static plr_open_status plr_check_header(plr_reader *r) {
+  const pagelock_file_header *h = &r->hdr;
+  char valid[64];
+  if (h->version == 0) {
+    snprintf(valid, sizeof valid, "1 to %u", PAGELOCK_TRACE_VERSION);
+    return plr_bad_field(r, "version", "%llu", 0, valid);
+  }
+  if (h->version > PAGELOCK_TRACE_VERSION) return PLR_OPEN_NEW_VERSION;
+  if (h->header_size != sizeof *h) {
+    snprintf(valid, sizeof valid, "%zu in trace format version %u",
+             sizeof *h, h->version);
+    return plr_bad_field(r, "header_size", "%llu", h->header_size, valid);
+  }
+  if (h->pid == 0 || h->pid > PLR_PID_MAX) {
+    snprintf(valid, sizeof valid, "1 to %u", PLR_PID_MAX);
+    return plr_bad_field(r, "pid", "%llu", h->pid, valid);
+  }
+  /* Clock readings: 0 is no reading, and above 2^63 - 1 (year 2262, or
+   * 292 years of uptime) every time difference the report takes would
+   * overflow. */
+  if (h->start_realtime_ns == 0 || h->start_realtime_ns > INT64_MAX)
+    return plr_bad_field(r, "start_realtime_ns", "%llu", h->start_realtime_ns,
+                         "1 to 9223372036854775807");
+  if (h->start_mono_ns == 0 || h->start_mono_ns > INT64_MAX)
+    return plr_bad_field(r, "start_mono_ns", "%llu", h->start_mono_ns,
+                         "1 to 9223372036854775807");
+  uint32_t known = h->version >= 3 ? PLR_FILE_FLAGS_V3 : PLR_FILE_FLAGS_V1;
+  if (h->flags & ~known) {
+    snprintf(valid, sizeof valid, "bits 0x%x in trace format version %u",
+             known, h->version);
+    return plr_bad_field(r, "flags", "0x%llx", h->flags, valid);
+  }
+  if (h->reserved0) return plr_bad_field(r, "reserved0", "0x%llx", h->reserved0, "0");
+  if (h->reserved[0])
+    return plr_bad_field(r, "reserved[0]", "0x%llx", h->reserved[0], "0");
+  if (h->reserved[1])
+    return plr_bad_field(r, "reserved[1]", "0x%llx", h->reserved[1], "0");
+  return PLR_OPEN_OK;
 }
 
 plr_open_status plr_open_stream(plr_reader *r, FILE *f) {
@@ -68,24 +111,8 @@ plr_open_status plr_open_stream(plr_reader *r, FILE *f) {
     st = PLR_OPEN_BAD_MAGIC;
     goto fail;
   }
-  if (r->hdr.version == 0) {
-    st = PLR_OPEN_BAD_VERSION;
-    goto fail;
-  }
-  if (r->hdr.version > PAGELOCK_TRACE_VERSION) {
-    st = PLR_OPEN_NEW_VERSION;
-    goto fail;
-  }
-  if (r->hdr.header_size < sizeof r->hdr ||
-      r->hdr.header_size > PLR_MAX_HEADER_SIZE ||
-      r->hdr.header_size % 8 != 0) {
-    st = PLR_OPEN_BAD_HEADER_SIZE;
-    goto fail;
-  }
-  if (plr_skip(f, r->hdr.header_size - sizeof r->hdr) != 0) {
-    st = PLR_OPEN_SHORT_HEADER;
-    goto fail;
-  }
+  st = plr_check_header(r);
+  if (st != PLR_OPEN_OK) goto fail;
   /* +8 so a string that runs to the very end of a record still gets a NUL
    * the validator can find (it is then rejected, never over-read), and so a
    * version-1 COPY record can be zero-extended to today's size in place. */
@@ -98,6 +125,8 @@ plr_open_status plr_open_stream(plr_reader *r, FILE *f) {
   }
   r->f = f;
   r->offset = r->hdr.header_size;
+  r->blk_start = r->offset;
+  r->checksums = (r->hdr.flags & PAGELOCK_FILE_CHECKSUMS) != 0;
   return PLR_OPEN_OK;
 fail:
   fclose(f);
@@ -107,8 +136,10 @@ fail:
 void plr_close(plr_reader *r) {
   if (r->f) fclose(r->f);
   free(r->buf);
+  free(r->blk);
   r->f = NULL;
   r->buf = NULL;
+  r->blk = NULL;
 }
 
 /* Finds the NUL-terminated string starting at off inside a record of size
@@ -237,18 +268,209 @@ uint64_t plr_clock_to_mono(const plr_clock *c, uint64_t t) {
   return t < d ? 0 : t - d;
 }
 
+/* Sets the stop of a failed read: a read error, or a file that ends at a
+ * record boundary (got == 0) or inside a record. */
+static plr_stop plr_read_stop(plr_reader *r, size_t got) {
+  if (ferror(r->f)) {
+    r->errnum = errno ? errno : EIO;
+    return PLR_STOP_IO;
+  }
+  return got == 0 ? PLR_STOP_EOF : PLR_STOP_TRUNCATED;
+}
+
+/* Decodes the framed record in r->buf.  Returns 1 to hand it out, 0 to
+ * skip it (counted). */
+static int plr_take(plr_reader *r, uint32_t type, uint32_t size,
+                    plr_record *rec) {
+  r->buf[size] = 0;
+  r->complete++;
+  r->offset += size;
+  int d = plr_decode(r->buf, type, size, rec);
+  if (d == 0) {
+    r->unknown++;
+    return 0;
+  }
+  if (d < 0) {
+    r->malformed++;
+    return 0;
+  }
+  if (type == PAGELOCK_REC_END) r->stop = PLR_STOP_END;
+  return 1;
+}
+
+/* Makes room for n more bytes of the block: -1 past PLR_MAX_BLOCK, -2 out
+ * of memory. */
+static int plr_blk_room(plr_reader *r, size_t used, size_t n) {
+  if (used + n > PLR_MAX_BLOCK) return -1;
+  if (used + n <= r->blk_cap) return 0;
+  size_t cap = r->blk_cap ? r->blk_cap : 64u << 10;
+  while (cap < used + n) cap *= 2;
+  if (cap > PLR_MAX_BLOCK) cap = PLR_MAX_BLOCK;
+  unsigned char *p = realloc(r->blk, cap);
+  if (!p) return -2;
+  r->blk = p;
+  r->blk_cap = cap;
+  return 0;
+}
+
+/* Stops at damage in the block being read: none of its records are
+ * handed out. */
+static void plr_damaged(plr_reader *r, plr_damage_kind kind, uint64_t to,
+                        uint64_t at, uint64_t value) {
+  r->blk_pos = r->blk_end = r->blk_check = 0;
+  r->blk_stop = PLR_STOP_DAMAGED;
+  r->damage.kind = kind;
+  r->damage.from = r->blk_start;
+  r->damage.to = to;
+  r->damage.at = at;
+  r->damage.value = value;
+  r->damage.records = r->complete;
+}
+
+/* Looks for the CHECK record of the block starting at file offset start
+ * among the n bytes at p (which start there, so records are 8-aligned from
+ * p): 24 bytes whose start field is `start` and whose type or size (one of
+ * them may be the damaged byte) is a CHECK's.  Returns its offset from p,
+ * or SIZE_MAX. */
+static size_t plr_find_check(const unsigned char *p, size_t n, uint64_t start) {
+  for (size_t o = 0; o + sizeof(pagelock_rec_check) <= n; o += 8) {
+    pagelock_rec_check c;
+    memcpy(&c, p + o, sizeof c);
+    if (c.start == start && (c.h.type == PAGELOCK_REC_CHECK ||
+                             c.h.size == sizeof(pagelock_rec_check)))
+      return o;
+  }
+  return SIZE_MAX;
+}
+
+/* The bytes read since the last CHECK end the file (avail of them, the
+ * whole records among them len).  A writer that stopped mid-block (killed,
+ * disk full) leaves such a tail, handed out unchecked.  But when the CHECK
+ * of this very block is among those bytes, whole, the block is damaged: a
+ * damaged size field made the records skip over its CHECK, or the CHECK's
+ * own type or size was hit.  (A cut inside the last CHECK leaves it
+ * incomplete: a tail.) */
+static void plr_tail(plr_reader *r, size_t len, size_t avail) {
+  size_t at = plr_find_check(r->blk, avail, r->blk_start);
+  if (at != SIZE_MAX) {
+    plr_damaged(r, PLR_DAMAGE_FRAMING, r->blk_start + at, r->blk_start + at, 0);
+    return;
+  }
+  r->blk_end = len;
+  r->unverified = len > 0;
+}
+
+/* Reads the next block of a checksummed trace, up to and including its
+ * CHECK record, and verifies it.  Leaves the records to hand out in
+ * blk[blk_pos, blk_end), and in blk_stop why reading ends after them. */
+static void plr_fill_block(plr_reader *r) {
+  size_t len = 0; /* bytes of whole records read */
+  int room = 0;
+  r->blk_start = r->offset;
+  r->blk_pos = r->blk_end = r->blk_check = 0;
+  for (;;) {
+    pagelock_rec_hdr h;
+    if ((room = plr_blk_room(r, len, sizeof h)) != 0) break;
+    errno = 0;
+    size_t got = plr_read_full(r->f, r->blk + len, sizeof h);
+    if (got < sizeof h) {
+      r->blk_stop = plr_read_stop(r, got);
+      plr_tail(r, len, len);
+      return;
+    }
+    memcpy(&h, r->blk + len, sizeof h);
+    uint64_t at = r->blk_start + len;
+    if (h.size < sizeof h || h.size % 8 != 0 ||
+        h.size > PAGELOCK_TRACE_MAX_RECORD) {
+      /* A writer never frames a record so: the block is damaged.  Without
+       * its CHECK its extent is known up to this record only. */
+      plr_damaged(r, PLR_DAMAGE_SIZE, at, at, h.size);
+      return;
+    }
+    if ((room = plr_blk_room(r, len, h.size)) != 0) break;
+    size_t body = h.size - sizeof h;
+    errno = 0;
+    got = plr_read_full(r->f, r->blk + len + sizeof h, body);
+    if (got < body) {
+      r->blk_stop = plr_read_stop(r, 1);
+      plr_tail(r, len, len + sizeof h + got);
+      return;
+    }
+    if (h.type == PAGELOCK_REC_CHECK) {
+      pagelock_rec_check c;
+      /* Exactly 24 bytes: a CHECK's own header is under no checksum, so a
+       * size other than its own would move the reader unchecked. */
+      if (h.size != sizeof c) {
+        plr_damaged(r, PLR_DAMAGE_CHECK, at, at, h.size);
+        return;
+      }
+      memcpy(&c, r->blk + len, sizeof c);
+      if (c.start != r->blk_start) {
+        plr_damaged(r, PLR_DAMAGE_START, at, at, c.start);
+        return;
+      }
+      /* reserved is not under any checksum: a flipped bit there is found
+       * only this way. */
+      if (c.reserved != 0) {
+        plr_damaged(r, PLR_DAMAGE_CHECK, at, at, h.size);
+        return;
+      }
+      if (pagelock_crc32c(0, r->blk, len) != c.crc32c) {
+        plr_damaged(r, PLR_DAMAGE_CRC, at, at, 0);
+        return;
+      }
+      r->blk_end = len;
+      r->blk_check = h.size;
+      r->blocks++;
+      return;
+    }
+    len += h.size;
+  }
+  if (room == -2) {
+    r->errnum = ENOMEM;
+    r->blk_stop = PLR_STOP_IO;
+    return;
+  }
+  plr_damaged(r, PLR_DAMAGE_LONG, r->blk_start + len, r->blk_start + len, 0);
+}
+
+/* plr_next for a checksummed trace. */
+static int plr_next_checked(plr_reader *r, plr_record *rec) {
+  while (r->stop == PLR_STOP_NONE) {
+    if (r->blk_pos < r->blk_end) {
+      pagelock_rec_hdr h;
+      memcpy(&h, r->blk + r->blk_pos, sizeof h);
+      memcpy(r->buf, r->blk + r->blk_pos, h.size);
+      r->blk_pos += h.size;
+      if (plr_take(r, h.type, h.size, rec)) return 1;
+      continue;
+    }
+    if (r->blk_check) {
+      /* The CHECK that closed the block: consumed here. */
+      r->offset += r->blk_check;
+      r->complete++;
+      r->blk_check = 0;
+      r->blk_stop = PLR_STOP_NONE;
+      r->blk_pos = r->blk_end = 0;
+      continue;
+    }
+    if (r->blk_stop != PLR_STOP_NONE) {
+      r->stop = r->blk_stop;
+      break;
+    }
+    plr_fill_block(r);
+  }
+  return 0;
+}
+
 int plr_next(plr_reader *r, plr_record *rec) {
+  if (r->checksums) return plr_next_checked(r, rec);
   while (r->stop == PLR_STOP_NONE) {
     pagelock_rec_hdr h;
     errno = 0;
     size_t got = plr_read_full(r->f, &h, sizeof h);
     if (got < sizeof h) {
-      if (ferror(r->f)) {
-        r->errnum = errno ? errno : EIO;
-        r->stop = PLR_STOP_IO;
-      } else {
-        r->stop = got == 0 ? PLR_STOP_EOF : PLR_STOP_TRUNCATED;
-      }
+      r->stop = plr_read_stop(r, got);
       break;
     }
     if (h.size < sizeof h || h.size % 8 != 0 ||
@@ -262,28 +484,21 @@ int plr_next(plr_reader *r, plr_record *rec) {
     size_t body = h.size - sizeof h;
     errno = 0;
     if (plr_read_full(r->f, r->buf + sizeof h, body) != body) {
-      if (ferror(r->f)) {
-        r->errnum = errno ? errno : EIO;
-        r->stop = PLR_STOP_IO;
-      } else {
-        r->stop = PLR_STOP_TRUNCATED;
-      }
+      r->stop = plr_read_stop(r, 1);
       break;
     }
-    r->buf[h.size] = 0;
-    r->complete++;
-    r->offset += h.size;
-    int d = plr_decode(r->buf, h.type, h.size, rec);
-    if (d == 0) {
-      r->unknown++;
-      continue;
+    /* Version 3 writes CHECK records only into checksummed traces: one in
+     * a trace whose header does not say so means the header's flags were
+     * damaged, and nothing after them can be trusted either.  (In versions
+     * 1 and 2, type 15 is just a type they did not know.) */
+    if (h.type == PAGELOCK_REC_CHECK && r->hdr.version >= 3) {
+      r->damage.kind = PLR_DAMAGE_UNFLAGGED;
+      r->damage.from = r->damage.to = r->damage.at = r->offset;
+      r->damage.records = r->complete;
+      r->stop = PLR_STOP_DAMAGED;
+      break;
     }
-    if (d < 0) {
-      r->malformed++;
-      continue;
-    }
-    if (h.type == PAGELOCK_REC_END) r->stop = PLR_STOP_END;
-    return 1;
+    if (plr_take(r, h.type, h.size, rec)) return 1;
   }
   return 0;
 }
@@ -310,18 +525,69 @@ void plr_open_strerror(const plr_reader *r, plr_open_status st,
   case PLR_OPEN_BAD_MAGIC:
     snprintf(buf, len, "'%s' is not a pagelock trace", path);
     break;
-  case PLR_OPEN_BAD_VERSION:
-    snprintf(buf, len, "'%s' has an invalid trace format version 0", path);
-    break;
   case PLR_OPEN_NEW_VERSION:
     snprintf(buf, len,
              "'%s' uses trace format version %u; this pagelock reads "
              "version %u or older: use a newer pagelock to report it",
              path, r->hdr.version, PAGELOCK_TRACE_VERSION);
     break;
-  case PLR_OPEN_BAD_HEADER_SIZE:
-    snprintf(buf, len, "'%s' is corrupt: trace header size %u is invalid",
-             path, r->hdr.header_size);
+  case PLR_OPEN_BAD_HEADER:
+    snprintf(buf, len,
+             "'%s' is corrupt: its trace header's %s %s %s (valid: %s)", path,
+             r->bad_field ? r->bad_field : "?",
+             r->bad_field && strcmp(r->bad_field, "flags") == 0 ? "are" : "is",
+             r->bad_value, r->bad_valid);
     break;
   }
+}
+
+void plr_damage_message(const plr_damage *d, const pagelock_file_header *h,
+                        const char *path, char *buf, size_t len) {
+  char why[160];
+  unsigned long long at = d->at, to = d->to, from = d->from;
+  switch (d->kind) {
+  case PLR_DAMAGE_UNFLAGGED:
+    snprintf(buf, len,
+             "'%s' is corrupt: a CHECK record at byte %llu, but its header's "
+             "flags (0x%x) say it has no checksums; the report covers the "
+             "%llu records before it",
+             path, at, h ? h->flags : 0u, (unsigned long long)d->records);
+    return;
+  case PLR_DAMAGE_CRC:
+    snprintf(why, sizeof why,
+             "checksum mismatch in the block of bytes %llu..%llu", from,
+             to - 1);
+    break;
+  case PLR_DAMAGE_START:
+    snprintf(why, sizeof why,
+             "the CHECK record at byte %llu says its block starts at byte "
+             "%llu",
+             at, (unsigned long long)d->value);
+    break;
+  case PLR_DAMAGE_CHECK:
+    snprintf(why, sizeof why, "the CHECK record at byte %llu is malformed",
+             at);
+    break;
+  case PLR_DAMAGE_SIZE:
+    snprintf(why, sizeof why,
+             "the record at byte %llu has size %llu, which no writer "
+             "produces",
+             at, (unsigned long long)d->value);
+    break;
+  case PLR_DAMAGE_FRAMING:
+    snprintf(why, sizeof why,
+             "its records do not lead to the CHECK record at byte %llu", at);
+    break;
+  case PLR_DAMAGE_LONG:
+    snprintf(why, sizeof why,
+             "no CHECK record closes the block within %u MiB",
+             PLR_MAX_BLOCK >> 20);
+    break;
+  default:
+    snprintf(why, sizeof why, "damaged");
+  }
+  snprintf(buf, len,
+           "'%s' is corrupt from byte %llu (%s); the report covers the %llu "
+           "records before it",
+           path, from, why, (unsigned long long)d->records);
 }

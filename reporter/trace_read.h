@@ -16,13 +16,12 @@
 /* Why plr_open refused a file. */
 typedef enum plr_open_status {
   PLR_OPEN_OK = 0,
-  PLR_OPEN_ERRNO,           /* open/read failed, errno kept in errnum */
-  PLR_OPEN_EMPTY,           /* zero bytes */
-  PLR_OPEN_SHORT_HEADER,    /* fewer bytes than a file header */
-  PLR_OPEN_BAD_MAGIC,       /* not a pagelock trace at all */
-  PLR_OPEN_BAD_VERSION,     /* version 0: never written by any pagelock */
-  PLR_OPEN_NEW_VERSION,     /* written by a newer pagelock */
-  PLR_OPEN_BAD_HEADER_SIZE, /* header_size smaller than v1's or absurd */
+  PLR_OPEN_ERRNO,        /* open/read failed, errno kept in errnum */
+  PLR_OPEN_EMPTY,        /* zero bytes */
+  PLR_OPEN_SHORT_HEADER, /* fewer bytes than a file header */
+  PLR_OPEN_BAD_MAGIC,    /* not a pagelock trace at all */
+  PLR_OPEN_NEW_VERSION,  /* written by a newer pagelock */
+  PLR_OPEN_BAD_HEADER,   /* a header field no writer produces: bad_field */
 } plr_open_status;
 
 /* Why the record stream stopped; everything but END means the trace is
@@ -34,24 +33,76 @@ typedef enum plr_stop {
   PLR_STOP_TRUNCATED, /* file ends inside a record */
   PLR_STOP_CORRUPT,   /* a record size no writer produces */
   PLR_STOP_IO,        /* read error */
+  PLR_STOP_DAMAGED,   /* checksummed trace: a block failed its check (damage) */
 } plr_stop;
 
-/* A header_size above this is treated as corruption rather than as a future
- * header extension we could skip. */
-#define PLR_MAX_HEADER_SIZE 4096u
+/* What is wrong with the block of a checksummed trace that stopped the
+ * reader (PLR_STOP_DAMAGED). */
+typedef enum plr_damage_kind {
+  PLR_DAMAGE_NONE = 0,
+  PLR_DAMAGE_CRC,       /* the CHECK's crc32c does not match the block */
+  PLR_DAMAGE_START,     /* the CHECK's start is not the previous block's end */
+  PLR_DAMAGE_CHECK,     /* the CHECK record itself is malformed */
+  PLR_DAMAGE_SIZE,      /* a record size no writer produces, in the block */
+  PLR_DAMAGE_FRAMING,   /* the records do not frame up to the block's CHECK */
+  PLR_DAMAGE_LONG,      /* no CHECK within PLR_MAX_BLOCK bytes */
+  PLR_DAMAGE_UNFLAGGED, /* a CHECK record in a trace not flagged as checksummed */
+} plr_damage_kind;
+
+typedef struct plr_damage {
+  plr_damage_kind kind;
+  uint64_t from;  /* first byte of the damaged block: records before it are good */
+  uint64_t to;    /* one past its last byte as far as known (the CHECK's offset) */
+  uint64_t at;    /* the offending record (CHECK, bad size) */
+  uint64_t value; /* the bad size (SIZE), the CHECK's start (START) */
+  uint64_t records; /* records before `from` */
+} plr_damage;
+
+/* The most bytes between two CHECK records: a writer closes every buffer
+ * it writes (256 KiB, plus the record that did not fit, at most 1 MiB), so
+ * a longer block is damage, and the reader never holds more than this. */
+#define PLR_MAX_BLOCK (4u << 20)
+
+/* The bits of pagelock_file_header.flags each version may set. */
+#define PLR_FILE_FLAGS_V1 PAGELOCK_FILE_SIMULATED
+#define PLR_FILE_FLAGS_V3                                                   \
+  (PAGELOCK_FILE_SIMULATED | PAGELOCK_FILE_STOP_DISK_FULL |                 \
+   PAGELOCK_FILE_STOP_WRITE_ERROR | PAGELOCK_FILE_STOP_FD_LOST |            \
+   PAGELOCK_FILE_CHECKSUMS)
+#define PLR_FILE_STOP_FLAGS                                                 \
+  (PAGELOCK_FILE_STOP_DISK_FULL | PAGELOCK_FILE_STOP_WRITE_ERROR |          \
+   PAGELOCK_FILE_STOP_FD_LOST)
+
+/* Linux's PID_MAX_LIMIT on 64-bit: no pid is larger. */
+#define PLR_PID_MAX 4194304u
 
 typedef struct plr_reader {
   FILE *f;
   pagelock_file_header hdr;
-  uint64_t complete;  /* framed records read so far (malformed ones too) */
+  uint64_t complete;  /* framed records handed out or skipped so far */
   uint64_t malformed; /* known types whose body failed validation: skipped */
   uint64_t unknown;   /* unknown types: skipped */
-  uint64_t offset;    /* file offset of the next record */
+  uint64_t offset;    /* file offset of the next record handed out */
   uint32_t bad_size;  /* the offending size when stop == PLR_STOP_CORRUPT */
   uint32_t bad_type;
   plr_stop stop;
   int errnum;         /* errno for PLR_OPEN_ERRNO / PLR_STOP_IO */
   unsigned char *buf; /* one record, PAGELOCK_TRACE_MAX_RECORD + 1 bytes */
+  /* PLR_OPEN_BAD_HEADER: which field, its value and the valid ones. */
+  const char *bad_field;
+  char bad_value[32];
+  char bad_valid[64];
+  /* Checksummed traces (PAGELOCK_FILE_CHECKSUMS) are read a block at a
+   * time: records are handed out only once their CHECK matched. */
+  int checksums;
+  unsigned char *blk;  /* the block's bytes, file offset blk_start on */
+  size_t blk_cap, blk_pos, blk_end; /* records to hand out: [pos, end) */
+  size_t blk_check;    /* size of the verified CHECK after blk_end, or 0 */
+  uint64_t blk_start;
+  plr_stop blk_stop;   /* why reading stops once the block is handed out */
+  uint64_t blocks;     /* blocks verified */
+  int unverified;      /* records after the last CHECK were handed out */
+  plr_damage damage;   /* stop == PLR_STOP_DAMAGED */
 } plr_reader;
 
 /* One validated record.  Pointers alias the reader's buffer and are valid
@@ -101,7 +152,10 @@ void plr_clock_update(plr_clock *c, const pagelock_rec_clock *rec);
  * must not wrap a time around). */
 uint64_t plr_clock_to_mono(const plr_clock *c, uint64_t t);
 
-/* Opens path and validates the file header.  On failure returns the status,
+/* Opens path and validates every field of the file header: magic,
+ * version (1 to PAGELOCK_TRACE_VERSION), header_size (64, the only size any
+ * version has), pid, the two start times, flags (no bit the version does
+ * not define) and the reserved fields (0).  On failure returns the status,
  * closes everything and leaves errnum set for PLR_OPEN_ERRNO.  The caller
  * must plr_close on success only. */
 plr_open_status plr_open(plr_reader *r, const char *path);
@@ -114,7 +168,14 @@ plr_open_status plr_open_stream(plr_reader *r, FILE *f);
  * and malformed records are skipped (counted).  A COPY record of version-1
  * size (PAGELOCK_REC_COPY_V1_SIZE) is accepted and its version-2 fields
  * read as 0.  Returns 0 once the stream
- * stopped; r->stop then says why.  Never reads past an END record. */
+ * stopped; r->stop then says why.  Never reads past an END record.
+ *
+ * In a checksummed trace CHECK records are consumed here: a block's records
+ * are handed out once its CHECK matched, and a block that does not stops
+ * the stream (PLR_STOP_DAMAGED, r->damage) before any of them.  The records
+ * after the last CHECK (a trace cut short by a kill or a full disk) are
+ * handed out unchecked (r->unverified), unless a CHECK further on shows
+ * they are a damaged block rather than a tail. */
 int plr_next(plr_reader *r, plr_record *rec);
 
 void plr_close(plr_reader *r);
@@ -123,5 +184,10 @@ void plr_close(plr_reader *r);
  * without the "pagelock: " prefix. */
 void plr_open_strerror(const plr_reader *r, plr_open_status st,
                        const char *path, char *buf, size_t len);
+
+/* "'f' is corrupt from byte N (why); the report covers the K records before
+ * it", without the prefix, for a reader or trace stopped by damage. */
+void plr_damage_message(const plr_damage *d, const pagelock_file_header *h,
+                        const char *path, char *buf, size_t len);
 
 #endif

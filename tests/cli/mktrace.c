@@ -5,6 +5,13 @@
  *                    [--host H] [--v1]
  *        mktrace OUT --scenario NAME [--pid P] [--rank R] [--host H]
  *        mktrace OUT --big N [--late]
+ *        mktrace OUT --hostile N
+ * Any of them but --big and --hostile also takes --checksums K (a CHECK
+ * record after every K records, and the CHECKSUMS flag; prints
+ * "blocks=S0 S1 ...", the file offset of each block), --flags X (OR X into
+ * the header's flags, e.g. 0x2 PAGELOCK_FILE_STOP_DISK_FULL) and
+ * --evil-names (terminal escapes and invalid UTF-8 in the program path,
+ * host, note and symbol names).
  *
  * The default trace looks like one written by the shim for a program "app"
  * whose copies go through a dynamically linked libcudart: PROCESS, NOTE,
@@ -35,7 +42,9 @@
  * in batches of 1000 after their COPYs, each batch shuffled), plus a
  * kernel per 10 copies, over 50 call sites: the speed test.  --late puts
  * every GPU record after the last COPY (the join's worst case: every call
- * waits for its op). */
+ * waits for its op).  --hostile N writes N COPY and N GPU records that
+ * repeat correlation ids, devices and names (mk_hostile): every writer must
+ * stay O(n log n) on it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,11 +59,18 @@
 /* CUPTI's clock in the scenarios: this far behind CLOCK_MONOTONIC. */
 #define CUPTI_SKEW (500 * MS)
 
+/* --evil-names: the program path, host, note and a symbol name hold what a
+ * terminal would act on (CSI and OSC sequences, CR, BS, an 8-bit CSI byte,
+ * a C1 control, invalid UTF-8). */
+#define EVIL "\033[31m\033]0;t\a\r\b\x9b" "2J\xc2\x9b\xff"
+static int evil_names;
+
 /* The classic trace: COPY records only (plus exit-time records). */
 static int mk_classic(tb *b, unsigned long copies, unsigned long sites,
                       int end, int cut, size_t *len, size_t *complete, int v1) {
   if (sites == 0 || sites > 10000) sites = 1;
-  tb_note(b, PAGELOCK_NOTE_INFO, "synthetic trace written by mktrace");
+  tb_note(b, PAGELOCK_NOTE_INFO, evil_names ? "note " EVIL
+                                            : "synthetic trace written by mktrace");
   for (unsigned long s = 0; s < sites; s++) {
     /* innermost: cudart's cudaMemcpyAsync, then the user's function */
     uint64_t fr[3] = {CUDART_BASE + 0x1000 + 0x10 * s,
@@ -85,7 +101,7 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites,
             "/nonexistent/lib/libcudart.so.13");
   for (unsigned long s = 0; s < sites; s++) {
     char name[64];
-    snprintf(name, sizeof name, "step_%lu", s);
+    snprintf(name, sizeof name, "step_%lu%s", s, evil_names ? EVIL : "");
     tb_symbol(b, APP_BASE + 0x2000 + 0x100 * s + 0x20,
               APP_BASE + 0x2000 + 0x100 * s, name);
     tb_symbol(b, CUDART_BASE + 0x1000 + 0x10 * s, CUDART_BASE + 0x1000,
@@ -413,15 +429,104 @@ static int mk_big(const char *out, unsigned long n, uint64_t pid, int late) {
   return rc;
 }
 
+/* ---- hostile input ------------------------------------------------------- */
+
+/* N COPY records and N GPU copy records that repeat what a writer keeps
+ * distinct, so that any writer matching or grouping them in O(n) per record
+ * shows it: every call has correlation 1 and gpu_correlation 1 and every
+ * GPU copy correlation 1; LINK records (one per two copies) all name
+ * correlation 2 with copy_seq values no call has, and one GPU copy in ten
+ * has correlation 2; each GPU record and each call is on its own device;
+ * host threads, streams, STACK ids, kernel NAMEs and NOTEs repeat. */
+static int mk_hostile(const char *out, unsigned long n, uint64_t pid) {
+  FILE *f = fopen(out, "wb");
+  if (!f) return -1;
+  tb b = {0};
+  tb_header(&b, pid, 0);
+  tb_process(&b, "/opt/app/bin/hostile", "host", 0, -1);
+  tb_gpu_status(&b, PAGELOCK_GPU_TIMING_ON, 0, 0, "");
+  for (uint32_t id = 1; id <= 1000; id++) {
+    char name[64];
+    snprintf(name, sizeof name, "_Z6kernelILi%uEEvv", id);
+    tb_name(&b, id, name);
+  }
+  uint64_t t = 1000000000ull + 1000, recs = 0;
+  for (unsigned long i = 0; i < n; i++) {
+    if (i % 1000 == 0) {
+      /* the same stack ids and notes again and again */
+      uint64_t fr[2] = {APP_BASE + 0x2000 + 0x10 * (i % 7), APP_BASE + 0x9000};
+      tb_stack(&b, (uint32_t)(i / 1000 % 50) + 1, fr, 2);
+      char note[64];
+      snprintf(note, sizeof note, "hostile note %lu", i / 1000 % 100);
+      tb_note(&b, PAGELOCK_NOTE_INFO, note);
+    }
+    pagelock_rec_copy c;
+    memset(&c, 0, sizeof c);
+    c.start_ns = t;
+    c.host_ns = 5000;
+    c.bytes = 1u << 20;
+    c.stream = i % 64;
+    c.callsite = APP_BASE + 0x2000 + 0x10 * (i % 7);
+    c.correlation = 1;
+    c.tid = (uint32_t)(i % 4096) + 1;
+    c.stack_id = (uint32_t)(i % 50) + 1;
+    c.flags = PAGELOCK_COPY_ASYNC;
+    c.device = (int32_t)(i % 2000000);
+    c.api = PAGELOCK_API_cuMemcpyHtoDAsync_v2;
+    c.dir = PAGELOCK_DIR_H2D;
+    c.host_mem = PAGELOCK_MEM_PAGEABLE;
+    c.src_mem = PAGELOCK_MEM_PAGEABLE;
+    c.dst_mem = PAGELOCK_MEM_DEVICE;
+    c.gpu_correlation = 1;
+    tb_rec(&b, PAGELOCK_REC_COPY, &c, sizeof c, NULL, NULL);
+    if (i % 2 == 0) tb_link(&b, 2, 0x100000000ull + i);
+    tb_gpu_args g = {0};
+    g.kind = PAGELOCK_GPU_MEMCPY;
+    g.copy_kind = PAGELOCK_GPU_COPY_HTOD;
+    g.src_kind = PAGELOCK_GPU_MEM_PAGEABLE;
+    g.dst_kind = PAGELOCK_GPU_MEM_DEVICE;
+    g.bytes = 1u << 20;
+    g.start_ns = t + 100;
+    g.end_ns = t + 4000;
+    g.correlation = i % 10 == 9 ? 2 : 1;
+    g.device = (uint32_t)i;
+    g.stream = (uint32_t)(i % 1000);
+    g.flags = PAGELOCK_GPU_ASYNC;
+    tb_gpu(&b, &g);
+    if (i % 10 == 0)
+      tb_kernel(&b, (uint32_t)(i % 8), 7, t, t + 20000, (uint32_t)(i % 1000) + 1);
+    recs += 2 + (i % 2 == 0) + (i % 10 == 0) + 2 * (i % 1000 == 0);
+    t += 6000;
+    if (b.len > (8u << 20)) {
+      if (fwrite(b.p, 1, b.len, f) != b.len) goto fail;
+      b.len = 0;
+      b.nrec = 0;
+    }
+  }
+  tb_gpu_status(&b, PAGELOCK_GPU_TIMING_ON, n + n / 10, 0, "");
+  tb_end(&b, t + 1000);
+  if (fwrite(b.p, 1, b.len, f) != b.len) goto fail;
+  tb_free(&b);
+  if (fclose(f) != 0) return -1;
+  printf("records=%llu\n", (unsigned long long)(recs + 1000 + 4));
+  return 0;
+fail:
+  tb_free(&b);
+  fclose(f);
+  return -1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: mktrace OUT [--copies N] [--sites N] [--no-end] "
             "[--cut-mid-record] [--simulated] [--mode M] [--pid P] [--rank R] "
-            "[--host H] [--v1] [--scenario NAME] [--big N]\n");
+            "[--host H] [--v1] [--scenario NAME] [--big N] [--hostile N] "
+            "[--checksums K] [--flags X] [--evil-names]\n");
     return 2;
   }
   const char *out = argv[1], *scenario = NULL, *host = "testhost";
-  unsigned long copies = 100, sites = 3, pid = 4242, mode = 0, big = 0;
+  unsigned long copies = 100, sites = 3, pid = 4242, mode = 0, big = 0,
+                hostile = 0, checksums = 0, flags = 0;
   long rank = -1;
   int end = 1, cut = 0, simulated = 0, v1 = 0, late = 0;
   for (int i = 2; i < argc; i++) {
@@ -435,6 +540,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--host")) host = v, i++;
     else if (!strcmp(a, "--scenario")) scenario = v, i++;
     else if (!strcmp(a, "--big")) big = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--hostile")) hostile = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--checksums")) checksums = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--flags")) flags = strtoul(v, NULL, 0), i++;
+    else if (!strcmp(a, "--evil-names")) evil_names = 1;
     else if (!strcmp(a, "--no-end")) end = 0;
     else if (!strcmp(a, "--cut-mid-record")) end = 0, cut = 1;
     else if (!strcmp(a, "--simulated")) simulated = 1;
@@ -445,6 +554,13 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (hostile) {
+    if (mk_hostile(out, hostile, pid) != 0) {
+      perror(out);
+      return 1;
+    }
+    return 0;
+  }
   if (big) {
     if (mk_big(out, big, pid, late) != 0) {
       perror(out);
@@ -452,16 +568,23 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
+  if (checksums && (cut || v1)) {
+    fprintf(stderr, "mktrace: --checksums needs a version-3 trace written "
+            "whole (cut it afterwards)\n");
+    return 2;
+  }
   tb b = {0};
+  flags |= simulated ? PAGELOCK_FILE_SIMULATED : 0;
+  const char *exe = evil_names ? "/opt/" EVIL "/app" : "/opt/app/bin/app";
+  if (evil_names) host = "host" EVIL;
   if (v1)
-    tb_header_v(&b, 1, sizeof(pagelock_file_header), pid,
-                simulated ? PAGELOCK_FILE_SIMULATED : 0);
+    tb_header_v(&b, 1, sizeof(pagelock_file_header), pid, (uint32_t)flags);
   else
-    tb_header(&b, pid, simulated ? PAGELOCK_FILE_SIMULATED : 0);
+    tb_header(&b, pid, (uint32_t)flags);
   size_t len = 0, complete = 0;
   if (scenario) {
     if (!strcmp(scenario, "staged")) mode = PAGELOCK_MODE_STAGE;
-    tb_process(&b, "/opt/app/bin/app", host, (uint32_t)mode, (int32_t)rank);
+    tb_process(&b, exe, host, (uint32_t)mode, (int32_t)rank);
     uint64_t t = mk_scenario(&b, scenario);
     if (!t) {
       fprintf(stderr, "mktrace: unknown scenario %s\n", scenario);
@@ -470,8 +593,23 @@ int main(int argc, char **argv) {
     tb_end(&b, t + MS);
     len = b.len;
   } else {
-    tb_process(&b, "/opt/app/bin/app", host, (uint32_t)mode, (int32_t)rank);
+    tb_process(&b, exe, host, (uint32_t)mode, (int32_t)rank);
     mk_classic(&b, copies, sites, end, cut, &len, &complete, v1);
+  }
+  if (checksums) {
+    tb c;
+    size_t nb = 0;
+    uint64_t *starts = malloc((b.nrec / checksums + 2) * sizeof *starts);
+    if (!starts) return 1;
+    tb_checksum(&b, checksums, &c, starts, &nb);
+    tb_free(&b);
+    b = c;
+    len = b.len;
+    printf("blocks=");
+    for (size_t k = 0; k < nb; k++)
+      printf("%s%llu", k ? " " : "", (unsigned long long)starts[k]);
+    printf("\n");
+    free(starts);
   }
   printf("records=%zu\n", cut ? complete : b.nrec);
   if (tb_write(&b, len, out) != 0) {

@@ -154,7 +154,7 @@ report_future_version)
   # version is the little-endian u32 at offset 8
   { head -c 8 good.trace; printf '\011\000\000\000'; tail -c +13 good.trace; } >future.trace
   run_pl 2 report future.trace
-  has_err "pagelock: 'future.trace' uses trace format version 9; this pagelock reads version 2 or older"
+  has_err "pagelock: 'future.trace' uses trace format version 9; this pagelock reads version 3 or older"
   ;;
 report_truncated)
   n=$(mk cut.trace --cut-mid-record --copies 50)
@@ -295,7 +295,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 p = d["processes"][0]
 g = p["gpu"]
-assert p["trace_version"] == 2, p["trace_version"]
+assert p["trace_version"] == 3, p["trace_version"]
 assert g["status"] == "on" and g["records"] == 10 and g["dropped"] == 0, g
 j = g["join"]
 assert j["calls"] == 7 and j["made_sync"] == 3 and j["made_sync_host_ns"] == 9000000, j

@@ -31,7 +31,8 @@ add_executable(pl_mkgputrace ${CMAKE_CURRENT_LIST_DIR}/mkgputrace.c)
 target_include_directories(pl_mkgputrace PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../../shim)
 foreach(c chrome_basic chrome_staged chrome_multi chrome_no_gpu html_basic
     html_stdout_multi html_no_gpu html_large report_output_errors compare_text
-    compare_json compare_runs compare_errors)
+    compare_json compare_runs compare_errors report_bad_header report_damaged
+    report_stop_flags report_escapes)
   add_test(NAME cli_${c} COMMAND ${CMAKE_CURRENT_LIST_DIR}/views.sh ${CMAKE_BINARY_DIR} ${c})
   # sanitize: run again in the ASan+UBSan build, the writers on real inputs
   set_tests_properties(cli_${c} PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77)
@@ -45,6 +46,13 @@ set_tests_properties(cli_html_render PROPERTIES LABELS "cli" SKIP_RETURN_CODE 77
 add_test(NAME perf_report_big_gpu
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/run.sh ${CMAKE_BINARY_DIR} report_big_gpu)
 set_tests_properties(perf_report_big_gpu PROPERTIES LABELS "perf" TIMEOUT 60)
+
+# Every writer over a million records that repeat correlation ids,
+# devices, threads and names: each format within 20 s (times printed).
+add_test(NAME perf_hostile_formats
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/views.sh ${CMAKE_BINARY_DIR} hostile_formats)
+set_tests_properties(perf_hostile_formats PROPERTIES LABELS "perf" TIMEOUT 200
+  SKIP_RETURN_CODE 77)
 
 # Golden reports: every tests/golden/*.trace with a *.expected.txt (and
 # optionally *.expected.json) must report exactly that.

@@ -309,6 +309,51 @@ static inline void tb_end(tb *b, uint64_t end_mono_ns) {
   tb_rec(b, PAGELOCK_REC_END, &e, sizeof e, NULL, NULL);
 }
 
+/* Closes the block that started at file offset *start (header_size for the
+ * first) with a CHECK record over the bytes since, as a writer of a
+ * PAGELOCK_FILE_CHECKSUMS trace does after each buffer, and moves *start
+ * past it.  base is the file offset of b->p[0] (0 unless the builder's
+ * bytes were flushed to a file). */
+static inline void tb_check_at(tb *b, uint64_t base, uint64_t *start) {
+  pagelock_rec_check c;
+  memset(&c, 0, sizeof c);
+  c.start = *start;
+  c.crc32c = pagelock_crc32c(0, b->p + (*start - base),
+                             b->len - (size_t)(*start - base));
+  tb_rec(b, PAGELOCK_REC_CHECK, &c, sizeof c, NULL, NULL);
+  *start = base + b->len;
+}
+
+static inline void tb_check(tb *b, uint64_t *start) { tb_check_at(b, 0, start); }
+
+/* dst = src (a version-3 trace) as a checksummed trace: the CHECKSUMS
+ * flag set and a CHECK record after every `every` records of src and after
+ * its last.  starts[] (when not NULL) gets the file offset of each block,
+ * *nblocks (when not NULL) their number; src->offsets must be complete
+ * (nothing flushed). */
+static inline void tb_checksum(const tb *src, size_t every, tb *dst,
+                               uint64_t *starts, size_t *nblocks) {
+  memset(dst, 0, sizeof *dst);
+  pagelock_file_header h;
+  memcpy(&h, src->p, sizeof h);
+  h.flags |= PAGELOCK_FILE_CHECKSUMS;
+  tb_put(dst, &h, sizeof h);
+  uint64_t start = dst->len;
+  size_t nb = 0;
+  if (every == 0) every = 1;
+  for (size_t i = 0; i < src->nrec; i++) {
+    size_t end = i + 1 < src->nrec ? src->offsets[i + 1] : src->len;
+    if (i % every == 0) {
+      if (starts) starts[nb] = start;
+      nb++;
+    }
+    tb_mark(dst);
+    tb_put(dst, src->p + src->offsets[i], end - src->offsets[i]);
+    if ((i + 1) % every == 0 || i + 1 == src->nrec) tb_check(dst, &start);
+  }
+  if (nblocks) *nblocks = nb;
+}
+
 /* Writes the first len bytes of b to path; returns 0 on success. */
 static inline int tb_write(const tb *b, size_t len, const char *path) {
   FILE *f = fopen(path, "wb");

@@ -307,6 +307,130 @@ compare_errors)
   run_pl 2 compare --format html before.trace before.trace
   has_err "pagelock: invalid --format 'html' for compare (valid: text, json)"
   ;;
+report_bad_header)
+  # Every header field is checked: one line naming the field, its value and
+  # the valid values, exit 2, no report.
+  "$MK" good.trace >/dev/null || fail "mktrace failed"
+  # header_size: the u32 at offset 12
+  { head -c 12 good.trace; printf '\110\000\000\000'; tail -c +17 good.trace; } >hs.trace
+  run_pl 2 report hs.trace
+  [ "$(cat err)" = "pagelock: 'hs.trace' is corrupt: its trace header's header_size is 72 (valid: 64 in trace format version 3)" ] || fail "header_size message"
+  [ ! -s out ] || fail "a report from a bad header"
+  # flags: the u32 at offset 40
+  { head -c 40 good.trace; printf '\100\000\000\000'; tail -c +45 good.trace; } >fl.trace
+  run_pl 2 report --format json fl.trace
+  has_err "pagelock: 'fl.trace' is corrupt: its trace header's flags are 0x40 (valid: bits 0x1f in trace format version 3)"
+  # reserved[1]: the u64 at offset 56
+  { head -c 56 good.trace; printf '\001'; tail -c +58 good.trace; } >rs.trace
+  run_pl 2 report rs.trace
+  has_err "pagelock: 'rs.trace' is corrupt: its trace header's reserved[1] is 0x1 (valid: 0)"
+  ;;
+report_damaged)
+  # A checksummed trace with one byte changed in its third block: the
+  # report stops before that block, says from which byte, exits 0 as for
+  # any partial trace (the warning, the header and JSON say so).
+  "$MK" ck.trace --checksums 10 --copies 30 >mk.out || fail "mktrace failed"
+  set -- $(sed -n 's/^blocks=//p' mk.out)
+  b2=$3 b3=$4
+  run_pl 0 report ck.trace
+  [ ! -s err ] || fail "stderr for a good checksummed trace"
+  has_out "copies: 30 calls"
+  cp ck.trace bad.trace
+  printf 'X' | dd of=bad.trace bs=1 seek=$((b2 + 20)) conv=notrunc 2>/dev/null
+  run_pl 0 report bad.trace
+  [ "$(cat err)" = "pagelock: warning: 'bad.trace' is corrupt from byte $b2 (checksum mismatch in the block of bytes $b2..$((b3 - 25))); the report covers the 22 records before it" ] || fail "damage warning"
+  has_out "[partial trace: corrupt from byte $b2] =="
+  # blocks 0 and 1: PROCESS, NOTE, 3 STACKs and 15 COPYs
+  has_out "copies: 15 calls"
+  run_pl 0 report --format json bad.trace
+  py '
+import json, sys
+p = json.load(open(sys.argv[1]))["processes"][0]
+assert p["partial"] is True and p["trace_end"] == "damaged", p
+assert p["corrupt_from"] == '"$b2"' and p["totals"]["copies"] == 15, p
+'
+  run_pl 0 report --format html bad.trace
+  has_out "[partial trace: corrupt from byte $b2]</b>"
+  # cut inside the third block: a tail, not damage
+  head -c $((b2 + 20)) ck.trace >cut.trace
+  run_pl 0 report cut.trace
+  has_err "pagelock: warning: 'cut.trace' ends after 22 complete records (the program may have died): report is partial"
+  ;;
+report_stop_flags)
+  # The shim sets a stop flag in the header when it stops writing early:
+  # the reports say why instead of guessing that the program died.
+  for f in 0x2:the\ disk\ filled\ up:disk-full \
+           0x4:a\ write\ to\ the\ trace\ failed:write-error \
+           0x8:the\ program\ closed\ the\ shim\'s\ trace\ file:fd-lost; do
+    flag=${f%%:*} rest=${f#*:}
+    why=${rest%%:*} word=${rest#*:}
+    "$MK" s.trace --no-end --flags "$flag" >mk.out || fail "mktrace failed"
+    n=$(sed -n 's/^records=//p' mk.out)
+    run_pl 0 report s.trace
+    has_err "pagelock: warning: 's.trace' ends after $n complete records ($why): report is partial"
+    has_out "[partial trace: $why] =="
+    grep -q died out err && fail "'died' for a trace whose header says why it ends"
+    run_pl 0 report --format json s.trace
+    has_out "\"trace_end\": \"$word\", \"corrupt_from\": null"
+    run_pl 0 report --format html s.trace
+    has_out "[partial trace: $why]</b>"
+  done
+  ;;
+report_escapes)
+  # Program path, host, note and symbol names with terminal escapes, CR,
+  # BS, 8-bit CSI, a C1 control and invalid UTF-8: the text report shows
+  # them escaped (nothing a terminal acts on), JSON and HTML stay valid.
+  "$MK" evil.trace --evil-names --copies 8 >/dev/null || fail "mktrace failed"
+  e='\x1b[31m\x1b]0;t\x07\x0d\x08\x9b2J\u009b\xff'
+  run_pl 0 report evil.trace evil.trace
+  has_out "== pid 4242 /opt/$e/app on host$e: mode observe"
+  has_out "note: note $e"
+  has_out "step_0$e+0x20 (app)"
+  has_out "  -  host$e  4242"
+  py '
+import sys
+b = open(sys.argv[1], "rb").read()
+bad = [c for c in b if (c < 0x20 and c != 0x0a) or c >= 0x7f]
+assert not bad, bad[:10]
+'
+  run_pl 0 report --format json evil.trace
+  py '
+import json, sys
+p = json.load(open(sys.argv[1], encoding="utf-8"))["processes"][0]
+assert p["exe"] == "/opt/\x1b[31m\x1b]0;t\x07\r\b\ufffd2J\u009b\ufffd/app", repr(p["exe"])
+'
+  run_pl 0 report --format html evil.trace
+  py '
+import sys
+h = open(sys.argv[1], "rb").read()
+assert b"\x1b" not in h and b"\r" not in h and b"\x08" not in h
+h.decode("utf-8")
+'
+  ;;
+hostile_formats)
+  # Every writer on a trace of about a million records that repeats what
+  # writers key on (correlation ids, devices, threads, streams, stacks,
+  # names: mktrace --hostile): each must stay O(n log n).  Before,
+  # --format chrome matched repeated ids by scanning them (quadratic) and
+  # html kept a sorted device set by insertion; at this size neither
+  # finished in 60 s.  20 s per format leaves room for a loaded 2-core
+  # machine: each takes 0.3 to 5 s on an idle one.
+  "$MK" h.trace --hostile 400000 >mk.out || fail "mktrace failed"
+  echo "hostile trace: $(sed -n 's/^records=//p' mk.out) records, $(wc -c <h.trace) bytes"
+  for f in text json html chrome compare; do
+    start=$(date +%s%N)
+    if [ $f = compare ]; then
+      timeout 60 "$PL" compare h.trace h.trace >/dev/null 2>err
+    else
+      timeout 60 "$PL" report --format $f h.trace >/dev/null 2>err
+    fi
+    rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    echo "  $f: $ms ms"
+    [ $rc = 0 ] || fail "$f exited $rc"
+    [ $ms -lt 20000 ] || fail "$f took $ms ms"
+  done
+  ;;
 *)
   echo "unknown case $CASE"
   exit 1
