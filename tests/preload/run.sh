@@ -429,7 +429,7 @@ case_long_output() {
 case_disk_full() {
   local d="$T/df" how line; mkdir -p "$d/fs"
   local run="LD_PRELOAD='$SHIM' PAGELOCK_OUTPUT='$d/fs/t.trace' '$B/test_fd_close' child '$d/data' 3000 >'$d/out' 2>'$d/err'"
-  if [ -z "${PL_TEST_NO_UNSHARE:-}" ] && unshare -rm true 2>/dev/null; then
+  if [ -z "${PL_TEST_NO_UNSHARE:-}" ] && unshare -rm sh -c "mount -t tmpfs -o size=64k tmpfs '$d/fs'" 2>/dev/null; then
     how="a 64 KiB tmpfs"; line="the disk is full (No space left on device)"
     unshare -rm bash -c "mount -t tmpfs -o size=64k tmpfs '$d/fs' && { $run; echo \$? >'$d/st'; cp '$d/fs/t.trace' '$d/t.trace'; }"
   else

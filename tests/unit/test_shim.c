@@ -521,7 +521,7 @@ static void test_trace_fd_lost(void **state) {
   c.h.type = PAGELOCK_REC_COPY;
   c.h.size = sizeof c;
   for (int i = 0; i < 3000; i++) pl_trace_write(&c, sizeof c);
-  for (int tries = 0; tries < 100 && (stat(path, &st) != 0 || st.st_size < (256 << 10)); tries++) usleep(20000);
+  for (int tries = 0; tries < 250 && (stat(path, &st) != 0 || st.st_size < (256 << 10)); tries++) usleep(20000);
   assert_true(st.st_size >= (256 << 10));
   close_behind_the_shim();
   assert_int_equal(truncate(path, st.st_size - 8), 0);
