@@ -8,7 +8,10 @@
  * (fmemopen) and plr_trace_load_stream, the call-site and GPU analyses,
  * then the text, JSON, HTML and Chrome writers and compare.  The JSON
  * outputs are also checked for well-formedness (and, for the writers that
- * promise it, valid UTF-8): a document a parser rejects is a finding too.
+ * promise it, valid UTF-8): a document a parser rejects is a finding too;
+ * so is a text report holding a byte a terminal would act on.  A
+ * checksummed input is also read with its CHECK records made to match
+ * (fz_fix_checks), so the fuzzer gets past them to the records.
  *
  * Build: cmake -B build-fuzz -DCMAKE_C_COMPILER=clang -DPAGELOCK_FUZZ=ON
  *        cmake --build build-fuzz --target fuzz_reader
@@ -212,24 +215,51 @@ static void fz_check_json(const char *what, const char *buf, size_t len,
     fclose(out_);                                                            \
   } while (0)
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+/* Aborts (a finding) when the text report holds a byte a terminal would
+ * act on: controls but the newline, DEL, C1 controls, invalid UTF-8.  Trace
+ * strings must reach it escaped (escape.h). */
+static void fz_check_text(const char *buf, size_t len) {
+  const unsigned char *p = (const unsigned char *)buf, *end = p + len;
+  while (p < end) {
+    size_t n = 1;
+    if (*p >= 0x80) {
+      unsigned char tmp[5] = {0};
+      memcpy(tmp, p, (size_t)(end - p) < 4 ? (size_t)(end - p) : 4);
+      n = plr_utf8_len(tmp);
+      if (n == 2 && tmp[0] == 0xc2 && tmp[1] <= 0x9f) n = 0;
+    } else if ((*p < 0x20 && *p != '\n') || *p == 0x7f) {
+      n = 0;
+    }
+    if (!n) {
+      fprintf(stderr, "fuzz_reader: the text report holds byte 0x%02x at %zu "
+              "unescaped\n", *p, (size_t)(p - (const unsigned char *)buf));
+      abort();
+    }
+    p += n;
+  }
+}
+
+/* Everything `pagelock report` and `compare` do with one file's bytes. */
+static void fz_one(const uint8_t *data, size_t size) {
   static FILE *null;
   if (!null) null = fopen("/dev/null", "w");
   if (!null) abort();
   plr_source src = {"fuzz.trace", data, size};
   FILE *f = plr_source_open(&src);
-  if (!f) return 0;
+  if (!f) return;
   plr_process p;
   memset(&p, 0, sizeof p);
   char msg[4096];
   if (plr_trace_load_stream(&p.t, f, "fuzz.trace", msg, sizeof msg) != 0)
-    return 0;
+    return;
   plr_process_warnings(null, &p);
   if (plr_process_analyze(&p, 0) == 0) {
     char *buf = NULL;
     size_t len = 0;
 
-    plr_report_text(null, &p, 1);
+    FZ_CAPTURE(buf, len, plr_report_text(out, &p, 1));
+    fz_check_text(buf, len);
+    free(buf);
     FZ_CAPTURE(buf, len, plr_report_json(out, &p, 1));
     fz_check_json("report_json", buf, len, 0);
     free(buf);
@@ -251,5 +281,53 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     plr_compare_side_free(&b);
   }
   plr_process_free(&p);
+}
+
+/* A checksummed trace whose bytes the fuzzer changed mostly stops at its
+ * first CHECK.  So that the records behind it get fuzzed too, each input
+ * that is a checksummed trace is also read with every CHECK record that
+ * frames made to match (start and crc32c recomputed).  Returns a malloc'd
+ * copy, or NULL when the input is not such a trace. */
+static uint8_t *fz_fix_checks(const uint8_t *data, size_t size) {
+  pagelock_file_header h;
+  if (size < sizeof h) return NULL;
+  memcpy(&h, data, sizeof h);
+  if (memcmp(h.magic, PAGELOCK_TRACE_MAGIC, 8) != 0 || h.version < 3 ||
+      !(h.flags & PAGELOCK_FILE_CHECKSUMS))
+    return NULL;
+  uint8_t *m = malloc(size);
+  if (!m) return NULL;
+  memcpy(m, data, size);
+  size_t off = sizeof h, start = off;
+  int fixed = 0;
+  while (off + sizeof(pagelock_rec_hdr) <= size) {
+    pagelock_rec_hdr r;
+    memcpy(&r, m + off, sizeof r);
+    if (r.size < sizeof r || r.size % 8 || r.size > size - off) break;
+    if (r.type == PAGELOCK_REC_CHECK && r.size == sizeof(pagelock_rec_check)) {
+      pagelock_rec_check c;
+      memcpy(&c, m + off, sizeof c);
+      c.start = start;
+      c.crc32c = pagelock_crc32c(0, m + start, off - start);
+      memcpy(m + off, &c, sizeof c);
+      start = off + r.size;
+      fixed = 1;
+    }
+    off += r.size;
+  }
+  if (!fixed) {
+    free(m);
+    return NULL;
+  }
+  return m;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  fz_one(data, size);
+  uint8_t *fixed = fz_fix_checks(data, size);
+  if (fixed) {
+    fz_one(fixed, size);
+    free(fixed);
+  }
   return 0;
 }

@@ -3,8 +3,9 @@
 # for SECONDS with the fuzz_reader of a PAGELOCK_FUZZ=ON build in BUILD_DIR.
 #
 # Seeds are valid traces written by the CLI tests' generators (copy calls
-# only, a cut one, and version-2 traces with GPU, NAME, LINK, CLOCK, DEVICE
-# and GPU_STATUS records); the corpus grows in BUILD_DIR/fuzz-corpus and
+# only, a cut one, version-2 traces with GPU, NAME, LINK, CLOCK, DEVICE
+# and GPU_STATUS records, and version-3 ones with CHECK records, stop flags
+# and names a terminal would act on); the corpus grows in BUILD_DIR/fuzz-corpus and
 # is reused by the next run.  A crash, leak, sanitizer report or invalid
 # JSON stops the fuzzer with a non-zero status (this script's too) and
 # leaves the input in BUILD_DIR/fuzz-artifacts/.
@@ -21,6 +22,11 @@ mkdir -p "$seeds" "$corpus" "$arts"
 "$B/pl_mkgputrace" "$seeds/before.trace" before --iters 2
 "$B/pl_mkgputrace" "$seeds/after.trace" after --iters 1 --rank 3
 "$B/pl_mkgputrace" "$seeds/staged.trace" staged
+# version 3: CHECK records (small blocks), stop flags, names to escape
+"$B/pl_mktrace" "$seeds/checked.trace" --copies 6 --sites 2 --checksums 3 >/dev/null
+"$B/pl_mktrace" "$seeds/checked-gpu.trace" --scenario staged --checksums 5 >/dev/null
+"$B/pl_mktrace" "$seeds/diskfull.trace" --copies 3 --no-end --flags 0x12 --checksums 4 >/dev/null
+"$B/pl_mktrace" "$seeds/evil.trace" --copies 2 --evil-names >/dev/null
 # Leaks count as findings; malloc limit keeps a runaway allocation (a size
 # read from the file) from passing as "just slow".
 # libFuzzer prints a line per new input: keep it in a log, show the end.
