@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# tests/robust/run.sh BUILD [TSAN_BUILD] - the robustness suite.
+#
+# Everything a hostile review throws at pagelock, in one run, ending in one
+# table: the program under the shim with another allocator preloaded (both
+# orders), programs that close or take over every descriptor, FIFOs and
+# other special files where a trace or manifest is expected, a disk that
+# fills up, a SIGKILL mid-run, and a long staged stress under
+# ThreadSanitizer.  Each group says how many cases it tried and passed; the
+# groups that lose the end of a trace say how many records were kept
+# against the copies the program made.
+#
+# The groups reuse the cases of tests/preload/run.sh and tests/cli/run.sh,
+# which ctest also runs one by one: here they run together, as a user's
+# bad day would.  TSAN_BUILD is a tree configured with -DPAGELOCK_TSAN=ON
+# (tests/run-tests makes one); without it the stress group is skipped.
+# PL_ROBUST_STRESS_SECONDS sets the stress's length (default 60).
+# Exit status: 0 when every case passed, 1 otherwise.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=$(cd "$1" && pwd)
+TB=${2:+$(cd "$2" && pwd)}
+STRESS_SECONDS=${PL_ROBUST_STRESS_SECONDS:-60}
+unset PL_ROBUST_STRESS_SECONDS
+T=$(mktemp -d "${TMPDIR:-/tmp}/pagelock-robust.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+export LD_LIBRARY_PATH="$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+declare -a rows
+failed=0
+# row GROUP TRIED PASSED KEPT/MADE NOTE
+row() {
+  rows+=("$(printf '%-22s %6s %6s %15s  %s' "$1" "$2" "$3" "$4" "$5")")
+  [ "$2" = "$3" ] || failed=1
+}
+
+# cases RUNNER GROUP NOTE CASE...: run each case of a runner script, count.
+cases() {
+  local runner=$1 group=$2 note=$3; shift 3
+  local tried=0 passed=0 c
+  for c in "$@"; do
+    tried=$((tried + 1))
+    if timeout 300 "$runner" "$B" "$c" >"$T/$group.$c.log" 2>&1; then
+      passed=$((passed + 1))
+    else
+      echo "robust: $group: case $c failed:" >&2
+      tail -20 "$T/$group.$c.log" >&2
+    fi
+  done
+  row "$group" "$tried" "$passed" "-" "$note"
+}
+
+# copies N in TRACE: COPY records the reader found (the report's totals).
+copies_in() {
+  "$B/pagelock" report --format json "$1" 2>/dev/null |
+    python3 -c 'import json, sys; print(sum(p["totals"]["copies"] for p in json.load(sys.stdin)["processes"]))' 2>/dev/null ||
+    echo 0
+}
+
+# ---- SIGKILL mid-run ---------------------------------------------------------
+# The program copies steadily and keeps its own count in a shared file; it
+# is killed with SIGKILL after 2 s.  The trace must read as a partial trace
+# (exit 0, "the program may have died"), hold no more copies than were made
+# (one more at most: the copy in flight when the signal came), and lose at
+# most what was not yet written: about a second of records.
+sigkill_case() {
+  local d="$T/kill" tried=0 passed=0
+  mkdir -p "$d"
+  tried=1
+  "$B/pagelock" run -o "$d/k.%p.trace" -- "$B/test_steady" "$d/count" >"$d/out" 2>"$d/err" &
+  local run=$! pid="" i
+  for i in $(seq 100); do
+    pid=$(python3 -c 'import struct, sys; print(struct.unpack("<QQ", open(sys.argv[1], "rb").read(16))[1])' "$d/count" 2>/dev/null)
+    [ -n "$pid" ] && [ "$pid" != 0 ] && break
+    sleep 0.1
+  done
+  sleep 2
+  [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+  wait "$run"
+  local st=$?
+  local made kept
+  made=$(python3 -c 'import struct, sys; print(struct.unpack("<QQ", open(sys.argv[1], "rb").read(16))[0])' "$d/count" 2>/dev/null || echo 0)
+  local f
+  f=$(ls "$d"/k.*.trace 2>/dev/null | head -1)
+  kept=$([ -n "$f" ] && copies_in "$f" || echo 0)
+  if [ "$st" = 137 ] && [ -n "$f" ] && [ "$kept" -gt 0 ] && [ "$kept" -le $((made + 1)) ] &&
+     grep -q "may have died" "$d/err"; then
+    passed=1
+  else
+    echo "robust: sigkill: run exited $st (want 137), trace '$f', kept $kept of $made made" >&2
+    tail -5 "$d/err" >&2
+  fi
+  row "SIGKILL mid-run" "$tried" "$passed" "$kept/$made" "partial trace reads; lost only the unwritten tail"
+}
+
+# ---- staged stress under ThreadSanitizer --------------------------------------
+stress_case() {
+  if [ -z "$TB" ] || [ ! -x "$TB/test_stage_tsan" ]; then
+    rows+=("$(printf '%-22s %6s %6s %15s  %s' "staged stress (TSan)" 0 0 "-" "skipped: no TSan build given")")
+    return
+  fi
+  local log="$T/stress.log"
+  if TSAN_OPTIONS="halt_on_error=1 suppressions=$ROOT/tests/unit/tsan.supp" \
+     LD_LIBRARY_PATH="$TB/fakecuda" timeout $((STRESS_SECONDS + 240)) \
+     "$TB/test_stage_tsan" --stress "$STRESS_SECONDS" >"$log" 2>&1; then
+    row "staged stress (TSan)" 1 1 "-" "$(grep -o '^stress: [0-9]* copies, [0-9]* failed' "$log"), ${STRESS_SECONDS} s"
+  else
+    echo "robust: staged stress failed:" >&2
+    tail -30 "$log" >&2
+    row "staged stress (TSan)" 1 0 "-" "$(grep -o '^stress: .*' "$log" || echo 'no summary: see the log above')"
+  fi
+}
+
+# ---- a full disk ----------------------------------------------------------------
+# The preload case fills a 64 KiB tmpfs (or a 64 KiB RLIMIT_FSIZE where no
+# mount namespace can be had) while the program makes 6000 copies; the CLI
+# case is the same disk named with -o.  kept/made: COPY records left in the
+# trace, which stops at its last whole record, against copies made.
+disk_case() {
+  local tried=2 passed=0 kept="-"
+  if timeout 120 "$ROOT/tests/preload/run.sh" "$B" disk_full >"$T/disk.log" 2>&1; then
+    passed=$((passed + 1))
+  else
+    echo "robust: disk_full failed:" >&2; tail -20 "$T/disk.log" >&2
+  fi
+  kept=$(sed -n 's/.*records end at [0-9]*, \([0-9]*\) copies.*/\1/p' "$T/disk.log" | head -1)
+  local rc
+  timeout 120 "$ROOT/tests/cli/run.sh" "$B" output_full >"$T/disk_cli.log" 2>&1
+  rc=$?
+  if [ $rc = 0 ] || [ $rc = 77 ]; then passed=$((passed + 1)); else
+    echo "robust: cli output_full failed:" >&2; tail -20 "$T/disk_cli.log" >&2
+  fi
+  row "disk full" "$tried" "$passed" "${kept:-?}/6000" "$(sed -n 's/.*(the disk: \(.*\))/\1/p' "$T/disk.log" | head -1); the header says why the trace stops"
+}
+
+cases "$ROOT/tests/preload/run.sh" "descriptors" \
+  "close_range, closefrom, a close loop, dup2, a raw close, fork+close+exec" \
+  fd_close_range fd_closefrom fd_close_loop fd_dup2 fd_raw_syscall fd_fork_exec
+cases "$ROOT/tests/cli/run.sh" "special files (CLI)" \
+  "FIFO, device, socket, directory as a trace; a run whose trace became a FIFO" \
+  not_regular run_lost_trace output_ctl
+cases "$ROOT/tests/preload/run.sh" "special files (shim)" \
+  "PAGELOCK_MANIFEST naming a FIFO; a 5,000-character PAGELOCK_OUTPUT" \
+  manifest_fifo long_output
+disk_case
+sigkill_case
+stress_case
+
+echo
+printf '%-22s %6s %6s %15s  %s\n' "group" "tried" "passed" "kept/made" "what"
+printf '%s\n' "${rows[@]}"
+exit $failed
