@@ -1,10 +1,13 @@
 /* escape.h - writing untrusted trace strings (kernel names, paths, host
- * names) into HTML and JSON so that any bytes give well-formed output.
+ * names) into HTML, JSON and the text report so that any bytes give
+ * well-formed output.
  *
  * Trace strings are whatever bytes the traced process had: usually UTF-8,
  * but a path may hold any byte and a corrupt trace anything at all.  HTML
  * and JSON consumers (browsers, Perfetto, Python's json) want valid UTF-8,
- * so invalid sequences become U+FFFD rather than passing through. */
+ * so invalid sequences become U+FFFD rather than passing through.  A
+ * terminal acts on control sequences, so the text report shows them as
+ * visible escapes instead (plr_text_escape). */
 #ifndef PLR_ESCAPE_H
 #define PLR_ESCAPE_H
 

@@ -29,13 +29,13 @@ size_t plr_spans_normalize(plr_span *v, size_t n);
 uint64_t plr_spans_total(const plr_span *v, size_t n);
 uint64_t plr_spans_intersect_total(const plr_span *a, size_t na,
                                    const plr_span *b, size_t nb);
-/* (Added.)  plr_spans_normalize also drops empty spans (start >= end):
+/* plr_spans_normalize also drops empty spans (start >= end):
  * they cover nothing, and keeping them would split idle gaps.
  * plr_spans_union writes the union of two normalized sets, normalized, to
  * out (room for na + nb) and returns its count. */
 size_t plr_spans_union(const plr_span *a, size_t na, const plr_span *b,
                        size_t nb, plr_span *out);
-/* (Added.)  Idle gaps: the parts of window that the normalized set u does
+/* Idle gaps: the parts of window that the normalized set u does
  * not cover, of length >= threshold.  Keeps the max longest in top
  * (longest first, earlier first among equals) and returns how many were
  * kept; *count and *total get the number and summed length of all of
@@ -47,18 +47,18 @@ size_t plr_spans_gaps(const plr_span *u, size_t n, plr_span window,
 /* Copy directions the analysis separates. */
 enum plr_cdir { PLR_CDIR_H2D = 0, PLR_CDIR_D2H = 1, PLR_CDIR_OTHER = 2,
                 PLR_NCDIR = 3 };
-const char *plr_cdir_name(unsigned cdir); /* (Added.) "H2D", "D2H", "other" */
+const char *plr_cdir_name(unsigned cdir); /* "H2D", "D2H", "other" */
 
 #define PLR_NSIZE_BUCKETS 6 /* <64K, <1M, <16M, <64M, <256M, >=256M */
 const char *plr_size_bucket_name(unsigned b);
 unsigned plr_size_bucket(uint64_t bytes);
 
-/* (Added.)  Percentiles of an ascending array, 0 when n is 0.  Median: the
+/* Percentiles of an ascending array, 0 when n is 0.  Median: the
  * middle value, or the mean of the two middle values when n is even.  p10:
  * nearest rank, the value at index ceil(n / 10) - 1. */
 double plr_median_sorted(const double *v, size_t n);
 double plr_p10_sorted(const double *v, size_t n);
-/* (Added.)  The same two values of an array in any order, in linear time
+/* The same two values of an array in any order, in linear time
  * (quickselect); v is reordered. */
 double plr_median_select(double *v, size_t n);
 double plr_p10_select(double *v, size_t n);
@@ -101,7 +101,6 @@ typedef struct plr_device_report {
   /* Pinned H2D/D2H bandwidth measured on this device (median of pinned
    * copies >= 1 MiB), 0 when there were none: the basis of "would save". */
   double pinned_gbps[PLR_NCDIR];
-  /* (Added.) */
   uint64_t gaps_total;        /* idle gaps >= gap_threshold_ns, all of them */
   uint64_t gaps_ns;           /* their summed length */
   uint32_t sm_count, pci_gen; /* from the DEVICE record, 0 unknown */
@@ -121,7 +120,6 @@ typedef struct plr_call_join {
   uint64_t made_sync;    /* async entry, pageable, host blocked >= half of GPU time */
   uint64_t made_sync_host_ns; /* host time those calls were blocked */
   uint64_t gpu_ns;       /* GPU time of joined ops */
-  /* (Added.) */
   uint64_t pinned;       /* joined calls whose GPU op(s) used pinned host memory */
   uint64_t linked;       /* joined through LINK records (staged chunks) */
   uint64_t made_sync_bytes, made_sync_gpu_ns;
@@ -153,7 +151,7 @@ typedef struct plr_verdict {
   uint64_t ns;        /* the time at stake (blocked, exposed, would save) */
   char text[320];     /* one plain sentence: what happened, in numbers */
   char advice[320];   /* what to do; "" when nothing */
-  int32_t device;     /* (Added.) the device it is about, -1 the process */
+  int32_t device;     /* the device it is about, -1 the process */
 } plr_verdict;
 
 typedef struct plr_gpu_report {
@@ -167,7 +165,6 @@ typedef struct plr_gpu_report {
   plr_call_join join;
   plr_verdict verdicts[PLR_MAX_VERDICTS]; /* worst (largest ns) first */
   size_t nverdicts;
-  /* (Added.) */
   int have_status;        /* a GPU_STATUS record was read */
   uint32_t cupti_version; /* from GPU_STATUS, 0 unknown */
   uint64_t buffers;       /* CUPTI buffers completed, from GPU_STATUS */
@@ -192,13 +189,13 @@ void plr_gpu_report_free(plr_gpu_report *r);
 const char *plr_gpu_status_name(uint32_t status);
 const char *plr_gpu_copy_name(unsigned copy_kind); /* "HtoD", ... */
 const char *plr_gpu_mem_name(unsigned mem);        /* "pageable", ... */
-/* (Added.)  JSON name of a verdict kind: "made-sync", "same-stream",
+/* JSON name of a verdict kind: "made-sync", "same-stream",
  * "one-engine", "pageable-sync", "no-gpu-timing", "idle", "good". */
 const char *plr_verdict_kind_name(uint32_t kind);
-/* (Added.)  1 when the report has GPU timing to show (status on and at
+/* 1 when the report has GPU timing to show (status on and at
  * least one GPU record). */
 int plr_gpu_report_timed(const plr_gpu_report *r);
-/* (Added.)  The hidden share of copy time, |C and K| / |C| over all
+/* The hidden share of copy time, |C and K| / |C| over all
  * devices, in percent; -1 when no copy time was measured. */
 double plr_gpu_hidden_pct(const plr_gpu_report *r);
 
