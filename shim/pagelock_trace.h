@@ -148,8 +148,33 @@ typedef struct pagelock_rec_copy {
    * 0 when GPU timing is off or the call queued no GPU work.  Staged copies
    * issue their chunks as shim calls: those join through LINK records. */
   uint32_t gpu_correlation;
-  uint32_t reserved2;
+  /* Version 3.  The route the copy took is in flags (PAGELOCK_COPY_STAGED,
+   * PAGELOCK_COPY_REGISTERED, neither: passed through); why a pageable
+   * copy was not registered (pagelock_why), 0 otherwise. */
+  uint8_t why;
+  uint8_t reserved2[3];
 } pagelock_rec_copy;
+
+/* Why a pageable copy did not go through a shim registration. */
+enum pagelock_why {
+  PAGELOCK_WHY_NONE = 0,      /* registered, or not a pageable 1D copy */
+  PAGELOCK_WHY_MODE = 1,      /* the mode never registers (observe, stage) */
+  PAGELOCK_WHY_SMALL = 2,     /* below PAGELOCK_STAGE_MIN: passed through */
+  PAGELOCK_WHY_SHAPE = 3,     /* 2D, 3D, batch or array copy */
+  PAGELOCK_WHY_UNTRACKED = 4, /* no allocation the shim saw made and will
+                                 see released (stack, static data, a small
+                                 block, an allocator preloaded first) */
+  PAGELOCK_WHY_SHARED = 5,    /* shared or file-backed mapping (DataLoader
+                                 workers' batches): staged, never registered */
+  PAGELOCK_WHY_COLD = 6,      /* not copied enough yet to pay for registering */
+  PAGELOCK_WHY_PENDING = 7,   /* registration under way on the shim's thread */
+  PAGELOCK_WHY_BUDGET = 8,    /* PAGELOCK_REGISTER_BUDGET full, nothing to evict */
+  PAGELOCK_WHY_FAILED = 9,    /* the driver refused to register it */
+  PAGELOCK_WHY_CAPTURE = 10,  /* stream capture: the copy is left untouched */
+  PAGELOCK_WHY_EDGE = 11,     /* the bytes lie in the allocation's partial
+                                 first or last page only */
+  PAGELOCK_WHY_COUNT
+};
 
 /* Version 1 COPY records end before gpu_correlation; a reader zero-fills. */
 #define PAGELOCK_REC_COPY_V1_SIZE 96u
@@ -187,7 +212,14 @@ typedef struct pagelock_rec_counters {
   uint64_t pool_bytes;        /* configured bound */
   uint64_t registered_bytes_high_water;
   uint64_t dropped_records;
-  uint64_t reserved[7];
+  /* Version 3: the registration engine (PAGELOCK_MODE register, auto). */
+  uint64_t register_budget;     /* PAGELOCK_REGISTER_BUDGET, bytes */
+  uint64_t registrations;       /* ranges the shim page-locked */
+  uint64_t unregistrations;     /* ranges it undid (release, eviction, exit) */
+  uint64_t evictions;           /* undone to make room in the budget */
+  uint64_t register_failures;   /* refused by the driver (then staged) */
+  uint64_t register_ns;         /* time the shim's thread spent registering */
+  uint64_t registered_bytes;    /* still registered when the record was written */
 } pagelock_rec_counters;
 
 typedef struct pagelock_rec_note {

@@ -681,7 +681,7 @@ static void test_v1_copies_zero_filled(void **state) {
   while (plr_next(&r, &rec)) {
     if (rec.type != PAGELOCK_REC_COPY) continue;
     assert_int_equal(rec.u.copy->gpu_correlation, n == 0 ? 77 : 0);
-    assert_int_equal(rec.u.copy->reserved2, 0);
+    assert_int_equal(rec.u.copy->why, 0);
     assert_int_equal(rec.u.copy->bytes, 10);
     n++;
   }

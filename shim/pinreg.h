@@ -1,0 +1,114 @@
+/* pinreg.h - the registration engine's internal interface: the shim's own
+ * page-locked ranges (pinreg.c) and the policy that decides them
+ * (autopin.c), for PAGELOCK_MODE register and auto.
+ *
+ * A shim registration is the page-aligned interior of one allocation the
+ * shim saw being made and will see being released (hook_alloc.c), made
+ * with cuMemHostRegister on the shim's own thread, never on the program's.
+ * It lives until the program releases any byte of that allocation, the
+ * budget needs its room (eviction), or the program page-locks memory that
+ * overlaps it; it is undone before the release reaches the allocator or
+ * the kernel (no stale registrations), and the program never sees it
+ * (its pointer queries answer as for pageable memory). */
+#ifndef PL_PINREG_H
+#define PL_PINREG_H
+
+#include "pl_internal.h"
+
+/* ---- pinreg.c: the registrations and the thread that makes them -------- */
+
+/* One copy's hold on a registration: while held, the registration is
+ * neither evicted nor undone by the engine (a release by the program
+ * during the copy is the program's own race, as without the shim). */
+typedef struct pl_pin_use {
+  uintptr_t base, end; /* the registered interior */
+  uint32_t slot;       /* 0: no hold */
+} pl_pin_use;
+
+/* True when at least one shim registration is live or in flight: one
+ * atomic load, the release hooks' fast path. */
+bool pl_pinreg_any(void);
+
+/* Hold the live registration covering any byte of [p, p+n); false when
+ * none does (then nothing is held).  Marks it used now (eviction order). */
+bool pl_pinreg_hold(uintptr_t p, size_t n, pl_pin_use *use);
+void pl_pinreg_unhold(pl_pin_use *use);
+
+/* The shim-only registration containing p, for the program's own pointer
+ * queries (hook_hostalloc.c): true with its range. */
+bool pl_pinreg_find(uintptr_t p, uintptr_t *base, size_t *len);
+
+/* Ask the shim's thread to register [base, base+len) (page aligned, the
+ * interior of the allocation [abase, abase+alen)) in context ctx.  Never
+ * blocks; false when the request cannot be queued (then the copy stages). */
+bool pl_pinreg_request(uintptr_t base, size_t len, uintptr_t abase, size_t alen, CUcontext ctx);
+
+/* The program is about to release [p, p+n): free (the whole block at p),
+ * realloc (the old block), munmap, mremap (the old range), madvise
+ * MADV_DONTNEED/MADV_FREE/MADV_REMOVE, brk/sbrk shrinking.  Every shim
+ * registration overlapping it is undone first; returns when none is left.
+ * Never holds a lock across the driver call. */
+void pl_pinreg_release(uintptr_t p, size_t n);
+
+/* free() of a block whose registration may still be live: true when the
+ * engine took the block and will hand it to `next_free` once its
+ * registration is undone on the shim's thread (the program's thread never
+ * waits on the driver: an unregister can block behind GPU work that this
+ * very thread must drive, docs/design.md); false: nothing registered, the
+ * caller frees it now. */
+bool pl_pinreg_defer_free(void *p, size_t n, void (*next_free)(void *));
+
+/* The program page-locks [p, p+n) itself (cuMemHostRegister,
+ * cudaHostRegister): undo every overlapping shim registration first, so
+ * the driver gives the program the answer it would give without the shim,
+ * and register none of that memory again while the program's own
+ * registration lives. */
+void pl_pinreg_yield(uintptr_t p, size_t n);
+
+/* A captured copy or a graph memcpy node refers to [p, p+n): the
+ * registrations it covers are never evicted while their memory lives (a
+ * graph replays the copy as a pinned one). */
+void pl_pinreg_pin_for_graph(uintptr_t p, size_t n);
+
+/* Evict least recently used registrations, idle for at least
+ * PL_PIN_IDLE_NS and not held or graph-pinned, until `need` more bytes fit
+ * in the budget; false when they cannot (the candidate is staged). */
+bool pl_pinreg_make_room(size_t need);
+
+/* Bytes registered or being registered now, and their high-water mark. */
+uint64_t pl_pinreg_bytes(void);
+
+/* The counters of the COUNTERS record (registrations, unregistrations,
+ * evictions, failures, time spent registering, bytes now and at most). */
+void pl_pinreg_counters(pagelock_rec_counters *c);
+
+/* fork: the child forgets every registration without calling the driver
+ * (CUDA is unusable there, and the parent's ranges are the parent's). */
+void pl_pinreg_atfork_prepare(void);
+void pl_pinreg_atfork_parent(void);
+void pl_pinreg_atfork_child(void);
+
+/* Tests: wait until the shim's thread has nothing queued. */
+void pl_pinreg_quiesce_for_test(void);
+
+/* ---- autopin.c: which copies go through a registration ----------------- */
+
+enum pl_route { PL_ROUTE_PASS = 0, PL_ROUTE_STAGE = 1, PL_ROUTE_REGISTER = 2 };
+
+/* The route of a pageable 1D host<->device copy c under register/auto:
+ * PL_ROUTE_REGISTER with *use held when the host side lies in a live
+ * registration; otherwise it counts the copy towards its allocation's heat
+ * (and may request a registration), sets c->why, and answers STAGE (at
+ * least PAGELOCK_STAGE_MIN) or PASS. */
+int pl_autopin_route(pl_copy *c, pl_pin_use *use);
+
+/* Run c through the registration in *use, keeping the contract: the
+ * bytes outside the registered interior (the allocation's partial first and
+ * last pages) go through the native call, in stream order; a
+ * host-to-device copy returns once the DMA has read the source (unless
+ * PAGELOCK_H2D=async), a device-to-host copy once the data is in the buffer
+ * (unless PAGELOCK_D2H=async).  Releases *use.  *r is what the program
+ * must see. */
+void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r);
+
+#endif
