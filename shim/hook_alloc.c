@@ -16,15 +16,40 @@
  *  - the bookkeeping never allocates and never holds a lock across a call
  *    that could allocate;
  *  - free() keeps errno, and untracks even when the guard is set, because a
- *    stale range would misclassify whatever reuses the address. */
+ *    stale range would misclassify whatever reuses the address.
+ *
+ * The mmap family is stricter, because allocators call mmap and munmap
+ * while holding their own mutexes (jemalloc's extent and arena locks,
+ * tcmalloc's page-heap lock).  Anything those hooks do that may allocate
+ * or wait for a lock an allocating thread can hold closes a cycle through
+ * that mutex: the first backtrace() dlopens libgcc_s, which mallocs (even
+ * when libgcc_s is already loaded: the dlopen still builds its dependency
+ * list), and jemalloc then waits for itself; a lazy dlsym waits for the
+ * loader's lock, which a thread in dlopen holds while it mallocs; any
+ * lock the hook took would have to be one nobody holds while allocating
+ * (STACK records are written under a lock, and writing can allocate, so
+ * interning a stack takes none).  So the mmap family:
+ *  - calls the next mmap/munmap/mremap resolved in the constructor
+ *    (pl_alloc_init), and the raw system call before that, never dlsym;
+ *  - records a one-frame allocation site (the hooked call's return
+ *    address), with no unwinding, no lock and no allocation
+ *    (pl_stack_capture_ra);
+ *  - does not track mappings made by the allocator itself (an arena or
+ *    extent is not a buffer: the malloc hooks track the blocks carved out
+ *    of it, and a site inside the allocator would name nothing useful).
+ * The malloc family unwinds only after the next allocator has returned,
+ * so no allocator lock is held then, and the constructor unwinds once
+ * first (pl_stack_warm), so that no hook's unwind loads libgcc_s. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <gnu/libc-version.h>
-#include <stdio.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
+#include <link.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pl_internal.h"
@@ -41,10 +66,23 @@ typedef struct pl_next_alloc {
   void *(*valloc)(size_t);
   void *(*pvalloc)(size_t);
   size_t (*malloc_usable_size)(void *);
+} pl_next_alloc;
+
+/* Resolved once in the constructor, published by pl_map_ready. */
+typedef struct pl_next_map {
   void *(*mmap)(void *, size_t, int, int, int, off_t);
   int (*munmap)(void *, size_t);
   void *(*mremap)(void *, size_t, size_t, int, ...);
-} pl_next_alloc;
+} pl_next_map;
+static pl_next_map pl_map;
+static atomic_bool pl_map_ready;
+
+/* The code of an allocator other than glibc (the next one, or one
+ * preloaded before us): mappings it makes itself are its arenas. */
+typedef struct pl_text {
+  uintptr_t lo, len;
+} pl_text;
+static pl_text pl_alloc_text[2];
 
 static pl_next_alloc pl_next;
 static atomic_int pl_next_state; /* 0 unresolved, 1 resolving, 2 ready */
@@ -125,7 +163,6 @@ static __attribute__((noinline)) bool pl_next_resolve(void) {
   PL_NEXT(malloc); PL_NEXT(free); PL_NEXT(calloc); PL_NEXT(realloc);
   PL_NEXT(posix_memalign); PL_NEXT(aligned_alloc); PL_NEXT(memalign);
   PL_NEXT(valloc); PL_NEXT(pvalloc); PL_NEXT(malloc_usable_size);
-  PL_NEXT(mmap); PL_NEXT(munmap); PL_NEXT(mremap);
 #undef PL_NEXT
   pl_resolving = 0;
   if (n.malloc == NULL || n.free == NULL || n.calloc == NULL || n.realloc == NULL) return false;
@@ -135,13 +172,119 @@ static __attribute__((noinline)) bool pl_next_resolve(void) {
   return true;
 }
 
+void pl_alloc_init(void) {
+  pl_next_map m;
+  m.mmap = pl_real_dlsym(RTLD_NEXT, "mmap");
+  m.munmap = pl_real_dlsym(RTLD_NEXT, "munmap");
+  m.mremap = pl_real_dlsym(RTLD_NEXT, "mremap");
+  if (m.mmap != NULL && m.munmap != NULL && m.mremap != NULL) {
+    pl_map = m;
+    atomic_store_explicit(&pl_map_ready, true, memory_order_release);
+  }
+  (void)pl_next_ready();
+}
+
+/* ---- who serves malloc --------------------------------------------------- */
+
+typedef struct pl_text_find {
+  uintptr_t addr; /* in: an address inside the object */
+  pl_text text;   /* out: the extent of its executable segments */
+} pl_text_find;
+
+static int pl_text_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
+  (void)sz;
+  pl_text_find *f = arg;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  bool mine = false;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    uintptr_t s = info->dlpi_addr + ph->p_vaddr;
+    if (f->addr - s < ph->p_memsz) mine = true;
+    if (!(ph->p_flags & PF_X)) continue;
+    if (s < lo) lo = s;
+    if (s + ph->p_memsz > hi) hi = s + ph->p_memsz;
+  }
+  if (!mine) return 0;
+  if (hi > lo) f->text = (pl_text){lo, hi - lo};
+  return 1;
+}
+
+/* The object defining fn: its link map entry, or NULL. */
+static struct link_map *pl_object_of(void *fn) {
+  Dl_info info;
+  struct link_map *lm = NULL;
+  if (fn == NULL || dladdr1(fn, &info, (void **)&lm, RTLD_DL_LINKMAP) == 0) return NULL;
+  return lm;
+}
+
+static const char *pl_base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+static bool pl_is_libc(const struct link_map *lm) {
+  return lm->l_name != NULL && strncmp(pl_base_name(lm->l_name), "libc.so", 7) == 0;
+}
+
+/* Remember the code of the allocator behind fn, unless it is glibc's, the
+ * shim's or the program's own (whose mmap calls are the program's). */
+static void pl_note_allocator_text(void *fn, struct link_map *self, int slot) {
+  struct link_map *lm = pl_object_of(fn);
+  if (lm == NULL || lm == self || lm->l_name == NULL || lm->l_name[0] == 0 || pl_is_libc(lm)) return;
+  pl_text_find f = {.addr = (uintptr_t)fn};
+  dl_iterate_phdr(pl_text_cb, &f);
+  pl_alloc_text[slot] = f.text;
+}
+
+/* A mapping made from the allocator's own code. */
+static inline bool pl_from_allocator(const void *ra) {
+  uintptr_t a = (uintptr_t)ra;
+  return a - pl_alloc_text[0].lo < pl_alloc_text[0].len || a - pl_alloc_text[1].lo < pl_alloc_text[1].len;
+}
+
+/* When the program's malloc (or mmap) is not ours, because an allocator
+ * is preloaded before the shim or linked into the program, its buffers are
+ * never tracked: say so in the trace, so that the report does not just
+ * lack their allocation sites without a word.  (tcmalloc defines mmap as
+ * well, and then mapped buffers are not seen either.) */
+static void pl_check_owners(struct link_map *self) {
+  void *m = pl_real_dlsym(RTLD_DEFAULT, "malloc"), *mm = pl_real_dlsym(RTLD_DEFAULT, "mmap");
+  struct link_map *heap = pl_object_of(m), *map = pl_object_of(mm);
+  /* glibc ahead of us: the shim was not preloaded at all (loaded by the
+   * driver as a CUDA injection), and then no copy is hooked either. */
+  bool h = heap != NULL && heap != self && !pl_is_libc(heap), p = map != NULL && map != self && !pl_is_libc(map);
+  if (!h && !p) return;
+  if (h) pl_note_allocator_text(m, self, 1);
+  struct link_map *who = h ? heap : map;
+  const char *what = h && p ? "malloc'd and mmap'd buffers" : h ? "malloc'd buffers" : "mmap'd buffers";
+  const char *me = self && self->l_name ? pl_base_name(self->l_name) : "libpagelock.so";
+  char text[400];
+  if (who->l_name != NULL && who->l_name[0] != 0)
+    snprintf(text, sizeof text,
+             "allocation sites are missing for %s because %s is preloaded before %s; "
+             "put %s first in LD_PRELOAD (`pagelock run` does this)",
+             what, pl_base_name(who->l_name), me, me);
+  else
+    snprintf(text, sizeof text,
+             "allocation sites are missing for %s because the program (%s) defines %s itself, ahead of %s",
+             what, program_invocation_short_name, h ? "malloc" : "mmap", me);
+  pl_stack_note(PAGELOCK_NOTE_WARNING, text);
+}
+
 void pl_alloc_enable(void) {
   size_t min = (size_t)pl_opt_long(PL_OPT_TRACK_MIN);
+  /* Before anything is tracked: the malloc hooks' first unwind must not
+   * be the one that loads libgcc_s. */
+  pl_stack_warm();
   size_t granule = pl_hostmem_init(min);
   if (granule == 0) return; /* no table: nothing is tracked */
   /* The table cannot hold ranges smaller than its granule (4 KiB at least). */
   pl_track_min = min < granule ? granule : min;
+  struct link_map *self = pl_object_of((void *)pl_alloc_enable);
+  pl_check_owners(self);
   if (pl_next_ready()) {
+    pl_note_allocator_text((void *)pl_next.malloc, self, 0);
     void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
     int maj = 0, mnr = 0;
     if (libc && pl_real_dlsym(libc, "free") == (void *)pl_next.free &&
@@ -150,7 +293,7 @@ void pl_alloc_enable(void) {
     if (libc) dlclose(libc);
   }
   pl_fast_lim = pl_next_is_glibc ? pl_track_min : 0;
-  atomic_store(&pl_tracking, true);
+  atomic_store_explicit(&pl_tracking, true, memory_order_release);
 }
 
 /* ---- tracking ------------------------------------------------------------ */
@@ -311,18 +454,38 @@ static bool pl_mmap_trackable(int prot, int flags) {
   return (flags & MAP_ANONYMOUS) && (prot & PROT_WRITE);
 }
 
+/* The next mmap family, or the system call itself before the constructor
+ * resolved them (the allocator's own start-up can map memory that early). */
+static inline bool pl_map_resolved(void) {
+  return atomic_load_explicit(&pl_map_ready, memory_order_acquire);
+}
+
+static void *pl_next_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  if (PL_LIKELY(pl_map_resolved())) return pl_map.mmap(addr, len, prot, flags, fd, off);
+  return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+/* Track a mapping [p, p+n) made from return address ra: a one-frame site
+ * (see the top of this file), nothing for the allocator's own arenas. */
+static void pl_track_mapping(void *p, size_t n, const void *ra) {
+  if (n < pl_track_min || pl_in_shim || pl_from_allocator(ra)) return;
+  pl_in_shim++;
+  pl_hostmem_track(p, n, pl_stack_capture_ra(ra));
+  pl_in_shim--;
+}
+
+static inline bool pl_tracking_on(void) {
+  return atomic_load_explicit(&pl_tracking, memory_order_acquire);
+}
+
 PL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
-  if (PL_UNLIKELY(!pl_next_ready() || pl_next.mmap == NULL)) {
-    errno = ENOSYS;
-    return MAP_FAILED;
-  }
-  void *p = pl_next.mmap(addr, len, prot, flags, fd, off);
-  if (p == MAP_FAILED || !atomic_load_explicit(&pl_tracking, memory_order_relaxed)) return p;
+  void *p = pl_next_mmap(addr, len, prot, flags, fd, off);
+  if (p == MAP_FAILED || !pl_tracking_on()) return p;
   int saved = errno;
   pl_hostmem_invalidate();
   /* A fixed mapping replaces whatever was there. */
   if (flags & MAP_FIXED) pl_hostmem_untrack_range(p, len);
-  if (pl_mmap_trackable(prot, flags) && len >= pl_track_min) pl_track(p, len, PL_SITE);
+  if (pl_mmap_trackable(prot, flags)) pl_track_mapping(p, len, __builtin_return_address(0));
   errno = saved;
   return p;
 }
@@ -330,18 +493,15 @@ PL_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_
     __attribute__((alias("mmap")));
 
 PL_EXPORT int munmap(void *addr, size_t len) {
-  if (PL_UNLIKELY(!pl_next_ready() || pl_next.munmap == NULL)) {
-    errno = ENOSYS;
-    return -1;
-  }
   /* Untrack first: after munmap the address can be reused at once. */
-  if (atomic_load_explicit(&pl_tracking, memory_order_relaxed)) {
+  if (pl_tracking_on()) {
     int saved = errno;
     pl_hostmem_untrack_range(addr, len);
     pl_hostmem_invalidate();
     errno = saved;
   }
-  return pl_next.munmap(addr, len);
+  if (PL_LIKELY(pl_map_resolved())) return pl_map.munmap(addr, len);
+  return (int)syscall(SYS_munmap, addr, len);
 }
 
 PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...) {
@@ -352,25 +512,20 @@ PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
     new_addr = va_arg(ap, void *);
     va_end(ap);
   }
-  if (PL_UNLIKELY(!pl_next_ready() || pl_next.mremap == NULL)) {
-    errno = ENOSYS;
-    return MAP_FAILED;
-  }
-  bool tracking = atomic_load_explicit(&pl_tracking, memory_order_relaxed);
+  bool tracking = pl_tracking_on();
   if (tracking) {
     int saved = errno;
     pl_hostmem_untrack_range(old, old_len);
     pl_hostmem_invalidate();
     errno = saved;
   }
-  void *p = pl_next.mremap(old, old_len, new_len, flags, new_addr);
+  void *p = PL_LIKELY(pl_map_resolved()) ? pl_map.mremap(old, old_len, new_len, flags, new_addr)
+                                         : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
   if (tracking) {
     int saved = errno;
-    if (p != MAP_FAILED) {
-      if (new_len >= pl_track_min) pl_track(p, new_len, PL_SITE);
-    } else if (old_len >= pl_track_min) {
-      pl_track(old, old_len, PL_SITE); /* unchanged: keep knowing it */
-    }
+    const void *ra = __builtin_return_address(0);
+    if (p != MAP_FAILED) pl_track_mapping(p, new_len, ra);
+    else pl_track_mapping(old, old_len, ra); /* unchanged: keep knowing it */
     errno = saved;
   }
   return p;

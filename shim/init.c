@@ -62,6 +62,11 @@ static void pl_atfork_child(void) {
 }
 
 __attribute__((constructor)) static void pl_init(void) {
+#ifndef PL_UNIT_TEST
+  /* First, and whatever the mode: the mmap hooks pass calls on in every
+   * mode, with raw system calls until this has run. */
+  pl_alloc_init();
+#endif
   pl_config_init();
   pl_clock_init();
   pl_trace_init_clock();

@@ -258,6 +258,17 @@ uint32_t pl_stack_capture(int skip);
  * caller's stack pointer sp): a repeat of the same call path costs a few
  * nanoseconds instead of an unwind. */
 uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp);
+/* A one-frame stack: just ra.  For the mmap family, which may be entered
+ * by an allocator holding its own mutex: no unwinding, no lock, no
+ * allocation (interning is lock-free).  0 when stacks are off. */
+uint32_t pl_stack_capture_ra(const void *ra);
+/* Unwind once, at load, so that glibc's backtrace() has loaded libgcc_s
+ * (a dlopen, which allocates) before any hook unwinds. */
+void pl_stack_warm(void);
+/* A NOTE for the trace, written just before its first STACK record (each
+ * trace: a forked child's too): about allocation sites, so it goes exactly
+ * into the traces that could show one, and opens no file by itself. */
+void pl_stack_note(uint32_t kind, const char *text);
 /* Make sure stack `id`'s STACK record is in the trace (before a record
  * that refers to it).  id 0 is ignored. */
 void pl_stack_emit(uint32_t id);
@@ -365,6 +376,11 @@ void *pl_cupti_subscribe_wrapper(void *real);
 
 /* ---- hook_alloc.c ------------------------------------------------------- */
 
+/* Resolve the next mmap, munmap and mremap, and the malloc family, first
+ * thing in the constructor; the mmap hooks use the raw system calls until
+ * then (they must never call dlsym: an allocator may call them holding a
+ * mutex that dlsym's own allocations need). */
+void pl_alloc_init(void);
 /* Start tracking allocations (from the constructor, after the config). */
 void pl_alloc_enable(void);
 

@@ -11,7 +11,16 @@ if [ -f "$B/fakecuda/libcuda.so.1" ] && [ "${PL_TEST_REAL_CUDA:-0}" != 1 ]; then
 else
   SIM=0
 fi
-SHIM="$B/libpagelock.so"
+# PL_TEST_PRELOAD_FIRST / PL_TEST_PRELOAD_LAST: one more library (an
+# allocator: tests/preload/alloc_matrix.sh) preloaded before or after the
+# shim in every case.  LIB is the shim, SHIM the LD_PRELOAD list the cases
+# give; every other program runs with the library preloaded too, as under a
+# user's LD_PRELOAD=libjemalloc.so.2 (`pagelock run` puts the shim first).
+LIB="$B/libpagelock.so"
+SHIM="${PL_TEST_PRELOAD_FIRST:+$PL_TEST_PRELOAD_FIRST:}$LIB${PL_TEST_PRELOAD_LAST:+:$PL_TEST_PRELOAD_LAST}"
+EXTRA=${PL_TEST_PRELOAD_FIRST:-}
+[ -z "${PL_TEST_PRELOAD_LAST:-}" ] || EXTRA="${EXTRA:+$EXTRA:}$PL_TEST_PRELOAD_LAST"
+[ -z "$EXTRA" ] || export LD_PRELOAD="$EXTRA"
 T=$(mktemp -d "${TMPDIR:-/tmp}/pagelock-test.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 pass=0; fail=0
@@ -124,12 +133,18 @@ case_dlsym_rtld_next() {
 
 # A next allocator other than glibc's, whose blocks have nothing readable
 # below them: every hook must hand it every request and never look below a
-# block.  Without the shim first, to tell its own faults from ours.
+# block.  It maps memory through the shim's mmap hook while holding its
+# lock, as jemalloc does, and exits 86 when a hook allocates from there
+# (which would deadlock jemalloc); 200 threads at once too.  Without the
+# shim first, to tell its own faults from ours.
 case_next_allocator() {
+  [ -z "$EXTRA" ] || { echo "    (guard_alloc must be the allocator after the shim, not $EXTRA: skipped)" >&2; return 0; }
   LD_PRELOAD="$B/testlib/libguard_alloc.so" "$B/test_guard_main" >/dev/null 2>"$T/ga.err" ||
     fail "broken even without the shim: $(cat "$T/ga.err")" || return
-  LD_PRELOAD="$SHIM:$B/testlib/libguard_alloc.so" PAGELOCK_OUTPUT="$T/ga.%p.trace" "$B/test_guard_main" \
-    >"$T/ga.out" 2>&1 || fail "under the shim (status $?): $(cat "$T/ga.out")"
+  LD_PRELOAD="$SHIM:$B/testlib/libguard_alloc.so" PAGELOCK_OUTPUT="$T/ga.%p.trace" timeout 60 "$B/test_guard_main" \
+    >"$T/ga.out" 2>&1 || fail "under the shim (status $?): $(cat "$T/ga.out")" || return
+  LD_PRELOAD="$SHIM:$B/testlib/libguard_alloc.so" timeout 120 "$B/test_alloc_threads" 200 20 \
+    >"$T/ga.out" 2>&1 || fail "200 threads under the shim (status $?): $(cat "$T/ga.out")"
 }
 
 case_alloc_sites() {
@@ -223,6 +238,45 @@ case_setuid() {
   [ "$n" = 0 ] || fail "a setuid program wrote $n trace file(s)"
 }
 
+# ---- allocators --------------------------------------------------------------
+# The allocator of these cases is alloc_matrix.sh's (jemalloc, tcmalloc,
+# mimalloc), else guard_alloc.
+
+# An allocator preloaded before the shim serves the program's malloc, so
+# malloc'd buffers have no allocation site: the trace says why in a NOTE
+# and the report shows it, with the way out.  With the shim first: sites,
+# and no such note.
+case_alloc_first() {
+  local d="$T/af" a="${PL_TEST_PRELOAD_FIRST:-${PL_TEST_PRELOAD_LAST:-$B/testlib/libguard_alloc.so}}" name
+  name=$(basename "$a"); mkdir -p "$d"
+  LD_PRELOAD="$a:$LIB" PAGELOCK_OUTPUT="$d/f.%p.trace" timeout 60 "$B/test_copies" >"$d/out" 2>"$d/err" ||
+    fail "copies failed with $name first (status $?): $(cat "$d/err")" || return
+  [ ! -s "$d/err" ] || fail "stderr not empty: $(cat "$d/err")" || return
+  eval "$(sed 's/ /;/g' "$d/out")"
+  "$B/trace_check" "$d"/f.*.trace --pageable "$pageable" --pinned "$pinned" --failed 0 --complete >&2 || return
+  PAGELOCK_NO_ADDR2LINE=1 "$B/pagelock" report "$d"/f.*.trace >"$d/report" 2>&1 || fail "report failed" || return
+  # tcmalloc defines mmap too: then mapped buffers are named as well
+  grep -qxF "note: warning: allocation sites are missing for malloc'd buffers because $name is preloaded before libpagelock.so; put libpagelock.so first in LD_PRELOAD (\`pagelock run\` does this)" "$d/report" ||
+    grep -qxF "note: warning: allocation sites are missing for malloc'd and mmap'd buffers because $name is preloaded before libpagelock.so; put libpagelock.so first in LD_PRELOAD (\`pagelock run\` does this)" "$d/report" ||
+    fail "the report does not say why allocation sites are missing: $(head -5 "$d/report")" || return
+  LD_PRELOAD="$LIB:$a" PAGELOCK_OUTPUT="$d/l.%p.trace" timeout 60 "$B/test_copies" >/dev/null 2>"$d/err" ||
+    fail "copies failed with $name last (status $?): $(cat "$d/err")" || return
+  PAGELOCK_NO_ADDR2LINE=1 "$B/pagelock" report "$d"/l.*.trace >"$d/report" 2>&1 || fail "report failed" || return
+  ! grep -q "allocation sites are missing" "$d/report" || fail "a note about allocation sites with the shim first" || return
+  grep -A3 "^pageable copies by allocation site" "$d/report" | grep -q " test_copies+0x" ||
+    fail "no allocation site with the shim first: $(cat "$d/report")"
+}
+
+# 200 threads allocating at once, started together: every malloc-family
+# call, mmap, mremap, munmap, a thread in dlopen/dlclose, forks.  No hang,
+# every byte kept, the registry exact (alloc_threads.c says what it holds).
+case_alloc_threads() {
+  LD_PRELOAD="$SHIM" timeout 120 "$B/test_alloc_threads" 200 30 "$B/testlib/libnext_a.so" >"$T/at.out" 2>&1 ||
+    fail "status $? (124: hung): $(cat "$T/at.out")" || return
+  grep -q "^alloc_threads: ok .* registry=consistent" "$T/at.out" || fail "$(cat "$T/at.out")"
+}
+# ---- end allocators ----------------------------------------------------------
+
 # ---- GPU timing (CUPTI) ------------------------------------------------------
 # Over fakecuda, libcupti.so.13 is the fake one next to the fake driver.
 
@@ -244,7 +298,7 @@ case_cupti_injection() {
   "$B/pagelock" run -o "$d/t.%p.trace" -- "$B/test_copies" >"$d/out" 2>"$d/err" || fail "copies failed: $(cat "$d/err")" || return
   "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-status-records 2 --gpu-joined >&2 || return
   # The injection route alone (no preload): GPU records without copy hooks.
-  CUDA_INJECTION64_PATH="$SHIM" PAGELOCK_OUTPUT="$d/i.%p.trace" "$B/test_copies" >"$d/out2" 2>"$d/err2" || fail "copies failed under injection: $(cat "$d/err2")" || return
+  CUDA_INJECTION64_PATH="$LIB" PAGELOCK_OUTPUT="$d/i.%p.trace" "$B/test_copies" >"$d/out2" 2>"$d/err2" || fail "copies failed under injection: $(cat "$d/err2")" || return
   "$B/trace_check" "$d"/i.*.trace --copies 0 --gpu-status 0 --gpu-memcpy-min 42 >&2
 }
 
