@@ -46,6 +46,10 @@ static pl_option pl_options[PL_OPT_COUNT] = {
   [PL_OPT_COPY_THREADS] = {"PAGELOCK_COPY_THREADS", PL_T_LONG, 0, 0, 256, NULL, 0, NULL, false},
   [PL_OPT_WAIT_US] = {"PAGELOCK_WAIT_US", PL_T_LONG, 2000, 0, 10000000, NULL, 0, NULL, false},
   [PL_OPT_D2H] = {"PAGELOCK_D2H", PL_T_CHOICE, PL_D2H_SYNC, 0, 0, "sync,async", 0, NULL, false},
+  [PL_OPT_H2D] = {"PAGELOCK_H2D", PL_T_CHOICE, PL_H2D_SYNC, 0, 0, "sync,async", 0, NULL, false},
+  /* 0: a quarter of physical memory (pinreg.c). */
+  [PL_OPT_REGISTER_BUDGET] = {"PAGELOCK_REGISTER_BUDGET", PL_T_SIZE, 0, 0, 0, NULL, 0, NULL, false},
+  [PL_OPT_REGISTER_HOT] = {"PAGELOCK_REGISTER_HOT", PL_T_LONG, 100, 0, 100000, NULL, 0, NULL, false},
   /* Odd indexes mean on (cupti.c tests value % 2), so every spelling pairs up. */
   [PL_OPT_CUPTI] = {"PAGELOCK_CUPTI", PL_T_CHOICE, 1, 0, 0, "0,1,off,on,no,yes,false,true", 0, NULL, false},
   [PL_OPT_CUPTI_LIB] = {"PAGELOCK_CUPTI_LIB", PL_T_STRING, 0, 0, 0, NULL, 0, NULL, false},

@@ -1,17 +1,21 @@
 /* hostmem.c - what kind of memory a host pointer is, and where it came from.
  *
- * Two range maps:
+ * Three range maps:
  *  - tracked: heap and mmap allocations of at least PAGELOCK_TRACK_MIN bytes,
- *    with their allocation site (fed by hook_alloc.c); lock-free
- *    (granmap.c), because every free() of the program consults it;
+ *    with their allocation site and origin (fed by hook_alloc.c);
+ *    lock-free (granmap.c), because every free() of the program consults it;
  *  - pinned: host memory the program itself page-locked (cuMemHostAlloc,
  *    cuMemAllocHost, cuMemHostRegister; fed by hook_hostalloc.c); a treap
- *    under the registry lock, changed rarely.
+ *    under the registry lock, changed rarely;
+ *  - shim: the ranges the shim page-locked itself (pinreg.c), from just
+ *    before its cuMemHostRegister until just after its cuMemHostUnregister,
+ *    so that no answer the driver gives for them is taken for the program's
+ *    pinned memory.  To the program, and to the report, they stay pageable.
  * The driver's pointer-attribute query stays the ground truth: a tracked
- * range caches the driver's answer, and any page-locking change anywhere
- * bumps a generation number that invalidates every cached answer, so the
- * cache can never outlive the truth.  The lock is never held across a
- * driver call. */
+ * range caches the driver's answer, and any page-locking change by the
+ * program bumps a generation number that invalidates every cached answer,
+ * so the cache can never outlive the truth.  The lock is never held across
+ * a driver call. */
 #define _GNU_SOURCE
 #include <pthread.h>
 
@@ -23,6 +27,7 @@
  * contention from many allocating threads a short spin beats a futex sleep. */
 static pthread_mutex_t pl_hm_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static pl_rangemap pl_pinned;
+static pl_rangemap pl_shimreg;
 static atomic_uint pl_pin_gen = 1;
 
 /* Ask the driver (no lock held). */
@@ -115,12 +120,20 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
   /* The generation read above, not the current one: a change since then
    * must not be hidden behind an entry that looks current. */
   if (r) pl_pos = (pl_pos_entry){.base = r->base, .end = r->base + r->size, .gen = gen, .kind = kind};
+  bool shim = r == NULL && pl_shimreg.root != NULL && pl_rangemap_find(&pl_shimreg, (uintptr_t)p) != NULL;
   pthread_mutex_unlock(&pl_hm_lock);
   if (kind != PAGELOCK_MEM_UNKNOWN) {
     if (alloc_stack) *alloc_stack = 0; /* as the memo answers */
     return kind;
   }
-  kind = pl_hostmem_query(p);
+  /* Page-locked by the shim alone: pageable, as it would be without it
+   * (the copy engines tell their own route apart by its flag).  The map
+   * holds a shim range from before the driver registers it until after it
+   * is undone, so a "page-locked" answer caused by the shim finds it there
+   * when asked again; an undo bumps the generation, so no answer taken
+   * while it was registered is cached. */
+  kind = shim ? PAGELOCK_MEM_PAGEABLE : pl_hostmem_query(p);
+  if (kind == PAGELOCK_MEM_PINNED && pl_hostmem_shim_has((uintptr_t)p)) kind = PAGELOCK_MEM_PAGEABLE;
   if (t == NULL && kind == PAGELOCK_MEM_PAGEABLE) {
     neg->page = page;
     neg->gen = gen;
@@ -146,9 +159,54 @@ size_t pl_hostmem_init(size_t track_min) {
   return pl_granmap_init(track_min) ? pl_granmap_granule() : 0;
 }
 
-void pl_hostmem_track(void *p, size_t n, uint32_t stack_id) {
+void pl_hostmem_track(void *p, size_t n, uint32_t stack_id) { pl_hostmem_track_as(p, n, stack_id, PL_ORIGIN_HEAP); }
+
+void pl_hostmem_track_as(void *p, size_t n, uint32_t stack_id, int origin) {
   pl_range *r = pl_granmap_insert((uintptr_t)p, n);
-  if (r) __atomic_store_n(&r->stack_id, stack_id, __ATOMIC_RELEASE);
+  if (r == NULL) return;
+  /* A recycled node keeps its last owner's kind: set all of it. */
+  __atomic_store_n(&r->kind, (uint8_t)(origin & PL_ORIGIN_MASK), __ATOMIC_RELAXED);
+  __atomic_store_n(&r->stack_id, stack_id, __ATOMIC_RELEASE);
+}
+
+bool pl_hostmem_lookup(uintptr_t p, uintptr_t *base, size_t *size, int *kind) {
+  pl_range *t = pl_granmap_find(p);
+  if (t == NULL) return false;
+  uintptr_t b = PL_RBASE(t);
+  size_t n = PL_RSIZE(t);
+  uint8_t k = __atomic_load_n(&t->kind, __ATOMIC_RELAXED);
+  /* A node recycled under us names another range: p must still be in it. */
+  if (p - b >= n) return false;
+  *base = b;
+  *size = n;
+  *kind = k;
+  return true;
+}
+
+void pl_hostmem_mark(uintptr_t base, size_t size, int flags) {
+  pl_range *t = pl_granmap_find_base(base);
+  if (t && PL_RSIZE(t) == size) __atomic_fetch_or(&t->kind, (uint8_t)flags, __ATOMIC_RELAXED);
+}
+
+bool pl_hostmem_shim_add(uintptr_t p, size_t n) {
+  pthread_mutex_lock(&pl_hm_lock);
+  bool ok = pl_rangemap_insert(&pl_shimreg, p, n) != NULL;
+  pthread_mutex_unlock(&pl_hm_lock);
+  return ok;
+}
+
+void pl_hostmem_shim_remove(uintptr_t p) {
+  pthread_mutex_lock(&pl_hm_lock);
+  pl_rangemap_erase(&pl_shimreg, p);
+  atomic_fetch_add(&pl_pin_gen, 1);
+  pthread_mutex_unlock(&pl_hm_lock);
+}
+
+bool pl_hostmem_shim_has(uintptr_t p) {
+  pthread_mutex_lock(&pl_hm_lock);
+  bool has = pl_shimreg.root != NULL && pl_rangemap_find(&pl_shimreg, p) != NULL;
+  pthread_mutex_unlock(&pl_hm_lock);
+  return has;
 }
 
 bool pl_hostmem_untrack(void *p) { return pl_granmap_erase((uintptr_t)p); }
@@ -183,6 +241,9 @@ void pl_hostmem_atfork_prepare(void) { pthread_mutex_lock(&pl_hm_lock); }
 void pl_hostmem_atfork_parent(void) { pthread_mutex_unlock(&pl_hm_lock); }
 void pl_hostmem_atfork_child(void) {
   pl_granmap_atfork_child();
+  /* The parent's registrations are the parent's: the child forgets them
+   * (pinreg.c), and so does this map. */
+  pl_rangemap_clear(&pl_shimreg);
   pthread_mutexattr_t a;
   pthread_mutexattr_init(&a);
   pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);

@@ -75,8 +75,14 @@ void pl_pinreg_pin_for_graph(uintptr_t p, size_t n);
  * in the budget; false when they cannot (the candidate is staged). */
 bool pl_pinreg_make_room(size_t need);
 
-/* Bytes registered or being registered now, and their high-water mark. */
+/* A registration overlapping [p, p+n) is being made or undone (the
+ * copy's why: PENDING). */
+bool pl_pinreg_busy(uintptr_t p, size_t n);
+
+/* Bytes registered or being registered now. */
 uint64_t pl_pinreg_bytes(void);
+/* A registration was ever requested (the COUNTERS record carries them). */
+bool pl_pinreg_used(void);
 
 /* The counters of the COUNTERS record (registrations, unregistrations,
  * evictions, failures, time spent registering, bytes now and at most). */
@@ -88,8 +94,16 @@ void pl_pinreg_atfork_prepare(void);
 void pl_pinreg_atfork_parent(void);
 void pl_pinreg_atfork_child(void);
 
+/* At exit: nothing new is registered, the thread stops (what is
+ * registered stays so: the process is ending, and an undo can wait on GPU
+ * work). */
+void pl_pinreg_stop(void);
+
 /* Tests: wait until the shim's thread has nothing queued. */
 void pl_pinreg_quiesce_for_test(void);
+/* Tests: quiesce, undo every registration, zero the counters, re-read the
+ * budget, and turn the engine on again (after pl_pinreg_stop). */
+void pl_pinreg_reset_for_test(void);
 
 /* ---- autopin.c: which copies go through a registration ----------------- */
 

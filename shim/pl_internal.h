@@ -38,6 +38,9 @@ typedef enum pl_option_id {
   PL_OPT_COPY_THREADS,
   PL_OPT_WAIT_US,
   PL_OPT_D2H,
+  PL_OPT_H2D,
+  PL_OPT_REGISTER_BUDGET,
+  PL_OPT_REGISTER_HOT,
   PL_OPT_CUPTI,
   PL_OPT_CUPTI_LIB,
   PL_OPT_CUPTI_FLUSH_MS,
@@ -45,6 +48,7 @@ typedef enum pl_option_id {
 } pl_option_id;
 
 enum pl_d2h_mode { PL_D2H_SYNC = 0, PL_D2H_ASYNC = 1 };
+enum pl_h2d_mode { PL_H2D_SYNC = 0, PL_H2D_ASYNC = 1 };
 enum pl_log_level { PL_LOG_QUIET = 0, PL_LOG_ERROR, PL_LOG_WARN, PL_LOG_INFO, PL_LOG_DEBUG };
 
 /* Parse every option from the environment once.  Bad values are reported
@@ -80,6 +84,9 @@ typedef enum pl_log_kind {
   PL_LK_STAGE_FALLBACK, /* a wait for a chunk timed out */
   PL_LK_CUPTI,          /* GPU timing unavailable, and why */
   PL_LK_TRACE_FD,       /* the program took the trace's descriptor */
+  PL_LK_REGISTER,       /* the driver refused a shim registration */
+  PL_LK_UNREGISTER,     /* the driver refused to undo one */
+  PL_LK_PIN_THREAD,     /* the registration thread could not be started */
   PL_LK_COUNT
 } pl_log_kind;
 
@@ -187,6 +194,7 @@ struct pl_copy {
   pl_native_fn native;
   /* filled by classification */
   uint8_t src_mem, dst_mem;
+  uint8_t why;              /* pagelock_why: why a pageable copy was not registered */
   uint32_t alloc_stack;     /* allocation site of the host side, 0 unknown */
 };
 
@@ -231,6 +239,32 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack);
 size_t pl_hostmem_init(size_t track_min);
 /* Tracked allocations (heap/mmap) from hook_alloc.c.  Lock-free. */
 void pl_hostmem_track(void *p, size_t n, uint32_t stack_id);
+/* Where a tracked allocation came from (the low bits of its kind), which
+ * decides whether the shim may page-lock it (autopin.c). */
+enum pl_origin {
+  PL_ORIGIN_HEAP = 0,    /* the malloc family */
+  PL_ORIGIN_MMAP = 1,    /* anonymous private writable mmap */
+  PL_ORIGIN_SHARED = 2,  /* MAP_SHARED or file-backed: never registered */
+  PL_ORIGIN_MAPONLY = 3, /* a mapping while another allocator than glibc
+                            serves malloc (its arenas reach mmap too, and it
+                            releases them under its own lock): never */
+  PL_ORIGIN_MASK = 3,
+  PL_ALLOC_REG_FAILED = 4, /* the driver refused to register it: staged */
+};
+/* The same, with its origin. */
+void pl_hostmem_track_as(void *p, size_t n, uint32_t stack_id, int origin);
+/* The tracked allocation containing p: its base, size and kind (origin
+ * and PL_ALLOC_* flags).  Lock-free. */
+bool pl_hostmem_lookup(uintptr_t p, uintptr_t *base, size_t *size, int *kind);
+/* Set PL_ALLOC_* flags on the tracked allocation [base, base+size), if it
+ * is still tracked (a new allocation starts with none). */
+void pl_hostmem_mark(uintptr_t base, size_t size, int flags);
+/* The shim page-locks [p, p+n) itself (from before the driver call until
+ * after the undo): such memory classifies as pageable.  add: false when
+ * it cannot be recorded (then it must not be registered). */
+bool pl_hostmem_shim_add(uintptr_t p, size_t n);
+void pl_hostmem_shim_remove(uintptr_t p);
+bool pl_hostmem_shim_has(uintptr_t p);
 /* Forget the allocation starting at p; false if it was not tracked. */
 bool pl_hostmem_untrack(void *p);
 /* Forget every tracked allocation overlapping [p, p+n) (munmap). */

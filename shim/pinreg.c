@@ -1,0 +1,733 @@
+/* pinreg.c - the shim's own registrations, and the thread that makes them.
+ *
+ * A table of at most PL_PIN_SLOTS registrations in static memory (no
+ * malloc: the release hooks consult it from inside free, munmap and
+ * madvise), one lock, and one thread, `pagelock-pin`, that makes every
+ * cuMemHostRegister and most cuMemHostUnregister calls, so that the
+ * program's threads never wait for one: registering 1 GiB costs ~65 ms on
+ * the H100 host, undoing it ~21 ms (issue 18).
+ *
+ * A slot goes
+ *
+ *   REQUESTED -> REGISTERING -> LIVE -> UNDO -> UNDOING -> free
+ *        \             \                           ^
+ *         `-> free      `-> free (refused)         |
+ *                                  release hook ---'
+ *
+ * REQUESTED: queued for the thread; counts against the budget.  LIVE: the
+ * copies may hold it (pl_pinreg_hold).  UNDO: queued for the thread to
+ * undo (an eviction, or a free() handed over whole, pl_pinreg_defer_free),
+ * which waits until no copy holds it.  UNDOING: a cuMemHostUnregister is
+ * under way.  A release hook (munmap, mremap, madvise, brk) does its own
+ * undo, synchronously, before the memory goes: a hook cannot wait for the
+ * thread, which may be busy registering something else for tens of ms.
+ *
+ * Rules that keep this safe:
+ *  - the lock is never held across a driver call, an allocation or the
+ *    next allocator's free, so the release hooks may take it anywhere
+ *    (inside an allocator's own lock: the lock's holders never need it);
+ *  - a registration's bytes count against PAGELOCK_REGISTER_BUDGET from
+ *    its request until the driver has undone it, and the thread registers
+ *    only what fits beside what the driver still holds, so the driver
+ *    never holds more than the budget, evictions still under way included;
+ *  - the driver calls name the slot's context (pushed): registrations are
+ *    PORTABLE, but a call needs some context current, and the releasing
+ *    thread may have none;
+ *  - registered ranges never overlap: the interior of one allocation each
+ *    (autopin.c), and a request overlapping any slot is refused. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pinreg.h"
+
+/* Registrations at most, live and in flight.  Each is at least one
+ * PAGELOCK_TRACK_MIN allocation (64 KiB): 4096 of them cover 256 MiB at
+ * that size, and the budget binds long before with the large buffers this
+ * is for.  A request finding no free slot is staged (why=BUDGET). */
+#define PL_PIN_SLOTS 4096u
+
+/* A registration copied within this long is not evicted: two hot sets
+ * larger than the budget together would otherwise evict each other at
+ * every step, paying ~86 ms per GiB registered and undone each time
+ * (issue 18, H100 host), against ~18 ms per GiB saved per staged upload. */
+#ifndef PL_PIN_IDLE_NS
+#define PL_PIN_IDLE_NS 1000000000ull
+#endif
+
+/* How long a range the program page-locks itself stays closed to the
+ * shim: from just before its cuMemHostRegister (pl_pinreg_yield) until
+ * the registry records the program's registration, after which such
+ * memory never classifies as pageable again.  Its call may itself take
+ * tens of ms per GiB. */
+#define PL_FENCE_NS 10000000000ull
+#define PL_FENCES 8u
+
+enum pl_pin_state {
+  PL_PS_FREE = 0,
+  PL_PS_REQUESTED,
+  PL_PS_REGISTERING,
+  PL_PS_LIVE,
+  PL_PS_UNDO,
+  PL_PS_UNDOING,
+};
+
+typedef struct pl_pin {
+  uintptr_t base, end;   /* the registered interior */
+  uintptr_t abase;       /* the allocation */
+  size_t alen;
+  CUcontext ctx;         /* the requesting copy's context */
+  uint64_t used_ns;      /* last held (eviction order) */
+  void *free_ptr;        /* a free() handed over: next_free(free_ptr) after the undo */
+  void (*free_fn)(void *);
+  uint32_t holds;
+  uint8_t state;
+  bool dying;            /* released while REGISTERING: undo once registered */
+  bool graph;            /* a graph refers to it: never evicted */
+  bool evict;            /* this undo is an eviction */
+} pl_pin;
+
+typedef struct pl_fence {
+  uintptr_t base, end;
+  uint64_t until_ns;
+} pl_fence;
+
+/* The driver entry points, resolved (by the copy path) before the first
+ * registration and never afterwards: a release hook must not dlsym. */
+typedef struct pl_pin_drv {
+  CUresult (*reg)(void *, size_t, unsigned);
+  CUresult (*unreg)(void *);
+  CUresult (*push)(CUcontext);
+  CUresult (*pop)(CUcontext *);
+  CUresult (*mode)(CUstreamCaptureMode *); /* optional */
+} pl_pin_drv;
+
+static pthread_mutex_t pl_pin_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pl_pin_wake = PTHREAD_COND_INITIALIZER; /* the thread: work may be there */
+static pthread_cond_t pl_pin_done = PTHREAD_COND_INITIALIZER; /* waiters: a slot changed state */
+
+/* Under pl_pin_lock: */
+static pl_pin pl_pins[PL_PIN_SLOTS];     /* [0] unused: slot 0 means "none" */
+static uint32_t pl_idx[PL_PIN_SLOTS];    /* slots not free, by base */
+static uint32_t pl_nidx;
+static uint32_t pl_spare[PL_PIN_SLOTS];  /* free slot numbers */
+static uint32_t pl_nspare;
+static bool pl_slots_ready;
+static uint64_t pl_committed;            /* REQUESTED, REGISTERING, LIVE (not dying) */
+static uint64_t pl_kicks;                /* bumped whenever the thread may have work */
+static pl_fence pl_fences[PL_FENCES];
+static pl_pin_drv pl_pd;
+
+/* Read without the lock: */
+static atomic_uint pl_pin_count;          /* slots not free: pl_pinreg_any */
+static atomic_uint_fast64_t pl_drv_bytes, pl_drv_high; /* held by the driver (or being registered) */
+static atomic_uint_fast64_t pl_n_reg, pl_n_unreg, pl_n_evict, pl_n_fail, pl_reg_ns;
+static atomic_int pl_thread_state;        /* 0 none, 1 starting, 2 running, -1 cannot */
+static atomic_bool pl_pin_off;            /* forked child, or exiting */
+static atomic_bool pl_pin_used;           /* something was requested: COUNTERS carry it */
+static atomic_uint_fast64_t pl_budget;    /* 0 until first needed */
+static PL_TLS bool pl_on_pin_thread;
+
+#define PL_ADD(ctr, v) atomic_fetch_add_explicit(&(ctr), (v), memory_order_relaxed)
+
+/* ---- budget ---------------------------------------------------------------- */
+
+static uint64_t pl_pin_budget(void) {
+  uint64_t b = atomic_load_explicit(&pl_budget, memory_order_relaxed);
+  if (PL_LIKELY(b != 0)) return b;
+  b = (uint64_t)pl_opt_long(PL_OPT_REGISTER_BUDGET);
+  if (b == 0) {
+    /* A quarter of physical memory: page-locked memory cannot be swapped
+     * or reclaimed, and the rest stays the program's and the kernel's.
+     * The GPU hosts have 1-2 TiB, so the 1 GiB offload pattern of issue
+     * 18 fits many times over; a 16 GiB CI machine still gets 4 GiB. */
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    b = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 4 : (uint64_t)1 << 30;
+  }
+  atomic_store_explicit(&pl_budget, b, memory_order_relaxed);
+  return b;
+}
+
+/* ---- the slot table (pl_pin_lock held) ------------------------------------ */
+
+static void pl_slots_init(void) {
+  if (pl_slots_ready) return;
+  pl_nspare = 0;
+  for (uint32_t i = PL_PIN_SLOTS - 1; i >= 1; i--) pl_spare[pl_nspare++] = i;
+  pl_slots_ready = true;
+}
+
+/* Position in pl_idx of the first slot whose end lies above p (slots do
+ * not overlap, so ends ascend with bases). */
+static uint32_t pl_idx_after(uintptr_t p) {
+  uint32_t lo = 0, hi = pl_nidx;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (pl_pins[pl_idx[mid]].end <= p) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* The slot overlapping [p, p+n), the lowest one; 0 when none. */
+static uint32_t pl_slot_overlap(uintptr_t p, size_t n) {
+  uint32_t k = pl_idx_after(p);
+  if (k < pl_nidx && pl_pins[pl_idx[k]].base < p + n) return pl_idx[k];
+  return 0;
+}
+
+static uint32_t pl_slot_take(uintptr_t base, uintptr_t end) {
+  pl_slots_init();
+  if (pl_nspare == 0) return 0;
+  uint32_t s = pl_spare[--pl_nspare];
+  pl_pins[s] = (pl_pin){.base = base, .end = end};
+  uint32_t k = pl_idx_after(base);
+  memmove(&pl_idx[k + 1], &pl_idx[k], (pl_nidx - k) * sizeof pl_idx[0]);
+  pl_idx[k] = s;
+  pl_nidx++;
+  atomic_fetch_add_explicit(&pl_pin_count, 1, memory_order_release);
+  return s;
+}
+
+static void pl_slot_put(uint32_t s) {
+  uint32_t k = pl_idx_after(pl_pins[s].base);
+  while (k < pl_nidx && pl_idx[k] != s) k++;
+  if (k < pl_nidx) {
+    memmove(&pl_idx[k], &pl_idx[k + 1], (pl_nidx - k - 1) * sizeof pl_idx[0]);
+    pl_nidx--;
+  }
+  pl_pins[s].state = PL_PS_FREE;
+  pl_spare[pl_nspare++] = s;
+  atomic_fetch_sub_explicit(&pl_pin_count, 1, memory_order_release);
+}
+
+static void pl_kick(void) {
+  pl_kicks++;
+  pthread_cond_signal(&pl_pin_wake);
+}
+
+static bool pl_fenced(uintptr_t base, uintptr_t end, uint64_t now) {
+  for (unsigned i = 0; i < PL_FENCES; i++)
+    if (pl_fences[i].until_ns > now && pl_fences[i].base < end && base < pl_fences[i].end) return true;
+  return false;
+}
+
+/* A LIVE slot leaves the budget: it is queued for undoing. */
+static void pl_slot_undo(uint32_t s) {
+  pl_pin *e = &pl_pins[s];
+  if (e->state == PL_PS_LIVE) pl_committed -= e->end - e->base;
+  e->state = PL_PS_UNDO;
+  pl_kick();
+}
+
+/* ---- the driver calls (no lock held) ---------------------------------------- */
+
+/* Let this thread make registrations while another captures in global
+ * mode: registering is an "unsafe" call there, which would invalidate
+ * that capture (CUDA's cuThreadExchangeStreamCaptureMode). */
+static bool pl_relax(CUstreamCaptureMode *old) {
+  if (pl_pd.mode == NULL) return false;
+  *old = CU_STREAM_CAPTURE_MODE_RELAXED;
+  return pl_pd.mode(old) == CUDA_SUCCESS;
+}
+
+static CUresult pl_drv_unregister(uintptr_t base, CUcontext ctx) {
+  CUstreamCaptureMode m;
+  bool relaxed = pl_relax(&m);
+  CUresult r = pl_pd.push(ctx);
+  if (r == CUDA_SUCCESS) {
+    r = pl_pd.unreg((void *)base);
+    CUcontext dummy;
+    pl_pd.pop(&dummy);
+  }
+  if (relaxed) pl_pd.mode(&m);
+  return r;
+}
+
+/* Undo slot s, which this thread set UNDOING (lock not held); then free
+ * it and hand back a free() it carried.  Returns with the lock not held. */
+static void pl_undo_now(uint32_t s) {
+  pl_pin *e = &pl_pins[s];
+  uintptr_t base = e->base;
+  CUresult r = pl_drv_unregister(base, e->ctx);
+  pl_hostmem_shim_remove(base);
+  if (r != CUDA_SUCCESS && !atomic_load(&pl_pin_off))
+    pl_log(PL_LOG_WARN, PL_LK_UNREGISTER, "could not undo a registration of its own (error %d); continuing",
+           (int)r);
+  pthread_mutex_lock(&pl_pin_lock);
+  atomic_fetch_sub(&pl_drv_bytes, e->end - e->base);
+  PL_ADD(pl_n_unreg, 1);
+  if (e->evict) PL_ADD(pl_n_evict, 1);
+  void *fp = e->free_ptr;
+  void (*ff)(void *) = e->free_fn;
+  pl_slot_put(s);
+  pl_kick();
+  pthread_cond_broadcast(&pl_pin_done);
+  pthread_mutex_unlock(&pl_pin_lock);
+  if (ff) ff(fp);
+}
+
+/* Register slot s, which this thread set REGISTERING (lock not held). */
+static void pl_register_now(uint32_t s) {
+  pl_pin *e = &pl_pins[s];
+  uintptr_t base = e->base, abase = e->abase;
+  size_t len = e->end - e->base, alen = e->alen;
+  CUresult r = CUDA_ERROR_INVALID_VALUE;
+  uintptr_t tb;
+  size_t tn;
+  int kind;
+  /* Still the allocation it was asked for: a copy racing the program's
+   * own free of it must not leave a registration on reused memory. */
+  bool tracked = pl_hostmem_lookup(abase, &tb, &tn, &kind) && tb == abase && tn == alen;
+  bool noted = tracked && pl_hostmem_shim_add(base, len);
+  uint64_t t0 = pl_now_ns(), dt = 0;
+  if (noted) {
+    r = pl_pd.push(e->ctx);
+    if (r == CUDA_SUCCESS) {
+      r = pl_pd.reg((void *)base, len, CU_MEMHOSTREGISTER_PORTABLE);
+      CUcontext dummy;
+      pl_pd.pop(&dummy);
+    }
+    dt = pl_now_ns() - t0;
+  }
+  pthread_mutex_lock(&pl_pin_lock);
+  if (r == CUDA_SUCCESS) {
+    PL_ADD(pl_n_reg, 1);
+    PL_ADD(pl_reg_ns, dt);
+    e->used_ns = pl_now_ns();
+    /* Released meanwhile: its bytes already left the budget. */
+    e->state = e->dying ? PL_PS_UNDO : PL_PS_LIVE;
+    if (e->dying) pl_kick();
+    pthread_cond_broadcast(&pl_pin_done);
+    pthread_mutex_unlock(&pl_pin_lock);
+    return;
+  }
+  atomic_fetch_sub(&pl_drv_bytes, len);
+  if (!e->dying) pl_committed -= len;
+  void *fp = e->free_ptr;
+  void (*ff)(void *) = e->free_fn;
+  pl_slot_put(s);
+  pthread_cond_broadcast(&pl_pin_done);
+  pthread_mutex_unlock(&pl_pin_lock);
+  if (noted) pl_hostmem_shim_remove(base);
+  if (tracked && !atomic_load(&pl_pin_off)) {
+    PL_ADD(pl_n_fail, 1);
+    pl_hostmem_mark(abase, alen, PL_ALLOC_REG_FAILED);
+    pl_log(PL_LOG_WARN, PL_LK_REGISTER,
+           "could not page-lock a %zu-byte buffer (error %d): its copies are staged instead; "
+           "this is logged once (RLIMIT_MEMLOCK or the driver's limits?)",
+           len, (int)r);
+  }
+  if (ff) ff(fp);
+}
+
+/* ---- the thread ------------------------------------------------------------ */
+
+static atomic_bool pl_pin_stop;
+
+/* The next job, lock held: an undo first (it frees room and memory), else
+ * a registration that fits beside what the driver still holds.  Sets its
+ * state; 0 when none. */
+static uint32_t pl_next_job(bool *undo) {
+  uint64_t now = pl_now_ns(), budget = pl_pin_budget();
+  uint32_t reg = 0;
+  for (uint32_t k = 0; k < pl_nidx; k++) {
+    uint32_t s = pl_idx[k];
+    pl_pin *e = &pl_pins[s];
+    if (e->state == PL_PS_UNDO && e->holds == 0) {
+      e->state = PL_PS_UNDOING;
+      *undo = true;
+      return s;
+    }
+    if (e->state == PL_PS_REQUESTED && reg == 0) {
+      if (pl_fenced(e->base, e->end, now)) {
+        /* The program page-locks this memory itself: drop the request. */
+        pl_committed -= e->end - e->base;
+        pl_slot_put(s);
+        pthread_cond_broadcast(&pl_pin_done);
+        k--;
+        continue;
+      }
+      if (atomic_load(&pl_drv_bytes) + (e->end - e->base) <= budget) reg = s;
+    }
+  }
+  if (reg) {
+    pl_pin *e = &pl_pins[reg];
+    e->state = PL_PS_REGISTERING;
+    uint64_t b = atomic_fetch_add(&pl_drv_bytes, e->end - e->base) + (e->end - e->base);
+    uint64_t hw = atomic_load(&pl_drv_high);
+    while (b > hw && !atomic_compare_exchange_weak(&pl_drv_high, &hw, b)) { }
+    *undo = false;
+  }
+  return reg;
+}
+
+static void *pl_pin_main(void *arg) {
+  (void)arg;
+  pl_in_shim = 1; /* nothing this thread does is the program's */
+  pl_on_pin_thread = true;
+  CUstreamCaptureMode m;
+  pl_relax(&m); /* for the life of the thread */
+  pthread_mutex_lock(&pl_pin_lock);
+  uint64_t seen = pl_kicks - 1;
+  while (!atomic_load(&pl_pin_stop)) {
+    if (seen == pl_kicks) {
+      pthread_cond_wait(&pl_pin_wake, &pl_pin_lock);
+      continue;
+    }
+    seen = pl_kicks;
+    bool undo;
+    uint32_t s;
+    while ((s = pl_next_job(&undo)) != 0 && !atomic_load(&pl_pin_stop)) {
+      pthread_mutex_unlock(&pl_pin_lock);
+      if (undo) pl_undo_now(s);
+      else pl_register_now(s);
+      pthread_mutex_lock(&pl_pin_lock);
+      seen = pl_kicks;
+    }
+  }
+  pthread_mutex_unlock(&pl_pin_lock);
+  return NULL;
+}
+
+static bool pl_drv_resolve(void) {
+  pl_pin_drv d;
+  *(void **)&d.reg = pl_driver_sym("cuMemHostRegister_v2");
+  *(void **)&d.unreg = pl_driver_sym("cuMemHostUnregister");
+  *(void **)&d.push = pl_driver_sym("cuCtxPushCurrent_v2");
+  *(void **)&d.pop = pl_driver_sym("cuCtxPopCurrent_v2");
+  *(void **)&d.mode = pl_driver_sym("cuThreadExchangeStreamCaptureMode");
+  if (d.reg == NULL || d.unreg == NULL || d.push == NULL || d.pop == NULL) return false;
+  pl_pd = d; /* published by pl_thread_state's release store */
+  return true;
+}
+
+/* Start the thread on the first request (the copy path: it may allocate). */
+static bool pl_pin_start(void) {
+  int st = atomic_load_explicit(&pl_thread_state, memory_order_acquire);
+  if (PL_LIKELY(st == 2)) return true;
+  if (st < 0) return false;
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&pl_thread_state, &expected, 1)) {
+    while ((st = atomic_load(&pl_thread_state)) == 1) sched_yield();
+    return st == 2;
+  }
+  int rc = -1;
+  if (pl_drv_resolve()) {
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_t t;
+    pl_in_shim++;
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&t, &a, pl_pin_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0) pthread_setname_np(t, "pagelock-pin");
+    pl_in_shim--;
+    pthread_attr_destroy(&a);
+  }
+  if (rc != 0)
+    pl_log(PL_LOG_WARN, PL_LK_PIN_THREAD, "cannot start the registration thread: copies are staged instead");
+  atomic_store_explicit(&pl_thread_state, rc == 0 ? 2 : -1, memory_order_release);
+  return rc == 0;
+}
+
+/* ---- the interface ------------------------------------------------------------ */
+
+bool pl_pinreg_any(void) { return atomic_load_explicit(&pl_pin_count, memory_order_acquire) != 0; }
+
+bool pl_pinreg_hold(uintptr_t p, size_t n, pl_pin_use *use) {
+  use->slot = 0;
+  if (!pl_pinreg_any()) return false;
+  pthread_mutex_lock(&pl_pin_lock);
+  uint32_t s = pl_slot_overlap(p, n ? n : 1);
+  bool ok = s != 0 && pl_pins[s].state == PL_PS_LIVE;
+  if (ok) {
+    pl_pin *e = &pl_pins[s];
+    e->holds++;
+    e->used_ns = pl_now_ns();
+    *use = (pl_pin_use){.base = e->base, .end = e->end, .slot = s};
+  }
+  pthread_mutex_unlock(&pl_pin_lock);
+  return ok;
+}
+
+void pl_pinreg_unhold(pl_pin_use *use) {
+  if (use->slot == 0) return;
+  pthread_mutex_lock(&pl_pin_lock);
+  pl_pin *e = &pl_pins[use->slot];
+  if (--e->holds == 0 && e->state != PL_PS_LIVE) {
+    pl_kick();
+    pthread_cond_broadcast(&pl_pin_done);
+  }
+  pthread_mutex_unlock(&pl_pin_lock);
+  use->slot = 0;
+}
+
+bool pl_pinreg_find(uintptr_t p, uintptr_t *base, size_t *len) {
+  if (!pl_pinreg_any()) return false;
+  pthread_mutex_lock(&pl_pin_lock);
+  uint32_t s = pl_slot_overlap(p, 1);
+  if (s) {
+    *base = pl_pins[s].base;
+    *len = pl_pins[s].end - pl_pins[s].base;
+  }
+  pthread_mutex_unlock(&pl_pin_lock);
+  return s != 0;
+}
+
+bool pl_pinreg_busy(uintptr_t p, size_t n) {
+  if (!pl_pinreg_any()) return false;
+  pthread_mutex_lock(&pl_pin_lock);
+  uint32_t s = pl_slot_overlap(p, n ? n : 1);
+  bool busy = s != 0 && pl_pins[s].state != PL_PS_LIVE;
+  pthread_mutex_unlock(&pl_pin_lock);
+  return busy;
+}
+
+bool pl_pinreg_request(uintptr_t base, size_t len, uintptr_t abase, size_t alen, CUcontext ctx) {
+  if (len == 0 || atomic_load(&pl_pin_off)) return false;
+  atomic_store_explicit(&pl_pin_used, true, memory_order_relaxed);
+  if (!pl_pin_start()) return false;
+  uint64_t budget = pl_pin_budget();
+  pthread_mutex_lock(&pl_pin_lock);
+  bool ok = false;
+  if (!pl_fenced(base, base + len, pl_now_ns()) && pl_slot_overlap(base, len) == 0 &&
+      pl_committed + len <= budget) {
+    uint32_t s = pl_slot_take(base, base + len);
+    if (s) {
+      pl_pin *e = &pl_pins[s];
+      e->abase = abase;
+      e->alen = alen;
+      e->ctx = ctx;
+      e->state = PL_PS_REQUESTED;
+      pl_committed += len;
+      pl_kick();
+      ok = true;
+    }
+  }
+  pthread_mutex_unlock(&pl_pin_lock);
+  return ok;
+}
+
+bool pl_pinreg_make_room(size_t need) {
+  uint64_t budget = pl_pin_budget();
+  if (need > budget) return false;
+  pthread_mutex_lock(&pl_pin_lock);
+  uint64_t now = pl_now_ns();
+  bool ok = true;
+  while (pl_committed + need > budget) {
+    uint32_t victim = 0;
+    for (uint32_t k = 0; k < pl_nidx; k++) {
+      pl_pin *e = &pl_pins[pl_idx[k]];
+      if (e->state != PL_PS_LIVE || e->holds || e->graph || now - e->used_ns < PL_PIN_IDLE_NS) continue;
+      if (victim == 0 || e->used_ns < pl_pins[victim].used_ns) victim = pl_idx[k];
+    }
+    if (victim == 0) {
+      ok = false;
+      break;
+    }
+    pl_pins[victim].evict = true;
+    pl_slot_undo(victim);
+  }
+  pthread_mutex_unlock(&pl_pin_lock);
+  return ok;
+}
+
+/* Undo every registration overlapping [p, p+n) before returning; lock
+ * not held on return. */
+static void pl_release_range(uintptr_t p, size_t n) {
+  pthread_mutex_lock(&pl_pin_lock);
+  for (;;) {
+    uint32_t s = pl_slot_overlap(p, n);
+    if (s == 0) break;
+    pl_pin *e = &pl_pins[s];
+    switch (e->state) {
+      case PL_PS_REQUESTED:
+        pl_committed -= e->end - e->base;
+        pl_slot_put(s);
+        pthread_cond_broadcast(&pl_pin_done);
+        continue;
+      case PL_PS_REGISTERING:
+        if (!e->dying) pl_committed -= e->end - e->base;
+        e->dying = true;
+        break; /* wait for the thread's driver call */
+      case PL_PS_LIVE:
+      case PL_PS_UNDO:
+        if (e->state == PL_PS_LIVE) pl_slot_undo(s);
+        if (e->holds == 0) {
+          /* Ours to undo, now: the thread may be busy for a while. */
+          e->state = PL_PS_UNDOING;
+          pthread_mutex_unlock(&pl_pin_lock);
+          pl_undo_now(s);
+          pthread_mutex_lock(&pl_pin_lock);
+          continue;
+        }
+        break; /* a copy in flight holds it: wait for its end */
+      default:
+        break; /* UNDOING elsewhere: wait */
+    }
+    pthread_cond_wait(&pl_pin_done, &pl_pin_lock);
+  }
+  pthread_mutex_unlock(&pl_pin_lock);
+}
+
+void pl_pinreg_release(uintptr_t p, size_t n) {
+  if (PL_LIKELY(!pl_pinreg_any()) || n == 0 || pl_on_pin_thread) return;
+  if (p + n < p) n = UINTPTR_MAX - p;
+  pl_release_range(p, n);
+}
+
+bool pl_pinreg_defer_free(void *p, size_t n, void (*next_free)(void *)) {
+  (void)n;
+  if (PL_LIKELY(!pl_pinreg_any()) || p == NULL || pl_on_pin_thread) return false;
+  uintptr_t a = (uintptr_t)p;
+  bool taken = false;
+  pthread_mutex_lock(&pl_pin_lock);
+  uint32_t s = pl_slot_overlap(a, 1);
+  /* The interior starts within a page of the block. */
+  if (s == 0) {
+    uint32_t k = pl_idx_after(a);
+    if (k < pl_nidx && pl_pins[pl_idx[k]].abase == a) s = pl_idx[k];
+  }
+  if (s && pl_pins[s].abase == a) {
+    pl_pin *e = &pl_pins[s];
+    switch (e->state) {
+      case PL_PS_REQUESTED: /* nothing at the driver yet: the caller frees */
+        pl_committed -= e->end - e->base;
+        pl_slot_put(s);
+        pthread_cond_broadcast(&pl_pin_done);
+        break;
+      case PL_PS_REGISTERING:
+        if (!e->dying) pl_committed -= e->end - e->base;
+        e->dying = true;
+        /* fall through */
+      default:
+        if (e->state == PL_PS_LIVE) pl_slot_undo(s);
+        e->free_ptr = p;
+        e->free_fn = next_free;
+        taken = true;
+        break;
+    }
+  }
+  pthread_mutex_unlock(&pl_pin_lock);
+  return taken;
+}
+
+void pl_pinreg_yield(uintptr_t p, size_t n) {
+  if (n == 0 || pl_on_pin_thread) return;
+  if (p + n < p) n = UINTPTR_MAX - p;
+  pthread_mutex_lock(&pl_pin_lock);
+  /* Close the range first, so that no request made meanwhile gets in. */
+  unsigned oldest = 0;
+  for (unsigned i = 1; i < PL_FENCES; i++)
+    if (pl_fences[i].until_ns < pl_fences[oldest].until_ns) oldest = i;
+  pl_fences[oldest] = (pl_fence){.base = p, .end = p + n, .until_ns = pl_now_ns() + PL_FENCE_NS};
+  pthread_mutex_unlock(&pl_pin_lock);
+  if (pl_pinreg_any()) pl_release_range(p, n);
+}
+
+void pl_pinreg_pin_for_graph(uintptr_t p, size_t n) {
+  if (!pl_pinreg_any() || n == 0) return;
+  pthread_mutex_lock(&pl_pin_lock);
+  for (uint32_t k = pl_idx_after(p); k < pl_nidx && pl_pins[pl_idx[k]].base < p + n; k++)
+    pl_pins[pl_idx[k]].graph = true;
+  pthread_mutex_unlock(&pl_pin_lock);
+}
+
+uint64_t pl_pinreg_bytes(void) { return atomic_load(&pl_drv_bytes); }
+
+bool pl_pinreg_used(void) { return atomic_load_explicit(&pl_pin_used, memory_order_relaxed); }
+
+void pl_pinreg_counters(pagelock_rec_counters *c) {
+  c->register_budget = pl_pin_budget();
+  c->registrations = atomic_load(&pl_n_reg);
+  c->unregistrations = atomic_load(&pl_n_unreg);
+  c->evictions = atomic_load(&pl_n_evict);
+  c->register_failures = atomic_load(&pl_n_fail);
+  c->register_ns = atomic_load(&pl_reg_ns);
+  c->registered_bytes = atomic_load(&pl_drv_bytes);
+  c->registered_bytes_high_water = atomic_load(&pl_drv_high);
+}
+
+void pl_pinreg_stop(void) {
+  atomic_store(&pl_pin_off, true);
+  atomic_store(&pl_pin_stop, true);
+  pthread_mutex_lock(&pl_pin_lock);
+  pthread_cond_broadcast(&pl_pin_wake);
+  pthread_mutex_unlock(&pl_pin_lock);
+}
+
+/* ---- fork ------------------------------------------------------------------ */
+
+void pl_pinreg_atfork_prepare(void) { pthread_mutex_lock(&pl_pin_lock); }
+void pl_pinreg_atfork_parent(void) { pthread_mutex_unlock(&pl_pin_lock); }
+
+void pl_pinreg_atfork_child(void) {
+  /* No driver call: CUDA is unusable here, and the registrations are the
+   * parent's (the child's copy of the memory was never registered).  A
+   * free() the parent's thread had not yet done stays undone here: that
+   * block is leaked in the child, never freed twice. */
+  pthread_mutex_init(&pl_pin_lock, NULL);
+  pthread_cond_init(&pl_pin_wake, NULL);
+  pthread_cond_init(&pl_pin_done, NULL);
+  memset(pl_pins, 0, sizeof pl_pins);
+  pl_nidx = 0;
+  pl_slots_ready = false;
+  pl_committed = 0;
+  memset(pl_fences, 0, sizeof pl_fences);
+  atomic_store(&pl_pin_count, 0);
+  atomic_store(&pl_drv_bytes, 0);
+  atomic_store(&pl_drv_high, 0);
+  atomic_store(&pl_n_reg, 0);
+  atomic_store(&pl_n_unreg, 0);
+  atomic_store(&pl_n_evict, 0);
+  atomic_store(&pl_n_fail, 0);
+  atomic_store(&pl_reg_ns, 0);
+  atomic_store(&pl_pin_used, false);
+  atomic_store(&pl_pin_off, true);
+  if (atomic_load(&pl_thread_state) == 2) atomic_store(&pl_thread_state, 0);
+}
+
+/* ---- tests ------------------------------------------------------------------- */
+
+void pl_pinreg_quiesce_for_test(void) {
+  struct timespec ts = {0, 1000000};
+  for (int i = 0; i < 20000; i++) {
+    pthread_mutex_lock(&pl_pin_lock);
+    bool busy = false;
+    uint64_t budget = pl_pin_budget();
+    for (uint32_t k = 0; k < pl_nidx && !busy; k++) {
+      pl_pin *e = &pl_pins[pl_idx[k]];
+      /* A request that does not fit yet waits for room, not for the thread. */
+      busy = e->state == PL_PS_REGISTERING || e->state == PL_PS_UNDOING ||
+             (e->state == PL_PS_UNDO && e->holds == 0) ||
+             (e->state == PL_PS_REQUESTED && atomic_load(&pl_drv_bytes) + (e->end - e->base) <= budget);
+    }
+    pthread_mutex_unlock(&pl_pin_lock);
+    if (!busy) return;
+    nanosleep(&ts, NULL);
+  }
+}
+
+void pl_pinreg_reset_for_test(void) {
+  pl_pinreg_quiesce_for_test();
+  pl_release_range(0, UINTPTR_MAX);
+  pthread_mutex_lock(&pl_pin_lock);
+  memset(pl_fences, 0, sizeof pl_fences);
+  pthread_mutex_unlock(&pl_pin_lock);
+  atomic_store(&pl_drv_high, atomic_load(&pl_drv_bytes));
+  atomic_store(&pl_n_reg, 0);
+  atomic_store(&pl_n_unreg, 0);
+  atomic_store(&pl_n_evict, 0);
+  atomic_store(&pl_n_fail, 0);
+  atomic_store(&pl_reg_ns, 0);
+  atomic_store(&pl_budget, 0);
+  atomic_store(&pl_pin_off, false);
+}
