@@ -142,15 +142,25 @@ void *pl_real_dlsym(void *handle, const char *name);
 
 /* The other driver entry points the shim wraps, after the copy ids of
  * PAGELOCK_API_LIST: the host-allocation calls the program itself makes, so
- * the shim's picture of pinned memory stays exact (hook_hostalloc.c), and
- * cuInit, so CUPTI starts before the first context (cupti.c). */
-#define PL_HOSTALLOC_LIST(X) \
-  X(cuMemHostAlloc)          \
-  X(cuMemAllocHost_v2)       \
-  X(cuMemFreeHost)           \
-  X(cuMemHostRegister_v2)    \
-  X(cuMemHostUnregister)     \
-  X(cuInit)
+ * the shim's picture of pinned memory stays exact, and its pointer queries,
+ * so the shim's own registrations stay invisible to it (hook_hostalloc.c);
+ * and cuInit, so CUPTI starts before the first context (cupti.c).  Each
+ * exact symbol a lookup can hand out: cudart asks for cuMemHostRegister at
+ * 6050 and cuMemHostGetDevicePointer at 3020 (the _v2s), a program looking
+ * up the bare names gets the originals. */
+#define PL_HOSTALLOC_LIST(X)      \
+  X(cuMemHostAlloc)               \
+  X(cuMemAllocHost_v2)            \
+  X(cuMemFreeHost)                \
+  X(cuMemHostRegister_v2)         \
+  X(cuMemHostUnregister)          \
+  X(cuInit)                       \
+  X(cuMemHostRegister)            \
+  X(cuMemHostGetFlags)            \
+  X(cuMemHostGetDevicePointer_v2) \
+  X(cuMemHostGetDevicePointer)    \
+  X(cuPointerGetAttribute)        \
+  X(cuPointerGetAttributes)
 
 enum pl_hook_id {
   PL_HOOK_HOSTALLOC_FIRST = PAGELOCK_API_COUNT - 1,
