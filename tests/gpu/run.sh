@@ -70,6 +70,38 @@ for py in torch cupy; do
   fi
 done
 
+# Production PyTorch servers often preload jemalloc (or tcmalloc): the
+# shim must neither hang nor lose a byte then, in either preload order.
+# The allocators travel as Debian packages in .deps/debs (README), unpacked
+# here into a scratch root.
+alloc_root=/tmp/pagelock-allocators
+rm -rf "$alloc_root"; mkdir -p "$alloc_root"
+for deb in "$ROOT"/.deps/debs/*.deb; do [ -f "$deb" ] && dpkg -x "$deb" "$alloc_root"; done
+if python3 -c "import torch" 2>/dev/null; then
+  for lib in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do
+    so=$(find "$alloc_root" -name "$lib" | head -1)
+    [ -n "$so" ] || { row "torch + $lib" skip "not in .deps/debs"; continue; }
+    d=$(mktemp -d)
+    # pagelock run puts the shim first, whatever the user's LD_PRELOAD says
+    LD_PRELOAD="$so" timeout 300 "$B/pagelock" run --mode stage -o "$d/j.%p.trace" -- \
+      python3 "$ROOT/tests/gpu/torch_copies.py" >"$d/out" 2>"$OUT/alloc_$lib.err"
+    rc=$?
+    pageable= pageable_bytes= pinned= pinned_bytes=
+    eval "$(grep -E '^pageable=' "$d/out" | sed 's/ /;/g')"
+    "$B/trace_check" "$(ls "$d"/j.*.trace | head -1)" --pageable "${pageable:-x}" --pageable-bytes "${pageable_bytes:-x}" \
+      --pinned "${pinned:-x}" --pinned-bytes "${pinned_bytes:-x}" --failed 0 --complete --simulated 0 >"$OUT/alloc_$lib.log" 2>&1
+    ok=$?
+    row "torch + $lib, stage, shim first" "$([ $rc = 0 ] && [ $ok = 0 ] && echo ok || echo FAIL)" "rc=$rc $(tail -1 "$OUT/alloc_$lib.log" | cut -c1-80)"
+    # the allocator first, by hand: no hang, bytes intact, and the report
+    # says why allocation sites are missing
+    LD_PRELOAD="$so:$B/libpagelock.so" PAGELOCK_MODE=stage PAGELOCK_OUTPUT="$d/f.%p.trace" timeout 300 \
+      python3 "$ROOT/tests/gpu/torch_copies.py" >"$d/fout" 2>"$OUT/alloc_${lib}_first.err"
+    rc=$?
+    "$B/pagelock" report "$(ls "$d"/f.*.trace | head -1)" >"$OUT/alloc_${lib}_first.txt" 2>&1
+    row "torch + $lib first, stage" "$([ $rc = 0 ] && echo ok || echo FAIL)" "rc=$rc $(grep -m1 -o 'allocation sites.*' "$OUT/alloc_${lib}_first.txt" | cut -c1-70)"
+  done
+fi
+
 # Staging correctness over real CUDA: the preload programs in stage mode.
 for prog in test_copies test_copies_static test_copies_ptds test_driver_direct; do
   PAGELOCK_MODE=stage LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/st.%p.trace" "$B/$prog" >/dev/null 2>"$OUT/stage_$prog.err"

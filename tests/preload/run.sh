@@ -508,6 +508,10 @@ while off + 8 <= len(b):
 print(f"    {len(b)} bytes, records end at {off}, {copies} copies, flags {flags:#x}")
 sys.exit(0 if off == len(b) and flags & 2 and 0 < copies < 6000 else 1)
 PY
+  # The report blames the disk, not the program.
+  "$B/pagelock" report "$d/t.trace" >"$d/report" 2>"$d/report.err" || fail "report of the full-disk trace failed" || return
+  grep -q "the disk filled up" "$d/report.err" "$d/report" || fail "the report does not say the disk filled up: $(cat "$d/report.err")" || return
+  ! grep -q "may have died" "$d/report.err" "$d/report" || fail "the report blames the program: $(cat "$d/report.err")"
 }
 
 # Every case defined above, in the order they appear.

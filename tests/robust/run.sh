@@ -133,6 +133,33 @@ disk_case() {
   row "disk full" "$tried" "$passed" "${kept:-?}/6000" "$(sed -n 's/.*(the disk: \(.*\))/\1/p' "$T/disk.log" | head -1); the header says why the trace stops"
 }
 
+# ---- another allocator preloaded -------------------------------------------------
+# tests/preload/alloc_matrix.sh: the whole preload suite under jemalloc,
+# tcmalloc and mimalloc, each before and after the shim, and 200 threads
+# allocating at once; kept/made: allocations the registry tracked against
+# those the 200-thread program made and still held.
+alloc_case() {
+  local log="$T/alloc.log"
+  timeout 1200 "$ROOT/tests/preload/alloc_matrix.sh" "$B" >"$log" 2>&1
+  local st=$?
+  # rows: soname order cases passed failed skipped threads...
+  local tried passed kept made skipped
+  read -r tried passed kept made skipped < <(awk '
+    $1 ~ /^lib.*\.so/ && $3 ~ /^[0-9]+$/ {
+      t += $3 + 1; p += $4 + $6; if ($7 == "ok") p++
+      if (match($0, /ok [0-9]+\/[0-9]+/)) { split(substr($0, RSTART + 3, RLENGTH - 3), a, "/"); k += a[1]; m += a[2] }
+    }
+    /^skipped: / { s++ }
+    END { print t + 0, p + 0, k + 0, m + 0, s + 0 }' "$log")
+  [ "$st" = 0 ] || { echo "robust: allocator matrix failed:" >&2; tail -40 "$log" >&2; [ "$tried" = "$passed" ] && passed=$((passed - 1)); }
+  local missing=""
+  [ "$skipped" = 0 ] || missing=" ($skipped not installed: see the log)"
+  row "allocators" "$tried" "$passed" "$kept/$made" \
+    "jemalloc, tcmalloc, mimalloc x both orders: whole preload suite + 200 threads$missing"
+  sed -n '/^allocator /,/^(order/p' "$log" | sed 's/^/    /' >"$T/alloc.table"
+}
+
+alloc_case
 cases "$ROOT/tests/preload/run.sh" "descriptors" \
   "close_range, closefrom, a close loop, dup2, a raw close, fork+close+exec" \
   fd_close_range fd_closefrom fd_close_loop fd_dup2 fd_raw_syscall fd_fork_exec
@@ -149,4 +176,5 @@ stress_case
 echo
 printf '%-22s %6s %6s %15s  %s\n' "group" "tried" "passed" "kept/made" "what"
 printf '%s\n' "${rows[@]}"
+[ -s "$T/alloc.table" ] && { echo; echo "allocators, per pass:"; cat "$T/alloc.table"; }
 exit $failed
