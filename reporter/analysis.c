@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
+
 int plr_use_tools_from_env(void) {
   const char *v = getenv("PAGELOCK_NO_ADDR2LINE");
   return !(v && v[0] && strcmp(v, "0") != 0);
@@ -14,7 +16,10 @@ int plr_use_tools_from_env(void) {
 static void plr_name_alloc_site(plr_process *p) {
   const plr_row *r = plr_rows_worst_made_sync(&p->allocs);
   if (!r || !r->addr) return;
+  /* A run whose mode already moves pageable copies needs no advice to
+   * stage them. */
   int staging = p->t.have_process && (p->t.mode == PAGELOCK_MODE_STAGE ||
+                                      p->t.mode == PAGELOCK_MODE_REGISTER ||
                                       p->t.mode == PAGELOCK_MODE_AUTO);
   char site[256];
   plr_site_format(r->frame, r->addr, site, sizeof site);
@@ -55,21 +60,26 @@ void plr_process_free(plr_process *p) {
 
 void plr_process_warnings(FILE *err, const plr_process *p) {
   const plr_trace *t = &p->t;
-  char msg[4096];
+  /* The path comes from the command line or a run's manifest, and the
+   * messages quote it: escaped, as the report's names are (escape.h). */
+  char msg[4096], esc[4 * sizeof msg];
   plr_trace_partial_message(t, msg, sizeof msg);
-  if (msg[0]) fprintf(err, "pagelock: warning: %s\n", msg);
+  if (msg[0])
+    fprintf(err, "pagelock: warning: %s\n",
+            plr_text_escape(msg, esc, sizeof esc));
+  plr_text_escape(t->path, esc, sizeof esc);
   if (t->malformed_records)
     fprintf(err,
             "pagelock: warning: '%s': %llu malformed records were skipped\n",
-            t->path, (unsigned long long)t->malformed_records);
+            esc, (unsigned long long)t->malformed_records);
   if (t->have_counters && t->counters.dropped_records)
     fprintf(err,
             "pagelock: warning: '%s': the shim dropped %llu records: counts "
             "are low\n",
-            t->path, (unsigned long long)t->counters.dropped_records);
+            esc, (unsigned long long)t->counters.dropped_records);
   else if (t->have_end && t->end.dropped)
     fprintf(err,
             "pagelock: warning: '%s': the shim dropped %llu records: counts "
             "are low\n",
-            t->path, (unsigned long long)t->end.dropped);
+            esc, (unsigned long long)t->end.dropped);
 }

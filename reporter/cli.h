@@ -30,16 +30,6 @@ int plr_cmd_compare(int argc, char **argv);
 size_t plr_report_paths(FILE *out, char *const *paths, size_t n,
                         plr_format format, size_t *failed);
 
-/* Opens the trace at path for reading without blocking on it: a FIFO
- * named as a trace would otherwise hang the open or the first read until
- * some writer came.  Anything but a regular file is refused.  Returns the
- * stream, or NULL with the reason (no "pagelock: " prefix) in msg. */
-FILE *plr_open_trace(const char *path, char *msg, size_t len);
-
-/* "a FIFO", "a directory", "a socket", ... for a stat mode that is not a
- * regular file. */
-const char *plr_file_kind(unsigned mode);
-
 /* Options shared by run and demo. */
 typedef struct plr_run_opts {
   const char *mode;   /* --mode, else PAGELOCK_MODE, else "observe" */

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include "analysis.h"
 #include "cli.h"
 #include "compare.h"
+#include "escape.h"
 #include "gpu_analysis.h"
 #include "launch.h"
 #include "timeline.h"
@@ -62,9 +64,13 @@ static int plr_cmp_operand(plr_strv *files, const char *arg) {
     if (plr_strv_push(files, arg)) goto oom;
     return 0;
   }
+  /* Operands and the names found in a directory are any bytes: every
+   * line quoting one is escaped (escape.h). */
+  char esc[PATH_MAX * 4];
+  plr_text_escape(arg, esc, sizeof esc);
   DIR *d = opendir(arg);
   if (!d) {
-    fprintf(stderr, "pagelock: cannot open '%s': %s\n", arg, strerror(errno));
+    fprintf(stderr, "pagelock: cannot open '%s': %s\n", esc, strerror(errno));
     return PLR_EXIT_USAGE;
   }
   size_t before = files->n, skipped = 0;
@@ -98,10 +104,10 @@ static int plr_cmp_operand(plr_strv *files, const char *arg) {
   if (skipped)
     fprintf(stderr, "pagelock: compare: skipped %zu *.trace %s in '%s' "
             "that %s (FIFO, socket, device or directory)\n", skipped,
-            skipped == 1 ? "entry" : "entries", arg,
+            skipped == 1 ? "entry" : "entries", esc,
             skipped == 1 ? "is not a regular file" : "are not regular files");
   if (files->n == before) {
-    fprintf(stderr, "pagelock: compare: no *.trace file in '%s'\n", arg);
+    fprintf(stderr, "pagelock: compare: no *.trace file in '%s'\n", esc);
     return PLR_EXIT_USAGE;
   }
   qsort(files->v + before, files->n - before, sizeof *files->v,
@@ -116,12 +122,12 @@ oom:
  * the loader's one-line message for the first file that cannot be read. */
 static int plr_cmp_load(const plr_strv *files, plr_compare_side *s) {
   for (size_t i = 0; i < files->n; i++) {
-    char msg[4096];
+    char msg[4096], esc[4 * sizeof msg];
     plr_process p;
     memset(&p, 0, sizeof p);
     FILE *f = plr_open_trace(files->v[i], msg, sizeof msg);
     if (!f || plr_trace_load_stream(&p.t, f, files->v[i], msg, sizeof msg)) {
-      fprintf(stderr, "pagelock: %s\n", msg);
+      fprintf(stderr, "pagelock: %s\n", plr_text_escape(msg, esc, sizeof esc));
       return PLR_EXIT_USAGE;
     }
     plr_process_warnings(stderr, &p);
@@ -130,7 +136,7 @@ static int plr_cmp_load(const plr_strv *files, plr_compare_side *s) {
     int gok = plr_gpu_analyze(&p.t, 0, &g) == 0;
     if (!gok)
       fprintf(stderr, "pagelock: '%s': out of memory in the GPU analysis\n",
-              files->v[i]);
+              plr_text_escape(files->v[i], esc, sizeof esc));
     plr_source src = {files->v[i], NULL, 0};
     plr_compare_add(s, &p.t, gok ? &g : NULL, &src);
     plr_gpu_report_free(&g);

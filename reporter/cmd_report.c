@@ -1,14 +1,11 @@
 /* cmd_report.c - `pagelock report` and the report step of run/demo. */
-#define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "analysis.h"
 #include "cli.h"
+#include "escape.h"
 #include "launch.h"
 #include "report_views.h"
 
@@ -24,64 +21,6 @@ int plr_format_parse(const char *name, int allow_views, plr_format *f) {
   else
     return -1;
   return 0;
-}
-
-const char *plr_file_kind(unsigned mode) {
-  switch (mode & S_IFMT) {
-  case S_IFIFO: return "a FIFO";
-  case S_IFDIR: return "a directory";
-  case S_IFSOCK: return "a socket";
-  case S_IFCHR: return "a character device";
-  case S_IFBLK: return "a block device";
-  case S_IFREG: return "a regular file";
-  default: return "not a regular file";
-  }
-}
-
-/* The message for a path that is not a regular file. */
-static void plr_not_trace_msg(const char *path, unsigned mode, char *msg,
-                              size_t len) {
-  if (S_ISDIR(mode))
-    snprintf(msg, len, "'%s' is a directory, not a trace file (name the "
-             "trace files in it, e.g. '%s'/*.trace)", path, path);
-  else
-    snprintf(msg, len, "'%s' is %s, not a trace file (a trace is a regular "
-             "file written by libpagelock.so)", path, plr_file_kind(mode));
-}
-
-FILE *plr_open_trace(const char *path, char *msg, size_t len) {
-  /* O_NONBLOCK: opening a FIFO for reading would wait for a writer, and
-   * fstat on the descriptor then checks the very file that was opened (a
-   * stat before a blocking open could be raced). */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0) {
-    int err = errno;
-    /* A socket cannot be opened at all: say what it is. */
-    if (err == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-      plr_not_trace_msg(path, (unsigned)st.st_mode, msg, len);
-    else
-      snprintf(msg, len, "cannot open '%s': %s", path, strerror(err));
-    return NULL;
-  }
-  if (fstat(fd, &st) != 0) {
-    snprintf(msg, len, "cannot open '%s': %s", path, strerror(errno));
-    close(fd);
-    return NULL;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    plr_not_trace_msg(path, (unsigned)st.st_mode, msg, len);
-    close(fd);
-    return NULL;
-  }
-  int fl = fcntl(fd, F_GETFL);
-  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-  FILE *f = fdopen(fd, "rb");
-  if (!f) {
-    snprintf(msg, len, "cannot open '%s': %s", path, strerror(errno));
-    close(fd);
-  }
-  return f;
 }
 
 /* The view formats read the traces again: they need where each is. */
@@ -116,18 +55,20 @@ size_t plr_report_paths(FILE *out, char *const *paths, size_t n,
   int tools = plr_use_tools_from_env();
   size_t ok = 0;
   for (size_t i = 0; i < n; i++) {
-    char msg[4096];
+    /* Paths come from the command line or a run's manifest (any bytes
+     * the program chose): every line quoting one is escaped (escape.h). */
+    char msg[4096], esc[4 * sizeof msg];
     FILE *f = plr_open_trace(paths[i], msg, sizeof msg);
     if (!f || plr_trace_load_stream(&ps[ok].t, f, paths[i], msg,
                                     sizeof msg) != 0) {
-      fprintf(stderr, "pagelock: %s\n", msg);
+      fprintf(stderr, "pagelock: %s\n", plr_text_escape(msg, esc, sizeof esc));
       (*failed)++;
       continue;
     }
     plr_process_warnings(stderr, &ps[ok]);
     if (plr_process_analyze(&ps[ok], tools) != 0) {
       fprintf(stderr, "pagelock: '%s': out of memory while analysing\n",
-              paths[i]);
+              plr_text_escape(paths[i], esc, sizeof esc));
       plr_process_free(&ps[ok]);
       (*failed)++;
       continue;

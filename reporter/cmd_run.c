@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "escape.h"
 #include "launch.h"
 
 int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o,
@@ -76,10 +77,15 @@ void plr_print_trace_list(FILE *out, char *const *paths, size_t n) {
             "setuid programs ignore LD_PRELOAD)\n");
     return;
   }
-  /* A listed file that is gone was already reported as unreadable. */
+  /* A listed file that is gone was already reported as unreadable.  The
+   * paths are the manifest's, any bytes the program's pattern produced:
+   * escaped (escape.h). */
   for (size_t i = 0; i < n; i++)
-    if (access(paths[i], F_OK) == 0)
-      fprintf(out, "pagelock: trace written to %s\n", paths[i]);
+    if (access(paths[i], F_OK) == 0) {
+      fputs("pagelock: trace written to ", out);
+      plr_text_puts(out, paths[i]);
+      fputc('\n', out);
+    }
 }
 
 int plr_run_status(const plr_launch_result *res, size_t failed) {

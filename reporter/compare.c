@@ -87,6 +87,10 @@ void plr_compare_add(plr_compare_side *s, const plr_trace *t,
   s->pageable_host_ns += tot->pageable.host_ns;
   s->staged_copies += tot->staged.count;
   s->staged_bytes += tot->staged.bytes;
+  for (int r = 0; r < PLR_NROUTE; r++) {
+    s->route_copies[r] += tot->routes[r].count;
+    s->route_bytes[r] += tot->routes[r].bytes;
+  }
   if (g && g->status == PAGELOCK_GPU_TIMING_ON && g->ndev) {
     s->gpu_traces++;
     for (size_t i = 0; i < g->ndev; i++) {
@@ -141,7 +145,7 @@ typedef struct plr_cmp_row {
   plr_cmp_val b, a;
 } plr_cmp_row;
 
-#define PLR_CMP_MAX_ROWS 16
+#define PLR_CMP_MAX_ROWS 24
 
 /* The rows both writers print, in order. */
 static size_t plr_cmp_rows(const plr_compare_side *b, const plr_compare_side *a,
@@ -186,7 +190,19 @@ static size_t plr_cmp_rows(const plr_compare_side *b, const plr_compare_side *a,
               plr_cmp_median(s, d, m));
     }
   }
+  /* The routes of the copies with a pageable or page-locked host side: what
+   * a change of mode moves. */
+  PLR_ROW("copies passed through", "pass_copies", PLR_UNIT_COUNT, 1,
+          s->route_copies[PLR_ROUTE_PASS]);
+  PLR_ROW("bytes passed through", "pass_bytes", PLR_UNIT_BYTES, 1,
+          s->route_bytes[PLR_ROUTE_PASS]);
+  PLR_ROW("copies staged", "stage_copies", PLR_UNIT_COUNT, 1,
+          s->route_copies[PLR_ROUTE_STAGE]);
   PLR_ROW("staged bytes", "staged_bytes", PLR_UNIT_BYTES, 1, s->staged_bytes);
+  PLR_ROW("copies registered", "register_copies", PLR_UNIT_COUNT, 1,
+          s->route_copies[PLR_ROUTE_REGISTER]);
+  PLR_ROW("registered bytes", "register_bytes", PLR_UNIT_BYTES, 1,
+          s->route_bytes[PLR_ROUTE_REGISTER]);
 #undef PLR_ROW
   return n;
 }
@@ -280,9 +296,15 @@ static void plr_cmp_json_side(FILE *out, const char *name,
   }
   fprintf(out, ", \"pageable_bytes\": %" PRIu64 ", \"staged_copies\": %" PRIu64
           ", \"copy_busy_ns\": %" PRIu64 ", \"copy_hidden_ns\": %" PRIu64
-          ", \"kernel_busy_ns\": %" PRIu64 "}",
+          ", \"kernel_busy_ns\": %" PRIu64 ",\n    \"routes\": {",
           s->pageable_bytes, s->staged_copies, s->copy_busy_ns,
           s->copy_hidden_ns, s->kernel_busy_ns);
+  /* The report's totals.routes shape, summed over the side's traces. */
+  for (int r = 0; r < PLR_NROUTE; r++)
+    fprintf(out, "%s\"%s\": {\"copies\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
+            r ? ", " : "", plr_route_name((unsigned)r), s->route_copies[r],
+            s->route_bytes[r]);
+  fputs("}}", out);
 }
 
 /* The JSON document: both sides and the ratios. */

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "trace_model.h"
+
 /* One side of `pagelock compare`: the numbers of one or more traces (the
  * processes of one run) summed.  Filled by plr_compare_add per trace. */
 typedef struct plr_compare_side {
@@ -17,6 +19,7 @@ typedef struct plr_compare_side {
   uint64_t copies, copy_bytes, host_blocked_ns;
   uint64_t pageable_copies, pageable_bytes, pageable_host_ns;
   uint64_t staged_copies, staged_bytes;
+  uint64_t route_copies[PLR_NROUTE], route_bytes[PLR_NROUTE];
   uint64_t gpu_traces;           /* traces with GPU timing on and records */
   uint64_t copy_busy_ns, copy_hidden_ns, copy_exposed_ns, kernel_busy_ns;
   /* GB/s of each GPU copy, by [0 H2D, 1 D2H][0 pageable, 1 pinned]: the

@@ -121,6 +121,50 @@ static void plr_ht_legend(FILE *out) {
 /* ------------------------------------------------------------------ */
 /* Summary tables.                                                     */
 
+/* The routes table (copies and bytes per route) and, when why says so,
+ * the reasons pageable copies were not registered, most host time first. */
+static void plr_ht_routes(FILE *out, const plr_totals *tot, int why) {
+  static const char *const label[PLR_NROUTE] = {"passed through", "staged",
+                                                 "registered"};
+  fputs("<table><tr><th class=\"l\">route</th><th>copies</th><th>bytes</th>"
+        "<th>host time</th></tr>\n", out);
+  for (unsigned r = 0; r < PLR_NROUTE; r++) {
+    fprintf(out, "<tr><td class=\"l\">%s</td>", label[r]);
+    plr_ht_td_u64(out, tot->routes[r].count);
+    plr_ht_td_bytes(out, tot->routes[r].bytes);
+    plr_ht_td_ms(out, tot->routes[r].host_ns);
+    fputs("</tr>\n", out);
+  }
+  fputs("</table>\n", out);
+  if (!why) return;
+  unsigned order[PAGELOCK_WHY_COUNT];
+  size_t n = 0;
+  for (unsigned w = 0; w < PAGELOCK_WHY_COUNT; w++)
+    if (tot->not_registered[w].count) order[n++] = w;
+  if (!n) return;
+  for (size_t i = 1; i < n; i++)
+    for (size_t k = i; k > 0 && tot->not_registered[order[k]].host_ns >
+                                    tot->not_registered[order[k - 1]].host_ns;
+         k--) {
+      unsigned x = order[k];
+      order[k] = order[k - 1];
+      order[k - 1] = x;
+    }
+  fputs("<table><tr><th class=\"l\">not registered because</th>"
+        "<th>copies</th><th>bytes</th><th>host time</th></tr>\n", out);
+  for (size_t i = 0; i < n; i++) {
+    const plr_bucket *b = &tot->not_registered[order[i]];
+    fputs("<tr><td class=\"l\">", out);
+    plr_html_text(out, plr_why_text(order[i]), PLR_ESC_UNLIMITED);
+    fputs("</td>", out);
+    plr_ht_td_u64(out, b->count);
+    plr_ht_td_bytes(out, b->bytes);
+    plr_ht_td_ms(out, b->host_ns);
+    fputs("</tr>\n", out);
+  }
+  fputs("</table>\n", out);
+}
+
 static void plr_ht_totals(FILE *out, const plr_totals *tot) {
   static const unsigned dirs[] = {PAGELOCK_DIR_H2D, PAGELOCK_DIR_D2H,
                                   PAGELOCK_DIR_D2D, PAGELOCK_DIR_H2H,
@@ -189,12 +233,18 @@ static void plr_ht_totals(FILE *out, const plr_totals *tot) {
   fputs("</ul>\n", out);
 }
 
-/* The staging engine's counters, one paragraph (numbers and fixed words:
- * nothing to escape). */
+/* The staging and registration engines' counters, a paragraph each when
+ * they did anything (numbers and fixed words: nothing to escape). */
 static void plr_ht_counters(FILE *out, const pagelock_rec_counters *c) {
   char line[512];
-  plr_fmt_counters(c, line, sizeof line);
-  fprintf(out, "<p>Staging: %s.</p>\n", line);
+  if (plr_counters_staging(c)) {
+    plr_fmt_counters(c, line, sizeof line);
+    fprintf(out, "<p>Staging: %s.</p>\n", line);
+  }
+  if (plr_counters_registration(c)) {
+    plr_fmt_register_counters(c, line, sizeof line);
+    fprintf(out, "<p>Registration: %s.</p>\n", line);
+  }
 }
 
 /* One site table, worst first, at most PLR_HT_TABLE_ROWS rows.  With GPU
@@ -860,11 +910,16 @@ static void plr_ht_free(plr_ht *h) {
 static void plr_ht_timelines(FILE *out, const plr_source *src) {
   plr_ht h;
   memset(&h, 0, sizeof h);
-  plr_walk(src, plr_ht_scan_fn, &h);
-  if (!h.oom) plr_ht_layout(&h);
-  if (!h.oom && h.ntl) plr_walk(src, plr_ht_draw_fn, &h);
+  int unreadable = plr_walk(src, plr_ht_scan_fn, &h) != 0 && !h.oom;
+  if (!h.oom && !unreadable) plr_ht_layout(&h);
+  if (!h.oom && !unreadable && h.ntl) plr_walk(src, plr_ht_draw_fn, &h);
   fputs("<h3>Timeline</h3>\n", out);
-  if (h.oom) {
+  if (unreadable) {
+    /* The file changed since it was loaded (a FIFO or directory in its
+     * place: plr_source_open refuses it rather than wait on it). */
+    fputs("<p class=\"warn\">The timeline was left out: the trace could not "
+          "be read again.</p>\n", out);
+  } else if (h.oom) {
     fputs("<p class=\"warn\">The timeline was left out: out of memory.</p>\n",
           out);
   } else if (!h.ntl) {
@@ -933,10 +988,9 @@ static void plr_ht_process(FILE *out, const plr_process *p,
   plr_ht_gpu_tables(out, g);
   fputs("<h3>Copy calls</h3>\n", out);
   plr_ht_totals(out, &t->tot);
-  if (t->have_counters &&
-      (t->counters.bytes_staged || t->counters.fallbacks ||
-       t->counters.registered_bytes_high_water))
-    plr_ht_counters(out, &t->counters);
+  if (plr_trace_shows_routes(t))
+    plr_ht_routes(out, &t->tot, plr_trace_shows_why(t));
+  if (t->have_counters) plr_ht_counters(out, &t->counters);
   int gpu = g->records > 0;
   plr_ht_sites(out, "Pageable copies by call site (worst first)", "call site",
                &p->calls, gpu);

@@ -46,7 +46,20 @@ static void plr_json_totals(FILE *out, const plr_totals *t, const char *ind) {
   plr_json_bucket(out, "pageable_async", &t->pageable_async);
   fprintf(out, ",\n%s  ", ind);
   plr_json_bucket(out, "staged", &t->staged);
-  fprintf(out, ",\n%s  \"by_kind\": [", ind);
+  fprintf(out, ",\n%s  \"routes\": {", ind);
+  for (unsigned r = 0; r < PLR_NROUTE; r++) {
+    if (r) fprintf(out, ",\n%s             ", ind);
+    plr_json_bucket(out, plr_route_name(r), &t->routes[r]);
+  }
+  fprintf(out, "},\n%s  \"not_registered\": {", ind);
+  int any = 0;
+  for (unsigned w = 0; w < PAGELOCK_WHY_COUNT; w++) {
+    if (!t->not_registered[w].count) continue;
+    if (any) fprintf(out, ",\n%s                     ", ind);
+    plr_json_bucket(out, plr_why_name(w), &t->not_registered[w]);
+    any = 1;
+  }
+  fprintf(out, "},\n%s  \"by_kind\": [", ind);
   int first = 1;
   for (unsigned d = 0; d < PLR_NDIR; d++) {
     for (unsigned m = 0; m < PLR_NMEM; m++) {
@@ -313,10 +326,18 @@ static void plr_json_process(FILE *out, const plr_process *p) {
             ", \"wait_ns\": %" PRIu64 ", \"pool_high_water\": %" PRIu64
             ", \"pool_bytes\": %" PRIu64
             ", \"registered_bytes_high_water\": %" PRIu64
-            ", \"dropped_records\": %" PRIu64 "}",
+            ", \"dropped_records\": %" PRIu64
+            ",\n                   \"register_budget\": %" PRIu64
+            ", \"registrations\": %" PRIu64 ", \"unregistrations\": %" PRIu64
+            ", \"evictions\": %" PRIu64 ", \"register_failures\": %" PRIu64
+            ", \"register_ns\": %" PRIu64 ", \"registered_bytes\": %" PRIu64
+            "}",
             c->bytes_staged, c->bytes_passthrough, c->fallbacks, c->waits,
             c->wait_ns, c->pool_high_water, c->pool_bytes,
-            c->registered_bytes_high_water, c->dropped_records);
+            c->registered_bytes_high_water, c->dropped_records,
+            c->register_budget, c->registrations, c->unregistrations,
+            c->evictions, c->register_failures, c->register_ns,
+            c->registered_bytes);
   } else {
     fputs("null", out);
   }

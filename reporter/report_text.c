@@ -83,6 +83,9 @@ static void plr_tab_print(FILE *out, plr_tab *t, const char *align) {
   memset(t, 0, sizeof *t);
 }
 
+/* Column width: the larger of a and a cell length. */
+static int plr_max(int a, size_t b) { return (size_t)a > b ? a : (int)b; }
+
 /* Prints the (direction, host memory) table of non-empty buckets. */
 static void plr_print_split(FILE *out, const plr_totals *tot) {
   static const unsigned dirs[] = {PAGELOCK_DIR_H2D, PAGELOCK_DIR_D2H,
@@ -107,15 +110,64 @@ static void plr_print_split(FILE *out, const plr_totals *tot) {
   }
 }
 
-/* The totals block: overall line, split table, then one line per
- * noteworthy count that is non-zero. */
-static void plr_print_totals(FILE *out, const plr_totals *tot) {
+/* One line: how many copies (and bytes) took each route. */
+static void plr_print_routes(FILE *out, const plr_totals *tot) {
+  char by[PLR_NROUTE][32];
+  for (int r = 0; r < PLR_NROUTE; r++)
+    plr_fmt_bytes(tot->routes[r].bytes, by[r], sizeof by[r]);
+  fprintf(out, "routes: %" PRIu64 " copies passed through (%s), %" PRIu64
+          " staged (%s), %" PRIu64 " registered (%s)\n",
+          tot->routes[PLR_ROUTE_PASS].count, by[PLR_ROUTE_PASS],
+          tot->routes[PLR_ROUTE_STAGE].count, by[PLR_ROUTE_STAGE],
+          tot->routes[PLR_ROUTE_REGISTER].count, by[PLR_ROUTE_REGISTER]);
+}
+
+/* One "not registered:" line per reason pageable copies were not
+ * registered, most host time first, the numbers aligned. */
+static void plr_print_not_registered(FILE *out, const plr_totals *tot) {
+  unsigned order[PAGELOCK_WHY_COUNT];
+  size_t n = 0;
+  for (unsigned w = 0; w < PAGELOCK_WHY_COUNT; w++)
+    if (tot->not_registered[w].count) order[n++] = w;
+  /* Insertion sort: at most a dozen reasons. */
+  for (size_t i = 1; i < n; i++)
+    for (size_t k = i; k > 0 && tot->not_registered[order[k]].host_ns >
+                                    tot->not_registered[order[k - 1]].host_ns;
+         k--) {
+      unsigned x = order[k];
+      order[k] = order[k - 1];
+      order[k - 1] = x;
+    }
+  char cnt[PAGELOCK_WHY_COUNT][24], by[PAGELOCK_WHY_COUNT][32],
+      ms[PAGELOCK_WHY_COUNT][32];
+  int wc = 0, wb = 0, wm = 0;
+  for (size_t i = 0; i < n; i++) {
+    const plr_bucket *b = &tot->not_registered[order[i]];
+    snprintf(cnt[i], sizeof cnt[i], "%" PRIu64, b->count);
+    plr_fmt_bytes(b->bytes, by[i], sizeof by[i]);
+    plr_fmt_ms(b->host_ns, ms[i], sizeof ms[i]);
+    wc = plr_max(wc, strlen(cnt[i]));
+    wb = plr_max(wb, strlen(by[i]));
+    wm = plr_max(wm, strlen(ms[i]));
+  }
+  for (size_t i = 0; i < n; i++)
+    fprintf(out, "not registered: %*s copies  %*s  %*s ms  %s\n", wc, cnt[i],
+            wb, by[i], wm, ms[i], plr_why_text(order[i]));
+}
+
+/* The totals block: overall line, split table, the routes (when routes
+ * says so) and why pageable copies were not registered (when why says
+ * so), then one line per noteworthy count that is non-zero. */
+static void plr_print_totals(FILE *out, const plr_totals *tot, int routes,
+                             int why) {
   char by[32], ms[32];
   plr_fmt_bytes(tot->all.bytes, by, sizeof by);
   plr_fmt_ms(tot->all.host_ns, ms, sizeof ms);
   fprintf(out, "copies: %" PRIu64 " calls, %s, %s ms of host time inside "
           "copy calls\n", tot->all.count, by, ms);
   plr_print_split(out, tot);
+  if (routes) plr_print_routes(out, tot);
+  if (why) plr_print_not_registered(out, tot);
   if (tot->pageable_async.count) {
     plr_fmt_ms(tot->pageable_async.host_ns, ms, sizeof ms);
     fprintf(out,
@@ -183,8 +235,6 @@ static void plr_row_cells(const plr_row *r, plr_cells *c) {
   }
 }
 
-/* Column width: the larger of a and a cell length. */
-static int plr_max(int a, size_t b) { return (size_t)a > b ? a : (int)b; }
 
 /* One site table, columns sized to the rows shown, at most
  * PLR_TABLE_ROWS rows then a "... N more" summary of the rest.  With GPU
@@ -234,11 +284,21 @@ static void plr_print_table(FILE *out, const char *title, const char *what,
   }
 }
 
-/* The staging engine counters, one line. */
+/* The staging and registration engines' counters, a line each, when
+ * they did anything. */
 static void plr_print_counters(FILE *out, const pagelock_rec_counters *c) {
+  int st = plr_counters_staging(c), reg = plr_counters_registration(c);
+  if (!st && !reg) return;
   char line[512];
-  plr_fmt_counters(c, line, sizeof line);
-  fprintf(out, "\nstaging: %s\n", line);
+  fputc('\n', out);
+  if (st) {
+    plr_fmt_counters(c, line, sizeof line);
+    fprintf(out, "staging: %s\n", line);
+  }
+  if (reg) {
+    plr_fmt_register_counters(c, line, sizeof line);
+    fprintf(out, "registration: %s\n", line);
+  }
 }
 
 /* One line telling the user what to do about what the trace shows. */
@@ -256,8 +316,23 @@ static void plr_print_advice(FILE *out, const plr_trace *t) {
             "cudaHostAlloc/cudaMallocHost (or torch pin_memory()).\n");
     return;
   }
-  if (t->have_process &&
-      (t->mode == PAGELOCK_MODE_STAGE || t->mode == PAGELOCK_MODE_AUTO)) {
+  uint64_t moved = tot->staged.count + tot->registered;
+  if (tot->registered && moved >= tot->pageable.count) {
+    fprintf(out,
+            "advice: pagelock staged or registered every pageable copy; to "
+            "get the same speed without it, allocate these buffers with "
+            "cudaHostAlloc/cudaMallocHost (or torch pin_memory()).\n");
+    return;
+  }
+  if (plr_trace_shows_why(t)) {
+    fprintf(out,
+            "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost "
+            "(or torch pin_memory()); %" PRIu64 " pageable copies were "
+            "neither staged nor registered (see 'not registered' above).\n",
+            tot->pageable.count > moved ? tot->pageable.count - moved : 0);
+    return;
+  }
+  if (t->have_process && t->mode == PAGELOCK_MODE_STAGE) {
     /* Suggesting --mode=stage to a run that used it would be useless. */
     fprintf(out,
             "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost "
@@ -501,7 +576,8 @@ static void plr_print_process(FILE *out, const plr_process *p) {
   if (t->notes_dropped)
     fprintf(out, "note: ... %" PRIu64 " more notes\n", t->notes_dropped);
   plr_print_verdicts(out, g);
-  plr_print_totals(out, &t->tot);
+  plr_print_totals(out, &t->tot, plr_trace_shows_routes(t),
+                   plr_trace_shows_why(t));
   if (timed) plr_print_join(out, g);
   plr_print_devices(out, g, t->first_ns);
   plr_print_bandwidth(out, g);
@@ -509,10 +585,7 @@ static void plr_print_process(FILE *out, const plr_process *p) {
                   "call site", &p->calls, timed);
   plr_print_table(out, "pageable copies by allocation site (worst first)",
                   "allocation site", &p->allocs, timed);
-  if (t->have_counters &&
-      (t->counters.bytes_staged || t->counters.fallbacks ||
-       t->counters.registered_bytes_high_water))
-    plr_print_counters(out, &t->counters);
+  if (t->have_counters) plr_print_counters(out, &t->counters);
   fputc('\n', out);
   plr_print_advice(out, t);
 }
@@ -562,14 +635,17 @@ void plr_report_text(FILE *out, const plr_process *ps, size_t n) {
   plr_color = isatty(fileno(out)) && !(nc && nc[0]);
   plr_totals all;
   memset(&all, 0, sizeof all);
+  int routes = 0, why = 0;
   for (size_t i = 0; i < n; i++) {
     if (i) fputc('\n', out);
     plr_print_process(out, &ps[i]);
     plr_totals_add(&all, &ps[i].t.tot);
+    routes |= plr_trace_shows_routes(&ps[i].t);
+    why |= plr_trace_shows_why(&ps[i].t);
   }
   if (n > 1) {
     fprintf(out, "\n== total over %zu processes ==\n", n);
-    plr_print_totals(out, &all);
+    plr_print_totals(out, &all, routes, why);
     plr_print_ranks(out, ps, n);
   }
 }

@@ -26,7 +26,9 @@ FILE *plr_source_open(const plr_source *src) {
     errno = EINVAL;
     return NULL;
   }
-  return fopen(src->path, "rb");
+  /* The writers read the file again after the CLI checked it: by then it
+   * may be a FIFO, which must not hang the report. */
+  return plr_open_trace(src->path, NULL, 0);
 }
 
 static const char *const plr_api_symbols[] = {

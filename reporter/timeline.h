@@ -22,7 +22,9 @@ typedef struct plr_source {
   size_t len;
 } plr_source;
 
-/* A new read-only stream over src, or NULL (errno set). */
+/* A new read-only stream over src, or NULL (errno set).  A path is opened
+ * with plr_open_trace: anything but a regular file fails at once (EINVAL),
+ * never blocks. */
 FILE *plr_source_open(const plr_source *src);
 
 typedef enum plr_ev_kind {

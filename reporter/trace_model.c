@@ -2,6 +2,7 @@
 #include "trace_model.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,9 @@ void plr_totals_add(plr_totals *acc, const plr_totals *t) {
   acc->registered += t->registered;
   acc->graph_nodes += t->graph_nodes;
   acc->graph_nodes_pageable += t->graph_nodes_pageable;
+  for (int r = 0; r < PLR_NROUTE; r++) plr_bucket_add(&acc->routes[r], &t->routes[r]);
+  for (int w = 0; w < PAGELOCK_WHY_COUNT; w++)
+    plr_bucket_add(&acc->not_registered[w], &t->not_registered[w]);
 }
 
 const char *plr_mode_name(uint32_t mode) {
@@ -59,6 +63,53 @@ const char *plr_note_kind_name(uint32_t kind) {
     return "info";
   }
 }
+
+const char *plr_route_name(unsigned route) {
+  static const char *const names[] = {"pass", "stage", "register"};
+  return route < PLR_NROUTE ? names[route] : "unknown";
+}
+
+/* Indexed by pagelock_why; the order of the enum in pagelock_trace.h. */
+static const char *const plr_why_names[PAGELOCK_WHY_COUNT] = {
+    "unknown", "mode",    "small",  "shape",  "untracked", "shared",
+    "cold",    "pending", "budget", "failed", "capture",   "edge"};
+
+static const char *const plr_why_texts[PAGELOCK_WHY_COUNT] = {
+    "unknown: the trace gives none (an older pagelock wrote it)",
+    "mode: this mode never registers",
+    "small: below PAGELOCK_STAGE_MIN, passed through",
+    "shape: a 2D, 3D, batch or array copy",
+    "untracked: memory pagelock did not see allocated (stack, static data, "
+    "a block below PAGELOCK_TRACK_MIN, an allocator preloaded first)",
+    "shared memory or a file mapping (DataLoader workers' batches): staged",
+    "cold: copied less than PAGELOCK_REGISTER_HOT of the buffer",
+    "pending: being registered on pagelock's thread, staged meanwhile",
+    "budget full (PAGELOCK_REGISTER_BUDGET), nothing idle to evict: staged",
+    "failed: the driver refused to register it: staged",
+    "capture: the stream was capturing a graph, copy left untouched",
+    "edge: only the buffer's partial first or last page",
+};
+
+const char *plr_why_name(unsigned why) {
+  return plr_why_names[why < PAGELOCK_WHY_COUNT ? why : 0];
+}
+
+const char *plr_why_text(unsigned why) {
+  return plr_why_texts[why < PAGELOCK_WHY_COUNT ? why : 0];
+}
+
+/* The modes in which the shim registers memory. */
+static int plr_mode_registers(const plr_trace *t) {
+  return t->have_process &&
+         (t->mode == PAGELOCK_MODE_REGISTER || t->mode == PAGELOCK_MODE_AUTO);
+}
+
+int plr_trace_shows_routes(const plr_trace *t) {
+  return plr_mode_registers(t) || t->tot.routes[PLR_ROUTE_STAGE].count ||
+         t->tot.routes[PLR_ROUTE_REGISTER].count;
+}
+
+int plr_trace_shows_why(const plr_trace *t) { return plr_mode_registers(t); }
 
 /* strdup that reports failure through *oom instead of crashing later. */
 static char *plr_dup(const char *s, int *oom) {
@@ -104,6 +155,17 @@ static int plr_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
   if (c->flags & PAGELOCK_COPY_CAPTURE) tot->captured++;
   if (c->flags & PAGELOCK_COPY_REGISTERED) tot->registered++;
   if (c->flags & PAGELOCK_COPY_STAGED) plr_bucket_add(&tot->staged, &b);
+  /* A registered copy's host side is pageable memory the shim page-locked
+   * (its pointer query answers pageable, as the program's would); a
+   * staged one's is pageable too.  Both flags never come together, and
+   * registration would win: the bytes moved through the registration. */
+  if (c->flags & PAGELOCK_COPY_REGISTERED)
+    plr_bucket_add(&tot->routes[PLR_ROUTE_REGISTER], &b);
+  else if (c->flags & PAGELOCK_COPY_STAGED)
+    plr_bucket_add(&tot->routes[PLR_ROUTE_STAGE], &b);
+  else if (mem == PAGELOCK_MEM_PAGEABLE || mem == PAGELOCK_MEM_PINNED ||
+           mem == PAGELOCK_MEM_REGISTERED)
+    plr_bucket_add(&tot->routes[PLR_ROUTE_PASS], &b);
 
   if (c->start_ns) {
     if (!t->first_ns || c->start_ns < t->first_ns) t->first_ns = c->start_ns;
@@ -113,8 +175,16 @@ static int plr_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
   if (mem != PAGELOCK_MEM_PAGEABLE) return 0;
 
   plr_bucket_add(&tot->pageable, &b);
-  if ((c->flags & PAGELOCK_COPY_ASYNC) && !(c->flags & PAGELOCK_COPY_STAGED))
+  /* Staged and registered copies never took the driver's pageable path:
+   * they did not make the host wait the way a pageable async call does. */
+  if ((c->flags & PAGELOCK_COPY_ASYNC) &&
+      !(c->flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_REGISTERED)))
     plr_bucket_add(&tot->pageable_async, &b);
+  if (!(c->flags & PAGELOCK_COPY_REGISTERED)) {
+    /* Versions 1 and 2 had no reason field (its bytes were reserved). */
+    unsigned why = t->hdr.version >= 3 && c->why < PAGELOCK_WHY_COUNT ? c->why : 0;
+    plr_bucket_add(&tot->not_registered[why], &b);
+  }
   plr_site_key k = {c->callsite, c->stack_id, 0};
   if (plr_site_add(&t->sites, &k, &b, dir)) return -1;
   if (c->alloc_stack_id) {
@@ -244,11 +314,8 @@ static int plr_cmp_module(const void *a, const void *b) {
 }
 
 int plr_trace_load(plr_trace *t, const char *path, char *msg, size_t len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(msg, len, "cannot open '%s': %s", path, strerror(errno));
-    return -1;
-  }
+  FILE *f = plr_open_trace(path, msg, len);
+  if (!f) return -1;
   return plr_trace_load_stream(t, f, path, msg, len);
 }
 
@@ -298,6 +365,11 @@ int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
     case PAGELOCK_REC_COUNTERS:
       t->have_counters = 1;
       memcpy(&t->counters, rec.u.counters, sizeof t->counters);
+      /* Reserved bytes before version 3: whatever they hold is no count. */
+      if (t->hdr.version < 3)
+        memset(&t->counters.register_budget, 0,
+               sizeof t->counters -
+                   offsetof(pagelock_rec_counters, register_budget));
       break;
     case PAGELOCK_REC_NOTE:
       rc = plr_fold_note(t, &rec);

@@ -34,11 +34,22 @@ typedef struct plr_bucket {
   uint64_t host_ns;
 } plr_bucket;
 
+/* The route a copy took (pagelock_rec_copy.flags): registered in place by
+ * the shim, staged through its pinned chunks, or passed to the driver as
+ * the program made it. */
+enum plr_route {
+  PLR_ROUTE_PASS = 0,
+  PLR_ROUTE_STAGE,
+  PLR_ROUTE_REGISTER,
+  PLR_NROUTE
+};
+
 typedef struct plr_totals {
   plr_bucket all;
   plr_bucket by[PLR_NDIR][PLR_NMEM]; /* [dir][host_mem] */
   plr_bucket pageable;               /* host side pageable */
-  plr_bucket pageable_async;         /* async + pageable + not staged */
+  plr_bucket pageable_async;         /* async + pageable, neither staged
+                                        nor registered */
   plr_bucket staged;                 /* moved by the staging engine */
   uint64_t failed;                   /* result != CUDA_SUCCESS */
   uint64_t fallbacks;                /* PAGELOCK_COPY_FALLBACK */
@@ -46,6 +57,13 @@ typedef struct plr_totals {
   uint64_t registered;               /* PAGELOCK_COPY_REGISTERED */
   uint64_t graph_nodes;              /* PAGELOCK_COPY_GRAPH_NODE: defined, not copies */
   uint64_t graph_nodes_pageable;     /* ... of them with a pageable host side */
+  /* The program's copies (one per COPY record; the shim's own chunk copies
+   * have none) with a pageable or page-locked host side, by plr_route. */
+  plr_bucket routes[PLR_NROUTE];
+  /* Pageable copies the shim did not register, by pagelock_why; [0] holds
+   * those whose trace gives no reason (version 1-2, or an out-of-range
+   * value).  Their sum is pageable minus registered. */
+  plr_bucket not_registered[PAGELOCK_WHY_COUNT];
 } plr_totals;
 
 /* Accumulator of pageable copies sharing one raw key. */
@@ -222,10 +240,12 @@ typedef struct plr_trace {
   int unverified;         /* records after the last CHECK were used */
 } plr_trace;
 
-/* Reads and aggregates path.  Returns 0 when the file is a trace (the
- * result may still be partial: see plr_trace_partial), -1 when it cannot be
- * reported at all; msg then holds the reason without the "pagelock: "
- * prefix.  t must be plr_trace_free'd after a 0 return only. */
+/* Reads and aggregates path (opened with plr_open_trace: a FIFO or any
+ * other file that is not regular is refused at once).  Returns 0 when the
+ * file is a trace (the result may still be partial: see
+ * plr_trace_partial), -1 when it cannot be reported at all; msg then holds
+ * the reason without the "pagelock: " prefix.  t must be plr_trace_free'd
+ * after a 0 return only. */
 int plr_trace_load(plr_trace *t, const char *path, char *msg, size_t len);
 
 /* Same over an open stream (taken over and closed), for tests; path is the
@@ -297,5 +317,24 @@ const char *plr_mode_name(uint32_t mode);
 const char *plr_dir_name(unsigned dir);
 const char *plr_mem_name(unsigned mem);
 const char *plr_note_kind_name(uint32_t kind);
+
+/* "pass", "stage", "register": a plr_route in JSON and compare. */
+const char *plr_route_name(unsigned route);
+
+/* One word per pagelock_why for JSON ("cold", "shared", "budget", ...);
+ * "unknown" for 0 and out-of-range values. */
+const char *plr_why_name(unsigned why);
+
+/* What a pagelock_why means to a user, for the text and HTML reports
+ * ("cold: copied less than PAGELOCK_REGISTER_HOT of the buffer"). */
+const char *plr_why_text(unsigned why);
+
+/* 1 when the report should say which route copies took: the mode
+ * registers (register, auto), or some copy was staged or registered. */
+int plr_trace_shows_routes(const plr_trace *t);
+
+/* 1 when the report should say why pageable copies were not registered:
+ * the mode is register or auto. */
+int plr_trace_shows_why(const plr_trace *t);
 
 #endif

@@ -1,9 +1,14 @@
-/* trace_read.c - framing and validation of the pagelock trace stream. */
+/* trace_read.c - opening a trace file, framing and validation of its
+ * record stream. */
+#define _GNU_SOURCE
 #include "trace_read.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Reads exactly n bytes unless the stream ends first; returns bytes read so
  * callers can tell a clean end (0) from a truncation (0 < got < n). */
@@ -17,12 +22,90 @@ static size_t plr_read_full(FILE *f, void *dst, size_t n) {
   return got;
 }
 
+const char *plr_file_kind(unsigned mode) {
+  switch (mode & S_IFMT) {
+  case S_IFIFO: return "a FIFO";
+  case S_IFDIR: return "a directory";
+  case S_IFSOCK: return "a socket";
+  case S_IFCHR: return "a character device";
+  case S_IFBLK: return "a block device";
+  case S_IFREG: return "a regular file";
+  default: return "not a regular file";
+  }
+}
+
+/* The message for a path that is not a regular file. */
+static void plr_not_trace_msg(const char *path, unsigned mode, char *msg,
+                              size_t len) {
+  if (S_ISDIR(mode))
+    snprintf(msg, len, "'%s' is a directory, not a trace file (name the "
+             "trace files in it, e.g. '%s'/*.trace)", path, path);
+  else
+    snprintf(msg, len, "'%s' is %s, not a trace file (a trace is a regular "
+             "file written by libpagelock.so)", path, plr_file_kind(mode));
+}
+
+/* plr_open_trace without the message: NULL with errno set, and *mode the
+ * file's st_mode when it is not a regular file (0 otherwise). */
+static FILE *plr_open_regular(const char *path, unsigned *mode) {
+  *mode = 0;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0) {
+    int err = errno;
+    /* A socket cannot be opened at all: say what it is. */
+    if (err == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+      *mode = (unsigned)st.st_mode;
+    errno = err;
+    return NULL;
+  }
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    errno = err;
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *mode = (unsigned)st.st_mode;
+    close(fd);
+    errno = EINVAL;
+    return NULL;
+  }
+  /* Reads of a regular file never block; clearing the flag keeps the
+   * stream's reads plain whatever the file system makes of it. */
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    int err = errno;
+    close(fd);
+    errno = err;
+  }
+  return f;
+}
+
+FILE *plr_open_trace(const char *path, char *msg, size_t len) {
+  unsigned mode;
+  FILE *f = plr_open_regular(path, &mode);
+  if (!f && msg) {
+    int err = errno;
+    if (mode)
+      plr_not_trace_msg(path, mode, msg, len);
+    else
+      snprintf(msg, len, "cannot open '%s': %s", path, strerror(err));
+    errno = err;
+  }
+  return f;
+}
+
 plr_open_status plr_open(plr_reader *r, const char *path) {
   memset(r, 0, sizeof *r);
-  FILE *f = fopen(path, "rb");
+  unsigned mode;
+  FILE *f = plr_open_regular(path, &mode);
   if (!f) {
     r->errnum = errno;
-    return PLR_OPEN_ERRNO;
+    r->file_mode = mode;
+    return mode ? PLR_OPEN_NOT_REGULAR : PLR_OPEN_ERRNO;
   }
   return plr_open_stream(r, f);
 }
@@ -511,6 +594,9 @@ void plr_open_strerror(const plr_reader *r, plr_open_status st,
     break;
   case PLR_OPEN_ERRNO:
     snprintf(buf, len, "cannot open '%s': %s", path, strerror(r->errnum));
+    break;
+  case PLR_OPEN_NOT_REGULAR:
+    plr_not_trace_msg(path, r->file_mode, buf, len);
     break;
   case PLR_OPEN_EMPTY:
     snprintf(buf, len,

@@ -22,6 +22,7 @@ typedef enum plr_open_status {
   PLR_OPEN_BAD_MAGIC,    /* not a pagelock trace at all */
   PLR_OPEN_NEW_VERSION,  /* written by a newer pagelock */
   PLR_OPEN_BAD_HEADER,   /* a header field no writer produces: bad_field */
+  PLR_OPEN_NOT_REGULAR,  /* a FIFO, directory, device or socket: file_mode */
 } plr_open_status;
 
 /* Why the record stream stopped; everything but END means the trace is
@@ -87,6 +88,7 @@ typedef struct plr_reader {
   uint32_t bad_type;
   plr_stop stop;
   int errnum;         /* errno for PLR_OPEN_ERRNO / PLR_STOP_IO */
+  unsigned file_mode; /* st_mode for PLR_OPEN_NOT_REGULAR */
   unsigned char *buf; /* one record, PAGELOCK_TRACE_MAX_RECORD + 1 bytes */
   /* PLR_OPEN_BAD_HEADER: which field, its value and the valid ones. */
   const char *bad_field;
@@ -152,7 +154,22 @@ void plr_clock_update(plr_clock *c, const pagelock_rec_clock *rec);
  * must not wrap a time around). */
 uint64_t plr_clock_to_mono(const plr_clock *c, uint64_t t);
 
-/* Opens path and validates every field of the file header: magic,
+/* Opens the trace at path for reading without ever blocking on it: a FIFO
+ * named as (or swapped in for) a trace would otherwise hang the open, or
+ * the first read, until some writer came.  open() with O_NONBLOCK, then
+ * fstat on that very descriptor (a stat before the open could be raced),
+ * anything but a regular file refused, O_NONBLOCK cleared, fdopen.
+ * Returns the stream, or NULL with errno set (EINVAL for a file that is
+ * not regular) and, when msg is not NULL, the reason in msg without the
+ * "pagelock: " prefix ("'f' is a FIFO, not a trace file (...)"). */
+FILE *plr_open_trace(const char *path, char *msg, size_t len);
+
+/* "a FIFO", "a directory", "a socket", ... for a stat mode that is not a
+ * regular file. */
+const char *plr_file_kind(unsigned mode);
+
+/* Opens path (as plr_open_trace does: PLR_OPEN_NOT_REGULAR for anything but
+ * a regular file) and validates every field of the file header: magic,
  * version (1 to PAGELOCK_TRACE_VERSION), header_size (64, the only size any
  * version has), pid, the two start times, flags (no bit the version does
  * not define) and the reserved fields (0).  On failure returns the status,

@@ -23,6 +23,20 @@ void plr_fmt_gbps(uint64_t bytes, uint64_t ns, char *buf, size_t len);
 struct pagelock_rec_counters;
 void plr_fmt_counters(const struct pagelock_rec_counters *c, char *buf, size_t len);
 
+/* Whether the counters show staging (bytes staged, fallbacks) and
+ * registration (any count, time or byte figure of the registration
+ * engine; its budget alone is configuration): their lines are printed
+ * only then. */
+int plr_counters_staging(const struct pagelock_rec_counters *c);
+int plr_counters_registration(const struct pagelock_rec_counters *c);
+
+/* The registration engine's counters as one sentence, as
+ * plr_fmt_counters ("12 ranges registered (65.000 ms), 12 unregistered, 3
+ * evicted, 0 failed; 0 B still registered at exit, high water 1.0 GiB of a
+ * 32.0 GiB budget"; no budget part when the trace has none). */
+void plr_fmt_register_counters(const struct pagelock_rec_counters *c,
+                               char *buf, size_t len);
+
 /* Comma-separated direction names of a plr_site dirs mask ("H2D,D2H"). */
 void plr_fmt_dirs(uint32_t dirs, char *buf, size_t len);
 

@@ -6,6 +6,8 @@
  *        mktrace OUT --scenario NAME [--pid P] [--rank R] [--host H]
  *        mktrace OUT --big N [--late]
  *        mktrace OUT --hostile N
+ *        mktrace OUT [--copies N] --copy N:DIR:MEM:ROUTE:WHY:BYTES:NS ...
+ *                    [--counters NAME=V,...]
  * Any of them but --big and --hostile also takes --checksums K (a CHECK
  * record after every K records, and the CHECKSUMS flag; prints
  * "blocks=S0 S1 ...", the file offset of each block), --flags X (OR X into
@@ -21,6 +23,16 @@
  * mktrace prints "records=N", the number of whole records in the file.
  * --v1 writes trace format version 1 (96-byte COPY records, no GPU
  * records).
+ *
+ * --copy (repeatable) appends N async copies of BYTES each, NS of host time
+ * each, after the classic ones (--copies 0 for none of those), from the
+ * first call site: DIR h2d or d2h, MEM pageable, pinned or registered
+ * (pagelock_mem), ROUTE pass, stage or register (the COPY flags STAGED,
+ * REGISTERED), WHY a pagelock_why name (none, mode, small, shape,
+ * untracked, shared, cold, pending, budget, failed, capture, edge) or
+ * number.  BYTES takes a K, M or G suffix.  --counters sets fields of the
+ * COUNTERS record by name (every field of pagelock_rec_counters), e.g.
+ * --counters registrations=3,registered_bytes_high_water=64M.
  *
  * --scenario writes a version-2 trace with GPU (CUPTI) records whose
  * numbers the CLI tests check exactly (times in CUPTI's clock, 500 ms
@@ -45,6 +57,7 @@
  * waits for its op).  --hostile N writes N COPY and N GPU records that
  * repeat correlation ids, devices and names (mk_hostile): every writer must
  * stay O(n log n) on it. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +77,99 @@
  * a C1 control, invalid UTF-8). */
 #define EVIL "\033[31m\033]0;t\a\r\b\x9b" "2J\xc2\x9b\xff"
 static int evil_names;
+
+/* --copy and --counters. */
+typedef struct extra_copy {
+  unsigned long n;
+  uint8_t dir, mem, why;
+  uint32_t flags;
+  uint64_t bytes, host_ns;
+} extra_copy;
+#define MAX_EXTRA 64
+static extra_copy extra[MAX_EXTRA];
+static size_t nextra;
+static pagelock_rec_counters counters;
+
+static const char *const why_names[PAGELOCK_WHY_COUNT] = {
+    "none", "mode", "small", "shape", "untracked", "shared",
+    "cold", "pending", "budget", "failed", "capture", "edge"};
+
+/* A count with an optional K, M or G suffix (powers of 1024); -1 on junk. */
+static int parse_size(const char *s, uint64_t *v) {
+  char *end;
+  unsigned long long x = strtoull(s, &end, 10);
+  if (end == s) return -1;
+  if (*end == 'K') x <<= 10, end++;
+  else if (*end == 'M') x <<= 20, end++;
+  else if (*end == 'G') x <<= 30, end++;
+  if (*end) return -1;
+  *v = x;
+  return 0;
+}
+
+/* Parses N:DIR:MEM:ROUTE:WHY:BYTES:NS into extra[]. */
+static int parse_copy(const char *spec) {
+  char buf[256], *f[7], *save = NULL;
+  int k = 0;
+  snprintf(buf, sizeof buf, "%s", spec);
+  for (char *p = strtok_r(buf, ":", &save); p && k < 7; p = strtok_r(NULL, ":", &save))
+    f[k++] = p;
+  if (k != 7 || nextra == MAX_EXTRA) return -1;
+  extra_copy *e = &extra[nextra];
+  uint64_t n;
+  if (parse_size(f[0], &n)) return -1;
+  e->n = (unsigned long)n;
+  if (!strcmp(f[1], "h2d")) e->dir = PAGELOCK_DIR_H2D;
+  else if (!strcmp(f[1], "d2h")) e->dir = PAGELOCK_DIR_D2H;
+  else return -1;
+  if (!strcmp(f[2], "pageable")) e->mem = PAGELOCK_MEM_PAGEABLE;
+  else if (!strcmp(f[2], "pinned")) e->mem = PAGELOCK_MEM_PINNED;
+  else if (!strcmp(f[2], "registered")) e->mem = PAGELOCK_MEM_REGISTERED;
+  else return -1;
+  e->flags = PAGELOCK_COPY_ASYNC;
+  if (!strcmp(f[3], "stage")) e->flags |= PAGELOCK_COPY_STAGED;
+  else if (!strcmp(f[3], "register")) e->flags |= PAGELOCK_COPY_REGISTERED;
+  else if (strcmp(f[3], "pass")) return -1;
+  int w = -1;
+  for (int i = 0; i < PAGELOCK_WHY_COUNT; i++)
+    if (!strcmp(f[4], why_names[i])) w = i;
+  if (w < 0) {
+    char *end;
+    unsigned long x = strtoul(f[4], &end, 10);
+    if (*end || end == f[4] || x > 255) return -1;
+    w = (int)x;
+  }
+  e->why = (uint8_t)w;
+  if (parse_size(f[5], &e->bytes) || parse_size(f[6], &e->host_ns)) return -1;
+  nextra++;
+  return 0;
+}
+
+/* Parses NAME=V,... into counters. */
+static int parse_counters(const char *spec) {
+  static const struct { const char *name; size_t off; } fields[] = {
+#define F(x) {#x, offsetof(pagelock_rec_counters, x)}
+      F(bytes_staged), F(bytes_passthrough), F(fallbacks), F(waits),
+      F(wait_ns), F(pool_high_water), F(pool_bytes),
+      F(registered_bytes_high_water), F(dropped_records), F(register_budget),
+      F(registrations), F(unregistrations), F(evictions),
+      F(register_failures), F(register_ns), F(registered_bytes),
+#undef F
+  };
+  char buf[1024], *save = NULL;
+  snprintf(buf, sizeof buf, "%s", spec);
+  for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(p, '=');
+    if (!eq) return -1;
+    *eq = 0;
+    size_t i = 0;
+    while (i < sizeof fields / sizeof fields[0] && strcmp(fields[i].name, p)) i++;
+    uint64_t v;
+    if (i == sizeof fields / sizeof fields[0] || parse_size(eq + 1, &v)) return -1;
+    memcpy((char *)&counters + fields[i].off, &v, sizeof v);
+  }
+  return 0;
+}
 
 /* The classic trace: COPY records only (plus exit-time records). */
 static int mk_classic(tb *b, unsigned long copies, unsigned long sites,
@@ -96,6 +202,24 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites,
     tb_copy(b, &c);
     t += c.host_ns + 500;
   }
+  for (size_t e = 0; e < nextra; e++)
+    for (unsigned long i = 0; i < extra[e].n; i++) {
+      tb_copy_args c = {0};
+      c.start_ns = t;
+      c.host_ns = extra[e].host_ns;
+      c.bytes = extra[e].bytes;
+      c.callsite = CUDART_BASE + 0x1000;
+      c.stack_id = 1;
+      c.dir = extra[e].dir;
+      c.api = c.dir == PAGELOCK_DIR_H2D ? PAGELOCK_API_cuMemcpyHtoDAsync_v2
+                                        : PAGELOCK_API_cuMemcpyDtoHAsync_v2;
+      c.host_mem = extra[e].mem;
+      c.flags = extra[e].flags;
+      c.why = extra[e].why;
+      c.v1 = v1;
+      tb_copy(b, &c);
+      t += c.host_ns + 500;
+    }
   tb_module(b, APP_BASE, APP_BASE + 0x1000, APP_BASE + 0x20000, "");
   tb_module(b, CUDART_BASE, CUDART_BASE, CUDART_BASE + 0x100000,
             "/nonexistent/lib/libcudart.so.13");
@@ -107,9 +231,7 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites,
     tb_symbol(b, CUDART_BASE + 0x1000 + 0x10 * s, CUDART_BASE + 0x1000,
               "cudaMemcpyAsync");
   }
-  pagelock_rec_counters ctr;
-  memset(&ctr, 0, sizeof ctr);
-  tb_counters(b, &ctr);
+  tb_counters(b, &counters);
   *len = b->len;
   if (end) tb_end(b, t + 1000), *len = b->len;
   if (cut) {
@@ -521,7 +643,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: mktrace OUT [--copies N] [--sites N] [--no-end] "
             "[--cut-mid-record] [--simulated] [--mode M] [--pid P] [--rank R] "
             "[--host H] [--v1] [--scenario NAME] [--big N] [--hostile N] "
-            "[--checksums K] [--flags X] [--evil-names]\n");
+            "[--checksums K] [--flags X] [--evil-names] "
+            "[--copy N:DIR:MEM:ROUTE:WHY:BYTES:NS] [--counters NAME=V,...]\n");
     return 2;
   }
   const char *out = argv[1], *scenario = NULL, *host = "testhost";
@@ -544,6 +667,19 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--checksums")) checksums = strtoul(v, NULL, 10), i++;
     else if (!strcmp(a, "--flags")) flags = strtoul(v, NULL, 0), i++;
     else if (!strcmp(a, "--evil-names")) evil_names = 1;
+    else if (!strcmp(a, "--copy")) {
+      if (parse_copy(v)) {
+        fprintf(stderr, "mktrace: bad --copy '%s' (N:DIR:MEM:ROUTE:WHY:BYTES:NS)\n", v);
+        return 2;
+      }
+      i++;
+    } else if (!strcmp(a, "--counters")) {
+      if (parse_counters(v)) {
+        fprintf(stderr, "mktrace: bad --counters '%s' (NAME=V,...)\n", v);
+        return 2;
+      }
+      i++;
+    }
     else if (!strcmp(a, "--no-end")) end = 0;
     else if (!strcmp(a, "--cut-mid-record")) end = 0, cut = 1;
     else if (!strcmp(a, "--simulated")) simulated = 1;

@@ -709,6 +709,99 @@ not_regular)
   tpl 2 run sh f.sh
   has_err "pagelock: '$T/fifo.trace' is a FIFO, not a trace file"
   ;;
+report_routes)
+  # --mode auto: which route each copy took, why the pageable ones were not
+  # registered (most host time first), the registration engine's counters.
+  mk auto.trace --copies 0 --mode 3 \
+    --copy 10:h2d:pageable:register:none:64M:2000000 \
+    --copy 4:h2d:pageable:stage:shared:16M:3000000 \
+    --copy 2:h2d:pageable:stage:budget:64M:5000000 \
+    --copy 3:d2h:pageable:pass:small:4K:20000 \
+    --copy 5:h2d:pageable:pass:cold:1M:100000 \
+    --copy 6:h2d:pinned:pass:none:8M:2000 \
+    --counters register_budget=32G,registrations=12,unregistrations=11,evictions=2,register_failures=1,register_ns=65000000,registered_bytes=64M,registered_bytes_high_water=640M >/dev/null
+  run_pl 0 report auto.trace
+  [ -s err ] && fail "unexpected stderr"
+  sed -n '/^  D2H /,/made synchronous/p' out >got
+  printf '%s\n' \
+    "  D2H      pageable           3    12.0 KiB      0.060 ms" \
+    "routes: 14 copies passed through (53.0 MiB), 6 staged (192.0 MiB), 10 registered (640.0 MiB)" \
+    "not registered: 4 copies   64.0 MiB  12.000 ms  shared memory or a file mapping (DataLoader workers' batches): staged" \
+    "not registered: 2 copies  128.0 MiB  10.000 ms  budget full (PAGELOCK_REGISTER_BUDGET), nothing idle to evict: staged" \
+    "not registered: 5 copies    5.0 MiB   0.500 ms  cold: copied less than PAGELOCK_REGISTER_HOT of the buffer" \
+    "not registered: 3 copies   12.0 KiB   0.060 ms  small: below PAGELOCK_STAGE_MIN, passed through" \
+    "8 async copies were made synchronous by pageable memory, blocking the host 0.560 ms" >want
+  cmp -s want got || fail "routes lines differ: $(diff want got)"
+  has_out "registration: 12 ranges registered (65.000 ms), 11 unregistered, 2 evicted, 1 failed; 64.0 MiB still registered at exit, high water 640.0 MiB of a 32.0 GiB budget"
+  has_out "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost (or torch pin_memory()); 8 pageable copies were neither staged nor registered (see 'not registered' above)."
+  grep -q "^staging:" out && fail "a staging line without staging counters"
+  run_pl 0 report --format json auto.trace
+  python3 - out <<'PYEOF' || fail "json check failed"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["processes"][0]["totals"]
+M = 1 << 20
+assert t["routes"] == {
+    "pass": {"copies": 14, "bytes": 3 * 4096 + 5 * M + 6 * 8 * M, "host_ns": 572000},
+    "stage": {"copies": 6, "bytes": 4 * 16 * M + 2 * 64 * M, "host_ns": 22000000},
+    "register": {"copies": 10, "bytes": 640 * M, "host_ns": 20000000}}, t["routes"]
+nr = t["not_registered"]
+assert sorted(nr) == ["budget", "cold", "shared", "small"], nr
+assert nr["shared"] == {"copies": 4, "bytes": 64 * M, "host_ns": 12000000}, nr
+assert nr["budget"]["copies"] == 2 and nr["small"]["bytes"] == 3 * 4096, nr
+assert sum(v["copies"] for v in nr.values()) == t["pageable"]["copies"] - t["registered"]
+c = d["processes"][0]["counters"]
+assert (c["register_budget"], c["registrations"], c["unregistrations"], c["evictions"],
+        c["register_failures"], c["register_ns"], c["registered_bytes"],
+        c["registered_bytes_high_water"]) == (32 << 30, 12, 11, 2, 1, 65000000, 64 * M, 640 * M), c
+assert d["totals"]["routes"] == t["routes"] and d["totals"]["not_registered"] == nr
+PYEOF
+  # --mode stage: the routes, no reasons (the mode never registers), and no
+  # registration line for a budget alone
+  mk stage.trace --copies 4 --mode 1 --copy 2:h2d:pageable:stage:mode:64M:6000000 \
+    --counters bytes_staged=128M,pool_bytes=64M,pool_high_water=64M,register_budget=16G >/dev/null
+  run_pl 0 report stage.trace
+  has_out "routes: 4 copies passed through (4.0 MiB), 2 staged (128.0 MiB), 0 registered (0 B)"
+  grep -q "not registered" out && fail "reasons under --mode stage"
+  grep -q "^registration:" out && fail "a registration line for a budget alone"
+  has_out "staging: 128.0 MiB staged"
+  # observe, nothing moved: neither in the text; JSON has both
+  mk obs.trace --copies 8 >/dev/null
+  run_pl 0 report obs.trace
+  grep -q "^routes:\|not registered" out && fail "routes under observe"
+  run_pl 0 report --format json obs.trace
+  python3 - out <<'PYEOF' || fail "json check failed (observe)"
+import json, sys
+t = json.load(open(sys.argv[1]))["processes"][0]["totals"]
+assert t["routes"]["pass"]["copies"] == 8 and t["routes"]["stage"]["copies"] == 0, t["routes"]
+assert t["not_registered"] == {"unknown": {"copies": 6, "bytes": 6 << 20, "host_ns": 606000}}, t["not_registered"]
+PYEOF
+  ;;
+report_escaped_paths)
+  # Trace paths come from the command line or a run's manifest: any bytes.
+  # Every stderr line quoting one shows control bytes escaped (escape.h).
+  mk good.trace >/dev/null
+  p=$(printf 'a\033[31mb')
+  cp good.trace "$T/$p.trace"
+  : >"$T/$p-empty.trace"
+  printf 'echo "%s" >>"$PAGELOCK_MANIFEST"\necho "%s" >>"$PAGELOCK_MANIFEST"\n' \
+    "$T/$p.trace" "$T/$p-empty.trace" >esc.sh
+  run_pl 2 run sh esc.sh
+  has_err "pagelock: trace written to $T/a\\x1b[31mb.trace"
+  has_err "pagelock: '$T/a\\x1b[31mb-empty.trace' is empty"
+  grep -q "$(printf '\033')" err && fail "a raw ESC on stderr"
+  run_pl 2 report "$p-empty.trace"
+  [ "$(cat err)" = "pagelock: 'a\\x1b[31mb-empty.trace' is empty (the traced program may have died before writing its trace header)" ] || fail "report: $(cat err)"
+  # warnings quote the path too
+  n=$(mk "$p-cut.trace" --no-end)
+  run_pl 0 report "$p-cut.trace"
+  [ "$(cat err)" = "pagelock: warning: 'a\\x1b[31mb-cut.trace' ends after $n complete records (the program may have died): report is partial" ] || fail "warning: $(cat err)"
+  # compare: a run's directory holding such a name
+  mkdir "run$p"
+  : >"run$p/x$p.trace"
+  run_pl 2 compare "run$p" good.trace
+  [ "$(cat err)" = "pagelock: 'runa\\x1b[31mb/xa\\x1b[31mb.trace' is empty (the traced program may have died before writing its trace header)" ] || fail "compare: $(cat err)"
+  ;;
 *)
   echo "unknown case $CASE"
   exit 2

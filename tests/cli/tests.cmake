@@ -18,7 +18,8 @@ set(PL_CLI_CASES usage version exit_status signal not_found not_executable
     report_many_files report_million run_no_trace run_manifest demo_no_shim
     demo gpu_made_sync gpu_same_stream gpu_one_engine gpu_idle gpu_busy
     gpu_staged gpu_v1 gpu_ranks help_options mode_env output_ctl output_full
-    run_lost_trace run_preload_order signal_terminal not_regular)
+    run_lost_trace run_preload_order signal_terminal not_regular report_routes
+    report_escaped_paths)
 foreach(c ${PL_CLI_CASES})
   add_test(NAME cli_${c}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/run.sh ${CMAKE_BINARY_DIR} ${c})
@@ -32,7 +33,7 @@ target_include_directories(pl_mkgputrace PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../..
 foreach(c chrome_basic chrome_staged chrome_multi chrome_no_gpu html_basic
     html_stdout_multi html_no_gpu html_large report_output_errors compare_text
     compare_json compare_runs compare_errors report_bad_header report_damaged
-    report_stop_flags report_escapes)
+    report_stop_flags report_escapes html_routes compare_routes)
   add_test(NAME cli_${c} COMMAND ${CMAKE_CURRENT_LIST_DIR}/views.sh ${CMAKE_BINARY_DIR} ${c})
   # sanitize: run again in the ASan+UBSan build, the writers on real inputs
   set_tests_properties(cli_${c} PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77)

@@ -121,6 +121,7 @@ typedef struct tb_copy_args {
   uint64_t seq;
   uint32_t gpu_correlation;
   int v1; /* write a 96-byte version-1 record */
+  uint8_t why; /* version 3: pagelock_why */
 } tb_copy_args;
 
 static inline void tb_copy(tb *b, const tb_copy_args *a) {
@@ -146,6 +147,7 @@ static inline void tb_copy(tb *b, const tb_copy_args *a) {
   r.dst_mem = a->dir == PAGELOCK_DIR_D2H ? a->host_mem : PAGELOCK_MEM_DEVICE;
   if (a->seq) r.correlation = a->seq;
   r.gpu_correlation = a->gpu_correlation;
+  r.why = a->why;
   tb_rec(b, PAGELOCK_REC_COPY, &r, a->v1 ? PAGELOCK_REC_COPY_V1_SIZE : sizeof r,
          NULL, NULL);
 }

@@ -431,6 +431,69 @@ hostile_formats)
     [ $ms -lt 20000 ] || fail "$f took $ms ms"
   done
   ;;
+html_routes)
+  # --mode auto: the routes table, the reasons table and the registration
+  # counters; a run that moved nothing has none of them.
+  "$MK" auto.trace --copies 0 --mode 3 \
+    --copy 10:h2d:pageable:register:none:64M:2000000 \
+    --copy 4:h2d:pageable:stage:shared:16M:3000000 \
+    --copy 5:h2d:pageable:pass:cold:1M:100000 \
+    --counters register_budget=32G,registrations=12,unregistrations=11,evictions=2,register_ns=65000000,registered_bytes_high_water=640M >/dev/null || fail "mktrace failed"
+  run_pl 0 report --format html auto.trace
+  py '
+import sys, re
+h = open(sys.argv[1], encoding="utf-8").read()
+rows = re.findall(r"<tr><td class=\"l\">([^<]*)</td><td>(\d+)</td><td>([^<]*)</td><td>([^<]*)</td></tr>", h)
+assert ("passed through", "5", "5.0 MiB", "0.500 ms") in rows, rows
+assert ("staged", "4", "64.0 MiB", "12.000 ms") in rows, rows
+assert ("registered", "10", "640.0 MiB", "20.000 ms") in rows, rows
+assert ("shared memory or a file mapping (DataLoader workers&#39; batches): staged", "4", "64.0 MiB", "12.000 ms") in rows, rows
+assert ("cold: copied less than PAGELOCK_REGISTER_HOT of the buffer", "5", "5.0 MiB", "0.500 ms") in rows, rows
+assert "<th class=\"l\">not registered because</th>" in h
+assert "<p>Registration: 12 ranges registered (65.000 ms), 11 unregistered, 2 evicted, 0 failed; 0 B still registered at exit, high water 640.0 MiB of a 32.0 GiB budget.</p>" in h, h[h.find("Registration"):][:300]
+'
+  "$MK" obs.trace --copies 8 >/dev/null || fail "mktrace failed"
+  run_pl 0 report --format html obs.trace
+  py '
+import sys
+h = open(sys.argv[1], encoding="utf-8").read()
+assert "<th class=\"l\">route</th>" not in h and "Registration:" not in h
+'
+  ;;
+compare_routes)
+  # observe against auto: the copies and bytes of each route side by side
+  "$MK" before.trace --copies 0 --copy 20:h2d:pageable:pass:mode:64M:8000000 >/dev/null || fail "mktrace failed"
+  "$MK" after.trace --copies 0 --mode 3 \
+    --copy 16:h2d:pageable:register:none:64M:2000000 \
+    --copy 4:h2d:pageable:stage:pending:64M:3000000 >/dev/null || fail "mktrace failed"
+  run_pl 0 compare before.trace after.trace
+  py '
+import sys, re
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\S.*?)\s{2,}(.*)$", line.rstrip())
+    if m: rows[m.group(1)] = re.split(r"\s{2,}", m.group(2).strip())
+def row(k, *v):
+    assert rows.get(k) == list(v), (k, rows.get(k), v)
+row("copies passed through", "20", "0", "0.00x")
+row("bytes passed through", "1.2 GiB", "0 B", "0.00x")
+row("copies staged", "0", "4", "-")
+row("staged bytes", "0 B", "256.0 MiB", "-")
+row("copies registered", "0", "16", "-")
+row("registered bytes", "0 B", "1.0 GiB", "-")
+'
+  run_pl 0 compare --format json before.trace after.trace
+  py '
+import json, sys
+d = json.load(open(sys.argv[1]))
+b, a = d["before"], d["after"]
+M = 1 << 20
+assert b["routes"] == {"pass": {"copies": 20, "bytes": 20 * 64 * M}, "stage": {"copies": 0, "bytes": 0}, "register": {"copies": 0, "bytes": 0}}, b["routes"]
+assert a["routes"] == {"pass": {"copies": 0, "bytes": 0}, "stage": {"copies": 4, "bytes": 256 * M}, "register": {"copies": 16, "bytes": 1024 * M}}, a["routes"]
+assert (a["pass_copies"], a["stage_copies"], a["register_copies"], a["register_bytes"]) == (0, 4, 16, 1024 * M), a
+assert d["ratios"]["pass_copies"] == 0.0 and d["ratios"]["register_copies"] is None
+'
+  ;;
 *)
   echo "unknown case $CASE"
   exit 1

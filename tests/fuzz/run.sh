@@ -27,6 +27,13 @@ mkdir -p "$seeds" "$corpus" "$arts"
 "$B/pl_mktrace" "$seeds/checked-gpu.trace" --scenario staged --checksums 5 >/dev/null
 "$B/pl_mktrace" "$seeds/diskfull.trace" --copies 3 --no-end --flags 0x12 --checksums 4 >/dev/null
 "$B/pl_mktrace" "$seeds/evil.trace" --copies 2 --evil-names >/dev/null
+# --mode auto: every route, reasons (one out of range) and the
+# registration counters
+"$B/pl_mktrace" "$seeds/routes.trace" --copies 0 --mode 3 \
+  --copy 2:h2d:pageable:register:none:1M:1000 --copy 1:h2d:pageable:stage:shared:1M:1000 \
+  --copy 1:d2h:pageable:pass:cold:4K:100 --copy 1:h2d:pageable:pass:99:4K:100 \
+  --copy 1:h2d:pinned:pass:none:4K:10 \
+  --counters registrations=2,evictions=1,registered_bytes_high_water=2M >/dev/null
 # Leaks count as findings; malloc limit keeps a runaway allocation (a size
 # read from the file) from passing as "just slow".
 # libFuzzer prints a line per new input: keep it in a log, show the end.

@@ -3,6 +3,7 @@
  * byte by byte with tests/cli/trace_builder.h, including every kind of
  * corruption the reader must survive. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <link.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -18,6 +20,8 @@
 #include "analysis.h"
 #include "callsite.h"
 #include "escape.h"
+#include "report_views.h"
+#include "timeline.h"
 #include "trace_builder.h"
 #include "trace_model.h"
 #include "trace_read.h"
@@ -1255,6 +1259,271 @@ static void test_addr2line_symbolizes(void **state) {
   tb_free(&b);
 }
 
+/* One copy with a route flag and a reason, from stack 1. */
+static void route_copy(tb *b, uint8_t dir, uint8_t mem, uint32_t flags,
+                       uint8_t why, uint64_t bytes, uint64_t host_ns) {
+  tb_copy_args c = {0};
+  c.start_ns = 1000000000ull + 1000 * (b->nrec + 1);
+  c.host_ns = host_ns;
+  c.bytes = bytes;
+  c.callsite = CUDART + 0x500;
+  c.stack_id = 1;
+  c.flags = flags;
+  c.dir = dir;
+  c.host_mem = mem;
+  c.why = why;
+  c.seq = 100 + b->nrec;
+  tb_copy(b, &c);
+}
+
+/* A run under --mode auto: registered, staged (each staged copy moved as
+ * four chunks of the shim's, which have LINK and GPU records but no COPY
+ * record of their own) and passed copies, with their reasons, and the
+ * registration engine's counters. */
+static void build_routes(tb *b, uint32_t version, uint32_t mode) {
+  const uint32_t A = PAGELOCK_COPY_ASYNC, S = PAGELOCK_COPY_STAGED,
+                 R = PAGELOCK_COPY_REGISTERED;
+  const uint8_t PG = PAGELOCK_MEM_PAGEABLE, H2D = PAGELOCK_DIR_H2D,
+                D2H = PAGELOCK_DIR_D2H;
+  tb_header_v(b, version, sizeof(pagelock_file_header), 900, 0);
+  tb_process(b, "/opt/app/bin/app", "node1", mode, -1);
+  tb_gpu_status(b, PAGELOCK_GPU_TIMING_ON, 0, 0, "");
+  uint64_t s1[] = {CUDART + 0x500, APP + 0x1140, APP + 0x3010};
+  tb_stack(b, 1, s1, 3);
+  for (int i = 0; i < 3; i++)
+    route_copy(b, H2D, PG, A | R, PAGELOCK_WHY_NONE, 64 << 20, 2000000);
+  for (int i = 0; i < 3; i++) {
+    uint64_t seq = 100 + b->nrec;
+    for (uint32_t k = 0; k < 4; k++) tb_link(b, 5000 + (uint32_t)i * 4 + k, seq + 4);
+    route_copy(b, H2D, PG, A | S, i < 2 ? PAGELOCK_WHY_SHARED : PAGELOCK_WHY_BUDGET,
+               i < 2 ? 16 << 20 : 32 << 20, i < 2 ? 3000000 : 4000000);
+    for (uint32_t k = 0; k < 4; k++)
+      tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, i < 2 ? 4 << 20 : 8 << 20,
+                  1000100000ull + k * 1000, 1000100500ull + k * 1000,
+                  5000 + (uint32_t)i * 4 + k, 1);
+  }
+  for (int i = 0; i < 2; i++)
+    route_copy(b, D2H, PG, A, PAGELOCK_WHY_SMALL, 4096, 10000);
+  route_copy(b, H2D, PG, A, PAGELOCK_WHY_COLD, 1 << 20, 200000);
+  route_copy(b, H2D, PG, A, 200, 1 << 20, 300000); /* a reason we do not know */
+  for (int i = 0; i < 2; i++)
+    route_copy(b, H2D, PAGELOCK_MEM_PINNED, A, PAGELOCK_WHY_NONE, 8 << 20, 2000);
+  route_copy(b, D2H, PAGELOCK_MEM_REGISTERED, 0, PAGELOCK_WHY_NONE, 4096, 1500);
+  /* no route: device, managed memory, a graph node */
+  route_copy(b, PAGELOCK_DIR_D2D, PAGELOCK_MEM_DEVICE, A, 0, 4096, 1000);
+  route_copy(b, H2D, PAGELOCK_MEM_MANAGED, A, 0, 4096, 1000);
+  route_copy(b, H2D, PG, PAGELOCK_COPY_GRAPH_NODE, PAGELOCK_WHY_CAPTURE, 1 << 20, 0);
+  tb_module(b, APP, APP + 0x1000, APP + 0x10000, "");
+  tb_symbol(b, APP + 0x1140, APP + 0x1100, "load_batch");
+  pagelock_rec_counters c;
+  memset(&c, 0, sizeof c);
+  c.bytes_staged = 64 << 20;
+  c.pool_bytes = 64 << 20;
+  c.pool_high_water = 32 << 20;
+  c.register_budget = 32ull << 30;
+  c.registrations = 4;
+  c.unregistrations = 3;
+  c.evictions = 1;
+  c.register_failures = 2;
+  c.register_ns = 65000000;
+  c.registered_bytes = 64 << 20;
+  c.registered_bytes_high_water = 192 << 20;
+  tb_counters(b, &c);
+  tb_end(b, 1000000000ull + 50000000ull);
+}
+
+static void test_route_totals(void **state) {
+  (void)state;
+  tb b = {0};
+  build_routes(&b, PAGELOCK_TRACE_VERSION, PAGELOCK_MODE_AUTO);
+  plr_process p[2];
+  memset(p, 0, sizeof p);
+  assert_int_equal(load(&p[0].t, &b), 0);
+  const plr_totals *t = &p[0].t.tot;
+  /* One per COPY record: the twelve chunks of the staged copies are not
+   * copies of the program's. */
+  assert_int_equal(t->routes[PLR_ROUTE_REGISTER].count, 3);
+  assert_int_equal(t->routes[PLR_ROUTE_REGISTER].bytes, 3 * (64 << 20));
+  assert_int_equal(t->routes[PLR_ROUTE_STAGE].count, 3);
+  assert_int_equal(t->routes[PLR_ROUTE_STAGE].bytes, 64 << 20);
+  assert_int_equal(t->routes[PLR_ROUTE_STAGE].host_ns, 10000000);
+  assert_int_equal(t->routes[PLR_ROUTE_PASS].count, 7);
+  assert_int_equal(t->routes[PLR_ROUTE_PASS].bytes,
+                   2 * 4096 + 2 * (1 << 20) + 2 * (8 << 20) + 4096);
+  assert_int_equal(t->routes[PLR_ROUTE_PASS].host_ns, 525500);
+  assert_int_equal(t->not_registered[PAGELOCK_WHY_SHARED].count, 2);
+  assert_int_equal(t->not_registered[PAGELOCK_WHY_BUDGET].bytes, 32 << 20);
+  assert_int_equal(t->not_registered[PAGELOCK_WHY_SMALL].count, 2);
+  assert_int_equal(t->not_registered[PAGELOCK_WHY_COLD].count, 1);
+  assert_int_equal(t->not_registered[0].count, 1);         /* reason 200 */
+  assert_int_equal(t->not_registered[PAGELOCK_WHY_CAPTURE].count, 0); /* a node */
+  uint64_t nr = 0;
+  for (int w = 0; w < PAGELOCK_WHY_COUNT; w++) nr += t->not_registered[w].count;
+  assert_int_equal(nr, t->pageable.count - t->registered);
+  /* Registered and staged copies did not make the host wait. */
+  assert_int_equal(t->pageable_async.count, 4);
+  assert_int_equal(p[0].t.counters.registrations, 4);
+  analyze(&p[0]);
+  char *s = report_text(p, 1);
+  assert_contains(s,
+      "routes: 7 copies passed through (18.0 MiB), 3 staged (64.0 MiB), 3 "
+      "registered (192.0 MiB)\n"
+      "not registered: 2 copies  32.0 MiB  6.000 ms  shared memory or a file "
+      "mapping (DataLoader workers' batches): staged\n"
+      "not registered: 1 copies  32.0 MiB  4.000 ms  budget full "
+      "(PAGELOCK_REGISTER_BUDGET), nothing idle to evict: staged\n"
+      "not registered: 1 copies   1.0 MiB  0.300 ms  unknown: the trace gives "
+      "none (an older pagelock wrote it)\n"
+      "not registered: 1 copies   1.0 MiB  0.200 ms  cold: copied less than "
+      "PAGELOCK_REGISTER_HOT of the buffer\n"
+      "not registered: 2 copies   8.0 KiB  0.020 ms  small: below "
+      "PAGELOCK_STAGE_MIN, passed through\n"
+      "4 async copies were made synchronous");
+  assert_contains(s, "\nstaging: 64.0 MiB staged, 0 B passed through, 0 "
+                     "fallbacks, 0 waits for a pool slot (0.000 ms), pool high "
+                     "water 32.0 MiB of 64.0 MiB\n"
+                     "registration: 4 ranges registered (65.000 ms), 3 "
+                     "unregistered, 1 evicted, 2 failed; 64.0 MiB still "
+                     "registered at exit, high water 192.0 MiB of a 32.0 GiB "
+                     "budget\n");
+  assert_contains(s, "advice: allocate these buffers with cudaHostAlloc/"
+                     "cudaMallocHost (or torch pin_memory()); 4 pageable copies "
+                     "were neither staged nor registered (see 'not registered' "
+                     "above).\n");
+  free(s);
+  s = report_json(p, 1);
+  assert_contains(s, "\"routes\": {\"pass\": {\"copies\": 7, \"bytes\": "
+                     "18886656, \"host_ns\": 525500},\n"
+                     "                   \"stage\": {\"copies\": 3, \"bytes\": "
+                     "67108864, \"host_ns\": 10000000},\n"
+                     "                   \"register\": {\"copies\": 3, "
+                     "\"bytes\": 201326592, \"host_ns\": 6000000}},\n");
+  assert_contains(s, "\"not_registered\": {\"unknown\": {\"copies\": 1, ");
+  assert_contains(s, "\"budget\": {\"copies\": 1, \"bytes\": 33554432, "
+                     "\"host_ns\": 4000000}");
+  assert_contains(s, "\"register_budget\": 34359738368, \"registrations\": 4, "
+                     "\"unregistrations\": 3, \"evictions\": 1, "
+                     "\"register_failures\": 2, \"register_ns\": 65000000, "
+                     "\"registered_bytes\": 67108864}");
+  free(s);
+  /* Two processes: the totals add up, routes and reasons included. */
+  assert_int_equal(load(&p[1].t, &b), 0);
+  analyze(&p[1]);
+  s = report_text(p, 2);
+  assert_contains(s, "== total over 2 processes ==\n");
+  assert_contains(s, "routes: 14 copies passed through (36.0 MiB), 6 staged "
+                     "(128.0 MiB), 6 registered (384.0 MiB)\n"
+                     "not registered: 4 copies  64.0 MiB  12.000 ms  shared");
+  free(s);
+  plr_process_free(&p[0]);
+  plr_process_free(&p[1]);
+  tb_free(&b);
+
+  /* Under observe, with nothing staged or registered: no routes line. */
+  tb o = {0};
+  tb_header(&o, 5, 0);
+  tb_process(&o, "/bin/x", "h", PAGELOCK_MODE_OBSERVE, -1);
+  copy(&o, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, PAGELOCK_COPY_ASYNC,
+       1 << 20, 50000, 0, 0x10, 0);
+  tb_end(&o, 5);
+  memset(p, 0, sizeof p);
+  assert_int_equal(load(&p[0].t, &o), 0);
+  analyze(&p[0]);
+  s = report_text(p, 1);
+  assert_null(strstr(s, "routes:"));
+  assert_null(strstr(s, "not registered"));
+  assert_null(strstr(s, "registration:"));
+  free(s);
+  plr_process_free(&p[0]);
+  tb_free(&o);
+}
+
+/* Versions 1 and 2 had reserved bytes where version 3 keeps a copy's
+ * reason and the registration counters: whatever they hold reads as no
+ * reason and no count. */
+static void test_routes_old_versions(void **state) {
+  (void)state;
+  tb b = {0};
+  build_routes(&b, 2, PAGELOCK_MODE_STAGE);
+  plr_process p;
+  memset(&p, 0, sizeof p);
+  assert_int_equal(load(&p.t, &b), 0);
+  const plr_totals *t = &p.t.tot;
+  assert_int_equal(t->routes[PLR_ROUTE_STAGE].count, 3);
+  assert_int_equal(t->not_registered[0].count, 7);
+  for (int w = 1; w < PAGELOCK_WHY_COUNT; w++)
+    assert_int_equal(t->not_registered[w].count, 0);
+  assert_int_equal(p.t.counters.registrations, 0);
+  assert_int_equal(p.t.counters.register_budget, 0);
+  assert_int_equal(p.t.counters.registered_bytes, 0);
+  assert_int_equal(p.t.counters.registered_bytes_high_water, 192 << 20);
+  assert_int_equal(p.t.counters.bytes_staged, 64 << 20);
+  analyze(&p);
+  char *s = report_text(&p, 1);
+  /* Stage mode: the routes, but no registration reasons to give. */
+  assert_contains(s, "routes: 7 copies passed through");
+  assert_null(strstr(s, "not registered"));
+  assert_contains(s, "registration: 0 ranges registered (0.000 ms), 0 "
+                     "unregistered, 0 evicted, 0 failed; 0 B still registered "
+                     "at exit, high water 192.0 MiB\n");
+  free(s);
+  plr_process_free(&p);
+  tb_free(&b);
+}
+
+/* A FIFO where a trace was (swapped in after the CLI's check, before a
+ * writer reads the file again) is refused at once: every opener of the
+ * reader would otherwise block in open() until some writer came.  alarm()
+ * turns a hang into a failure. */
+static void test_open_fifo_at_once(void **state) {
+  (void)state;
+  char dir[] = "/tmp/pagelock-fifo.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[64];
+  snprintf(path, sizeof path, "%s/t.trace", dir);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  alarm(10);
+  plr_source src = {path, NULL, 0};
+  errno = 0;
+  assert_null(plr_source_open(&src));
+  assert_int_equal(errno, EINVAL);
+  plr_trace t;
+  char msg[512], want[512];
+  assert_int_equal(plr_trace_load(&t, path, msg, sizeof msg), -1);
+  snprintf(want, sizeof want, "'%s' is a FIFO, not a trace file (a trace is a "
+           "regular file written by libpagelock.so)", path);
+  assert_string_equal(msg, want);
+  assert_null(plr_open_trace(path, msg, sizeof msg));
+  assert_string_equal(msg, want);
+  plr_reader r;
+  assert_int_equal(plr_open(&r, path), PLR_OPEN_NOT_REGULAR);
+  plr_open_strerror(&r, PLR_OPEN_NOT_REGULAR, path, msg, sizeof msg);
+  assert_string_equal(msg, want);
+  assert_int_equal(plr_walk(&src, NULL, NULL), -1);
+  /* The HTML page of a trace loaded before the swap says why its timeline
+   * is missing. */
+  tb b = {0};
+  build_reference(&b, 1);
+  plr_process p;
+  memset(&p, 0, sizeof p);
+  assert_int_equal(load(&p.t, &b), 0);
+  analyze(&p);
+  char *h = NULL;
+  size_t hl = 0;
+  FILE *f = open_memstream(&h, &hl);
+  assert_non_null(f);
+  plr_report_html(f, &p, &src, 1);
+  fclose(f);
+  assert_contains(h, "The timeline was left out: the trace could not be read "
+                     "again.");
+  free(h);
+  alarm(0);
+  plr_process_free(&p);
+  tb_free(&b);
+  unlink(path);
+  rmdir(dir);
+}
+
 static void test_open_missing_file(void **state) {
   (void)state;
   plr_trace t;
@@ -1296,6 +1565,9 @@ int main(void) {
       cmocka_unit_test(test_random_corruption_never_crashes),
       cmocka_unit_test(test_addr2line_symbolizes),
       cmocka_unit_test(test_open_missing_file),
+      cmocka_unit_test(test_route_totals),
+      cmocka_unit_test(test_routes_old_versions),
+      cmocka_unit_test(test_open_fifo_at_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
