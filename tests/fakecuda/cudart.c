@@ -52,6 +52,8 @@
     X(cuMemFreeHost, 2000)            \
     X(cuMemHostRegister, 6050)        \
     X(cuMemHostUnregister, 4000)      \
+    X(cuMemHostGetFlags, 2030)        \
+    X(cuMemHostGetDevicePointer, 3020) \
     X(cuMemcpy, 4000)                 \
     X(cuMemcpyAsync, 4000)            \
     X(cuMemcpyHtoD, 3020)             \
@@ -384,6 +386,24 @@ RT_API cudaError_t CUDARTAPI cudaHostUnregister(void *ptr)
 {
     RT_BEGIN();
     return rt_drv(drv.cuMemHostUnregister[0](ptr));
+}
+
+RT_API cudaError_t CUDARTAPI cudaHostGetFlags(unsigned int *pFlags, void *pHost)
+{
+    RT_BEGIN();
+    return rt_drv(drv.cuMemHostGetFlags[0](pFlags, pHost));
+}
+
+RT_API cudaError_t CUDARTAPI cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
+{
+    if (pDevice == NULL)
+        return rt_ret(cudaErrorInvalidValue);
+    RT_BEGIN();
+    CUdeviceptr d = 0;
+    CUresult r = drv.cuMemHostGetDevicePointer[0](&d, pHost, flags);
+    if (r == CUDA_SUCCESS)
+        *pDevice = (void *)(uintptr_t)d;
+    return rt_drv(r);
 }
 
 RT_API cudaError_t CUDARTAPI cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr)

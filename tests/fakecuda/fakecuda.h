@@ -76,6 +76,17 @@ FAKECUDA_API void fakecuda_reset_stats(void);
 FAKECUDA_API int fakecuda_is_registered(const void *p, size_t n);
 
 /*
+ * Bytes of [p, p+n) that lie in live cuMemHostRegister registrations (the
+ * program's or a shim's; cuMemHostAlloc memory is not counted), 0 when
+ * none; the lowest such registration goes to *first and *first_len (either
+ * may be NULL).  It takes only the fake's own range lock, which the fake
+ * never holds across a call into the allocator, and never allocates: a
+ * preloaded library may call it from inside free, munmap or madvise
+ * (tests/preload/reg_guard.c).
+ */
+FAKECUDA_API size_t fakecuda_registered_bytes_in(const void *p, size_t n, const void **first, size_t *first_len);
+
+/*
  * Calls of one exact exported symbol since load (or the last
  * fakecuda_reset_call_counts()), failed and injected-failure calls included.
  * 0 for names the fake does not export.

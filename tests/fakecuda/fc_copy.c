@@ -10,8 +10,9 @@
  *    waits for it, at the pageable bandwidth, so the host thread is blocked
  *    for the whole transfer;
  *  - synchronous entry points return when the copy has completed.
- * A copy engine per direction and device moves the bytes: memcpy, then
- * sleep for whatever is left of bytes / bandwidth.
+ * A copy engine per direction and device moves the bytes in bytes /
+ * bandwidth: a pageable copy's at the start (its caller waits anyway), a
+ * pinned one's at the end (fc_exec_copy says why).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,8 +57,25 @@ void fc_exec_copy(fc_op *op)
          * queued on different streams show one after the other. */
         uint64_t t_tool = fc_tool_now(op);
         uint64_t t0 = fc_now_ns();
-        fc_strided_copy(j);
-        fc_model_time(t0, fc_job_bytes(j), j->pageable ? fc_pageable_bps : fc_pinned_bps);
+        if (j->pageable) {
+            /* The caller is blocked until this op is done: when the bytes
+             * move within it cannot matter. */
+            fc_strided_copy(j);
+            fc_model_time(t0, fc_job_bytes(j), fc_pageable_bps);
+        } else {
+            /* A DMA from or to page-locked memory reads and writes the host
+             * buffer while the transfer runs, long after an Async call has
+             * returned.  The bytes move at the end of the modelled time, the
+             * latest moment the hardware could move them: a program (or a
+             * shim) that overwrites an upload's source, or reads a
+             * download's destination, before the copy is done sees the wrong
+             * bytes every time instead of almost never.  With
+             * fakecuda_set_bandwidth slowed down the window is as wide as a
+             * test needs.  At exit the queued work is abandoned instead. */
+            fc_model_time(t0, fc_job_bytes(j), fc_pinned_bps);
+            if (!atomic_load(&fc_shutdown))
+                fc_strided_copy(j);
+        }
         fc_tool_done(op, i, t_tool);
         pthread_mutex_unlock(engine);
     }

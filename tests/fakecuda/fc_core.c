@@ -135,6 +135,13 @@ __attribute__((constructor)) static void fc_load(void)
     fc_hostalloc_bps = fc_gbps(fc_env_double("FAKECUDA_HOSTALLOC_GBPS", 3));
     fc_fault_parse_env(getenv("FAKECUDA_FAIL"));
     pthread_atfork(NULL, NULL, fc_atfork_child);
+    /* A preloaded guard against stale registrations (tests/preload/
+     * reg_guard.c) hears that the driver is in the process however it came:
+     * linked, or dlopened later by a runtime, after the guard's own
+     * constructor looked for it. */
+    void (*guard)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "reg_guard_driver_loaded");
+    if (guard != NULL)
+        guard();
 }
 
 __attribute__((destructor)) static void fc_unload(void)

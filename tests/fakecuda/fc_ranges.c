@@ -449,10 +449,12 @@ void fc_ranges_fini(void)
     /* Mappings are left to the kernel: the process is exiting, and a late
      * destructor elsewhere may still read pinned buffers. */
     pthread_rwlock_wrlock(&fc_rt_lock);
-    free(fc_rt);
+    fc_range *old = fc_rt;
     fc_rt = NULL;
     fc_rt_n = fc_rt_cap = 0;
     pthread_rwlock_unlock(&fc_rt_lock);
+    /* Outside the lock: a preloaded free may ask fakecuda_registered_bytes_in. */
+    free(old);
 }
 
 /* ------------------------------------------------------------------ */
@@ -461,4 +463,35 @@ void fc_ranges_fini(void)
 FC_EXPORT int fakecuda_is_registered(const void *p, size_t n)
 {
     return fc_range_is_pinned_host((uintptr_t)p, n);
+}
+
+FC_EXPORT size_t fakecuda_registered_bytes_in(const void *p, size_t n, const void **first, size_t *first_len)
+{
+    uintptr_t lo = (uintptr_t)p, hi = lo + n < lo ? UINTPTR_MAX : lo + n;
+    size_t total = 0;
+    int found = 0;
+    pthread_rwlock_rdlock(&fc_rt_lock);
+    /* Every range starting below hi: a stale registration may overlap a
+     * later allocation's pages, so no entry before p can be ruled out by
+     * its neighbours alone.  A few hundred entries at most in a test. */
+    size_t top = hi ? fc_rt_upper(hi - 1) : 0;
+    for (size_t i = 0; i < top; i++) {
+        const fc_range *r = &fc_rt[i];
+        if (r->kind != FC_R_REGISTERED || r->dying)
+            continue;
+        uintptr_t a = r->start > lo ? r->start : lo;
+        uintptr_t b = r->start + r->size < hi ? r->start + r->size : hi;
+        if (a >= b)
+            continue;
+        total += b - a;
+        if (!found) {
+            found = 1;
+            if (first)
+                *first = (const void *)r->start;
+            if (first_len)
+                *first_len = r->size;
+        }
+    }
+    pthread_rwlock_unlock(&fc_rt_lock);
+    return total;
 }

@@ -61,6 +61,7 @@ static struct {
     int (*is_registered)(const void *, size_t);
     unsigned long (*call_count)(const char *);
     void (*set_bandwidth)(double, double);
+    size_t (*registered_bytes_in)(const void *, size_t, const void **, size_t *);
 } fc;
 
 /* driver entry points, resolved the way an application would */
@@ -71,6 +72,11 @@ static PFN_cuLaunchKernel_v4000 p_launch;
 static PFN_cuGraphGetNodes_v10000 p_graph_nodes;
 static PFN_cuGraphNodeGetType_v10000 p_node_type;
 static PFN_cuPointerGetAttribute_v4000 p_ptr_attr;
+static PFN_cuPointerGetAttributes_v7000 p_ptr_attrs;
+static PFN_cuMemHostGetFlags_v2030 p_host_flags;
+static PFN_cuMemHostGetDevicePointer_v3020 p_host_dptr;
+static PFN_cuMemHostRegister_v6050 p_register;
+static PFN_cuMemHostUnregister_v4000 p_unregister;
 static void *g_libcuda;
 static CUfunction g_spin, g_noop;
 
@@ -135,9 +141,11 @@ static void test_init(void)
     fc.is_registered = (int (*)(const void *, size_t))sym("fakecuda_is_registered");
     fc.call_count = (unsigned long (*)(const char *))sym("fakecuda_call_count");
     fc.set_bandwidth = (void (*)(double, double))sym("fakecuda_set_bandwidth");
+    fc.registered_bytes_in =
+        (size_t (*)(const void *, size_t, const void **, size_t *))sym("fakecuda_registered_bytes_in");
     p_getproc = (PFN_cuGetProcAddress_v12000)sym("cuGetProcAddress_v2");
     if (!fc.fail || !fc.get_stats || !fc.call_count || !p_getproc || !fc.set_bandwidth ||
-        !fc.clear_faults || !fc.reset_stats || !fc.is_registered)
+        !fc.clear_faults || !fc.reset_stats || !fc.is_registered || !fc.registered_bytes_in)
         exit(1);
     p_module_load = (PFN_cuModuleLoadData_v2000)proc("cuModuleLoadData", 2000, 0);
     p_get_function = (PFN_cuModuleGetFunction_v2000)proc("cuModuleGetFunction", 2000, 0);
@@ -145,7 +153,13 @@ static void test_init(void)
     p_graph_nodes = (PFN_cuGraphGetNodes_v10000)proc("cuGraphGetNodes", 10000, 0);
     p_node_type = (PFN_cuGraphNodeGetType_v10000)proc("cuGraphNodeGetType", 10000, 0);
     p_ptr_attr = (PFN_cuPointerGetAttribute_v4000)proc("cuPointerGetAttribute", 4000, 0);
-    if (!p_module_load || !p_get_function || !p_launch || !p_graph_nodes || !p_node_type || !p_ptr_attr)
+    p_ptr_attrs = (PFN_cuPointerGetAttributes_v7000)proc("cuPointerGetAttributes", 7000, 0);
+    p_host_flags = (PFN_cuMemHostGetFlags_v2030)proc("cuMemHostGetFlags", 2030, 0);
+    p_host_dptr = (PFN_cuMemHostGetDevicePointer_v3020)proc("cuMemHostGetDevicePointer", 3020, 0);
+    p_register = (PFN_cuMemHostRegister_v6050)proc("cuMemHostRegister", 6050, 0);
+    p_unregister = (PFN_cuMemHostUnregister_v4000)proc("cuMemHostUnregister", 4000, 0);
+    if (!p_module_load || !p_get_function || !p_launch || !p_graph_nodes || !p_node_type || !p_ptr_attr ||
+        !p_ptr_attrs || !p_host_flags || !p_host_dptr || !p_register || !p_unregister)
         exit(1);
     CUmodule mod;
     static const char image[] = "fake cubin";
@@ -612,6 +626,135 @@ static void test_registration(void)
     free(buf);
 }
 
+/* The hazard a shim that page-locks pageable memory creates: from
+ * registered memory an Async copy returns at once and the DMA touches the
+ * host buffer later, when the stream reaches it.  Slowed down, the window
+ * is certain: an upload's source overwritten right after the call is what
+ * the device gets, a download's destination read right after the call
+ * still holds the old bytes. */
+static void test_hazard(void)
+{
+    const size_t n = 1u << 16;
+    unsigned char *buf = NULL, *back = malloc(n);
+    if (posix_memalign((void **)&buf, 4096, n) != 0 || back == NULL)
+        abort();
+    void *d;
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    CK(cudaMalloc(&d, n));
+    CK(cudaHostRegister(buf, n, cudaHostRegisterDefault));
+    fc.set_bandwidth(0.002, 6); /* 64 KiB pinned: 33 ms */
+    memset(buf, 0x11, n);
+    double t0 = now_ms();
+    CK(cudaMemcpyAsync(d, buf, n, cudaMemcpyHostToDevice, s));
+    CHECK(now_ms() - t0 < 16);  /* returned before the transfer */
+    memset(buf, 0x22, n);       /* legal for pageable memory, not for this */
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(back, d, n, cudaMemcpyDeviceToHost));
+    CHECK(back[0] == 0x22 && back[n - 1] == 0x22);
+
+    CK(cudaMemset(d, 0x33, n));
+    CK(cudaMemcpyAsync(buf, d, n, cudaMemcpyDeviceToHost, s));
+    CHECK(buf[0] == 0x22 && buf[n - 1] == 0x22); /* not landed yet */
+    CK(cudaStreamSynchronize(s));
+    CHECK(buf[0] == 0x33 && buf[n - 1] == 0x33);
+
+    /* A pageable source: the call returns once the bytes were taken. */
+    memset(back, 0x44, n);
+    CK(cudaMemcpyAsync(d, back, n, cudaMemcpyHostToDevice, s));
+    memset(back, 0x55, n);
+    CK(cudaMemcpy(buf, d, n, cudaMemcpyDeviceToHost));
+    CHECK(buf[0] == 0x44 && buf[n - 1] == 0x44);
+    fc.set_bandwidth(24, 6);
+    CK(cudaHostUnregister(buf));
+    CK(cudaFree(d));
+    CK(cudaStreamDestroy(s));
+    free(buf);
+    free(back);
+}
+
+/* What the driver answers for pageable memory, and its registration rules,
+ * exactly where a shim that registers behind the program's back must hide:
+ * queries, conflicts by page, unregistering anything but a base. */
+static void test_register_rules(void)
+{
+    const size_t pg = 4096, n = 16 * pg;
+    unsigned char *buf = NULL;
+    if (posix_memalign((void **)&buf, pg, n) != 0)
+        abort();
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)buf;
+
+    /* pageable: strict queries fail, the batch query answers defaults */
+    unsigned int flags = 77, mt = 77;
+    CHECK(p_host_flags(&flags, buf) == CUDA_ERROR_INVALID_VALUE && flags == 77);
+    CUdeviceptr dp = 1;
+    CHECK(p_host_dptr(&dp, buf, 0) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(p_ptr_attr(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) == CUDA_ERROR_INVALID_VALUE);
+    CUcontext ctx = (CUcontext)1;
+    CHECK(p_ptr_attr(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, p) == CUDA_ERROR_INVALID_VALUE);
+    int ord = 5;
+    void *hp = (void *)1;
+    CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_HOST_POINTER};
+    void *data[] = {&mt, &ctx, &ord, &hp};
+    CU(p_ptr_attrs(4, which, data, p));
+    CHECK(mt == 0 && ctx == NULL && ord == -2 && hp == NULL);
+    unsigned int rflags = 0;
+    CHECK(cudaHostGetFlags(&rflags, buf) == cudaErrorInvalidValue);
+    void *rdev = NULL;
+    CHECK(cudaHostGetDevicePointer(&rdev, buf, 0) == cudaErrorInvalidValue);
+    cudaGetLastError();
+    CHECK(fc.registered_bytes_in(buf, n, NULL, NULL) == 0);
+
+    /* the interior pages [2, 10) registered */
+    CU(p_register(buf + 2 * pg, 8 * pg, CU_MEMHOSTREGISTER_PORTABLE));
+    const void *first = NULL;
+    size_t first_len = 0;
+    CHECK(fc.registered_bytes_in(buf, n, &first, &first_len) == 8 * pg);
+    CHECK(first == buf + 2 * pg && first_len == 8 * pg);
+    CHECK(fc.registered_bytes_in(buf + 9 * pg + 100, 1, NULL, NULL) == 1);
+    CHECK(fc.registered_bytes_in(buf, 2 * pg, NULL, NULL) == 0);
+    CHECK(fc.registered_bytes_in(buf + 10 * pg, 6 * pg, NULL, NULL) == 0);
+    CU(p_host_flags(&flags, buf + 3 * pg));
+    CHECK(flags == CU_MEMHOSTREGISTER_PORTABLE);
+    CU(p_host_dptr(&dp, buf + 3 * pg, 0));
+    CHECK(dp == p + 3 * pg);
+    /* pages outside it are still pageable */
+    CHECK(p_host_flags(&flags, buf + pg) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(p_ptr_attr(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p + 10 * pg) == CUDA_ERROR_INVALID_VALUE);
+
+    /* any byte already registered, or a page shared with a registration */
+    CHECK(p_register(buf, 3 * pg, 0) == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHECK(p_register(buf + 9 * pg, 4 * pg, 0) == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHECK(p_register(buf + 4 * pg, pg, 0) == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHECK(p_register(buf + 10 * pg - 1, 2, 0) == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHECK(p_register(buf, n, 0) == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    /* beside it, not sharing a page: fine */
+    CU(p_register(buf + 10 * pg, pg, 0));
+    CHECK(fc.registered_bytes_in(buf, n, &first, NULL) == 9 * pg && first == buf + 2 * pg);
+    CU(p_unregister(buf + 10 * pg));
+
+    /* only a registration's base unregisters it */
+    unsigned long calls = fc.call_count("cuMemHostUnregister");
+    CHECK(p_unregister(buf + 3 * pg) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    CHECK(p_unregister(buf + 2 * pg + 1) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    CHECK(p_unregister(buf) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    CHECK(fc.registered_bytes_in(buf, n, NULL, NULL) == 8 * pg);
+    CU(p_unregister(buf + 2 * pg));
+    CHECK(fc.call_count("cuMemHostUnregister") == calls + 4);
+    CHECK(fc.registered_bytes_in(buf, n, NULL, NULL) == 0);
+    CHECK(p_host_flags(&flags, buf + 3 * pg) == CUDA_ERROR_INVALID_VALUE);
+
+    /* an injected failure registers nothing */
+    CHECK(fc.fail("cuMemHostRegister_v2", 1, CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) == 0);
+    CHECK(p_register(buf, n, 0) == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHECK(fc.registered_bytes_in(buf, n, NULL, NULL) == 0);
+    CU(p_register(buf, n, 0));
+    CU(p_unregister(buf));
+    fc.clear_faults();
+    free(buf);
+}
+
 /* A thread with no CUDA context: driver calls that need one fail, the
  * runtime makes the primary context current by itself. */
 static void *thread_no_ctx(void *arg)
@@ -647,6 +790,8 @@ int main(void)
     test_graphs();
     test_faults();
     test_registration();
+    test_hazard();
+    test_register_rules();
     test_threads();
     /* Leave work queued: exit must neither hang nor crash. */
     spin(0, 10ull * 1000000000ull);
