@@ -290,7 +290,16 @@ static void test_is_pinned_through_cudart(void **state) {
     assert_ptr_equal(aq.hostPointer, (void *)(q.p + offs[i]));
     as.hostPointer = aq.hostPointer = NULL;
     assert_memory_equal(&as, &aq, sizeof as);
+    /* The runtime's other questions, to the driver's wrapped entry points. */
+    unsigned fs = 0xa5a5a5a5u, fq = 0xa5a5a5a5u;
+    assert_int_equal(cudaHostGetFlags(&fs, (void *)(s.p + offs[i])), cudaHostGetFlags(&fq, (void *)(q.p + offs[i])));
+    assert_int_equal(fs, fq);
+    void *ds = (void *)1, *dq = (void *)1;
+    assert_int_equal(cudaHostGetDevicePointer(&ds, (void *)(s.p + offs[i]), 0),
+                     cudaHostGetDevicePointer(&dq, (void *)(q.p + offs[i]), 0));
+    assert_ptr_equal(ds, dq);
   }
+  assert_int_not_equal(cudaHostGetFlags(&(unsigned){0}, (void *)s.p), cudaSuccess);
   region_free(&s);
   free(q.block);
 }
