@@ -79,8 +79,8 @@ static const char *const plr_why_texts[PAGELOCK_WHY_COUNT] = {
     "mode: this mode never registers",
     "small: below PAGELOCK_STAGE_MIN, passed through",
     "shape: a 2D, 3D, batch or array copy",
-    "untracked: memory pagelock did not see allocated (stack, static data, "
-    "a block below PAGELOCK_TRACK_MIN, an allocator preloaded first)",
+    ("untracked: memory pagelock did not see allocated (stack, static "
+     "data, a block below PAGELOCK_TRACK_MIN, an allocator preloaded first)"),
     "shared memory or a file mapping (DataLoader workers' batches): staged",
     "cold: copied less than PAGELOCK_REGISTER_HOT of the buffer",
     "pending: being registered on pagelock's thread, staged meanwhile",
