@@ -5,6 +5,20 @@
  *                         [--graph-nodes N] (graph memcpy node records)
  *                         [--pinned-bytes B] [--simulated 0|1] [--complete]
  *                         [--api-min NAME=N]...
+ *   Routes (PAGELOCK_MODE register, auto):
+ *                         [--registered-min N] [--registered-max N] copies
+ *                           through a shim registration (COPY flag
+ *                           PAGELOCK_COPY_REGISTERED)
+ *                         [--why-min WHY=N]... at least N copies not
+ *                           registered for that reason (WHY: MODE, SMALL,
+ *                           SHAPE, UNTRACKED, SHARED, COLD, PENDING, BUDGET,
+ *                           FAILED, CAPTURE, EDGE)
+ *                         [--counter-min NAME=N] [--counter-max NAME=N]
+ *                           the registration engine's COUNTERS (largest
+ *                           value over the records): registrations,
+ *                           unregistrations, evictions, register_failures,
+ *                           registered_bytes, registered_bytes_high_water,
+ *                           register_budget
  *   GPU side (CUPTI records):
  *                         [--gpu-status S] (last GPU_STATUS; -1 = none)
  *                         [--gpu-status-records N] [--gpu-memcpy-min N]
@@ -68,6 +82,33 @@ static const tc_gpu *tc_find_gpu(const tc_gpu *v, size_t n, uint32_t corr) {
   return corr ? bsearch(&key, v, n, sizeof *v, tc_cmp_gpu) : NULL;
 }
 
+static const char *const why_names[PAGELOCK_WHY_COUNT] = {
+    "NONE", "MODE", "SMALL", "SHAPE", "UNTRACKED", "SHARED", "COLD", "PENDING", "BUDGET", "FAILED", "CAPTURE", "EDGE",
+};
+
+/* The registration engine's counters trace_check knows, by name. */
+enum { TC_CTR_N = 7 };
+static const char *const ctr_names[TC_CTR_N] = {
+    "registrations", "unregistrations", "evictions", "register_failures", "registered_bytes",
+    "registered_bytes_high_water", "register_budget",
+};
+static void tc_counters(const pagelock_rec_counters *c, uint64_t *v) {
+  const uint64_t now[TC_CTR_N] = {c->registrations, c->unregistrations, c->evictions, c->register_failures,
+                                  c->registered_bytes, c->registered_bytes_high_water, c->register_budget};
+  for (int i = 0; i < TC_CTR_N; i++)
+    if (now[i] > v[i]) v[i] = now[i];
+}
+
+/* "NAME=N" against a table of names: its index (or -1) and N. */
+static int tc_named(const char *arg, const char *const *names, int count, unsigned long *n) {
+  const char *eq = strchr(arg, '=');
+  size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+  *n = eq ? strtoul(eq + 1, 0, 10) : 1;
+  for (int k = 0; k < count; k++)
+    if (names[k] && strlen(names[k]) == len && !strncmp(names[k], arg, len)) return k;
+  return -1;
+}
+
 static const char *const api_names[] = {
 #define N(n) #n,
     PAGELOCK_API_LIST(N)
@@ -86,6 +127,9 @@ int main(int argc, char **argv) {
   }
   unsigned long n[8] = {0}, bytes[8] = {0}, api[PAGELOCK_API_COUNT] = {0}, failed = 0, stacks = 0;
   unsigned long pageable_no_stack = 0, total = 0, total_bytes = 0, graph_nodes = 0;
+  unsigned long registered = 0, why[PAGELOCK_WHY_COUNT] = {0};
+  uint64_t ctr[TC_CTR_N] = {0};
+  int have_counters = 0;
   tc_copy *cv = NULL;
   tc_gpu *gv = NULL;
   tc_link *lv = NULL;
@@ -130,6 +174,10 @@ int main(int argc, char **argv) {
         TC_PUSH(gstart, ngs, cgs, t);
       }
     }
+    if (rec.type == PAGELOCK_REC_COUNTERS) {
+      tc_counters(rec.u.counters, ctr);
+      have_counters = 1;
+    }
     if (rec.type == PAGELOCK_REC_END && rec.u.end->end_mono_ns > win_hi) win_hi = rec.u.end->end_mono_ns;
     if (rec.type != PAGELOCK_REC_COPY) continue;
     if (rec.u.copy->start_ns < win_lo) win_lo = rec.u.copy->start_ns;
@@ -144,6 +192,8 @@ int main(int argc, char **argv) {
     total_bytes += c->bytes;
     if (c->api < PAGELOCK_API_COUNT) api[c->api]++;
     if (c->result != 0) failed++;
+    if (c->flags & PAGELOCK_COPY_REGISTERED) registered++;
+    if (c->why < PAGELOCK_WHY_COUNT) why[c->why]++;
     if (c->host_mem == PAGELOCK_MEM_PAGEABLE && c->stack_id == 0) pageable_no_stack++;
     if (c->result == 0 && c->bytes > 0 && c->dir != PAGELOCK_DIR_H2H && !(c->flags & PAGELOCK_COPY_BATCH)) {
       tc_copy x = {c->correlation, c->gpu_correlation, c->host_mem, (c->flags & PAGELOCK_COPY_STAGED) != 0};
@@ -202,6 +252,30 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--bytes")) { EXPECT("bytes (any host memory)", total_bytes, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--graph-nodes")) { EXPECT("graph memcpy nodes", graph_nodes, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--failed")) { EXPECT("failed copies", failed, strtoul(v, 0, 10)); i++; }
+    else if (!strcmp(a, "--registered-min")) { if (registered < strtoul(v, 0, 10)) EXPECT("registered copies (at least)", registered, strtoul(v, 0, 10)); i++; }
+    else if (!strcmp(a, "--registered-max")) { if (registered > strtoul(v, 0, 10)) EXPECT("registered copies (at most)", registered, strtoul(v, 0, 10)); i++; }
+    else if (!strcmp(a, "--why-min")) {
+      unsigned long want;
+      int k = tc_named(v, why_names, PAGELOCK_WHY_COUNT, &want);
+      if (k < 0) { fprintf(stderr, "trace_check: unknown reason %s (valid: MODE, SMALL, SHAPE, UNTRACKED, SHARED, COLD, PENDING, BUDGET, FAILED, CAPTURE, EDGE)\n", v); bad = 1; }
+      else if (why[k] < want) {
+        fprintf(stderr, "trace_check: %s: %lu copies not registered because %s, expected at least %lu\n", argv[1], why[k], why_names[k], want);
+        bad = 1;
+      }
+      i++;
+    }
+    else if (!strcmp(a, "--counter-min") || !strcmp(a, "--counter-max")) {
+      unsigned long want;
+      int k = tc_named(v, ctr_names, TC_CTR_N, &want), min = !strcmp(a, "--counter-min");
+      if (k < 0) { fprintf(stderr, "trace_check: unknown counter %s (valid: registrations, unregistrations, evictions, register_failures, registered_bytes, registered_bytes_high_water, register_budget)\n", v); bad = 1; }
+      else if (!have_counters) { fprintf(stderr, "trace_check: %s: no COUNTERS record\n", argv[1]); bad = 1; }
+      else if (min ? ctr[k] < want : ctr[k] > want) {
+        fprintf(stderr, "trace_check: %s: counter %s is %llu, expected %s %lu\n", argv[1], ctr_names[k],
+                (unsigned long long)ctr[k], min ? "at least" : "at most", want);
+        bad = 1;
+      }
+      i++;
+    }
     else if (!strcmp(a, "--simulated")) { EXPECT("simulated flag", (r.hdr.flags & PAGELOCK_FILE_SIMULATED) != 0, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--complete")) EXPECT("clean END record", r.stop == PLR_STOP_END, 1);
     else if (!strcmp(a, "--gpu-status")) {
@@ -249,9 +323,9 @@ int main(int argc, char **argv) {
     } else { fprintf(stderr, "trace_check: unknown option %s\n", a); bad = 1; }
   }
   printf("trace_check: %s: pageable=%lu (%lu B) pinned=%lu (%lu B) device=%lu unknown=%lu failed=%lu"
-         " gpu: status=%ld memcpy=%lu kernels=%lu links=%zu joined=%lu/%zu dropped=%lu\n", argv[1],
+         " registered=%lu gpu: status=%ld memcpy=%lu kernels=%lu links=%zu joined=%lu/%zu dropped=%lu\n", argv[1],
          n[PAGELOCK_MEM_PAGEABLE], bytes[PAGELOCK_MEM_PAGEABLE], n[PAGELOCK_MEM_PINNED], bytes[PAGELOCK_MEM_PINNED],
-         n[PAGELOCK_MEM_DEVICE], n[PAGELOCK_MEM_UNKNOWN], failed, gpu_status, gpu_memcpy, gpu_kernels, nl,
+         n[PAGELOCK_MEM_DEVICE], n[PAGELOCK_MEM_UNKNOWN], failed, registered, gpu_status, gpu_memcpy, gpu_kernels, nl,
          (unsigned long)(nc - unjoined), nc, gpu_dropped);
   free(cv);
   free(gv);
