@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,6 +72,28 @@ static int trace_fd(void) {
   return found;
 }
 
+/* Where the closing starts.  Over a real driver (FD_CLOSE_KEEP_DRIVER=1,
+ * which run.sh sets on the GPU host) the driver's own descriptors are
+ * kept: device nodes, pipes, sockets, eventfds, anything that is not a
+ * regular file or a directory.  A daemon closes its descriptors before it
+ * starts CUDA, and a driver whose descriptors vanish fails every later
+ * call, which says nothing about pagelock.  The shim's trace is a regular
+ * file at number 768 or above, over the driver's, so it is still closed. */
+static int first_fd(void) {
+  if (getenv("FD_CLOSE_KEEP_DRIVER") == NULL) return 3;
+  int first = 3;
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL) {
+    int fd = atoi(e->d_name);
+    struct stat st;
+    if (fd < 3 || fd == dirfd(d) || fstat(fd, &st) != 0) continue;
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && fd >= first) first = fd + 1;
+  }
+  if (d) closedir(d);
+  return first;
+}
+
 static int open_data(const char *path) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) {
@@ -95,14 +118,14 @@ int main(int argc, char **argv) {
   const char *mode = argv[1], *data = argv[2];
   int n = argc > 3 ? atoi(argv[3]) : 20;
   copy_some(n); /* the trace file is open from the first copy on */
-  int dfd = -1;
+  int dfd = -1, from = first_fd();
   if (!strcmp(mode, "close_range")) {
-    if (close_range(3, ~0u, 0) != 0) { perror("fd_close: close_range"); return 1; }
+    if (close_range((unsigned)from, ~0u, 0) != 0) { perror("fd_close: close_range"); return 1; }
   } else if (!strcmp(mode, "closefrom")) {
-    closefrom(3);
+    closefrom(from);
   } else if (!strcmp(mode, "loop")) {
     long max = sysconf(_SC_OPEN_MAX);
-    for (long fd = 3; fd < max; fd++) {
+    for (long fd = from; fd < max; fd++) {
       int r = close((int)fd);
       if (r != 0 && errno != EBADF) { perror("fd_close: close"); return 1; }
     }
@@ -114,7 +137,7 @@ int main(int argc, char **argv) {
     dfd = t;
   } else if (!strcmp(mode, "raw")) {
     int t = trace_fd();
-    if (syscall(SYS_close_range, 3, ~0u, 0) != 0) { perror("fd_close: SYS_close_range"); return 1; }
+    if (syscall(SYS_close_range, from, ~0u, 0) != 0) { perror("fd_close: SYS_close_range"); return 1; }
     dfd = open_data(data); /* (the lowest number: the trace's, without a high one) */
     if (dfd != t && syscall(SYS_dup3, dfd, t, 0) != t) { perror("fd_close: SYS_dup3"); return 1; }
   } else if (!strcmp(mode, "fork_exec")) {

@@ -426,7 +426,10 @@ case_ranks() {
 # TRACES traces (fork_exec: the parent's and the exec'd child's).
 fd_case() {
   local d="$T/fd_$1" n=20 f data; mkdir -p "$d"
-  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/t.%p.trace" timeout 60 "$B/test_fd_close" "$1" "$d/data" $n >"$d/out" 2>"$d/err" ||
+  # over a real driver, the program keeps the driver's own descriptors
+  # (fd_close.c, first_fd)
+  env $([ $SIM = 0 ] && echo FD_CLOSE_KEEP_DRIVER=1) LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/t.%p.trace" \
+    timeout 60 "$B/test_fd_close" "$1" "$d/data" $n >"$d/out" 2>"$d/err" ||
     fail "test_fd_close $1 failed: $(cat "$d/err")" || return
   [ ! -s "$d/err" ] || fail "stderr not empty: $(cat "$d/err")" || return
   for data in "$d"/data*; do
