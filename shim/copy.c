@@ -1,14 +1,19 @@
 /* copy.c - where every host<->device copy is decided.
  *
  * All wrappers (runtime-level calls arrive here through the driver symbols
- * cudart resolved) funnel into pl_copy_exec().  Today it observes: classify
- * the host side, run the exact original call, record what happened.  The
- * staging and registration engines plug in at the marked decision point,
- * so a reader finds every policy for a copy in this one file. */
+ * cudart resolved) funnel into pl_copy_exec(): classify the host side,
+ * choose the route, run it, record what happened.  Every copy takes one of
+ * three routes: pass through (the exact original call), stage (the pinned
+ * pool, stage.c) or register (a registration of the shim's own over the
+ * program's buffer, autopin.c and pinreg.c).  The route is chosen here and
+ * only here, so a reader finds every policy for a copy in this one file;
+ * the COPY record carries the route (its flags) and why a pageable copy
+ * was not registered. */
 #define _GNU_SOURCE
 #include <string.h>
 
 #include "pl_internal.h"
+#include "pinreg.h"
 
 /* The host side's memory kind, given both sides' kinds and the direction. */
 static uint8_t pl_host_side(int dir, uint8_t src_mem, uint8_t dst_mem) {
@@ -79,7 +84,58 @@ static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult 
   rec->device = -1;
   rec->api = (uint16_t)c->api;
   rec->gpu_correlation = gpu_corr;
+  rec->why = c->why;
   pl_trace_copy_end();
+}
+
+static bool pl_registers(long mode) { return mode == PAGELOCK_MODE_REGISTER || mode == PAGELOCK_MODE_AUTO; }
+
+/* Why a pageable host<->device copy of a shape the engines do not take
+ * (2D, 3D, batch) was not registered; 0 for any other copy. */
+static uint8_t pl_why_shape(const pl_copy *c, long mode) {
+  uint8_t host = pl_host_side(c->dir, c->src_mem, c->dst_mem);
+  if (host != PAGELOCK_MEM_PAGEABLE || (c->dir != PAGELOCK_DIR_H2D && c->dir != PAGELOCK_DIR_D2H)) return 0;
+  return pl_registers(mode) ? PAGELOCK_WHY_SHAPE : PAGELOCK_WHY_MODE;
+}
+
+/* The host bytes a 2D/3D copy reads or writes lie within [*p, *p+*n). */
+static bool pl_host_extent(const pl_copy *c, uintptr_t *p, size_t *n) {
+  bool src = c->dir == PAGELOCK_DIR_H2D;
+  size_t x, y, z, pitch, height, w, h, depth;
+  const void *host;
+  switch (c->api) {
+    case PAGELOCK_API_cuMemcpy2D_v2: case PAGELOCK_API_cuMemcpy2D_v2_ptds:
+    case PAGELOCK_API_cuMemcpy2DUnaligned_v2: case PAGELOCK_API_cuMemcpy2DUnaligned_v2_ptds:
+    case PAGELOCK_API_cuMemcpy2DAsync_v2: case PAGELOCK_API_cuMemcpy2DAsync_v2_ptsz: {
+      const CUDA_MEMCPY2D *a = c->args;
+      host = src ? a->srcHost : a->dstHost;
+      x = src ? a->srcXInBytes : a->dstXInBytes;
+      y = src ? a->srcY : a->dstY;
+      pitch = src ? a->srcPitch : a->dstPitch;
+      z = 0, height = 0, w = a->WidthInBytes, h = a->Height, depth = 1;
+      break;
+    }
+    case PAGELOCK_API_cuMemcpy3D_v2: case PAGELOCK_API_cuMemcpy3D_v2_ptds:
+    case PAGELOCK_API_cuMemcpy3DAsync_v2: case PAGELOCK_API_cuMemcpy3DAsync_v2_ptsz: {
+      const CUDA_MEMCPY3D *a = c->args;
+      host = src ? a->srcHost : a->dstHost;
+      x = src ? a->srcXInBytes : a->dstXInBytes;
+      y = src ? a->srcY : a->dstY;
+      z = src ? a->srcZ : a->dstZ;
+      pitch = src ? a->srcPitch : a->dstPitch;
+      height = src ? a->srcHeight : a->dstHeight;
+      w = a->WidthInBytes, h = a->Height, depth = a->Depth;
+      break;
+    }
+    default:
+      return false;
+  }
+  if (w == 0 || h == 0 || depth == 0) return false;
+  if (pitch < w) pitch = w;
+  if (height < h) height = h;
+  *p = (uintptr_t)host + x + y * pitch + z * pitch * height;
+  *n = (depth - 1) * pitch * height + (h - 1) * pitch + w;
+  return true;
 }
 
 /* A batch call: classify and record each entry, sharing the call's time. */
@@ -100,16 +156,26 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
   pl_stamp st;
   pl_stamp_start(&st);
   CUresult r = c->native(c);
+  /* One wait covers every entry: they share the stream. */
+  for (size_t i = 0; i < n && pl_pinreg_any() && !(c->flags & PAGELOCK_COPY_CAPTURE); i++) {
+    CUdeviceptr d, s;
+    size_t sz;
+    pl_batch_entry(c, i, &d, &s, &sz);
+    pl_autopin_settle(c, (uintptr_t)s, sz);
+    pl_autopin_settle(c, (uintptr_t)d, sz);
+  }
   uint64_t dt = pl_stamp_elapsed(&st), t0 = st.ns;
   uint32_t gpu_corr = pl_cupti_corr_end();
   pl_in_shim++;
   uint64_t corr = pl_next_correlation();
+  long mode = pl_opt_long(PL_OPT_MODE);
   for (size_t i = 0; i < n; i++) {
     pl_copy e = *c;
     pl_batch_entry(c, i, &e.dst, &e.src, &e.bytes);
     e.src_mem = e.dst_mem = PAGELOCK_MEM_UNKNOWN;
     e.dir = PAGELOCK_DIR_UNKNOWN;
     pl_classify(&e);
+    e.why = pl_why_shape(&e, mode);
     pl_record(&e, t0, dt / n, r, stack, corr, gpu_corr);
   }
   pl_in_shim--;
@@ -132,20 +198,45 @@ CUresult pl_copy_exec(pl_copy *c) {
   c->seq = pl_next_correlation();
   pl_in_shim--;
 
-  /* The decision point.  observe: run the original call.  stage: a
-   * pageable 1D copy big enough to be worth it goes through the pinned pool
-   * (2D/3D and batch copies pass through).  The engine may still decline
-   * (capturing stream, no context), and then the original call runs. */
+  /* The decision point, for a pageable host<->device copy (anything else
+   * passes through).  observe: pass through.  stage: a 1D copy of at least
+   * PAGELOCK_STAGE_MIN goes through the pinned pool.  register, auto: a
+   * 1D copy over a live registration goes through it; any other is counted
+   * towards its buffer's registration (autopin.c) and staged or passed
+   * through meanwhile.  2D/3D copies always pass through.  An engine may
+   * still decline (capturing stream, no context), and then the original
+   * call runs. */
+  long mode = pl_opt_long(PL_OPT_MODE);
+  bool onedim = host == PAGELOCK_MEM_PAGEABLE && (c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_D2H);
+  c->why = pl_why_shape(c, mode);
   pl_cupti_corr_begin();
   pl_stamp st;
   pl_stamp_start(&st);
   CUresult r;
   bool done = false;
-  if (host == PAGELOCK_MEM_PAGEABLE && pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_STAGE &&
-      (c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_D2H) && c->args == NULL &&
-      c->bytes >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN))
-    done = pl_stage_copy(c, &r);
+  uintptr_t hp = (uintptr_t)(c->dir == PAGELOCK_DIR_D2H ? c->dst : c->src);
+  size_t hn = c->bytes;
+  if (onedim && c->args == NULL) {
+    if (mode == PAGELOCK_MODE_STAGE) {
+      if (c->bytes >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN)) done = pl_stage_copy(c, &r);
+    } else if (pl_registers(mode)) {
+      pl_pin_use use;
+      int route = pl_autopin_route(c, &use);
+      if (route == PL_ROUTE_REGISTER) {
+        pl_autopin_copy(c, &use, &r);
+        done = true;
+        hn = 0; /* it keeps the contract itself */
+      } else if (route == PL_ROUTE_STAGE) {
+        done = pl_stage_copy(c, &r);
+      }
+    }
+  } else if (onedim && !pl_host_extent(c, &hp, &hn)) {
+    hn = 0;
+  }
   if (!done) r = c->native(c);
+  if (pl_registers(mode) && hn) pl_autopin_settle(c, hp, hn);
+  if (pl_registers(mode) && (c->flags & PAGELOCK_COPY_CAPTURE) && c->why != PAGELOCK_WHY_NONE)
+    c->why = PAGELOCK_WHY_CAPTURE;
   uint64_t dt = pl_stamp_elapsed(&st);
   uint32_t gpu_corr = pl_cupti_corr_end();
 
@@ -162,6 +253,23 @@ void pl_copy_note_graph(int api, const CUDA_MEMCPY3D *p, CUresult r, void *calls
   pl_fill_3d(&c, p);
   pl_classify(&c);
   uint8_t host = pl_host_side(c.dir, c.src_mem, c.dst_mem);
+  long mode = pl_opt_long(PL_OPT_MODE);
+  c.why = pl_why_shape(&c, mode);
+  if (c.why && pl_registers(mode)) {
+    /* The node copies from or into a registration of ours as page-locked
+     * memory for as long as the graph lives: keep it. */
+    uintptr_t hp;
+    size_t hn;
+    c.api = PAGELOCK_API_cuMemcpy3D_v2; /* the descriptor is a CUDA_MEMCPY3D */
+    if (pl_host_extent(&c, &hp, &hn) && pl_pinreg_touches(hp, hn)) {
+      pl_pinreg_pin_for_graph(hp, hn);
+      c.flags |= PAGELOCK_COPY_REGISTERED;
+      c.why = PAGELOCK_WHY_NONE;
+    } else {
+      c.why = PAGELOCK_WHY_CAPTURE;
+    }
+    c.api = api;
+  }
   /* The node's definition site is where the report points, as for a copy. */
   uint32_t stack = host == PAGELOCK_MEM_PAGEABLE ? pl_stack_capture(2) : 0;
   pl_record(&c, pl_now_ns(), 0, r, stack, pl_next_correlation(), 0);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "pl_internal.h"
+#include "pinreg.h"
 
 PL_TLS int pl_in_shim;
 static bool pl_enabled;
@@ -39,9 +40,10 @@ uint64_t pl_next_correlation(void) {
 }
 
 /* Every shim lock is held across fork, in the one order the shim takes
- * them (stack -> trace; registry alone), so the child never inherits a
- * lock some vanished thread held. */
+ * them (stack -> trace; registry alone; registrations alone), so the child
+ * never inherits a lock some vanished thread held. */
 static void pl_atfork_prepare(void) {
+  pl_pinreg_atfork_prepare();
   pl_stack_atfork_prepare();
   pl_trace_atfork_prepare();
   pl_hostmem_atfork_prepare();
@@ -51,12 +53,14 @@ static void pl_atfork_parent(void) {
   pl_hostmem_atfork_parent();
   pl_trace_atfork_parent();
   pl_stack_atfork_parent();
+  pl_pinreg_atfork_parent();
 }
 
 static void pl_atfork_child(void) {
   pl_hostmem_atfork_child();
   pl_stack_reset();
   pl_stage_atfork_child();
+  pl_pinreg_atfork_child();
   pl_cupti_atfork_child();
   pl_trace_atfork_child();
 }
@@ -78,10 +82,6 @@ __attribute__((constructor)) static void pl_init(void) {
     return;
   }
   if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OFF) return;
-  long mode = pl_opt_long(PL_OPT_MODE);
-  if (mode == PAGELOCK_MODE_REGISTER || mode == PAGELOCK_MODE_AUTO)
-    pl_log(PL_LOG_WARN, PL_LK_MODE_UNAVAILABLE, "PAGELOCK_MODE=%s is not available in this build; observing only",
-           mode == PAGELOCK_MODE_REGISTER ? "register" : "auto");
   pthread_atfork(pl_atfork_prepare, pl_atfork_parent, pl_atfork_child);
   pl_enabled = true;
 #ifndef PL_UNIT_TEST
@@ -92,6 +92,9 @@ __attribute__((constructor)) static void pl_init(void) {
 __attribute__((destructor)) static void pl_fini(void) {
   if (!pl_enabled) return;
   pl_in_shim++;
+  /* Registrations stay: the process is ending, and an undo may wait on
+   * GPU work. */
+  pl_pinreg_stop();
   pl_trace_finish();
   pl_in_shim--;
 }

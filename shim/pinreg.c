@@ -131,6 +131,7 @@ static atomic_bool pl_pin_off;            /* forked child, or exiting */
 static atomic_bool pl_pin_used;           /* something was requested: COUNTERS carry it */
 static atomic_uint_fast64_t pl_budget;    /* 0 until first needed */
 static PL_TLS bool pl_on_pin_thread;
+static atomic_uint_fast64_t pl_idle_ns = PL_PIN_IDLE_NS;
 
 #define PL_ADD(ctr, v) atomic_fetch_add_explicit(&(ctr), (v), memory_order_relaxed)
 
@@ -491,6 +492,14 @@ bool pl_pinreg_busy(uintptr_t p, size_t n) {
   return busy;
 }
 
+bool pl_pinreg_touches(uintptr_t p, size_t n) {
+  if (!pl_pinreg_any()) return false;
+  pthread_mutex_lock(&pl_pin_lock);
+  bool t = pl_slot_overlap(p, n ? n : 1) != 0;
+  pthread_mutex_unlock(&pl_pin_lock);
+  return t;
+}
+
 bool pl_pinreg_request(uintptr_t base, size_t len, uintptr_t abase, size_t alen, CUcontext ctx) {
   if (len == 0 || atomic_load(&pl_pin_off)) return false;
   atomic_store_explicit(&pl_pin_used, true, memory_order_relaxed);
@@ -520,13 +529,13 @@ bool pl_pinreg_make_room(size_t need) {
   uint64_t budget = pl_pin_budget();
   if (need > budget) return false;
   pthread_mutex_lock(&pl_pin_lock);
-  uint64_t now = pl_now_ns();
+  uint64_t now = pl_now_ns(), idle = atomic_load_explicit(&pl_idle_ns, memory_order_relaxed);
   bool ok = true;
   while (pl_committed + need > budget) {
     uint32_t victim = 0;
     for (uint32_t k = 0; k < pl_nidx; k++) {
       pl_pin *e = &pl_pins[pl_idx[k]];
-      if (e->state != PL_PS_LIVE || e->holds || e->graph || now - e->used_ns < PL_PIN_IDLE_NS) continue;
+      if (e->state != PL_PS_LIVE || e->holds || e->graph || now - e->used_ns < idle) continue;
       if (victim == 0 || e->used_ns < pl_pins[victim].used_ns) victim = pl_idx[k];
     }
     if (victim == 0) {
@@ -731,3 +740,5 @@ void pl_pinreg_reset_for_test(void) {
   atomic_store(&pl_budget, 0);
   atomic_store(&pl_pin_off, false);
 }
+
+void pl_pinreg_set_idle_for_test(uint64_t ns) { atomic_store(&pl_idle_ns, ns ? ns : PL_PIN_IDLE_NS); }

@@ -78,6 +78,8 @@ bool pl_pinreg_make_room(size_t need);
 /* A registration overlapping [p, p+n) is being made or undone (the
  * copy's why: PENDING). */
 bool pl_pinreg_busy(uintptr_t p, size_t n);
+/* Any registration, live or in flight, overlaps [p, p+n). */
+bool pl_pinreg_touches(uintptr_t p, size_t n);
 
 /* Bytes registered or being registered now. */
 uint64_t pl_pinreg_bytes(void);
@@ -104,6 +106,9 @@ void pl_pinreg_quiesce_for_test(void);
 /* Tests: quiesce, undo every registration, zero the counters, re-read the
  * budget, and turn the engine on again (after pl_pinreg_stop). */
 void pl_pinreg_reset_for_test(void);
+/* Tests: how long a registration must be idle to be evicted (0: the
+ * default, PL_PIN_IDLE_NS). */
+void pl_pinreg_set_idle_for_test(uint64_t ns);
 
 /* ---- autopin.c: which copies go through a registration ----------------- */
 
@@ -124,5 +129,15 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use);
  * (unless PAGELOCK_D2H=async).  Releases *use.  *r is what the program
  * must see. */
 void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r);
+
+/* After a native or staged asynchronous copy c whose host side is
+ * [host, host+n): if a shim registration (live or in flight) overlaps it,
+ * the driver may still be reading or writing those bytes, which a pageable
+ * copy never does after returning; wait as pl_autopin_copy does (or, on a
+ * capturing stream, pin the registration for the graph). */
+void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n);
+
+/* Tests: forget every allocation's heat. */
+void pl_autopin_reset_for_test(void);
 
 #endif

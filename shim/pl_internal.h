@@ -76,7 +76,6 @@ typedef enum pl_log_kind {
   PL_LK_STACK_TABLE_FULL,
   PL_LK_MANIFEST,
   PL_LK_SETUID,
-  PL_LK_MODE_UNAVAILABLE,
   PL_LK_ATTR_QUERY,
   PL_LK_STAGE_POOL,     /* pinned pool could not be allocated */
   PL_LK_STAGE_ERROR,    /* a driver call inside the engine failed */

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "stage.h"
+#include "pinreg.h"
 
 /* DMAs queued ahead of the copy-out, so the copy engine never idles while
  * a chunk is being copied out. */
@@ -855,7 +856,7 @@ void pl_stage_reset_for_test(void) {
 void pl_stage_mixed_for_test(void) { atomic_store(&pl_mixed_at, pl_now_ns()); }
 
 void pl_stage_write_counters(void) {
-  if (!atomic_load(&pl_stage_used)) return;
+  if (!atomic_load(&pl_stage_used) && !pl_pinreg_used()) return;
   pl_stage_stats s;
   pl_stage_get_stats(&s);
   pagelock_rec_counters rec;
@@ -869,6 +870,8 @@ void pl_stage_write_counters(void) {
   rec.wait_ns = s.wait_ns;
   rec.pool_high_water = s.pool.high_water;
   rec.pool_bytes = s.pool.bound;
+  /* The registration engine's, in the same record (pinreg.c). */
+  if (pl_pinreg_used()) pl_pinreg_counters(&rec);
   pl_trace_write(&rec, sizeof rec);
 }
 

@@ -16,3 +16,16 @@ set_tests_properties(unit_stage PROPERTIES LABELS "unit;sanitize" TIMEOUT 120
 if(PAGELOCK_TSAN)
   pl_add_tsan_test(test_stage_tsan unit/test_stage.c)
 endif()
+
+# The registration engine (PAGELOCK_MODE register and auto), over the same
+# fake driver.
+add_executable(test_autopin unit/test_autopin.c)
+target_link_libraries(test_autopin PRIVATE pagelock_core pl_reader ${PAGELOCK_CMOCKA})
+target_include_directories(test_autopin PRIVATE ${PAGELOCK_CMOCKA_INCLUDE}
+  ${CMAKE_CURRENT_SOURCE_DIR}/fakecuda)
+add_test(NAME unit_autopin COMMAND test_autopin)
+set_tests_properties(unit_autopin PROPERTIES LABELS "unit;sanitize" TIMEOUT 120
+  ENVIRONMENT "${PL_STAGE_TEST_ENV}")
+if(PAGELOCK_TSAN)
+  pl_add_tsan_test(test_autopin_tsan unit/test_autopin.c)
+endif()

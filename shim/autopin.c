@@ -1,0 +1,310 @@
+/* autopin.c - which copies go through a registration of the shim's own
+ * (PAGELOCK_MODE register and auto), and how such a copy keeps the
+ * contract.
+ *
+ * The policy.  Only allocations the shim saw being made and will see being
+ * released may be registered (hostmem.c's tracked ranges): the malloc
+ * family, and anonymous private mappings while glibc serves malloc.  Never
+ * shared or file-backed mappings: registering them costs MMU-notifier
+ * work, 2-12x slower model loads in vLLM and SGLang (issue 18).  What is
+ * registered is the allocation's page-aligned interior, so two allocations
+ * sharing a page never overlap.  `register` asks for a registration at an
+ * allocation's first copy; `auto` once the bytes copied to or from it reach
+ * PAGELOCK_REGISTER_HOT percent of its size (default 100: the second full
+ * upload of a buffer goes registered).  Registering 1 GiB costs ~65 ms and
+ * undoing it ~21 ms on the H100 host, against ~18 ms saved per GiB and per
+ * upload over staging and ~130 ms over a pageable one; the registration
+ * runs on the shim's thread, so the copies meanwhile are staged and only
+ * the CPU and memory bandwidth it takes are paid, not the wait.
+ *
+ * The copy.  A registered buffer makes the DMA asynchronous, and a
+ * pageable program may overwrite the source as soon as an upload returns
+ * and read a download's destination as soon as it returns (contract 3).
+ * So the bytes in the partial first and last pages go through the native
+ * call, the interior through the registration, all on the caller's stream
+ * in order, and then the call waits on an event: an upload returns once
+ * the DMA has read the source (still ~7x faster than pageable), a download
+ * once the bytes are in the buffer.  PAGELOCK_H2D=async and
+ * PAGELOCK_D2H=async skip that wait for the asynchronous entry points.
+ *
+ * Anything else that may touch a shim registration (a copy passed through
+ * or staged while its buffer is being registered, a 2D copy of a registered
+ * buffer) is made to wait the same way (pl_autopin_settle): the driver
+ * treats that memory as page-locked and would not. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pinreg.h"
+#include "stage.h"
+
+/* ---- heat: bytes copied per allocation --------------------------------------- */
+
+/* Direct-mapped by allocation: a collision restarts the newcomer's count
+ * (at worst it is registered a copy later).  A block freed and allocated
+ * again at the same place and size keeps its heat: the same buffer in all
+ * but name, the pattern of a loop that allocates its batch every step. */
+#define PL_HEAT_SLOTS 1024u
+
+typedef struct pl_heat {
+  uintptr_t abase;
+  size_t alen;
+  uint64_t copied;
+} pl_heat;
+
+static pl_heat pl_heats[PL_HEAT_SLOTS];
+static pthread_mutex_t pl_heat_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t pl_heat_add(uintptr_t abase, size_t alen, uint64_t n) {
+  pl_heat *h = &pl_heats[((abase >> 12) * 0x9E3779B97F4A7C15ull >> 40) % PL_HEAT_SLOTS];
+  pthread_mutex_lock(&pl_heat_lock);
+  if (h->abase != abase || h->alen != alen) *h = (pl_heat){.abase = abase, .alen = alen};
+  h->copied += n;
+  uint64_t c = h->copied;
+  pthread_mutex_unlock(&pl_heat_lock);
+  return c;
+}
+
+/* ---- the driver ------------------------------------------------------------------ */
+
+/* Beyond the staging engine's table (stage.h): the stream waits the
+ * fallback needs when an event cannot be recorded. */
+static CUresult (*pl_stream_sync[2])(CUstream);
+static atomic_int pl_ap_state; /* 0 unresolved, 1 ready */
+
+static const pl_stage_drv *pl_ap_drv(void) {
+  const pl_stage_drv *d = pl_stage_drv_get();
+  if (d && PL_UNLIKELY(atomic_load_explicit(&pl_ap_state, memory_order_acquire) == 0)) {
+    *(void **)&pl_stream_sync[0] = pl_driver_sym("cuStreamSynchronize");
+    *(void **)&pl_stream_sync[1] = pl_driver_sym("cuStreamSynchronize_ptsz");
+    atomic_store_explicit(&pl_ap_state, 1, memory_order_release);
+  }
+  return d;
+}
+
+static size_t pl_page(void) {
+  static size_t pg;
+  size_t p = __atomic_load_n(&pg, __ATOMIC_RELAXED);
+  if (PL_UNLIKELY(p == 0)) {
+    long v = sysconf(_SC_PAGESIZE);
+    p = v > 0 ? (size_t)v : 4096;
+    __atomic_store_n(&pg, p, __ATOMIC_RELAXED);
+  }
+  return p;
+}
+
+/* Events for the waits, kept per context: creating one costs a driver
+ * call, a few microseconds. */
+#define PL_EV_CACHE 32u
+typedef struct pl_ev {
+  CUcontext ctx;
+  CUevent ev;
+} pl_ev;
+static pl_ev pl_evs[PL_EV_CACHE];
+static unsigned pl_nev;
+static pthread_mutex_t pl_ev_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUevent pl_ev_get(const pl_stage_drv *d, CUcontext ctx) {
+  CUevent ev = NULL;
+  pthread_mutex_lock(&pl_ev_lock);
+  for (unsigned i = pl_nev; i-- > 0;)
+    if (pl_evs[i].ctx == ctx) {
+      ev = pl_evs[i].ev;
+      pl_evs[i] = pl_evs[--pl_nev];
+      break;
+    }
+  pthread_mutex_unlock(&pl_ev_lock);
+  if (ev == NULL && d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) ev = NULL;
+  return ev;
+}
+
+static void pl_ev_put(const pl_stage_drv *d, CUcontext ctx, CUevent ev) {
+  pthread_mutex_lock(&pl_ev_lock);
+  bool kept = pl_nev < PL_EV_CACHE;
+  if (kept) pl_evs[pl_nev++] = (pl_ev){.ctx = ctx, .ev = ev};
+  pthread_mutex_unlock(&pl_ev_lock);
+  if (!kept) d->cuEventDestroy(ev);
+}
+
+/* Return once everything queued so far on the copy's stream is done. */
+static CUresult pl_wait_stream(const pl_stage_drv *d, CUcontext ctx, CUstream s, int pt) {
+  CUevent ev = pl_ev_get(d, ctx);
+  CUresult r = CUDA_ERROR_INVALID_HANDLE;
+  if (ev != NULL && d->cuEventRecord[pt](ev, s) == CUDA_SUCCESS) {
+    r = d->cuEventSynchronize(ev);
+    pl_ev_put(d, ctx, ev);
+    return r;
+  }
+  if (ev != NULL) pl_ev_put(d, ctx, ev);
+  return pl_stream_sync[pt] ? pl_stream_sync[pt](s) : r;
+}
+
+/* The stream the copy's work goes on, and which twin of each call. */
+static CUstream pl_copy_stream(const pl_copy *c) { return (c->flags & PAGELOCK_COPY_ASYNC) ? c->stream : NULL; }
+static int pl_copy_pt(const pl_copy *c) { return (c->flags & PAGELOCK_COPY_PTDS) ? 1 : 0; }
+
+static bool pl_capturing(const pl_stage_drv *d, const pl_copy *c) {
+  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (d->cuStreamIsCapturing[pl_copy_pt(c)](pl_copy_stream(c), &cap) != CUDA_SUCCESS) return false;
+  return cap != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* ---- the route ------------------------------------------------------------------- */
+
+int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
+  use->slot = 0;
+  uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst);
+  size_t n = c->bytes;
+  bool big = n >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN);
+  int fallback = big ? PL_ROUTE_STAGE : PL_ROUTE_PASS;
+  long mode = pl_opt_long(PL_OPT_MODE);
+  if (n == 0) {
+    c->why = PAGELOCK_WHY_SMALL;
+    return PL_ROUTE_PASS;
+  }
+  pl_in_shim++;
+  int route = fallback;
+  uintptr_t abase, lo, hi;
+  size_t alen, pg = pl_page();
+  int kind;
+  if (pl_pinreg_hold(h, n, use)) {
+    c->why = PAGELOCK_WHY_NONE;
+    route = PL_ROUTE_REGISTER;
+  } else if (mode == PAGELOCK_MODE_AUTO && !big) {
+    c->why = PAGELOCK_WHY_SMALL;
+  } else if (!pl_hostmem_lookup(h, &abase, &alen, &kind) || (kind & PL_ORIGIN_MASK) == PL_ORIGIN_MAPONLY) {
+    c->why = PAGELOCK_WHY_UNTRACKED;
+  } else if ((kind & PL_ORIGIN_MASK) == PL_ORIGIN_SHARED) {
+    c->why = PAGELOCK_WHY_SHARED;
+  } else if (kind & PL_ALLOC_REG_FAILED) {
+    c->why = PAGELOCK_WHY_FAILED;
+  } else if ((lo = (abase + pg - 1) & ~(uintptr_t)(pg - 1)) >=
+                 (hi = (abase + alen) & ~(uintptr_t)(pg - 1)) ||
+             h + n <= lo || h >= hi) {
+    c->why = PAGELOCK_WHY_EDGE; /* the allocation's partial pages only */
+  } else if (pl_pinreg_busy(lo, hi - lo)) {
+    c->why = PAGELOCK_WHY_PENDING;
+  } else {
+    uintptr_t a = h > abase ? h : abase, b = h + n < abase + alen ? h + n : abase + alen;
+    uint64_t heat = mode == PAGELOCK_MODE_AUTO ? pl_heat_add(abase, alen, b - a) : 0;
+    const pl_stage_drv *d = pl_ap_drv();
+    CUcontext ctx = NULL;
+    if (mode == PAGELOCK_MODE_AUTO && heat * 100 < (uint64_t)pl_opt_long(PL_OPT_REGISTER_HOT) * alen) {
+      c->why = PAGELOCK_WHY_COLD;
+    } else if (d == NULL || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) {
+      c->why = PAGELOCK_WHY_FAILED; /* no context: the native call reports it */
+    } else if (pl_capturing(d, c)) {
+      c->why = PAGELOCK_WHY_CAPTURE; /* never registers during a capture */
+    } else if (pl_pinreg_make_room(hi - lo) && pl_pinreg_request(lo, hi - lo, abase, alen, ctx)) {
+      c->why = PAGELOCK_WHY_PENDING;
+    } else {
+      c->why = PAGELOCK_WHY_BUDGET;
+    }
+  }
+  pl_in_shim--;
+  return route;
+}
+
+/* ---- the copy over a registration ---------------------------------------------------- */
+
+/* The native call for bytes [off, off+len) of c, in stream order. */
+static CUresult pl_native_part(const pl_copy *c, size_t off, size_t len) {
+  pl_copy part = *c;
+  part.dst += off;
+  part.src += off;
+  part.bytes = len;
+  return c->native(&part);
+}
+
+/* Whether the copy must wait for its DMA before returning. */
+static bool pl_must_wait(const pl_copy *c) {
+  if (!(c->flags & PAGELOCK_COPY_ASYNC)) return true;
+  if (c->dir == PAGELOCK_DIR_H2D) return pl_opt_long(PL_OPT_H2D) != PL_H2D_ASYNC;
+  return pl_opt_long(PL_OPT_D2H) != PL_D2H_ASYNC;
+}
+
+/* Checks that must pass before anything is queued; false: the native call
+ * does the whole copy. */
+static bool pl_can_run(const pl_stage_drv *d, pl_copy *c, CUcontext *ctx) {
+  if (d->cuCtxGetCurrent(ctx) != CUDA_SUCCESS || *ctx == NULL) return false;
+  CUstream s = pl_copy_stream(c);
+  if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && d->cuStreamGetCtx != NULL) {
+    CUcontext sctx = NULL;
+    if (d->cuStreamGetCtx(s, &sctx) != CUDA_SUCCESS || sctx != *ctx) return false;
+  }
+  /* A bad device range fails exactly as the native call fails it. */
+  CUdeviceptr dev = c->dir == PAGELOCK_DIR_H2D ? c->dst : c->src, base = 0;
+  size_t size = 0;
+  if (d->cuMemGetAddressRange(&base, &size, dev) != CUDA_SUCCESS) return false;
+  return dev >= base && dev - base <= size && c->bytes <= size - (dev - base);
+}
+
+void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
+  pl_in_shim++;
+  pl_cupti_link_begin(c->seq);
+  const pl_stage_drv *d = pl_ap_drv();
+  CUcontext ctx = NULL;
+  uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst);
+  if (d == NULL || !pl_can_run(d, c, &ctx)) {
+    *r = c->native(c);
+    pl_autopin_settle(c, h, c->bytes);
+  } else if (pl_capturing(d, c)) {
+    /* Captured as it is: the driver bakes the registered part into the
+     * graph as page-locked memory, so the registration must outlive it. */
+    pl_pinreg_pin_for_graph(use->base, use->end - use->base);
+    *r = c->native(c);
+    c->flags |= PAGELOCK_COPY_CAPTURE | PAGELOCK_COPY_REGISTERED;
+  } else {
+    CUstream s = pl_copy_stream(c);
+    int pt = pl_copy_pt(c);
+    size_t lo = h < use->base ? use->base - h : 0;
+    size_t hi = h + c->bytes > use->end ? use->end - h : c->bytes;
+    *r = lo ? pl_native_part(c, 0, lo) : CUDA_SUCCESS;
+    bool queued = false;
+    if (*r == CUDA_SUCCESS) {
+      CUresult e = c->dir == PAGELOCK_DIR_H2D
+                       ? d->cuMemcpyHtoDAsync[pt](c->dst + lo, (const void *)(h + lo), hi - lo, s)
+                       : d->cuMemcpyDtoHAsync[pt]((void *)(h + lo), c->src + lo, hi - lo, s);
+      queued = e == CUDA_SUCCESS;
+      /* Refused: the native call does the rest, and says why. */
+      *r = queued ? (hi < c->bytes ? pl_native_part(c, hi, c->bytes - hi) : CUDA_SUCCESS)
+                  : pl_native_part(c, lo, c->bytes - lo);
+    }
+    if (queued) {
+      c->flags |= PAGELOCK_COPY_REGISTERED;
+      if (pl_must_wait(c)) {
+        CUresult e = pl_wait_stream(d, ctx, s, pt);
+        if (*r == CUDA_SUCCESS) *r = e;
+      }
+    }
+  }
+  pl_pinreg_unhold(use);
+  pl_cupti_link_end();
+  pl_in_shim--;
+}
+
+void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n) {
+  if (PL_LIKELY(!pl_pinreg_any()) || !(c->flags & PAGELOCK_COPY_ASYNC) || n == 0) return;
+  if (!pl_pinreg_touches(host, n)) return;
+  pl_in_shim++;
+  const pl_stage_drv *d = pl_ap_drv();
+  CUcontext ctx = NULL;
+  if (d != NULL && d->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL) {
+    if (pl_capturing(d, c)) {
+      pl_pinreg_pin_for_graph(host, n);
+      c->flags |= PAGELOCK_COPY_CAPTURE;
+    } else if (pl_must_wait(c)) {
+      /* The program's result is the call's; a failure here is sticky and
+       * shows at its next call, as it would have. */
+      pl_wait_stream(d, ctx, pl_copy_stream(c), pl_copy_pt(c));
+    }
+  }
+  pl_in_shim--;
+}
+
+void pl_autopin_reset_for_test(void) {
+  pthread_mutex_lock(&pl_heat_lock);
+  memset(pl_heats, 0, sizeof pl_heats);
+  pthread_mutex_unlock(&pl_heat_lock);
+}

@@ -1,0 +1,1217 @@
+/* test_autopin.c - the registration engine (PAGELOCK_MODE register and
+ * auto) over the fake driver (cmocka).
+ *
+ * Linked against pagelock_core: the copies go through pl_copy_exec, the
+ * very path the shim's wrappers take, from pl_copy structs filled as the
+ * wrappers fill them.  The allocation hooks (hook_alloc.c) are not in this
+ * binary, so the tests do what they do: track a buffer when it is made
+ * (pl_hostmem_track) and, before it is released, untrack it and call
+ * pl_pinreg_defer_free (free) or pl_pinreg_release (munmap, mremap,
+ * madvise, brk).  The fake driver reports what the "hardware" saw:
+ * registered bytes, their high-water mark, calls per entry point; and it
+ * moves a page-locked copy's bytes only at the end of its modelled time, so
+ * a copy that returned too early reads an overwritten source.
+ *
+ * Threads never call cmocka's asserts (they longjmp): they count failures
+ * and the main thread asserts the count. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fakecuda.h"
+#include "pinreg.h"
+#include "pl_internal.h"
+#include "stage.h"
+#include "trace_read.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSAN 1
+#endif
+#endif
+#ifndef TSAN
+#define TSAN 0
+#endif
+
+/* The shim's wrapper (pagelock_core), which cuda.h declares under another name. */
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *, CUstream);
+
+/* ---- the fake driver, reached around the shim ----------------------------- */
+
+static void *g_cuda;
+static CUcontext g_ctx;
+
+#define DRV(name, ...) static CUresult (*f_##name)(__VA_ARGS__)
+DRV(cuInit, unsigned);
+DRV(cuDevicePrimaryCtxRetain, CUcontext *, CUdevice);
+DRV(cuCtxSetCurrent, CUcontext);
+DRV(cuCtxSynchronize, void);
+DRV(cuMemAlloc_v2, CUdeviceptr *, size_t);
+DRV(cuMemFree_v2, CUdeviceptr);
+DRV(cuMemsetD8_v2, CUdeviceptr, unsigned char, size_t);
+DRV(cuStreamCreate, CUstream *, unsigned);
+DRV(cuStreamDestroy_v2, CUstream);
+DRV(cuStreamSynchronize, CUstream);
+DRV(cuLaunchHostFunc, CUstream, CUhostFn, void *);
+DRV(cuStreamBeginCapture_v2, CUstream, CUstreamCaptureMode);
+DRV(cuStreamEndCapture, CUstream, CUgraph *);
+DRV(cuGraphDestroy, CUgraph);
+DRV(cuMemcpyHtoD_v2, CUdeviceptr, const void *, size_t);
+DRV(cuMemcpyDtoH_v2, void *, CUdeviceptr, size_t);
+DRV(cuMemHostRegister_v2, void *, size_t, unsigned);
+DRV(cuMemHostUnregister, void *);
+static int (*f_fail)(const char *, int, int);
+static void (*f_clear_faults)(void);
+static void (*f_get_stats)(struct fakecuda_stats *);
+static void (*f_reset_stats)(void);
+static unsigned long (*f_call_count)(const char *);
+static void (*f_reset_call_counts)(void);
+static void (*f_set_bandwidth)(double, double);
+static size_t (*f_reg_bytes_in)(const void *, size_t, const void **, size_t *);
+
+static void *sym(const char *name) {
+  void *p = pl_real_dlsym(g_cuda, name);
+  if (p == NULL) {
+    fprintf(stderr, "fake libcuda lacks %s\n", name);
+    abort();
+  }
+  return p;
+}
+#define LOAD(name) *(void **)&f_##name = sym(#name)
+
+static int load_driver(void) {
+  g_cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (g_cuda == NULL) {
+    fprintf(stderr, "fake libcuda not found (LD_LIBRARY_PATH?): %s\n", dlerror());
+    return -1;
+  }
+  LOAD(cuInit); LOAD(cuDevicePrimaryCtxRetain); LOAD(cuCtxSetCurrent); LOAD(cuCtxSynchronize);
+  LOAD(cuMemAlloc_v2); LOAD(cuMemFree_v2); LOAD(cuMemsetD8_v2); LOAD(cuStreamCreate);
+  LOAD(cuStreamDestroy_v2); LOAD(cuStreamSynchronize); LOAD(cuLaunchHostFunc);
+  LOAD(cuStreamBeginCapture_v2); LOAD(cuStreamEndCapture); LOAD(cuGraphDestroy);
+  LOAD(cuMemcpyHtoD_v2); LOAD(cuMemcpyDtoH_v2); LOAD(cuMemHostRegister_v2); LOAD(cuMemHostUnregister);
+  *(void **)&f_fail = sym("fakecuda_fail");
+  *(void **)&f_clear_faults = sym("fakecuda_clear_faults");
+  *(void **)&f_get_stats = sym("fakecuda_get_stats");
+  *(void **)&f_reset_stats = sym("fakecuda_reset_stats");
+  *(void **)&f_call_count = sym("fakecuda_call_count");
+  *(void **)&f_reset_call_counts = sym("fakecuda_reset_call_counts");
+  *(void **)&f_set_bandwidth = sym("fakecuda_set_bandwidth");
+  *(void **)&f_reg_bytes_in = sym("fakecuda_registered_bytes_in");
+  if (f_cuInit(0) != CUDA_SUCCESS || f_cuDevicePrimaryCtxRetain(&g_ctx, 0) != CUDA_SUCCESS ||
+      f_cuCtxSetCurrent(g_ctx) != CUDA_SUCCESS)
+    return -1;
+  return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+#define KB ((size_t)1 << 10)
+#define MB ((size_t)1 << 20)
+#define HP(p) ((CUdeviceptr)(uintptr_t)(p))
+
+static size_t g_pg;
+static char tmpdir[256];
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+static void sleep_ms(unsigned ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+/* Options of one test; the engine starts empty: nothing registered, no
+ * heat, no faults, counters zero. */
+static void ap_env(const char *mode, const char *budget, const char *h2d, const char *d2h) {
+  setenv("PAGELOCK_MODE", mode, 1);
+  setenv("PAGELOCK_STAGE_MIN", "64K", 1);
+  setenv("PAGELOCK_POOL_SIZE", "4M", 1);
+  setenv("PAGELOCK_CHUNK_SIZE", "256K", 1);
+  setenv("PAGELOCK_WAIT_US", "2000000", 1);
+  setenv("PAGELOCK_REGISTER_BUDGET", budget, 1);
+  setenv("PAGELOCK_REGISTER_HOT", "100", 1);
+  setenv("PAGELOCK_H2D", h2d, 1);
+  setenv("PAGELOCK_D2H", d2h, 1);
+  pl_config_reset_for_test();
+  f_clear_faults();
+  assert_int_equal(f_cuCtxSynchronize(), CUDA_SUCCESS);
+  pl_pinreg_set_idle_for_test(0);
+  pl_pinreg_reset_for_test();
+  pl_autopin_reset_for_test();
+  pl_stage_reset_for_test();
+  f_set_bandwidth(1000, 1000);
+  f_reset_stats();
+  f_reset_call_counts();
+}
+
+static uint8_t pat(size_t i, unsigned seed) {
+  return (uint8_t)((i * 131u) ^ (i >> 9) ^ (seed * 0x9Du) ^ (seed >> 5));
+}
+static void fill(void *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++) ((uint8_t *)p)[i] = pat(i, seed);
+}
+static size_t check_pat(const void *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    if (((const uint8_t *)p)[i] != pat(i, seed)) return i;
+  return n;
+}
+
+/* Native thunks like hook_copy.c's. */
+static CUresult nat_htod(const pl_copy *c) {
+  CUresult (*f)(CUdeviceptr, const void *, size_t) = pl_hook_real(c->api);
+  return f(c->dst, (const void *)(uintptr_t)c->src, c->bytes);
+}
+static CUresult nat_htod_async(const pl_copy *c) {
+  CUresult (*f)(CUdeviceptr, const void *, size_t, CUstream) = pl_hook_real(c->api);
+  return f(c->dst, (const void *)(uintptr_t)c->src, c->bytes, c->stream);
+}
+static CUresult nat_dtoh(const pl_copy *c) {
+  CUresult (*f)(void *, CUdeviceptr, size_t) = pl_hook_real(c->api);
+  return f((void *)(uintptr_t)c->dst, c->src, c->bytes);
+}
+static CUresult nat_dtoh_async(const pl_copy *c) {
+  CUresult (*f)(void *, CUdeviceptr, size_t, CUstream) = pl_hook_real(c->api);
+  return f((void *)(uintptr_t)c->dst, c->src, c->bytes, c->stream);
+}
+
+enum { V_SYNC, V_SYNC_PTDS, V_ASYNC, V_ASYNC_PTSZ0, V_COUNT };
+static const int h2d_api[V_COUNT] = {PAGELOCK_API_cuMemcpyHtoD_v2, PAGELOCK_API_cuMemcpyHtoD_v2_ptds,
+                                     PAGELOCK_API_cuMemcpyHtoDAsync_v2, PAGELOCK_API_cuMemcpyHtoDAsync_v2_ptsz};
+static const int d2h_api[V_COUNT] = {PAGELOCK_API_cuMemcpyDtoH_v2, PAGELOCK_API_cuMemcpyDtoH_v2_ptds,
+                                     PAGELOCK_API_cuMemcpyDtoHAsync_v2, PAGELOCK_API_cuMemcpyDtoHAsync_v2_ptsz};
+
+/* One copy through pl_copy_exec, its pl_copy (flags, why) back in *out.
+ * The host side is classified as a wrapper leaves it: unknown. */
+static CUresult xcopy(bool h2d, int v, CUdeviceptr dev, void *host, size_t n, CUstream s, pl_copy *out) {
+  pl_copy c;
+  memset(&c, 0, sizeof c);
+  c.api = h2d ? h2d_api[v] : d2h_api[v];
+  c.bytes = n;
+  bool async = v == V_ASYNC || v == V_ASYNC_PTSZ0;
+  if (h2d) {
+    c.dst = dev;
+    c.src = HP(host);
+    c.dst_mem = PAGELOCK_MEM_DEVICE;
+    c.native = async ? nat_htod_async : nat_htod;
+  } else {
+    c.dst = HP(host);
+    c.src = dev;
+    c.src_mem = PAGELOCK_MEM_DEVICE;
+    c.native = async ? nat_dtoh_async : nat_dtoh;
+  }
+  if (async) {
+    c.flags |= PAGELOCK_COPY_ASYNC;
+    c.stream = v == V_ASYNC_PTSZ0 ? NULL : s;
+  }
+  if (v == V_SYNC_PTDS || v == V_ASYNC_PTSZ0) c.flags |= PAGELOCK_COPY_PTDS;
+  CUresult r = pl_copy_exec(&c);
+  if (out) *out = c;
+  return r;
+}
+static CUresult up(int v, CUdeviceptr dev, void *host, size_t n, CUstream s, pl_copy *out) {
+  return xcopy(true, v, dev, host, n, s, out);
+}
+static CUresult down(int v, void *host, CUdeviceptr dev, size_t n, CUstream s, pl_copy *out) {
+  return xcopy(false, v, dev, host, n, s, out);
+}
+static void v_sync(int v, CUstream s) {
+  assert_int_equal(f_cuStreamSynchronize(v == V_ASYNC_PTSZ0 ? CU_STREAM_PER_THREAD : s), CUDA_SUCCESS);
+  assert_int_equal(f_cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
+/* A buffer the way the hooks see one: [p, p+n) inside a mapping of its
+ * own, `head` bytes into it, tracked as the malloc hook tracks a block. */
+typedef struct blk {
+  uint8_t *map;
+  size_t maplen;
+  uint8_t *p;
+  size_t n;
+} blk;
+
+static blk blk_new(size_t n, size_t head) {
+  blk b;
+  b.maplen = (head + n + g_pg - 1) / g_pg * g_pg + g_pg;
+  b.map = mmap(NULL, b.maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(b.map != MAP_FAILED);
+  b.p = b.map + head;
+  b.n = n;
+  pl_hostmem_track(b.p, n, 0);
+  return b;
+}
+/* munmap, as its hook does it: forget, undo, then the real call. */
+static void blk_free(blk *b) {
+  pl_hostmem_untrack_range(b->map, b->maplen);
+  pl_pinreg_release((uintptr_t)b->map, b->maplen);
+  assert_int_equal(f_reg_bytes_in(b->map, b->maplen, NULL, NULL), 0);
+  assert_int_equal(munmap(b->map, b->maplen), 0);
+}
+static uintptr_t lo_of(const void *p) { return ((uintptr_t)p + g_pg - 1) & ~(uintptr_t)(g_pg - 1); }
+static uintptr_t hi_of(const void *p, size_t n) { return ((uintptr_t)p + n) & ~(uintptr_t)(g_pg - 1); }
+/* Bytes of b's interior the driver holds registered. */
+static size_t reg_interior(const blk *b) {
+  return f_reg_bytes_in((void *)lo_of(b->p), hi_of(b->p, b->n) - lo_of(b->p), NULL, NULL);
+}
+static size_t interior_len(const blk *b) { return hi_of(b->p, b->n) - lo_of(b->p); }
+
+/* Make b's registration live: one upload in register mode, then the
+ * engine's thread does the rest. */
+static void make_live(blk *b, CUdeviceptr dev) {
+  pl_copy c;
+  assert_int_equal(up(V_SYNC, dev, b->p, b->n, NULL, &c), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(reg_interior(b), interior_len(b));
+}
+
+/* ---- register: the first copy asks, the copies meanwhile stage ------------- */
+
+static void test_register_first_copy(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  CUdeviceptr dev;
+  size_t n = 2 * MB + 300;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  blk b = blk_new(n, 48);
+  fill(b.p, n, 1);
+  pl_copy c;
+  assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
+  assert_true(c.flags & PAGELOCK_COPY_STAGED);
+  assert_false(c.flags & PAGELOCK_COPY_REGISTERED);
+  pl_pinreg_quiesce_for_test();
+  /* The page-aligned interior, on the shim's thread, with its flags. */
+  assert_int_equal(reg_interior(&b), interior_len(&b));
+  assert_int_equal(f_reg_bytes_in(b.map, lo_of(b.p) - (uintptr_t)b.map, NULL, NULL), 0);
+  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 1);
+  fill(b.p, n, 2);
+  struct fakecuda_stats fs;
+  f_reset_stats();
+  assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);
+  f_get_stats(&fs);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  assert_false(c.flags & PAGELOCK_COPY_STAGED);
+  assert_int_equal(c.why, PAGELOCK_WHY_NONE);
+  assert_int_equal(fs.bytes_pinned, interior_len(&b));
+  assert_int_equal(fs.bytes_pageable, n - interior_len(&b));
+  uint8_t *chk = malloc(n);
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+  assert_int_equal(check_pat(chk, n, 2), n);
+  /* To the registry (and the report) it is still pageable memory. */
+  assert_int_equal(pl_hostmem_classify(HP(b.p + n / 2)), PAGELOCK_MEM_PAGEABLE);
+  free(chk);
+  blk_free(&b);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* A registration takes the shim's thread a while (128 ms here); the copies
+ * meanwhile neither wait for it nor behind its lock: they are staged. */
+static void test_register_never_waits(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  CUdeviceptr dev;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, MB), CUDA_SUCCESS);
+  blk b = blk_new((size_t)512 << 20, 0); /* address space only: never touched but the first MiB */
+  fill(b.p, MB, 3);
+  pl_copy c;
+  uint64_t t0 = now_ns();
+  assert_int_equal(up(V_SYNC, dev, b.p, MB, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(up(V_ASYNC, dev, b.p, MB, NULL, &c), CUDA_SUCCESS);
+    assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
+    assert_true(c.flags & PAGELOCK_COPY_STAGED);
+  }
+  uint64_t dt = now_ns() - t0;
+  /* Still registering after all five (FAKECUDA_REGISTER_GBPS=4: 134 ms). */
+  assert_true(pl_pinreg_busy(lo_of(b.p), MB));
+  assert_true(dt < 100000000ull);
+  pl_pinreg_quiesce_for_test();
+  assert_false(pl_pinreg_busy(lo_of(b.p), MB));
+  assert_int_equal(up(V_SYNC, dev, b.p, MB, NULL, &c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  uint8_t chk[256];
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev + MB - sizeof chk, sizeof chk), CUDA_SUCCESS);
+  for (size_t i = 0; i < sizeof chk; i++) assert_int_equal(chk[i], pat(MB - sizeof chk + i, 3));
+  blk_free(&b);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* ---- auto: registered once hot ------------------------------------------------ */
+
+static void test_auto_hot(void **state) {
+  (void)state;
+  ap_env("auto", "0", "sync", "sync");
+  CUdeviceptr dev;
+  size_t n = 4 * MB;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  blk b = blk_new(n, 16);
+  fill(b.p, n, 4);
+  pl_copy c;
+  /* Three quarters of its size copied: cold, staged. */
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(up(V_ASYNC, dev, b.p + i * MB, MB, NULL, &c), CUDA_SUCCESS);
+    assert_int_equal(c.why, PAGELOCK_WHY_COLD);
+    assert_true(c.flags & PAGELOCK_COPY_STAGED);
+  }
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(reg_interior(&b), 0);
+  /* Small copies pass through and count for nothing. */
+  assert_int_equal(up(V_SYNC, dev, b.p, 4 * KB, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_SMALL);
+  assert_false(c.flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_REGISTERED));
+  /* The fourth reaches 100 %: asked for. */
+  assert_int_equal(up(V_ASYNC, dev, b.p + 3 * MB, MB, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(reg_interior(&b), interior_len(&b));
+  assert_int_equal(up(V_ASYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  /* A small copy over the registration goes through it too. */
+  assert_int_equal(up(V_ASYNC, dev, b.p + MB, 8 * KB, NULL, &c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  blk_free(&b);
+
+  /* PAGELOCK_REGISTER_HOT=50: half the size is enough. */
+  setenv("PAGELOCK_REGISTER_HOT", "50", 1);
+  pl_config_reset_for_test();
+  b = blk_new(n, 0);
+  assert_int_equal(up(V_ASYNC, dev, b.p, MB, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_COLD);
+  assert_int_equal(up(V_ASYNC, dev, b.p, MB, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(reg_interior(&b), n);
+  blk_free(&b);
+  assert_int_equal(f_cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* What may be registered: tracked memory only, never shared or
+ * file-backed mappings, nor mappings while another allocator serves
+ * malloc; and never the partial pages. */
+static void test_registrable(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  CUdeviceptr dev;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, 2 * MB), CUDA_SUCCESS);
+  pl_copy c;
+  static uint8_t untracked[256 * KB];
+  assert_int_equal(up(V_SYNC, dev, untracked, sizeof untracked, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_UNTRACKED);
+  assert_true(c.flags & PAGELOCK_COPY_STAGED);
+  uint8_t *sh = mmap(NULL, MB, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(sh != MAP_FAILED);
+  pl_hostmem_track_as(sh, MB, 0, PL_ORIGIN_SHARED);
+  assert_int_equal(up(V_SYNC, dev, sh, MB, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_SHARED);
+  assert_true(c.flags & PAGELOCK_COPY_STAGED);
+  pl_hostmem_track_as(sh, MB, 0, PL_ORIGIN_MAPONLY);
+  assert_int_equal(up(V_SYNC, dev, sh, MB, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_UNTRACKED);
+  pl_hostmem_untrack(sh);
+  munmap(sh, MB);
+  /* Bytes only in the allocation's partial first page. */
+  blk b = blk_new(MB, 100);
+  assert_int_equal(up(V_SYNC, dev, b.p, 128, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_EDGE);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 0);
+  assert_int_equal(f_reg_bytes_in(b.map, b.maplen, NULL, NULL), 0);
+  blk_free(&b);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* ---- the copy over a registration: bytes, order, when it returns ------------- */
+
+/* Every entry point, both directions, copies starting and ending inside
+ * the partial first and last pages, inside the interior only, and
+ * spanning all of it. */
+static void test_bytes_exact(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  size_t n = 3 * MB + 1234;
+  CUdeviceptr dev;
+  CUstream s;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  assert_int_equal(f_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  blk b = blk_new(n, 1000);
+  make_live(&b, dev);
+  uint8_t *chk = malloc(n);
+  size_t head = lo_of(b.p) - (uintptr_t)b.p, tail = (uintptr_t)b.p + n - hi_of(b.p, n);
+  struct {
+    size_t off, len;
+  } cases[] = {
+      {0, n},                                       /* all of it */
+      {7, n - 19},                                  /* inside both partial pages */
+      {head, interior_len(&b)},                     /* the interior exactly */
+      {head + 4096 + 5, 2 * MB + 3},                /* inside the interior */
+      {head - 1, 70 * KB},                          /* one byte of the first page */
+      {n - tail - 64 * KB - 1, 64 * KB + 1 + tail}, /* up to the end */
+  };
+  unsigned seed = 10;
+  for (unsigned k = 0; k < sizeof cases / sizeof cases[0]; k++)
+    for (int v = 0; v < V_COUNT; v++, seed++) {
+      size_t off = cases[k].off, len = cases[k].len;
+      pl_copy c;
+      /* up */
+      memset(chk, 0, n);
+      assert_int_equal(f_cuMemcpyHtoD_v2(dev, chk, n), CUDA_SUCCESS);
+      fill(b.p + off, len, seed);
+      assert_int_equal(up(v, dev + off, b.p + off, len, s, &c), CUDA_SUCCESS);
+      assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+      memset(b.p, 0x5A, n); /* the source is the program's again */
+      v_sync(v, s);
+      assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+      for (size_t i = 0; i < off; i++) assert_int_equal(chk[i], 0);
+      size_t bad = check_pat(chk + off, len, seed);
+      if (bad != len) print_error("up case %u v %d: byte %zu differs\n", k, v, bad);
+      assert_int_equal(bad, len);
+      for (size_t i = off + len; i < n; i++) assert_int_equal(chk[i], 0);
+      /* down */
+      fill(chk, n, seed + 100);
+      assert_int_equal(f_cuMemcpyHtoD_v2(dev, chk, n), CUDA_SUCCESS);
+      memset(b.p, 0xEE, n);
+      assert_int_equal(down(v, b.p + off, dev + off, len, s, &c), CUDA_SUCCESS);
+      assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+      /* Read at once: the bytes are there when the call returns. */
+      for (size_t i = 0; i < off; i++) assert_int_equal(b.p[i], 0xEE);
+      bad = len;
+      for (size_t i = 0; i < len && bad == len; i++)
+        if (b.p[off + i] != pat(off + i, seed + 100)) bad = i;
+      if (bad != len) print_error("down case %u v %d: byte %zu differs\n", k, v, bad);
+      assert_int_equal(bad, len);
+      for (size_t i = off + len; i < n; i++) assert_int_equal(b.p[i], 0xEE);
+      v_sync(v, s);
+    }
+  free(chk);
+  blk_free(&b);
+  assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* Keeps its stream busy for a while: a DMA queued behind it runs late. */
+static void CUDA_CB hold_stream(void *arg) {
+  sleep_ms((unsigned)(uintptr_t)arg);
+}
+
+/* An upload returns only once the DMA has read the source: overwrite it
+ * right after the call, with the stream held back and the bandwidth low
+ * (the fake moves a page-locked copy's bytes at the end of its time). */
+static void returns_after(bool h2d) {
+  ap_env("register", "0", "sync", "sync");
+  size_t n = 2 * MB;
+  CUdeviceptr dev;
+  CUstream s;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  assert_int_equal(f_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  blk b = blk_new(n, 0);
+  make_live(&b, dev);
+  uint8_t *chk = malloc(n);
+  f_set_bandwidth(0.5, 1000); /* 2 MiB: 4 ms */
+  for (int async_mode = 0; async_mode < 2; async_mode++) {
+    if (async_mode) {
+      setenv(h2d ? "PAGELOCK_H2D" : "PAGELOCK_D2H", "async", 1);
+      pl_config_reset_for_test();
+    }
+    pl_copy c;
+    assert_int_equal(f_cuLaunchHostFunc(s, hold_stream, (void *)(uintptr_t)30), CUDA_SUCCESS);
+    uint64_t t0 = now_ns();
+    if (h2d) {
+      fill(b.p, n, 20 + async_mode);
+      assert_int_equal(up(V_ASYNC, dev, b.p, n, s, &c), CUDA_SUCCESS);
+      if (!async_mode) memset(b.p, 0x33, n); /* the program's own again */
+    } else {
+      fill(chk, n, 30 + async_mode);
+      assert_int_equal(f_cuMemcpyHtoD_v2(dev, chk, n), CUDA_SUCCESS);
+      memset(b.p, 0, n);
+      assert_int_equal(down(V_ASYNC, b.p, dev, n, s, &c), CUDA_SUCCESS);
+      if (!async_mode) assert_int_equal(check_pat(b.p, n, 30), n); /* there at once */
+    }
+    uint64_t dt = now_ns() - t0;
+    assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+    if (async_mode) assert_true(dt < 25000000ull); /* did not wait behind the stream */
+    else assert_true(dt >= 25000000ull);
+    assert_int_equal(f_cuStreamSynchronize(s), CUDA_SUCCESS);
+    if (h2d) {
+      assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+      assert_int_equal(check_pat(chk, n, 20 + async_mode), n);
+    } else {
+      assert_int_equal(check_pat(b.p, n, 30 + async_mode), n);
+    }
+  }
+  free(chk);
+  blk_free(&b);
+  assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+static void test_h2d_returns_after_read(void **state) { (void)state; returns_after(true); }
+static void test_d2h_returns_with_bytes(void **state) { (void)state; returns_after(false); }
+
+/* A copy that does not go through the registration but touches it (a
+ * small one passing through while the registration is made) must not
+ * return before the driver is done with the bytes either. */
+static void test_settle(void **state) {
+  (void)state;
+  ap_env("auto", "0", "sync", "sync");
+  size_t n = 2 * MB;
+  CUdeviceptr dev;
+  CUstream s;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  assert_int_equal(f_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  blk b = blk_new(n, 0);
+  pl_copy c;
+  for (int i = 0; i < 2; i++) assert_int_equal(up(V_ASYNC, dev, b.p, n, s, &c), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(reg_interior(&b), n);
+  /* A 2D upload of the registered buffer, behind a held stream. */
+  f_set_bandwidth(0.5, 1000);
+  fill(b.p, n, 40);
+  assert_int_equal(f_cuLaunchHostFunc(s, hold_stream, (void *)(uintptr_t)20), CUDA_SUCCESS);
+  CUDA_MEMCPY2D m;
+  memset(&m, 0, sizeof m);
+  m.srcMemoryType = CU_MEMORYTYPE_HOST;
+  m.srcHost = b.p;
+  m.srcPitch = 4096;
+  m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  m.dstDevice = dev;
+  m.dstPitch = 4096;
+  m.WidthInBytes = 4096;
+  m.Height = n / 4096;
+  assert_int_equal(cuMemcpy2DAsync_v2(&m, s), CUDA_SUCCESS);
+  memset(b.p, 0x77, n);
+  assert_int_equal(f_cuStreamSynchronize(s), CUDA_SUCCESS);
+  uint8_t *chk = malloc(n);
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+  assert_int_equal(check_pat(chk, n, 40), n);
+  free(chk);
+  blk_free(&b);
+  assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* ---- two allocations sharing a page ---------------------------------------------- */
+
+static void test_neighbours(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  size_t len = 48 * g_pg;
+  uint8_t *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(map != MAP_FAILED);
+  /* Page 20 holds the end of a and the start of b (both at least
+   * PAGELOCK_TRACK_MIN, 64 KiB, so tracked). */
+  uint8_t *a = map + 100, *bb = map + 20 * g_pg + 333;
+  size_t na = (size_t)(bb - a), nb = 20 * g_pg;
+  pl_hostmem_track(a, na, 0);
+  pl_hostmem_track(bb, nb, 0);
+  CUdeviceptr dev;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, len), CUDA_SUCCESS);
+  pl_copy c;
+  fill(a, na, 50);
+  fill(bb, nb, 51);
+  assert_int_equal(up(V_SYNC, dev, a, na, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(up(V_SYNC, dev + na, bb, nb, NULL, &c), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  const void *first;
+  size_t flen;
+  assert_int_equal(f_reg_bytes_in(map, len, &first, &flen), 19 * g_pg + 19 * g_pg);
+  assert_ptr_equal(first, map + g_pg);
+  assert_int_equal(flen, 19 * g_pg);
+  assert_int_equal(f_reg_bytes_in(map + 20 * g_pg, g_pg, NULL, NULL), 0); /* the shared page */
+  assert_int_equal(f_reg_bytes_in(map + 21 * g_pg, 19 * g_pg, NULL, NULL), 19 * g_pg);
+  fill(a, na, 52);
+  fill(bb, nb, 53);
+  assert_int_equal(up(V_SYNC, dev, a, na, NULL, &c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  assert_int_equal(up(V_SYNC, dev + na, bb, nb, NULL, &c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  uint8_t *chk = malloc(na + nb);
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, na + nb), CUDA_SUCCESS);
+  assert_int_equal(check_pat(chk, na, 52), na);
+  assert_int_equal(check_pat(chk + na, nb, 53), nb);
+  /* Both downloads back, the shared page written by both. */
+  memset(map, 0, len);
+  assert_int_equal(down(V_ASYNC, a, dev, na, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(down(V_ASYNC, bb, dev + na, nb, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(check_pat(a, na, 52), na);
+  assert_int_equal(check_pat(bb, nb, 53), nb);
+  /* free(a): b's registration stays. */
+  pl_hostmem_untrack(a);
+  pl_pinreg_release((uintptr_t)a, na);
+  assert_int_equal(f_reg_bytes_in(map, 21 * g_pg, NULL, NULL), 0);
+  assert_int_equal(f_reg_bytes_in(map + 21 * g_pg, 19 * g_pg, NULL, NULL), 19 * g_pg);
+  pl_hostmem_untrack(bb);
+  pl_pinreg_release((uintptr_t)map, len);
+  assert_int_equal(f_reg_bytes_in(map, len, NULL, NULL), 0);
+  free(chk);
+  munmap(map, len);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* ---- the budget, eviction, hysteresis ---------------------------------------------- */
+
+static void test_budget(void **state) {
+  (void)state;
+  ap_env("auto", "8M", "sync", "sync");
+  setenv("PAGELOCK_REGISTER_HOT", "0", 1);
+  pl_config_reset_for_test();
+  CUdeviceptr dev;
+  size_t n = 6 * MB;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  blk a = blk_new(n, 0), b = blk_new(n, 0);
+  pl_copy c;
+  assert_int_equal(up(V_SYNC, dev, a.p, MB, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
+  pl_pinreg_quiesce_for_test();
+  /* Two hot sets, 12 MiB against 8: a, copied all the time, stays; b is
+   * staged, and nothing is evicted (the default: idle 1 s first). */
+  uint64_t t0 = now_ns();
+  int rounds = 0;
+  while (now_ns() - t0 < 300000000ull) {
+    assert_int_equal(up(V_ASYNC, dev, a.p, MB, NULL, &c), CUDA_SUCCESS);
+    assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+    assert_int_equal(up(V_ASYNC, dev, b.p, MB, NULL, &c), CUDA_SUCCESS);
+    assert_int_equal(c.why, PAGELOCK_WHY_BUDGET);
+    assert_true(c.flags & PAGELOCK_COPY_STAGED);
+    rounds++;
+  }
+  assert_true(rounds > 2);
+  pl_pinreg_quiesce_for_test();
+  pagelock_rec_counters k;
+  memset(&k, 0, sizeof k);
+  pl_pinreg_counters(&k);
+  assert_int_equal(k.evictions, 0);
+  assert_int_equal(k.registrations, 1);
+  assert_int_equal(k.register_budget, 8 * MB);
+  /* Once a has been idle long enough (50 ms here), b takes its room. */
+  pl_pinreg_set_idle_for_test(50000000ull);
+  sleep_ms(60);
+  assert_int_equal(up(V_ASYNC, dev, b.p, MB, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(reg_interior(&b), n);
+  assert_int_equal(reg_interior(&a), 0);
+  /* and a, hot again, waits for b to idle in its turn */
+  assert_int_equal(up(V_ASYNC, dev, a.p, MB, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_BUDGET);
+  pl_pinreg_counters(&k);
+  assert_int_equal(k.evictions, 1);
+  assert_int_equal(k.registrations, 2);
+  assert_int_equal(k.unregistrations, 1);
+  assert_int_equal(k.registered_bytes, n);
+  assert_true(k.registered_bytes_high_water <= 8 * MB);
+  struct fakecuda_stats fs;
+  f_get_stats(&fs);
+  assert_true(fs.registered_bytes_high_water <= 8 * MB);
+  /* Larger than the whole budget: never. */
+  blk big = blk_new(9 * MB, 0);
+  assert_int_equal(up(V_ASYNC, dev, big.p, MB, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_BUDGET);
+  blk_free(&big);
+  blk_free(&a);
+  blk_free(&b);
+  f_get_stats(&fs);
+  assert_true(fs.registered_bytes_high_water <= 8 * MB);
+  assert_int_equal(f_cuCtxSynchronize(), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* ---- no stale registration ----------------------------------------------------------- */
+
+static atomic_int g_freed, g_stale;
+/* The next allocator's free, as the engine's thread calls it: the block
+ * must not hold a registered byte by then. */
+static void counted_free(void *p) {
+  if (f_reg_bytes_in(p, malloc_usable_size(p), NULL, NULL) != 0) atomic_fetch_add(&g_stale, 1);
+  atomic_fetch_add(&g_freed, 1);
+  free(p);
+}
+/* free(), as its hook does it. */
+static void sim_free(void *p) {
+  pl_hostmem_untrack(p);
+  if (!pl_pinreg_defer_free(p, 0, counted_free)) counted_free(p);
+}
+
+static void test_release_free(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  atomic_store(&g_freed, 0);
+  atomic_store(&g_stale, 0);
+  CUdeviceptr dev;
+  size_t n = 3 * MB;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  uint8_t *p = malloc(n);
+  pl_hostmem_track(p, n, 0);
+  pl_copy c;
+  assert_int_equal(up(V_SYNC, dev, p, n, NULL, &c), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  assert_true(f_reg_bytes_in(p, n, NULL, NULL) > 2 * MB);
+  unsigned long unreg = f_call_count("cuMemHostUnregister");
+  sim_free(p);
+  /* Handed to the shim's thread, which undoes the registration and then
+   * really frees the block. */
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(atomic_load(&g_freed), 1);
+  assert_int_equal(atomic_load(&g_stale), 0);
+  assert_int_equal(f_call_count("cuMemHostUnregister"), unreg + 1);
+  assert_false(pl_pinreg_any());
+  /* Free, then malloc at the same place: the new bytes are copied. */
+  uint8_t *q = malloc(n);
+  pl_hostmem_track(q, n, 0);
+  fill(q, n, 60);
+  assert_int_equal(up(V_SYNC, dev, q, n, NULL, &c), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  fill(q, n, 61);
+  assert_int_equal(up(V_SYNC, dev, q, n, NULL, &c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  uint8_t *chk = malloc(n);
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+  assert_int_equal(check_pat(chk, n, 61), n);
+  /* A free while a copy holds the registration: undone after the copy. */
+  pl_pin_use use;
+  assert_true(pl_pinreg_hold((uintptr_t)q + MB, 1, &use));
+  sim_free(q);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(atomic_load(&g_freed), 1);
+  assert_true(f_reg_bytes_in(q, n, NULL, NULL) > 0);
+  pl_pinreg_unhold(&use);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(atomic_load(&g_freed), 2);
+  assert_int_equal(atomic_load(&g_stale), 0);
+  /* A free while the registration is being made. */
+  uint8_t *r = malloc(n);
+  pl_hostmem_track(r, n, 0);
+  assert_int_equal(up(V_SYNC, dev, r, n, NULL, &c), CUDA_SUCCESS);
+  sim_free(r);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(atomic_load(&g_freed), 3);
+  assert_int_equal(atomic_load(&g_stale), 0);
+  assert_false(pl_pinreg_any());
+  free(chk);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+struct rel_arg {
+  uintptr_t p;
+  size_t n;
+  atomic_int done;
+};
+static void *release_thread(void *arg) {
+  struct rel_arg *a = arg;
+  pl_pinreg_release(a->p, a->n);
+  atomic_store(&a->done, 1);
+  return NULL;
+}
+
+/* munmap, mremap, madvise(DONTNEED): undone before the call, synchronously,
+ * on the caller's thread. */
+static void test_release_map(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  CUdeviceptr dev;
+  size_t n = 2 * MB;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  pl_copy c;
+  /* munmap of a part in the middle */
+  blk b = blk_new(n, 0);
+  make_live(&b, dev);
+  pl_pinreg_release((uintptr_t)b.p + MB, g_pg);
+  assert_int_equal(f_reg_bytes_in(b.map, b.maplen, NULL, NULL), 0);
+  blk_free(&b);
+  /* mremap (grow and move) */
+  b = blk_new(n, 0);
+  make_live(&b, dev);
+  pl_hostmem_untrack_range(b.p, n);
+  pl_pinreg_release((uintptr_t)b.p, n);
+  assert_int_equal(f_reg_bytes_in(b.map, b.maplen, NULL, NULL), 0);
+  uint8_t *m = mremap(b.map, b.maplen, 2 * b.maplen, MREMAP_MAYMOVE);
+  assert_true(m != MAP_FAILED);
+  munmap(m, 2 * b.maplen);
+  /* madvise(MADV_DONTNEED) of a page: its contents go */
+  b = blk_new(n, 0);
+  make_live(&b, dev);
+  pl_pinreg_release((uintptr_t)b.p + 5 * g_pg, g_pg);
+  assert_int_equal(f_reg_bytes_in(b.map, b.maplen, NULL, NULL), 0);
+  assert_int_equal(madvise(b.p + 5 * g_pg, g_pg, MADV_DONTNEED), 0);
+  /* The allocation lives on and is registered again at its next copy. */
+  fill(b.p, n, 70);
+  assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(reg_interior(&b), n);
+  /* A release while a copy holds it waits for the copy. */
+  pl_pin_use use;
+  assert_true(pl_pinreg_hold((uintptr_t)b.p, n, &use));
+  pthread_t t;
+  struct rel_arg rl = {.p = (uintptr_t)b.p, .n = n};
+  atomic_init(&rl.done, 0);
+  assert_int_equal(pthread_create(&t, NULL, release_thread, &rl), 0);
+  sleep_ms(20);
+  assert_int_equal(atomic_load(&rl.done), 0);
+  assert_int_equal(reg_interior(&b), n);
+  pl_pinreg_unhold(&use);
+  pthread_join(t, NULL);
+  assert_int_equal(atomic_load(&rl.done), 1);
+  assert_int_equal(f_reg_bytes_in(b.map, b.maplen, NULL, NULL), 0);
+  blk_free(&b);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* ---- failure, capture, fork, the program's own registration ---------------------------- */
+
+static void test_failure(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  setenv("PAGELOCK_LOG", "warn", 1);
+  pl_config_reset_for_test();
+  pl_log_reset_for_test();
+  char path[512];
+  snprintf(path, sizeof path, "%s/stderr", tmpdir);
+  int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600), saved = dup(2);
+  assert_true(fd >= 0 && saved >= 0);
+  dup2(fd, 2);
+  f_fail("cuMemHostRegister_v2", 0, CUDA_ERROR_OUT_OF_MEMORY);
+  CUdeviceptr dev;
+  size_t n = 2 * MB;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  blk a = blk_new(n, 0), b = blk_new(n, 0);
+  pl_copy c;
+  CUresult ra = up(V_SYNC, dev, a.p, n, NULL, &c);
+  pl_pinreg_quiesce_for_test();
+  CUresult rb = up(V_SYNC, dev, b.p, n, NULL, &c);
+  pl_pinreg_quiesce_for_test();
+  fill(a.p, n, 80);
+  CUresult r2 = up(V_ASYNC, dev, a.p, n, NULL, &c);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  setenv("PAGELOCK_LOG", "error", 1);
+  pl_config_reset_for_test();
+  assert_int_equal(ra, CUDA_SUCCESS);
+  assert_int_equal(rb, CUDA_SUCCESS);
+  assert_int_equal(r2, CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_FAILED);
+  assert_true(c.flags & PAGELOCK_COPY_STAGED);
+  uint8_t *chk = malloc(n);
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+  assert_int_equal(check_pat(chk, n, 80), n);
+  pagelock_rec_counters k;
+  memset(&k, 0, sizeof k);
+  pl_pinreg_counters(&k);
+  assert_int_equal(k.register_failures, 2);
+  assert_int_equal(k.registrations, 0);
+  assert_false(pl_pinreg_any());
+  /* One line for both. */
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[1024];
+  int lines = 0, ours = 0;
+  while (fgets(line, sizeof line, f)) {
+    lines++;
+    if (strncmp(line, "pagelock: could not page-lock", 29) == 0) ours++;
+  }
+  fclose(f);
+  assert_int_equal(ours, 1);
+  assert_int_equal(lines, 1);
+  free(chk);
+  f_clear_faults();
+  blk_free(&a);
+  blk_free(&b);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+static void test_capture(void **state) {
+  (void)state;
+  ap_env("register", "8M", "sync", "sync");
+  CUdeviceptr dev;
+  size_t n = 6 * MB;
+  CUstream s;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  assert_int_equal(f_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  blk a = blk_new(n, 0), b = blk_new(n, 0);
+  make_live(&a, dev);
+  pl_copy c;
+  assert_int_equal(f_cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+  /* No registration during a capture. */
+  assert_int_equal(up(V_ASYNC, dev, b.p, MB, s, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_CAPTURE);
+  assert_true(c.flags & PAGELOCK_COPY_CAPTURE);
+  assert_false(pl_pinreg_touches((uintptr_t)b.p, n));
+  /* A captured copy over a live registration pins it for the graph. */
+  assert_int_equal(up(V_ASYNC, dev, a.p, MB, s, &c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_CAPTURE);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  CUgraph g = NULL;
+  assert_int_equal(f_cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  assert_non_null(g);
+  /* Idle or not, it is never evicted while its memory lives. */
+  pl_pinreg_set_idle_for_test(1000000ull);
+  sleep_ms(5);
+  assert_int_equal(up(V_ASYNC, dev, b.p, MB, s, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_BUDGET);
+  assert_int_equal(reg_interior(&a), n);
+  assert_int_equal(f_cuGraphDestroy(g), CUDA_SUCCESS);
+  blk_free(&a);
+  assert_int_equal(up(V_ASYNC, dev, b.p, MB, s, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
+  assert_int_equal(f_cuStreamSynchronize(s), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  blk_free(&b);
+  assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* A child forked after registration reads the buffers, and never undoes
+ * the parent's registrations. */
+static void test_fork(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  CUdeviceptr dev;
+  size_t n = 2 * MB;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  blk b = blk_new(n, 0);
+  fill(b.p, n, 90);
+  make_live(&b, dev);
+  uint8_t *q = malloc(n);
+  pl_hostmem_track(q, n, 0);
+  pl_copy c;
+  assert_int_equal(up(V_SYNC, dev, q, n, NULL, &c), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    alarm(20); /* a lock inherited held would hang here */
+    unsigned long before = f_call_count("cuMemHostUnregister");
+    int bad = check_pat(b.p, n, 90) != n;
+    bad |= pl_pinreg_any() ? 2 : 0;
+    pl_hostmem_untrack(q);
+    bad |= pl_pinreg_defer_free(q, n, free) ? 4 : 0;
+    free(q);
+    pl_pinreg_release((uintptr_t)b.map, b.maplen);
+    munmap(b.map, b.maplen);
+    bad |= f_call_count("cuMemHostUnregister") != before ? 8 : 0;
+    _exit(bad);
+  }
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  /* The parent's registrations are intact and in use. */
+  assert_int_equal(reg_interior(&b), n);
+  assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  sim_free(q);
+  pl_pinreg_quiesce_for_test();
+  blk_free(&b);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* The program page-locks memory the shim registered: the shim's goes
+ * first, the program's call succeeds, and the shim does not register it
+ * again meanwhile. */
+static void test_yield(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  CUdeviceptr dev;
+  size_t n = 2 * MB;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  blk b = blk_new(n, 0);
+  make_live(&b, dev);
+  pl_pinreg_yield((uintptr_t)b.p + MB, 100);
+  assert_int_equal(f_reg_bytes_in(b.map, b.maplen, NULL, NULL), 0);
+  pl_copy c;
+  assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_BUDGET);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(f_cuMemHostRegister_v2(b.p + MB, 100, 0), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemHostUnregister(b.p + MB), CUDA_SUCCESS);
+  blk_free(&b);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* ---- many threads --------------------------------------------------------------------- */
+
+#define NTHREADS 4
+#define NITER (TSAN ? 6 : 20)
+static atomic_int t_fail;
+
+static void *worker(void *arg) {
+  unsigned id = (unsigned)(uintptr_t)arg;
+  CUdeviceptr dev;
+  size_t n = MB + 4096 * id + 77;
+  if (f_cuCtxSetCurrent(g_ctx) != CUDA_SUCCESS || f_cuMemAlloc_v2(&dev, n) != CUDA_SUCCESS) {
+    atomic_fetch_add(&t_fail, 1);
+    return NULL;
+  }
+  uint8_t *chk = malloc(n);
+  for (unsigned it = 0; it < NITER; it++) {
+    uint8_t *p = malloc(n);
+    pl_hostmem_track(p, n, 0);
+    for (unsigned k = 0; k < 3; k++) {
+      unsigned seed = id * 1000 + it * 10 + k;
+      fill(p, n, seed);
+      pl_copy c;
+      if (xcopy(true, (int)(k % V_COUNT), dev, p, n, NULL, &c) != CUDA_SUCCESS) atomic_fetch_add(&t_fail, 1);
+      memset(p, 0, n);
+      if (xcopy(false, (int)((k + 1) % V_COUNT), dev, p, n, NULL, &c) != CUDA_SUCCESS) atomic_fetch_add(&t_fail, 1);
+      if (f_cuStreamSynchronize(CU_STREAM_PER_THREAD) != CUDA_SUCCESS) atomic_fetch_add(&t_fail, 1);
+      if (check_pat(p, n, seed) != n) atomic_fetch_add(&t_fail, 1);
+    }
+    if (it % 2) {
+      sim_free(p);
+    } else {
+      pl_hostmem_untrack(p);
+      pl_pinreg_release((uintptr_t)p, n);
+      if (f_reg_bytes_in(p, n, NULL, NULL) != 0) atomic_fetch_add(&t_fail, 1);
+      free(p);
+    }
+  }
+  free(chk);
+  f_cuMemFree_v2(dev);
+  return NULL;
+}
+
+static void test_threads(void **state) {
+  (void)state;
+  ap_env("register", "6M", "sync", "sync");
+  pl_pinreg_set_idle_for_test(1000000ull);
+  atomic_store(&t_fail, 0);
+  atomic_store(&g_stale, 0);
+  pthread_t t[NTHREADS];
+  for (unsigned i = 0; i < NTHREADS; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)i), 0);
+  for (unsigned i = 0; i < NTHREADS; i++) pthread_join(t[i], NULL);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(atomic_load(&t_fail), 0);
+  assert_int_equal(atomic_load(&g_stale), 0);
+  assert_false(pl_pinreg_any());
+  struct fakecuda_stats fs;
+  f_get_stats(&fs);
+  assert_int_equal(fs.registered_bytes_live, 0);
+  assert_true(fs.registered_bytes_high_water <= 6 * MB);
+  pagelock_rec_counters k;
+  memset(&k, 0, sizeof k);
+  pl_pinreg_counters(&k);
+  assert_true(k.registrations > 0);
+  assert_int_equal(k.registrations, k.unregistrations);
+}
+
+/* ---- the trace: COPY records and COUNTERS ------------------------------------------------ */
+
+static void test_counters_record(void **state) {
+  (void)state;
+  char path[512];
+  snprintf(path, sizeof path, "%s/counters.trace", tmpdir);
+  setenv("PAGELOCK_OUTPUT", path, 1);
+  ap_env("register", "16M", "sync", "sync");
+  pl_trace_reset_for_test();
+  CUdeviceptr dev;
+  size_t n = 2 * MB;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  blk b = blk_new(n, 0);
+  pl_copy c;
+  assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);  /* PENDING, staged */
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);  /* REGISTERED */
+  assert_int_equal(down(V_SYNC, b.p, dev, n, NULL, &c), CUDA_SUCCESS); /* REGISTERED */
+  blk_free(&b);
+  pl_trace_finish();
+  pl_trace_reset_for_test();
+  plr_reader r;
+  assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
+  plr_record rec;
+  int counters = 0, copies = 0, registered = 0, pending = 0;
+  while (plr_next(&r, &rec)) {
+    if (rec.type == PAGELOCK_REC_COPY) {
+      copies++;
+      if (rec.u.copy->flags & PAGELOCK_COPY_REGISTERED) {
+        registered++;
+        assert_int_equal(rec.u.copy->why, PAGELOCK_WHY_NONE);
+      }
+      if (rec.u.copy->why == PAGELOCK_WHY_PENDING) {
+        pending++;
+        assert_true(rec.u.copy->flags & PAGELOCK_COPY_STAGED);
+      }
+    }
+    if (rec.type != PAGELOCK_REC_COUNTERS) continue;
+    counters++;
+    assert_int_equal(rec.u.counters->register_budget, 16 * MB);
+    assert_int_equal(rec.u.counters->registrations, 1);
+    assert_int_equal(rec.u.counters->unregistrations, 1);
+    assert_int_equal(rec.u.counters->evictions, 0);
+    assert_int_equal(rec.u.counters->register_failures, 0);
+    assert_int_equal(rec.u.counters->registered_bytes, 0);
+    assert_int_equal(rec.u.counters->registered_bytes_high_water, n);
+    assert_true(rec.u.counters->register_ns > 0);
+    assert_int_equal(rec.u.counters->bytes_staged, n);
+  }
+  plr_close(&r);
+  assert_int_equal(counters, 1);
+  assert_int_equal(copies, 3);
+  assert_int_equal(registered, 2);
+  assert_int_equal(pending, 1);
+  snprintf(path, sizeof path, "%s/all.trace", tmpdir);
+  setenv("PAGELOCK_OUTPUT", path, 1);
+  pl_config_reset_for_test();
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+int main(void) {
+  /* Injected failures log; keep the output to cmocka's. */
+  setenv("PAGELOCK_LOG", "error", 1);
+  setenv("PAGELOCK_COPY_THREADS", "2", 1);
+  /* Registering costs 1/4 ns a byte (the H100 host: 1/16): a 512 MiB
+   * registration is still under way while copies run beside it. */
+  setenv("FAKECUDA_REGISTER_GBPS", "4", 1);
+  g_pg = (size_t)sysconf(_SC_PAGESIZE);
+  snprintf(tmpdir, sizeof tmpdir, "%s/pagelock-autopin.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  if (mkdtemp(tmpdir) == NULL) return 2;
+  char path[512];
+  snprintf(path, sizeof path, "%s/all.trace", tmpdir);
+  setenv("PAGELOCK_OUTPUT", path, 1);
+  pl_config_reset_for_test();
+  pl_hostmem_init(64 << 10);
+  if (load_driver() != 0) return 2;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_register_first_copy),
+      cmocka_unit_test(test_register_never_waits),
+      cmocka_unit_test(test_auto_hot),
+      cmocka_unit_test(test_registrable),
+      cmocka_unit_test(test_bytes_exact),
+      cmocka_unit_test(test_h2d_returns_after_read),
+      cmocka_unit_test(test_d2h_returns_with_bytes),
+      cmocka_unit_test(test_settle),
+      cmocka_unit_test(test_neighbours),
+      cmocka_unit_test(test_budget),
+      cmocka_unit_test(test_release_free),
+      cmocka_unit_test(test_release_map),
+      cmocka_unit_test(test_failure),
+      cmocka_unit_test(test_capture),
+      cmocka_unit_test(test_fork),
+      cmocka_unit_test(test_yield),
+      cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_counters_record),
+  };
+  int rc = cmocka_run_group_tests_name("autopin", tests, NULL, NULL);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0) rc = rc ? rc : 1;
+  return rc;
+}
