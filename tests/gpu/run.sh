@@ -24,6 +24,25 @@ cmake -S "$ROOT" -B "$B" -DPAGELOCK_REAL_CUDA=ON -DPAGELOCK_UNIT_TESTS=OFF \
 if [ $? != 0 ]; then tail -30 "$OUT/build.log" "$OUT/cmake.log"; row build FAIL "see build.log"; printf '%s\n' "${rows[@]}"; exit 1; fi
 row build ok "$(nvcc --version | tail -1)"
 
+# Registration (PAGELOCK_MODE=register/auto): fork, invisibility and the
+# speed of reused buffers, in tests/gpu/autopin.sh.  PL_GPU_ONLY=autopin runs
+# just that after the build (a device call has 10 minutes); PL_GPU_SKIP=autopin
+# leaves it out of a full run.
+autopin() {
+  if python3 -c "import torch" 2>/dev/null; then
+    "$ROOT/tests/gpu/autopin.sh" "$B" "$OUT" "${PL_AUTOPIN_ROUNDS:-3}" >"$OUT/autopin.log" 2>&1
+    row "autopin (register/auto)" "$(grep -q 'FAIL\|rc=[1-9]' "$OUT/autopin.log" && echo FAIL || echo ok)" "see autopin.log"
+  else
+    row "autopin (register/auto)" skip "no PyTorch"
+  fi
+}
+if [ "${PL_GPU_ONLY:-}" = autopin ]; then
+  autopin
+  cat "$OUT/autopin.log"
+  printf '%s\n' "${rows[@]}"
+  exit 0
+fi
+
 # A default nvcc build links cudart statically: the shim must still see it.
 nvcc -O2 -o "$B/test_copies_static" "$ROOT/tests/preload/copies.c" >>"$OUT/build.log" 2>&1 &&
   row "nvcc static build" ok "" || row "nvcc static build" FAIL ""
@@ -176,6 +195,8 @@ if python3 -c "import torch" 2>/dev/null; then
   done
 fi
 
+[ "${PL_GPU_SKIP:-}" = autopin ] || autopin
+
 if [ -x "$ROOT/tests/bench/run.sh" ]; then
   "$ROOT/tests/bench/run.sh" "$B" "$OUT" >"$OUT/bench.log" 2>&1
   row "benchmarks" "$([ $? = 0 ] && echo ok || echo FAIL)" "see bench.log"
@@ -183,6 +204,7 @@ fi
 
 echo
 cat "$OUT/preload.log"
+echo "---- autopin ----"; grep '^autopin:' "$OUT/autopin.log" 2>/dev/null
 echo "---- bench ----"; cat "$OUT/bench.log" 2>/dev/null | tail -95
 echo "---- demo ----"; head -60 "$OUT/demo.txt"
 # One archive of everything, for the device tool (it returns few files).
