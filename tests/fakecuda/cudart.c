@@ -75,6 +75,7 @@
     X(cuStreamBeginCapture, 10010)    \
     X(cuStreamEndCapture, 10000)      \
     X(cuStreamIsCapturing, 10000)     \
+    X(cuThreadExchangeStreamCaptureMode, 10010) \
     X(cuGraphInstantiateWithFlags, 11040) \
     X(cuGraphLaunch, 10000)           \
     X(cuGraphDestroy, 10000)          \
@@ -745,6 +746,12 @@ RT_API cudaError_t CUDARTAPI cudaStreamIsCapturing_ptsz(cudaStream_t stream,
 {
     RT_BEGIN();
     return rt_drv(drv.cuStreamIsCapturing[1](stream, (CUstreamCaptureStatus *)pCaptureStatus));
+}
+
+RT_API cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    RT_BEGIN();
+    return rt_drv(drv.cuThreadExchangeStreamCaptureMode[0]((CUstreamCaptureMode *)mode));
 }
 
 RT_API cudaError_t CUDARTAPI cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,

@@ -22,6 +22,7 @@ _Atomic uint64_t fc_pageable_bps = 6000000000ull;
 uint64_t fc_register_bps = 31000000000ull;
 uint64_t fc_hostalloc_bps = 3000000000ull;
 __thread int fc_tls_in_callback;
+__thread int fc_tls_capture_mode;
 pthread_mutex_t fc_bounce_mu = PTHREAD_MUTEX_INITIALIZER;
 struct fc_stats_atomic fc_stats;
 

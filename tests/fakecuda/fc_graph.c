@@ -195,6 +195,21 @@ static CUresult fc_begin_capture(CUstream h, CUstreamCaptureMode mode, int pt)
     return CUDA_SUCCESS;
 }
 
+/* The calling thread's capture-interaction mode, exchanged.  A library
+ * that must make a potentially unsafe call (cuMemHostUnregister) while the
+ * program captures in global mode on another thread sets relaxed around it,
+ * as cuda.h shows. */
+FC_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    FC_ENTER(cuThreadExchangeStreamCaptureMode);
+    if (mode == NULL || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        FC_RETURN(CUDA_ERROR_INVALID_VALUE);
+    CUstreamCaptureMode old = (CUstreamCaptureMode)fc_tls_capture_mode;
+    fc_tls_capture_mode = (int)*mode;
+    *mode = old;
+    FC_RETURN(CUDA_SUCCESS);
+}
+
 FC_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
 {
     FC_ENTER(cuStreamBeginCapture);

@@ -99,6 +99,9 @@ extern _Atomic uint64_t fc_pageable_bps;
 extern uint64_t fc_register_bps;         /* 0: registration is free */
 extern uint64_t fc_hostalloc_bps;        /* 0: pinned allocation is free */
 extern __thread int fc_tls_in_callback;  /* worker is running user code */
+/* This thread's capture-interaction mode (cuThreadExchangeStreamCaptureMode);
+ * 0 is CU_STREAM_CAPTURE_MODE_GLOBAL, every thread's default. */
+extern __thread int fc_tls_capture_mode;
 
 /* Serialises pageable copies process-wide, like the driver's staging buffer. */
 extern pthread_mutex_t fc_bounce_mu;

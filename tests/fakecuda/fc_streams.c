@@ -671,20 +671,26 @@ CUresult fc_ctx_synchronize(fc_ctx *c)
 
 /*
  * A "potentially unsafe" call (one that synchronises the device) is refused
- * while a capture forbids it: a global-mode capture on any thread, or a
- * thread-local one begun by this thread.  Like CUDA, the refusal also
- * invalidates that capture.  Relaxed captures allow everything.
+ * while a capture forbids it, as cuda.h describes the modes: a capture this
+ * thread began (unless begun relaxed), or a global-mode capture on another
+ * thread while this thread's own mode (cuThreadExchangeStreamCaptureMode)
+ * is global, the default.  A thread in relaxed mode is never refused.  Like
+ * CUDA, the refusal also invalidates that capture.
  */
 CUresult fc_ctx_capture_check(fc_ctx *c)
 {
     CUresult r = CUDA_SUCCESS;
     pthread_t self = pthread_self();
+    int mine = fc_tls_capture_mode;
+    if (mine == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_SUCCESS;
     pthread_mutex_lock(&c->mu);
     for (fc_stream *t = c->streams; t; t = t->ctx_next) {
         pthread_mutex_lock(&t->mu);
-        if (t->capturing && (t->cap_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
-                             (t->cap_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-                              pthread_equal(t->cap_thread, self)))) {
+        int own = t->capturing && pthread_equal(t->cap_thread, self);
+        if (t->capturing && ((own && t->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+                             (!own && t->cap_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                              mine == CU_STREAM_CAPTURE_MODE_GLOBAL))) {
             fc_capture_invalidate_locked(t);
             r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         }

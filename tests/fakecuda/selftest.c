@@ -77,6 +77,7 @@ static PFN_cuMemHostGetFlags_v2030 p_host_flags;
 static PFN_cuMemHostGetDevicePointer_v3020 p_host_dptr;
 static PFN_cuMemHostRegister_v6050 p_register;
 static PFN_cuMemHostUnregister_v4000 p_unregister;
+static PFN_cuThreadExchangeStreamCaptureMode_v10010 p_xmode;
 static void *g_libcuda;
 static CUfunction g_spin, g_noop;
 
@@ -158,8 +159,9 @@ static void test_init(void)
     p_host_dptr = (PFN_cuMemHostGetDevicePointer_v3020)proc("cuMemHostGetDevicePointer", 3020, 0);
     p_register = (PFN_cuMemHostRegister_v6050)proc("cuMemHostRegister", 6050, 0);
     p_unregister = (PFN_cuMemHostUnregister_v4000)proc("cuMemHostUnregister", 4000, 0);
+    p_xmode = (PFN_cuThreadExchangeStreamCaptureMode_v10010)proc("cuThreadExchangeStreamCaptureMode", 10010, 0);
     if (!p_module_load || !p_get_function || !p_launch || !p_graph_nodes || !p_node_type || !p_ptr_attr ||
-        !p_ptr_attrs || !p_host_flags || !p_host_dptr || !p_register || !p_unregister)
+        !p_ptr_attrs || !p_host_flags || !p_host_dptr || !p_register || !p_unregister || !p_xmode)
         exit(1);
     CUmodule mod;
     static const char image[] = "fake cubin";
@@ -755,6 +757,94 @@ static void test_register_rules(void)
     free(buf);
 }
 
+struct unreg_arg {
+    void *p;
+    int relaxed;
+    CUresult r;
+};
+
+static void *unregister_on_thread(void *arg)
+{
+    struct unreg_arg *a = arg;
+    CU(cudaSetDevice(0) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN); /* a current context */
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (a->relaxed)
+        CU(p_xmode(&m));
+    a->r = p_unregister(a->p);
+    if (a->relaxed) {
+        CU(p_xmode(&m));
+        CHECK(m == CU_STREAM_CAPTURE_MODE_RELAXED);
+    }
+    return NULL;
+}
+
+static CUresult unregister_from_thread(void *p, int relaxed)
+{
+    struct unreg_arg a = {p, relaxed, CUDA_ERROR_UNKNOWN};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, unregister_on_thread, &a) == 0);
+    pthread_join(t, NULL);
+    return a.r;
+}
+
+/* cuMemHostUnregister is potentially unsafe: while a thread captures in
+ * global mode, another thread's call is refused and the capture is
+ * invalidated, unless that thread set its own mode to relaxed
+ * (cuThreadExchangeStreamCaptureMode); a thread-local capture elsewhere
+ * forbids nothing. */
+static void test_capture_modes(void)
+{
+    const size_t n = 16 * 4096;
+    unsigned char *buf = NULL;
+    if (posix_memalign((void **)&buf, 4096, n) != 0)
+        abort();
+    void *d;
+    cudaStream_t s;
+    cudaGraph_t g = NULL;
+    CK(cudaMalloc(&d, n));
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CU(p_register(buf, 4096, 0));
+    CU(p_register(buf + 4096, 4096, 0));
+    CU(p_register(buf + 2 * 4096, 4096, 0));
+
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CK(cudaMemsetAsync(d, 1, 16, s));
+    CHECK(unregister_from_thread(buf, 0) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated && g == NULL);
+    cudaGetLastError();
+    CHECK(fc.registered_bytes_in(buf, 4096, NULL, NULL) == 4096);
+
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CK(cudaMemsetAsync(d, 1, 16, s));
+    CU(unregister_from_thread(buf, 1));
+    CK(cudaStreamEndCapture(s, &g));
+    CHECK(g != NULL);
+    if (g)
+        CK(cudaGraphDestroy(g));
+
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    CU(unregister_from_thread(buf + 4096, 0));
+    CK(cudaStreamEndCapture(s, &g));
+    if (g)
+        CK(cudaGraphDestroy(g));
+
+    /* the same thread: its own global capture forbids it, relaxed or not for
+     * another thread's sake */
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(p_unregister(buf + 2 * 4096) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    CU(p_unregister(buf + 2 * 4096));
+
+    CUstreamCaptureMode bad = (CUstreamCaptureMode)7;
+    CHECK(p_xmode(&bad) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(p_xmode(NULL) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(fc.registered_bytes_in(buf, n, NULL, NULL) == 0);
+    CK(cudaStreamDestroy(s));
+    CK(cudaFree(d));
+    free(buf);
+}
+
 /* A thread with no CUDA context: driver calls that need one fail, the
  * runtime makes the primary context current by itself. */
 static void *thread_no_ctx(void *arg)
@@ -792,6 +882,7 @@ int main(void)
     test_registration();
     test_hazard();
     test_register_rules();
+    test_capture_modes();
     test_threads();
     /* Leave work queued: exit must neither hang nor crash. */
     spin(0, 10ull * 1000000000ull);
