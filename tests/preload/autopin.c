@@ -768,6 +768,7 @@ static int cmd_capture(void) {
   capture_refused("cudaStreamBeginCapture", cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   capture_refused("a captured upload", cudaMemcpyAsync(dev, src, n, cudaMemcpyHostToDevice, s));
   free(victim); /* legal during a capture: nothing of CUDA is called */
+  sleep_ms(50); /* time for a shim's thread to act on that free while the capture runs */
   capture_refused("a captured download", cudaMemcpyAsync(out, dev, n, cudaMemcpyDeviceToHost, s));
   capture_refused("cudaStreamEndCapture", cudaStreamEndCapture(s, &g));
   capture_refused("cudaGraphInstantiate", cudaGraphInstantiate(&ge, g, 0));

@@ -655,7 +655,7 @@ case_autopin_fail() {
 # and budget pressure: right bytes, the graph's registrations kept.
 case_autopin_capture() {
   ap_skip && return 0
-  AP_SET="PAGELOCK_REGISTER_BUDGET=4M" ap2 capture capture -- --registered-min 1 --why-min CAPTURE=2
+  AP_SET="PAGELOCK_REGISTER_BUDGET=4M" ap2 capture capture -- --registered-min 3 --captured-min 2
 }
 
 # fork after registration: the child reads the parent's buffers and exits

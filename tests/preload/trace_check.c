@@ -9,6 +9,8 @@
  *                         [--registered-min N] [--registered-max N] copies
  *                           through a shim registration (COPY flag
  *                           PAGELOCK_COPY_REGISTERED)
+ *                         [--captured-min N] copies made while their
+ *                           stream captured (COPY flag PAGELOCK_COPY_CAPTURE)
  *                         [--why-min WHY=N]... at least N copies not
  *                           registered for that reason (WHY: MODE, SMALL,
  *                           SHAPE, UNTRACKED, SHARED, COLD, PENDING, BUDGET,
@@ -127,7 +129,7 @@ int main(int argc, char **argv) {
   }
   unsigned long n[8] = {0}, bytes[8] = {0}, api[PAGELOCK_API_COUNT] = {0}, failed = 0, stacks = 0;
   unsigned long pageable_no_stack = 0, total = 0, total_bytes = 0, graph_nodes = 0;
-  unsigned long registered = 0, why[PAGELOCK_WHY_COUNT] = {0};
+  unsigned long registered = 0, captured = 0, why[PAGELOCK_WHY_COUNT] = {0};
   uint64_t ctr[TC_CTR_N] = {0};
   int have_counters = 0;
   tc_copy *cv = NULL;
@@ -193,6 +195,7 @@ int main(int argc, char **argv) {
     if (c->api < PAGELOCK_API_COUNT) api[c->api]++;
     if (c->result != 0) failed++;
     if (c->flags & PAGELOCK_COPY_REGISTERED) registered++;
+    if (c->flags & PAGELOCK_COPY_CAPTURE) captured++;
     if (c->why < PAGELOCK_WHY_COUNT) why[c->why]++;
     if (c->host_mem == PAGELOCK_MEM_PAGEABLE && c->stack_id == 0) pageable_no_stack++;
     if (c->result == 0 && c->bytes > 0 && c->dir != PAGELOCK_DIR_H2H && !(c->flags & PAGELOCK_COPY_BATCH)) {
@@ -254,6 +257,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--failed")) { EXPECT("failed copies", failed, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--registered-min")) { if (registered < strtoul(v, 0, 10)) EXPECT("registered copies (at least)", registered, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--registered-max")) { if (registered > strtoul(v, 0, 10)) EXPECT("registered copies (at most)", registered, strtoul(v, 0, 10)); i++; }
+    else if (!strcmp(a, "--captured-min")) { if (captured < strtoul(v, 0, 10)) EXPECT("captured copies (at least)", captured, strtoul(v, 0, 10)); i++; }
     else if (!strcmp(a, "--why-min")) {
       unsigned long want;
       int k = tc_named(v, why_names, PAGELOCK_WHY_COUNT, &want);
