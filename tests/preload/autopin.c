@@ -294,22 +294,18 @@ static int cmd_neighbours(void) {
   const size_t na = 48 * 1024 + 5, nb = 40 * 1024 + 11;
   uint8_t *a = NULL, *b = NULL, *spare[8];
   int nspare = 0, shared = 0;
-  for (int t = 0; t < 8 && !shared; t++) {
+  for (int t = 0; t < 4; t++) {
     a = malloc(na);
     b = malloc(nb);
-    uintptr_t ae = (uintptr_t)a + na - 1, bs = (uintptr_t)b, be = (uintptr_t)b + nb - 1, as = (uintptr_t)a;
+    uintptr_t as = (uintptr_t)a, ae = as + na - 1, bs = (uintptr_t)b, be = bs + nb - 1;
     shared = ae / PG == bs / PG || be / PG == as / PG;
-    if (!shared) {
-      spare[nspare++] = a;
-      spare[nspare++] = b;
-      if (nspare >= 8) break;
-    }
+    if (shared) break;
+    spare[nspare++] = a;
+    spare[nspare++] = b;
   }
   for (int i = 0; i < nspare; i++) free(spare[i]);
   if (!shared) {
     printf("neighbours: no two blocks shared a page with this allocator: skipped pid=%d\n", (int)getpid());
-    free(a);
-    free(b);
     return 0;
   }
   void *dev;

@@ -549,10 +549,13 @@ ap() {
   AP_LINE=$(grep "^${args[0]}: " "$d/out" | tail -1)
   [ -n "$AP_LINE" ] || fail "${args[*]} --mode=$mode: no summary line: $(cat "$d/out")" || return
   echo "    --mode=$mode: $AP_LINE" >&2
-  if [ $SIM = 1 ]; then
+  # (An allocator after the shim takes free from the guard, which then
+  # sees what that allocator unmaps, if anything.)
+  if [ $SIM = 1 ] && [ -z "$EXTRA" ]; then
     grep -q "^reg_guard: checked [1-9][0-9]* releases" "$d/err" ||
       fail "--mode=$mode: the guard did not watch: $(grep '^reg_guard' "$d/err")" || return
   fi
+  case $AP_LINE in *": skipped "*) return 0 ;; esac
   pid=${AP_LINE##* pid=}
   [ -f "$d/t.$pid.trace" ] || fail "--mode=$mode: no trace of pid $pid: $(ls "$d")" || return
   "$B/trace_check" "$d/t.$pid.trace" --complete --failed 0 "$@" >&2 || fail "--mode=$mode: the trace of ${args[*]}"
