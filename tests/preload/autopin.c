@@ -157,11 +157,11 @@ static void sleep_ms(int ms) {
 }
 
 /* Copy p (n bytes) to the device, or the device to p (d2h), until the shim
- * has registered some of it (the fake driver says so; 3 s at most).  Over
- * another driver: a few copies.  1 when seen registered. */
-static int warm_dir(void *p, size_t n, void *dev, cudaStream_t s, int d2h) {
+ * has registered some of it (the fake driver says so; `wait` seconds at
+ * most).  Over another driver: a few copies.  1 when seen registered. */
+static int warm_for(void *p, size_t n, void *dev, cudaStream_t s, int d2h, double wait) {
   int tries = !registering ? 2 : fake() ? 3000 : 20;
-  double until = now_s() + 3;
+  double until = now_s() + wait;
   for (int i = 0; i < tries && now_s() < until; i++) {
     if (d2h)
       CK(cudaMemcpyAsync(p, dev, n, cudaMemcpyDeviceToHost, s));
@@ -173,6 +173,7 @@ static int warm_dir(void *p, size_t n, void *dev, cudaStream_t s, int d2h) {
   }
   return 0;
 }
+static int warm_dir(void *p, size_t n, void *dev, cudaStream_t s, int d2h) { return warm_for(p, n, dev, s, d2h, 3); }
 static int warm(void *p, size_t n, void *dev, cudaStream_t s) { return warm_dir(p, n, dev, s, 0); }
 
 /* In a registering mode over the fake, a buffer that never got registered
@@ -406,14 +407,15 @@ static int cmd_reuse(void) {
   }
   /* The same with mmap/munmap.  The shim registers mapped ranges only
    * when glibc is the allocator after it (not under libpl_reg_guard.so,
-   * which takes free): seen registered or not, the bytes must be right. */
+   * which takes free, hence the short wait): seen registered or not, the
+   * bytes must be right. */
   int msame = 0, mreg = 0;
   for (unsigned r = 0; r < 2; r++) {
     size_t m = 64 * PG;
     uint8_t *p = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) { perror("autopin: mmap"); return 1; }
     fill(p, m, 0, 90 + r);
-    mreg += warm(p, m, dev, s);
+    mreg += warm_for(p, m, dev, s, 0, 0.3);
     munmap(p, m);
     uint8_t *q = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (q == MAP_FAILED) { perror("autopin: mmap"); return 1; }
