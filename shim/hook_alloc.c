@@ -1,9 +1,28 @@
-/* hook_alloc.c - the malloc family and mmap/munmap/mremap.
+/* hook_alloc.c - the malloc family, mmap/munmap/mremap, madvise, brk/sbrk.
  *
- * Why: the report names the line that allocated a pageable buffer, and the
+ * Why: the report names the line that allocated a pageable buffer, the
  * classification cache must forget a range the moment its memory is
- * released.  Only allocations of at least PAGELOCK_TRACK_MIN bytes are
- * tracked; everything else costs a size comparison.
+ * released, and under PAGELOCK_MODE register and auto every registration
+ * of the shim's own (pinreg.c) must be undone before any byte of it is
+ * freed, reallocated, unmapped, remapped, discarded or returned by brk
+ * (no stale registrations).  Only allocations of at least
+ * PAGELOCK_TRACK_MIN bytes are tracked; everything else costs a size
+ * comparison, and the release paths one atomic load while the shim has
+ * registered nothing (pl_pinreg_any).
+ *
+ * Releases of registered memory:
+ *  - free: the block is handed whole to the shim's thread, which undoes
+ *    the registration and then frees it (pl_pinreg_defer_free): an
+ *    unregister can wait on GPU work that this very thread must drive
+ *    (UCX PR #9345), so the program's thread never makes one;
+ *  - realloc: a realloc may always move, so a registered block moves:
+ *    malloc, memcpy, and the old block goes as free does;
+ *  - munmap, mremap, madvise(MADV_DONTNEED/FREE/REMOVE), MAP_FIXED over
+ *    it, brk/sbrk shrinking: undone synchronously before the real call
+ *    (pl_pinreg_release), since the memory goes when the call returns.
+ *    Only the program's own calls can reach a registration there: the
+ *    allocators release only memory they own, and a registered block stays
+ *    allocated until its registration is gone.
  *
  * Rules that keep this safe inside any program (after LTTng-UST's libc
  * wrapper and mimalloc's alloc-override):
@@ -54,6 +73,7 @@
 
 #include "pl_internal.h"
 #include "granmap.h"
+#include "pinreg.h"
 
 typedef struct pl_next_alloc {
   void *(*malloc)(size_t);
@@ -73,6 +93,7 @@ typedef struct pl_next_map {
   void *(*mmap)(void *, size_t, int, int, int, off_t);
   int (*munmap)(void *, size_t);
   void *(*mremap)(void *, size_t, size_t, int, ...);
+  int (*madvise)(void *, size_t, int);
 } pl_next_map;
 static pl_next_map pl_map;
 static atomic_bool pl_map_ready;
@@ -83,6 +104,11 @@ typedef struct pl_text {
   uintptr_t lo, len;
 } pl_text;
 static pl_text pl_alloc_text[2];
+/* An allocator other than glibc serves malloc (next, or preloaded ahead of
+ * us): its own extents reach mmap too, and it madvises and unmaps them
+ * under its own lock, so no mapping may be registered then (only the
+ * malloc family's blocks, which it never releases while they live). */
+static bool pl_foreign_heap;
 
 static pl_next_alloc pl_next;
 static atomic_int pl_next_state; /* 0 unresolved, 1 resolving, 2 ready */
@@ -177,7 +203,8 @@ void pl_alloc_init(void) {
   m.mmap = pl_real_dlsym(RTLD_NEXT, "mmap");
   m.munmap = pl_real_dlsym(RTLD_NEXT, "munmap");
   m.mremap = pl_real_dlsym(RTLD_NEXT, "mremap");
-  if (m.mmap != NULL && m.munmap != NULL && m.mremap != NULL) {
+  m.madvise = pl_real_dlsym(RTLD_NEXT, "madvise");
+  if (m.mmap != NULL && m.munmap != NULL && m.mremap != NULL && m.madvise != NULL) {
     pl_map = m;
     atomic_store_explicit(&pl_map_ready, true, memory_order_release);
   }
@@ -256,6 +283,7 @@ static void pl_check_owners(struct link_map *self) {
   bool h = heap != NULL && heap != self && !pl_is_libc(heap), p = map != NULL && map != self && !pl_is_libc(map);
   if (!h && !p) return;
   if (h) pl_note_allocator_text(m, self, 1);
+  pl_foreign_heap = pl_foreign_heap || h;
   struct link_map *who = h ? heap : map;
   const char *what = h && p ? "malloc'd and mmap'd buffers" : h ? "malloc'd buffers" : "mmap'd buffers";
   const char *me = self && self->l_name ? pl_base_name(self->l_name) : "libpagelock.so";
@@ -293,6 +321,7 @@ void pl_alloc_enable(void) {
     if (libc) dlclose(libc);
   }
   pl_fast_lim = pl_next_is_glibc ? pl_track_min : 0;
+  pl_foreign_heap = pl_foreign_heap || !pl_next_is_glibc;
   atomic_store_explicit(&pl_tracking, true, memory_order_release);
 }
 
@@ -346,6 +375,8 @@ static __attribute__((noinline)) void pl_free_slow(void *p) {
   /* Nothing on the untrack path can set errno (no system call, no
    * allocation); only a next allocator other than glibc's might. */
   pl_untrack(p);
+  /* Registered: the shim's thread undoes it, then frees the block. */
+  if (PL_UNLIKELY(pl_pinreg_any()) && pl_pinreg_defer_free(p, 0, pl_next.free)) return;
   if (PL_LIKELY(pl_next_is_glibc)) {
     pl_next.free(p);
     return;
@@ -379,6 +410,25 @@ PL_EXPORT void *calloc(size_t k, size_t n) {
   return p;
 }
 
+/* realloc of a block `u` bytes long that a registration of the shim's
+ * covers: the block moves, as a realloc may always do, and the old one is
+ * freed as free() frees it (its registration undone on the shim's thread).
+ * Shrinking to nothing frees: the registration is undone here first. */
+static void *pl_realloc_registered(void *old, size_t u, size_t n, const void *ra, const void *sp) {
+  if (n == 0) {
+    pl_untrack(old);
+    pl_pinreg_release((uintptr_t)old, u);
+    return pl_next.realloc(old, 0);
+  }
+  void *p = pl_next.malloc(n);
+  if (p == NULL) return NULL; /* the old block is intact, still tracked */
+  memcpy(p, old, n < u ? n : u);
+  pl_untrack(old);
+  if (!pl_pinreg_defer_free(old, u, pl_next.free)) pl_next.free(old);
+  if (n >= pl_track_min) pl_track(p, n, ra, sp);
+  return p;
+}
+
 /* Everything but glibc's untracked fast path, out of line so that path
  * sets up no frame. */
 static __attribute__((noinline)) void *pl_realloc_slow(void *old, size_t n, const void *ra) {
@@ -394,6 +444,10 @@ static __attribute__((noinline)) void *pl_realloc_slow(void *old, size_t n, cons
     return p;
   }
   if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 16);
+  if (old && PL_UNLIKELY(pl_pinreg_any())) {
+    size_t u = pl_next.malloc_usable_size ? pl_next.malloc_usable_size(old) : 0;
+    if (u && pl_pinreg_touches((uintptr_t)old, u)) return pl_realloc_registered(old, u, n, ra, sp);
+  }
   /* Untrack before: once realloc returns, the old range may already be
    * someone else's. */
   if (old) pl_untrack(old);
@@ -449,9 +503,16 @@ PL_EXPORT size_t malloc_usable_size(void *p) {
 
 /* ---- mmap ---------------------------------------------------------------- */
 
-/* Only memory a program could copy from: anonymous, writable. */
-static bool pl_mmap_trackable(int prot, int flags) {
-  return (flags & MAP_ANONYMOUS) && (prot & PROT_WRITE);
+/* Only memory a program could copy from, and what the registration
+ * engine may do with it: anonymous private writable mappings may be
+ * registered (unless another allocator serves malloc); shared and
+ * file-backed ones are tracked so that the report can say why they never
+ * are: registering them costs MMU-notifier work (2-12x slower model loads
+ * in vLLM and SGLang).  -1: not tracked. */
+static int pl_mmap_origin(int prot, int flags) {
+  if ((flags & MAP_ANONYMOUS) && (flags & MAP_TYPE) == MAP_PRIVATE)
+    return (prot & PROT_WRITE) ? (pl_foreign_heap ? PL_ORIGIN_MAPONLY : PL_ORIGIN_MMAP) : -1;
+  return (prot & (PROT_READ | PROT_WRITE)) ? PL_ORIGIN_SHARED : -1;
 }
 
 /* The next mmap family, or the system call itself before the constructor
@@ -467,11 +528,20 @@ static void *pl_next_mmap(void *addr, size_t len, int prot, int flags, int fd, o
 
 /* Track a mapping [p, p+n) made from return address ra: a one-frame site
  * (see the top of this file), nothing for the allocator's own arenas. */
-static void pl_track_mapping(void *p, size_t n, const void *ra) {
+static void pl_track_mapping(void *p, size_t n, const void *ra, int origin) {
   if (n < pl_track_min || pl_in_shim || pl_from_allocator(ra)) return;
   pl_in_shim++;
-  pl_hostmem_track(p, n, pl_stack_capture_ra(ra));
+  pl_hostmem_track_as(p, n, pl_stack_capture_ra(ra), origin);
   pl_in_shim--;
+}
+
+/* [p, p+n) is about to be released: undo the shim's registrations in it
+ * first.  One atomic load while there are none. */
+static inline void pl_release(const void *p, size_t n) {
+  if (PL_LIKELY(!pl_pinreg_any())) return;
+  int saved = errno;
+  pl_pinreg_release((uintptr_t)p, n);
+  errno = saved;
 }
 
 static inline bool pl_tracking_on(void) {
@@ -479,13 +549,15 @@ static inline bool pl_tracking_on(void) {
 }
 
 PL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  /* A fixed mapping replaces whatever was there. */
+  if (flags & MAP_FIXED) pl_release(addr, len);
   void *p = pl_next_mmap(addr, len, prot, flags, fd, off);
   if (p == MAP_FAILED || !pl_tracking_on()) return p;
   int saved = errno;
   pl_hostmem_invalidate();
-  /* A fixed mapping replaces whatever was there. */
   if (flags & MAP_FIXED) pl_hostmem_untrack_range(p, len);
-  if (pl_mmap_trackable(prot, flags)) pl_track_mapping(p, len, __builtin_return_address(0));
+  int origin = pl_mmap_origin(prot, flags);
+  if (origin >= 0) pl_track_mapping(p, len, __builtin_return_address(0), origin);
   errno = saved;
   return p;
 }
@@ -500,6 +572,7 @@ PL_EXPORT int munmap(void *addr, size_t len) {
     pl_hostmem_invalidate();
     errno = saved;
   }
+  pl_release(addr, len);
   if (PL_LIKELY(pl_map_resolved())) return pl_map.munmap(addr, len);
   return (int)syscall(SYS_munmap, addr, len);
 }
@@ -513,20 +586,61 @@ PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
     va_end(ap);
   }
   bool tracking = pl_tracking_on();
+  /* What it was stays what it is: a mapping of unknown origin (too small
+   * to be tracked) is never registered. */
+  int origin = PL_ORIGIN_MAPONLY;
   if (tracking) {
     int saved = errno;
+    uintptr_t b;
+    size_t sz;
+    int kind;
+    if (pl_hostmem_lookup((uintptr_t)old, &b, &sz, &kind)) origin = kind & PL_ORIGIN_MASK;
     pl_hostmem_untrack_range(old, old_len);
     pl_hostmem_invalidate();
     errno = saved;
   }
+  pl_release(old, old_len);
+  if ((flags & MREMAP_FIXED) && new_addr != NULL) pl_release(new_addr, new_len);
   void *p = PL_LIKELY(pl_map_resolved()) ? pl_map.mremap(old, old_len, new_len, flags, new_addr)
                                          : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
   if (tracking) {
     int saved = errno;
     const void *ra = __builtin_return_address(0);
-    if (p != MAP_FAILED) pl_track_mapping(p, new_len, ra);
-    else pl_track_mapping(old, old_len, ra); /* unchanged: keep knowing it */
+    if (p != MAP_FAILED) pl_track_mapping(p, new_len, ra, origin);
+    else pl_track_mapping(old, old_len, ra, origin); /* unchanged: keep knowing it */
     errno = saved;
   }
   return p;
+}
+
+/* Same rules as mmap: no unwinding, no dlsym, no allocation on the way to
+ * the real call (an allocator madvises its free extents holding its own
+ * lock; those never hold a registration, so pl_release finds nothing). */
+PL_EXPORT int madvise(void *addr, size_t len, int advice) {
+  bool discards = advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE;
+#ifdef MADV_DONTNEED_LOCKED
+  discards = discards || advice == MADV_DONTNEED_LOCKED;
+#endif
+  if (discards) pl_release(addr, len);
+  if (PL_LIKELY(pl_map_resolved())) return pl_map.madvise(addr, len, advice);
+  return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+/* The heap's end, moved by the program itself (glibc's own malloc moves it
+ * with internal calls that never come here). */
+extern void *__sbrk(intptr_t);
+
+PL_EXPORT void *sbrk(intptr_t incr) {
+  if (incr < 0 && PL_UNLIKELY(pl_pinreg_any())) {
+    char *end = __sbrk(0);
+    if (end != (char *)-1) pl_release(end + incr, (size_t)-incr);
+  }
+  return __sbrk(incr);
+}
+
+PL_EXPORT int brk(void *addr) {
+  char *end = __sbrk(0);
+  if (end == (char *)-1) return -1;
+  if ((char *)addr < end) pl_release(addr, (size_t)(end - (char *)addr));
+  return __sbrk((char *)addr - end) == (void *)-1 ? -1 : 0;
 }

@@ -144,8 +144,8 @@ static uint64_t pl_pin_budget(void) {
   if (b == 0) {
     /* A quarter of physical memory: page-locked memory cannot be swapped
      * or reclaimed, and the rest stays the program's and the kernel's.
-     * The GPU hosts have 1-2 TiB, so the 1 GiB offload pattern of issue
-     * 18 fits many times over; a 16 GiB CI machine still gets 4 GiB. */
+     * The 1 GiB offload pattern of issue 18 fits on any host with more
+     * than 4 GiB; a 16 GiB CI machine gets 4 GiB. */
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     b = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 4 : (uint64_t)1 << 30;
   }
