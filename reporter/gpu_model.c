@@ -336,12 +336,15 @@ static void plr_acc_fold(plr_trace *t, const plr_acc *a) {
   unsigned cd = a->dir != PAGELOCK_DIR_UNKNOWN ? plr_cdir_of_dir(a->dir)
                                                : a->op_cdir;
   int made_sync = 0;
-  if (a->pageable) {
+  /* A staged or shim-registered call may still join a pageable GPU record
+   * (the partial first and last pages of a registered allocation go
+   * through the native call): the program's copy did not take the
+   * driver's pageable path, so it is no "pageable" verdict's. */
+  if (a->pageable && !(a->flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_REGISTERED))) {
     jn->pageable += a->ncopies;
     /* "Made synchronous": an async entry point that still held the host
-     * for at least half of what the GPU spent on the copy.  Staged calls
-     * are excluded: their host time is the staging memcpy, by design. */
-    if ((a->flags & PAGELOCK_COPY_ASYNC) && !(a->flags & PAGELOCK_COPY_STAGED)) {
+     * for at least half of what the GPU spent on the copy. */
+    if (a->flags & PAGELOCK_COPY_ASYNC) {
       if (a->host_ns >= a->gpu_ns - a->gpu_ns / 2) {
         made_sync = 1;
         jn->made_sync += a->ncopies;

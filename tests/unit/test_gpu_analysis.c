@@ -827,6 +827,37 @@ static void test_join_made_sync(void **state) {
   tb_free(&b);
 }
 
+/* A copy through a shim registration or the staging pool can still join a
+ * pageable GPU record (the registered allocation's partial first and last
+ * pages go through the native call): it never counts as a pageable copy
+ * the driver made synchronous, nor as a blocking pageable sync call. */
+static void test_join_routes_not_pageable(void **state) {
+  (void)state;
+  const uint32_t A = PAGELOCK_COPY_ASYNC, R = PAGELOCK_COPY_REGISTERED, S = PAGELOCK_COPY_STAGED;
+  const uint8_t PG = PAGELOCK_MEM_PAGEABLE;
+  tb b = {0};
+  jhead(&b);
+  jcopy(&b, 1, 101, A | R, PG, MIB, 2000000); /* registered, async */
+  jcopy(&b, 2, 102, R, PG, MIB, 2000000);     /* registered, sync */
+  jcopy(&b, 3, 103, S, PG, MIB, 2000000);     /* staged, sync */
+  jcopy(&b, 4, 104, A, PG, MIB, 2000000);     /* plain: made sync */
+  for (uint32_t c = 101; c <= 104; c++)
+    jop(&b, c, PAGELOCK_GPU_MEM_PAGEABLE, MIB, 2000000000ull + c * MS, MS);
+  tb_end(&b, 3000000000ull);
+  plr_process p;
+  memset(&p, 0, sizeof p);
+  assert_int_equal(load(&p.t, &b), 0);
+  assert_int_equal(plr_process_analyze(&p, 0), 0);
+  const plr_call_join *j = &p.gpu.join;
+  assert_int_equal(j->calls, 4);
+  assert_int_equal(j->pageable, 1);
+  assert_int_equal(j->made_sync, 1);
+  assert_int_equal(j->made_sync_host_ns, 2000000);
+  assert_int_equal(j->pageable_sync, 0);
+  plr_process_free(&p);
+  tb_free(&b);
+}
+
 /* Ops before their COPY (a buffer completed mid-call), a batch call (one
  * seq, one corr, several entries matched by bytes), LINKs of staged chunks
  * before and after the COPY and written twice. */
@@ -1099,6 +1130,7 @@ int main(void) {
       cmocka_unit_test(test_v1_copies_zero_filled),
       cmocka_unit_test(test_clock_conversion),
       cmocka_unit_test(test_join_made_sync),
+      cmocka_unit_test(test_join_routes_not_pageable),
       cmocka_unit_test(test_join_orders),
       cmocka_unit_test(test_join_leftovers),
       cmocka_unit_test(test_verdicts),
