@@ -321,17 +321,17 @@ static void test_register_first_copy(void **state) {
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
 
-/* A registration takes the shim's thread a while (128 ms here); the copies
- * meanwhile neither wait for it nor behind its lock: they are staged. */
+/* A registration takes the shim's thread a while (268 ms here); the copies
+ * meanwhile neither wait for it nor behind its lock: they are staged, and
+ * it is still under way when they are done. */
 static void test_register_never_waits(void **state) {
   (void)state;
   ap_env("register", "0", "sync", "sync");
   CUdeviceptr dev;
   assert_int_equal(f_cuMemAlloc_v2(&dev, MB), CUDA_SUCCESS);
-  blk b = blk_new((size_t)512 << 20, 0); /* address space only: never touched but the first MiB */
+  blk b = blk_new((size_t)1 << 30, 0); /* address space only: never touched but the first MiB */
   fill(b.p, MB, 3);
   pl_copy c;
-  uint64_t t0 = now_ns();
   assert_int_equal(up(V_SYNC, dev, b.p, MB, NULL, &c), CUDA_SUCCESS);
   assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
   for (int i = 0; i < 4; i++) {
@@ -339,10 +339,8 @@ static void test_register_never_waits(void **state) {
     assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
     assert_true(c.flags & PAGELOCK_COPY_STAGED);
   }
-  uint64_t dt = now_ns() - t0;
-  /* Still registering after all five (FAKECUDA_REGISTER_GBPS=4: 134 ms). */
+  /* Still registering after all five (FAKECUDA_REGISTER_GBPS=4). */
   assert_true(pl_pinreg_busy(lo_of(b.p), MB));
-  assert_true(dt < 100000000ull);
   pl_pinreg_quiesce_for_test();
   assert_false(pl_pinreg_busy(lo_of(b.p), MB));
   assert_int_equal(up(V_SYNC, dev, b.p, MB, NULL, &c), CUDA_SUCCESS);
@@ -532,23 +530,23 @@ static void returns_after(bool h2d) {
       pl_config_reset_for_test();
     }
     pl_copy c;
-    assert_int_equal(f_cuLaunchHostFunc(s, hold_stream, (void *)(uintptr_t)30), CUDA_SUCCESS);
-    uint64_t t0 = now_ns();
     if (h2d) {
       fill(b.p, n, 20 + async_mode);
-      assert_int_equal(up(V_ASYNC, dev, b.p, n, s, &c), CUDA_SUCCESS);
-      if (!async_mode) memset(b.p, 0x33, n); /* the program's own again */
     } else {
       fill(chk, n, 30 + async_mode);
       assert_int_equal(f_cuMemcpyHtoD_v2(dev, chk, n), CUDA_SUCCESS);
       memset(b.p, 0, n);
-      assert_int_equal(down(V_ASYNC, b.p, dev, n, s, &c), CUDA_SUCCESS);
-      if (!async_mode) assert_int_equal(check_pat(b.p, n, 30), n); /* there at once */
     }
+    assert_int_equal(f_cuLaunchHostFunc(s, hold_stream, (void *)(uintptr_t)100), CUDA_SUCCESS);
+    uint64_t t0 = now_ns();
+    CUresult r = h2d ? up(V_ASYNC, dev, b.p, n, s, &c) : down(V_ASYNC, b.p, dev, n, s, &c);
     uint64_t dt = now_ns() - t0;
+    assert_int_equal(r, CUDA_SUCCESS);
+    if (h2d && !async_mode) memset(b.p, 0x33, n); /* the program's own again */
+    if (!h2d && !async_mode) assert_int_equal(check_pat(b.p, n, 30), n); /* there at once */
     assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
-    if (async_mode) assert_true(dt < 25000000ull); /* did not wait behind the stream */
-    else assert_true(dt >= 25000000ull);
+    if (async_mode) assert_true(dt < 80000000ull); /* did not wait behind the stream */
+    else assert_true(dt >= 80000000ull);
     assert_int_equal(f_cuStreamSynchronize(s), CUDA_SUCCESS);
     if (h2d) {
       assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
@@ -1177,7 +1175,7 @@ int main(void) {
   /* Injected failures log; keep the output to cmocka's. */
   setenv("PAGELOCK_LOG", "error", 1);
   setenv("PAGELOCK_COPY_THREADS", "2", 1);
-  /* Registering costs 1/4 ns a byte (the H100 host: 1/16): a 512 MiB
+  /* Registering costs 1/4 ns a byte (the H100 host: 1/16): a 1 GiB
    * registration is still under way while copies run beside it. */
   setenv("FAKECUDA_REGISTER_GBPS", "4", 1);
   g_pg = (size_t)sysconf(_SC_PAGESIZE);
