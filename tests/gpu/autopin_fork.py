@@ -55,7 +55,8 @@ class Reads(Dataset):
     def __getitem__(self, i):
         w = weights[i % 8]
         k = (i * 7919) % N
-        return torch.tensor([float(w[k]), float(w[-1]), float(w.sum(dtype=torch.float64))])
+        return torch.tensor([float(w[k]), float(w[-1]), float(w.sum(dtype=torch.float64))],
+                            dtype=torch.float64)
 
 
 expect_sum = [float(w.sum(dtype=torch.float64)) for w in weights]
@@ -68,9 +69,11 @@ for i, row in enumerate(DataLoader(Reads(), batch_size=1, num_workers=4)):
         bad += 1
 print(f"result workers_read wrong={bad} of 32")
 ok &= bad == 0
+after = True
 for i, w in enumerate(weights):
     g = w.to(dev, non_blocking=True)
     torch.cuda.synchronize()
-    ok &= bool(g[12345].item() == 12345.0 * (i + 1)) and bool(g[-1].item() == (N - 1) * (i + 1.0))
-print(f"result parent_after ok={int(ok)}")
+    after &= bool(g[12345].item() == 12345.0 * (i + 1)) and bool(g[-1].item() == (N - 1) * (i + 1.0))
+print(f"result parent_after ok={int(after)}")
+ok &= after
 sys.exit(0 if ok else 1)
