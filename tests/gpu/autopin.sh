@@ -89,4 +89,6 @@ for r in $(seq "$ROUNDS"); do
   pn=$(sed -n 's/.*pinned (cudaMallocHost): *\([0-9.]*\) ms/\1/p' "$OUT/demo_auto_$r.txt")
   echo "autopin: demo --mode auto round $r: pageable ${pg:-?} ms, pinned ${pn:-?} ms, ratio $(python3 -c "print(f'{$pg/$pn:.3f}')" 2>/dev/null)"
 done
+grep -m3 -E '^(routes|registration|not registered)' "$OUT/demo_auto_1.txt" | sed 's/^/autopin:   demo /'
+grep -A4 -m1 '^not registered' "$OUT/demo_auto_1.txt" | sed 's/^/autopin:   demo /' 
 rm -rf "$d"
