@@ -284,6 +284,33 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
   pl_in_shim--;
 }
 
+/* Why cut: the driver validates a copy's host range when the call starts.
+ * A range that starts inside a registered range and runs past its end is
+ * refused with CUDA_ERROR_INVALID_VALUE (driver 580, tests/gpu/probe_straddle.c),
+ * so a pass-through copy that crosses the edge of its allocation's
+ * page-aligned interior would fail whenever the shim's thread had just
+ * registered that interior, an error the program would never have seen.
+ * Every registration of an allocation is exactly that interior, so pieces
+ * cut at its two edges each lie wholly inside or wholly outside it, live,
+ * being made or being undone.  Only copies that cross an edge are cut (a
+ * whole-buffer copy of a tracked allocation: up to two more driver calls,
+ * in register and auto modes only). */
+CUresult pl_autopin_native(pl_copy *c) {
+  uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst), abase;
+  size_t n = c->bytes, alen, pg = pl_page();
+  int kind;
+  if (n == 0 || !pl_hostmem_lookup(h, &abase, &alen, &kind)) return c->native(c);
+  uintptr_t edge[2] = {(abase + pg - 1) & ~(uintptr_t)(pg - 1), (abase + alen) & ~(uintptr_t)(pg - 1)};
+  size_t at = 0;
+  for (int k = 0; k < 2; k++) {
+    if (edge[k] <= h + at || edge[k] >= h + n) continue;
+    CUresult r = pl_native_part(c, at, edge[k] - h - at);
+    if (r != CUDA_SUCCESS) return r;
+    at = edge[k] - h;
+  }
+  return at == 0 ? c->native(c) : pl_native_part(c, at, n - at);
+}
+
 void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n) {
   if (PL_LIKELY(!pl_pinreg_any()) || !(c->flags & PAGELOCK_COPY_ASYNC) || n == 0) return;
   if (!pl_pinreg_touches(host, n)) return;

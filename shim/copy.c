@@ -229,6 +229,10 @@ CUresult pl_copy_exec(pl_copy *c) {
       } else if (route == PL_ROUTE_STAGE) {
         done = pl_stage_copy(c, &r);
       }
+      if (!done) {
+        r = pl_autopin_native(c);
+        done = true;
+      }
     }
   } else if (onedim && !pl_host_extent(c, &hp, &hn)) {
     hn = 0;

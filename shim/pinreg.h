@@ -130,6 +130,13 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use);
  * must see. */
 void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r);
 
+/* The native call of a pageable 1D copy c that does not go through a
+ * registration, cut where a registration of its allocation would begin and
+ * end, so that no piece straddles a registered range whatever the shim's
+ * thread does meanwhile (the real driver refuses such a copy).  Same
+ * entry point, same stream, in order; the first failure is the result. */
+CUresult pl_autopin_native(pl_copy *c);
+
 /* After a native or staged asynchronous copy c whose host side is
  * [host, host+n): if a shim registration (live or in flight) overlaps it,
  * the driver may still be reading or writing those bytes, which a pageable

@@ -180,7 +180,17 @@ static int fc_host_pageable(uintptr_t p, size_t n)
     return !fc_range_is_pinned_host(p, n ? n : 1);
 }
 
-enum { FC_CLS_PAGEABLE = 1, FC_CLS_H2H = 2 };
+/* A host range that starts inside registered or pinned memory and runs past
+ * its end: the real driver refuses such a copy with
+ * CUDA_ERROR_INVALID_VALUE (driver 580, tests/gpu/probe_straddle.c).  A
+ * range that starts in pageable memory is copied as pageable. */
+static int fc_host_straddles(uintptr_t p, size_t n)
+{
+    fc_range r;
+    return n > 0 && fc_range_is_pinned_host(p, 1) && !fc_range_covers(p, n, &r);
+}
+
+enum { FC_CLS_PAGEABLE = 1, FC_CLS_H2H = 2, FC_CLS_STRADDLE = 4 };
 
 int fc_copy_classify(fc_op *op)
 {
@@ -191,10 +201,14 @@ int fc_copy_classify(fc_op *op)
         j->pageable = 0;
         switch (j->dir) {
         case FC_H2D:
+            if (fc_host_straddles(j->src, fc_job_extent(j->width, j->height, j->depth, j->spitch, j->sslice)))
+                cls |= FC_CLS_STRADDLE;
             j->pageable = fc_host_pageable(j->src, fc_job_extent(j->width, j->height, j->depth, j->spitch, j->sslice));
             FC_STAT_ADD(bytes_h2d, bytes);
             break;
         case FC_D2H:
+            if (fc_host_straddles(j->dst, fc_job_extent(j->width, j->height, j->depth, j->dpitch, j->dslice)))
+                cls |= FC_CLS_STRADDLE;
             j->pageable = fc_host_pageable(j->dst, fc_job_extent(j->width, j->height, j->depth, j->dpitch, j->dslice));
             FC_STAT_ADD(bytes_d2h, bytes);
             break;
@@ -230,6 +244,10 @@ static CUresult fc_issue(fc_op *op, fc_stream *s, int mode)
         return fc_submit(s, op, 0, mode == FC_SYNC);
     }
     int cls = fc_copy_classify(op);
+    if (cls & FC_CLS_STRADDLE) {
+        fc_op_free(op);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     int wait = mode != FC_ASYNC || (cls & FC_CLS_H2H);
     if (cls & FC_CLS_PAGEABLE) {
         /* The driver stages pageable memory through one pinned buffer: the

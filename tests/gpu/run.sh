@@ -24,6 +24,12 @@ cmake -S "$ROOT" -B "$B" -DPAGELOCK_REAL_CUDA=ON -DPAGELOCK_UNIT_TESTS=OFF \
 if [ $? != 0 ]; then tail -30 "$OUT/build.log" "$OUT/cmake.log"; row build FAIL "see build.log"; printf '%s\n' "${rows[@]}"; exit 1; fi
 row build ok "$(nvcc --version | tail -1)"
 
+# What the driver does with a copy that crosses the edge of a registered
+# range (the engine cuts pass-through copies there; fakecuda models it).
+nvcc -O2 -o "$B/probe_straddle" "$ROOT/tests/gpu/probe_straddle.c" >>"$OUT/build.log" 2>&1 &&
+  "$B/probe_straddle" >"$OUT/probe_straddle.txt" 2>&1
+row "driver: copies across a registration edge" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -c . "$OUT/probe_straddle.txt") cases: probe_straddle.txt"
+
 # Registration (PAGELOCK_MODE=register/auto): fork, invisibility and the
 # speed of reused buffers, in tests/gpu/autopin.sh.  PL_GPU_ONLY=autopin runs
 # just that after the build (a device call has 10 minutes); PL_GPU_SKIP=autopin
@@ -38,7 +44,7 @@ autopin() {
 }
 if [ "${PL_GPU_ONLY:-}" = autopin ]; then
   autopin
-  cat "$OUT/autopin.log"
+  cat "$OUT/probe_straddle.txt" "$OUT/autopin.log"
   printf '%s\n' "${rows[@]}"
   exit 0
 fi

@@ -563,6 +563,51 @@ static void returns_after(bool h2d) {
 static void test_h2d_returns_after_read(void **state) { (void)state; returns_after(true); }
 static void test_d2h_returns_with_bytes(void **state) { (void)state; returns_after(false); }
 
+/* A copy that passes through while its allocation's interior is (or is
+ * about to be) registered must never reach the driver crossing the
+ * interior's edge: the driver refuses a host range that starts inside a
+ * registered range and runs past its end (fakecuda models it).  The race
+ * that makes a pass-through copy meet a live registration (the shim's
+ * thread finishing between the route and the call) is played here
+ * deterministically: the registration is live, and the copy is handed to
+ * pl_autopin_native as the route's fallback would hand it. */
+static void test_native_cut(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  size_t n = MB + 100;
+  blk b = blk_new(n, 100);
+  CUdeviceptr dev;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  make_live(&b, dev);
+  /* from inside the interior to the allocation's partial last page */
+  uint8_t *from = (uint8_t *)lo_of(b.p) + 300;
+  size_t len = (size_t)(b.p + n - from);
+  for (int v = 0; v < V_COUNT; v++) {
+    bool async = v == V_ASYNC || v == V_ASYNC_PTSZ0;
+    pl_copy c;
+    memset(&c, 0, sizeof c);
+    c.api = h2d_api[v];
+    c.dir = PAGELOCK_DIR_H2D;
+    c.dst = dev;
+    c.src = HP(from);
+    c.bytes = len;
+    c.native = async ? nat_htod_async : nat_htod;
+    if (async) c.flags |= PAGELOCK_COPY_ASYNC;
+    if (v == V_SYNC_PTDS || v == V_ASYNC_PTSZ0) c.flags |= PAGELOCK_COPY_PTDS;
+    /* the uncut call is what the driver refuses */
+    assert_int_equal(c.native(&c), CUDA_ERROR_INVALID_VALUE);
+    fill(from, len, 40u + (unsigned)v);
+    assert_int_equal(pl_autopin_native(&c), CUDA_SUCCESS);
+    v_sync(v, NULL);
+    uint8_t *back = malloc(len);
+    assert_int_equal(f_cuMemcpyDtoH_v2(back, dev, len), CUDA_SUCCESS);
+    assert_int_equal(check_pat(back, len, 40u + (unsigned)v), len);
+    free(back);
+  }
+  blk_free(&b);
+  f_cuMemFree_v2(dev);
+}
+
 /* A copy that does not go through the registration but touches it (a
  * small one passing through while the registration is made) must not
  * return before the driver is done with the bytes either. */
@@ -1195,6 +1240,7 @@ int main(void) {
       cmocka_unit_test(test_bytes_exact),
       cmocka_unit_test(test_h2d_returns_after_read),
       cmocka_unit_test(test_d2h_returns_with_bytes),
+      cmocka_unit_test(test_native_cut),
       cmocka_unit_test(test_settle),
       cmocka_unit_test(test_neighbours),
       cmocka_unit_test(test_budget),
