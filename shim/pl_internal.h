@@ -222,7 +222,7 @@ void pl_batch_entry(const pl_copy *c, size_t i, CUdeviceptr *dst, CUdeviceptr *s
 /* ---- stage.c: the staging engine (pool.c, workers.c) ------------------- */
 
 /* Move copy `c` (pageable host side, H2D or D2H, 1D) through the shim's
- * pinned pool, keeping the contract in DESIGN.md.  Returns true when it
+ * pinned pool, keeping the contract (docs/design.md).  Returns true when it
  * handled the copy: *r is what the program must see and c->flags gained
  * PAGELOCK_COPY_STAGED and/or PAGELOCK_COPY_FALLBACK.  Returns false, having
  * enqueued nothing, when the caller must run the native call itself

@@ -17,7 +17,7 @@
  *   (async, opt-in)   chunk out and frees it: any later synchronisation
  *                     covers the copy-out; returns at once.
  *
- * Whatever goes wrong, the rule of DESIGN.md's contract holds: with nothing
+ * Whatever goes wrong, the contract holds (docs/design.md): with nothing
  * enqueued yet the engine declines and the caller runs the native call;
  * with part of the copy enqueued, the native call (same entry point, same
  * stream, so in stream order) runs for the rest and its result is the
