@@ -1,0 +1,229 @@
+"""The copy patterns real programs use, timed in one process each.
+
+usage: patterns.py PATTERN [--pinned] [--register]
+  cks       copy, kernel, copy on one stream: 32 MiB up, a 2 ms kernel,
+            32 MiB down, 8 rounds (the demo's shape): ms per round, median
+            of 5 passes after 1
+  offload   prefetch of reused tensors: 16 x 64 MiB CPU "layer weights"
+            uploaded every step on a copy stream, a matrix product per layer
+            on the default stream waiting for its layer: ms per step,
+            median of 10 steps after 2 (the CPU offload of DeepSpeed,
+            accelerate and vLLM)
+  reuse     one 256 MiB CPU tensor uploaded 20 times, a synchronize after
+            each: GB/s over all 20, the first (registration) rounds included
+  loader    a DataLoader (4 workers, pin_memory from --pinned) feeding
+            154 MB batches of synthetic images to a small conv net:
+            samples/s over 35 batches after 5
+  small     many small copies among kernels: 4 KiB up, a short kernel, an
+            8-byte read back (a loss value), 2000 times: us per iteration
+  threads   two threads, each with its own stream, each uploading 32 MiB
+            and running a 1 ms kernel 16 times: ms for both
+  upload    one 256 MiB x.to("cuda", non_blocking=True), 10 times with a
+            synchronize after each: GB/s, median (PyTorch's spinning OpenMP
+            threads are left as they are: OMP_NUM_THREADS is not set)
+--pinned    the host memory is pinned (pin_memory()): the physical limit
+--register  the same tensors registered by hand (cudaHostRegister)
+
+Prints one line "result PATTERN value=... unit=... ok=1"; exits 1 when any
+byte that reached the GPU or came back differs from what was sent."""
+import statistics
+import sys
+import threading
+import time
+
+import torch
+
+dev = torch.device("cuda")
+pattern = sys.argv[1]
+pinned = "--pinned" in sys.argv
+register = "--register" in sys.argv
+ok = True
+
+
+def host(t):
+    """The tensor as the variant wants it: pageable, pinned or registered."""
+    if pinned:
+        return t.pin_memory()
+    if register:
+        cudart = torch.cuda.cudart()
+        # cudaHostRegisterDefault: page-lock in place, as the shim does.
+        assert cudart.cudaHostRegister(t.data_ptr(), t.numel() * t.element_size(), 0) == 0
+    return t
+
+
+def cycles_per_ms():
+    """torch.cuda._sleep spins for clock cycles: calibrate them once."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1000)
+    a.record()
+    torch.cuda._sleep(10_000_000)
+    b.record()
+    b.synchronize()
+    return 10_000_000 / a.elapsed_time(b)
+
+
+def result(value, unit):
+    print(f"result {pattern} value={value:.3f} unit={unit} ok={int(ok)}")
+
+
+if pattern == "cks":
+    n = 8 << 20  # float32: 32 MiB
+    cyc = int(2 * cycles_per_ms())
+    src = [host(torch.full((n,), float(r + 1))) for r in range(8)]
+    dst = [host(torch.empty(n)) for _ in range(8)]
+    g = torch.empty(n, device=dev)
+    s = torch.cuda.Stream()
+    times = []
+    for p in range(6):
+        for d in dst:
+            d.zero_()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.cuda.stream(s):
+            for r in range(8):
+                g.copy_(src[r], non_blocking=True)
+                torch.cuda._sleep(cyc)
+                g.add_(1.0)
+                dst[r].copy_(g, non_blocking=True)
+        s.synchronize()
+        if p:
+            times.append((time.perf_counter() - t0) * 1e3 / 8)
+        ok &= all(bool(dst[r][::4099].eq(float(r + 2)).all()) for r in range(8))
+    result(statistics.median(times), "ms/round")
+elif pattern == "offload":
+    layers = [host(torch.full((4096, 4096), float(i + 1), dtype=torch.float32)) for i in range(16)]
+    side = torch.randn(4096, 4096, device=dev)
+    copy = torch.cuda.Stream()
+    times = []
+    for step in range(12):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        acc = torch.zeros(4096, 4096, device=dev)
+        for i, w in enumerate(layers):
+            with torch.cuda.stream(copy):
+                g = w.to(dev, non_blocking=True)
+                ev = torch.cuda.Event()
+                ev.record(copy)
+            torch.cuda.current_stream().wait_event(ev)
+            g.record_stream(torch.cuda.current_stream())
+            acc += g * 0.5
+            side = side @ side * 1e-3 if i % 4 == 0 else side
+            if step == 11 and i in (0, 15):
+                ok &= bool(torch.all(g == float(i + 1)).item())
+        torch.cuda.synchronize()
+        if step >= 2:
+            times.append((time.perf_counter() - t0) * 1e3)
+    result(statistics.median(times), "ms/step")
+elif pattern == "reuse":
+    n = 64 << 20  # float32: 256 MiB
+    x = host(torch.arange(n, dtype=torch.float32))
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(20):
+        g = x.to(dev, non_blocking=True)
+        torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    ok &= bool(torch.equal(g[-1024:].cpu(), x[-1024:])) and bool(g[12345].item() == 12345.0)
+    result(20 * n * 4 / dt / 1e9, "GB/s")
+elif pattern == "upload":
+    n = 64 << 20
+    x = host(torch.arange(n, dtype=torch.float32))
+    torch.cuda.synchronize()
+    rates = []
+    for i in range(11):
+        t0 = time.perf_counter()
+        g = x.to(dev, non_blocking=True)
+        torch.cuda.synchronize()
+        if i:
+            rates.append(n * 4 / (time.perf_counter() - t0) / 1e9)
+    ok &= bool(torch.equal(g[-1024:].cpu(), x[-1024:])) and bool(g[54321].item() == 54321.0)
+    result(statistics.median(rates), "GB/s")
+elif pattern == "loader":
+    from torch.utils.data import DataLoader, Dataset
+
+    class Images(Dataset):
+        """Synthetic 224x224 images, cheap to make: the loop is bound by
+        moving 154 MB batches to the GPU, as an input pipeline is when its
+        augmentations run elsewhere."""
+
+        def __len__(self):
+            return 256 * 40
+
+        def __getitem__(self, i):
+            return torch.full((3, 224, 224), float(i % 251)), i % 10
+
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 7, stride=8), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 10)).to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    loader = DataLoader(Images(), batch_size=256, num_workers=4, pin_memory=pinned,
+                        prefetch_factor=2)
+    seen = 0
+    t0 = None
+    for k, (xb, yb) in enumerate(loader):
+        xg = xb.to(dev, non_blocking=True)
+        yg = yb.to(dev, non_blocking=True)
+        if k == 7:
+            ok &= bool(torch.equal(xg[3].cpu(), xb[3])) and bool(xg[3, 0, 0, 0].item() == float((7 * 256 + 3) % 251))
+        loss = torch.nn.functional.cross_entropy(net(xg), yg)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if k == 4:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        elif k > 4:
+            seen += xb.shape[0]
+    torch.cuda.synchronize()
+    result(seen / (time.perf_counter() - t0), "samples/s")
+elif pattern == "small":
+    x = host(torch.arange(1024, dtype=torch.float32))  # 4 KiB
+    out = host(torch.empty(2, dtype=torch.float32))     # 8 bytes
+    g = torch.empty(1024, device=dev)
+    acc = torch.zeros(2, device=dev)
+    for it in range(2200):
+        if it == 200:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        g.copy_(x, non_blocking=True)
+        acc.add_(g[:2])
+        out.copy_(acc, non_blocking=True)
+        torch.cuda.current_stream().synchronize()  # the program reads it
+    dt = time.perf_counter() - t0
+    ok &= float(out[1]) == 2200.0 and float(out[0]) == 0.0
+    result(dt / 2000 * 1e6, "us/iter")
+elif pattern == "threads":
+    n = 8 << 20
+    cyc = int(1 * cycles_per_ms())
+    bufs = [[host(torch.full((n,), float(10 * k + j))) for j in range(4)] for k in range(2)]
+    res = [None, None]
+
+    def work(k):
+        s = torch.cuda.Stream()
+        g = torch.empty(n, device=dev)
+        tot = torch.zeros(1, device=dev)
+        with torch.cuda.stream(s):
+            for j in range(16):
+                g.copy_(bufs[k][j % 4], non_blocking=True)
+                torch.cuda._sleep(cyc)
+                tot += g[n - 1]
+        s.synchronize()
+        res[k] = float(tot)
+
+    times = []
+    for p in range(4):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        th = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        if p:
+            times.append((time.perf_counter() - t0) * 1e3)
+        ok &= res == [sum(float(10 * k + j % 4) for j in range(16)) for k in range(2)]
+    result(statistics.median(times), "ms")
+else:
+    sys.exit(f"patterns.py: unknown pattern '{pattern}' "
+             "(valid: cks, offload, reuse, upload, loader, small, threads)")
+raise SystemExit(0 if ok else 1)

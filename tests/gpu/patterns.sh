@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# tests/gpu/patterns.sh BUILD OUT [ROUNDS] - the copy patterns of real
+# programs (tests/gpu/patterns.py) in every mode, one table.
+#
+# Each pattern runs as its own process per variant, the variants taking
+# turns within each round so that a slow stretch of the host touches them
+# all alike:
+#   native    pageable memory, no pagelock
+#   pinned    pin_memory(), no pagelock: the physical limit of this host
+#   observe   pagelock run (records, changes nothing)
+#   stage     pagelock run --mode=stage
+#   auto      pagelock run --mode=auto
+# and, where PL_PAT_VARIANTS names them, diagnostic variants of observe:
+#   preload   the shim preloaded by hand, CUPTI off (no launcher, no CUPTI)
+#   notrack   observe with PAGELOCK_TRACK_MIN=1T (no allocation tracked)
+#   nostack   observe with PAGELOCK_BACKTRACE_DEPTH=0 (no unwinding)
+#   byhand    the program cudaHostRegister's its own tensors
+# The table gives the median of ROUNDS (default 3) with its range, the
+# speed as a fraction of pinned and relative to native, all from this run.
+# Prints "patterns: ..." rows.  PL_PAT_PATTERNS picks the patterns.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=$1 OUT=$2 ROUNDS=${3:-3}
+PATS=${PL_PAT_PATTERNS:-cks offload reuse upload loader small threads}
+VARS=${PL_PAT_VARIANTS:-native pinned observe stage auto}
+mkdir -p "$OUT/patterns"
+d=$(mktemp -d)
+P="$ROOT/tests/gpu/patterns.py"
+one() { # pattern variant round
+  local pat=$1 v=$2 r=$3 f="$OUT/patterns/${1}_${2}_$3.txt" t="$d/$1.$2.$3.%p.trace"
+  case $v in
+    native) timeout 300 python3 "$P" "$pat" ;;
+    pinned) timeout 300 python3 "$P" "$pat" --pinned ;;
+    byhand) timeout 300 python3 "$P" "$pat" --register ;;
+    observe | stage | auto) timeout 300 "$B/pagelock" run --mode "$v" -o "$t" -- python3 "$P" "$pat" ;;
+    preload) PAGELOCK_CUPTI=0 PAGELOCK_OUTPUT="$t" LD_PRELOAD="$B/libpagelock.so" timeout 300 python3 "$P" "$pat" ;;
+    notrack) PAGELOCK_TRACK_MIN=1T timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
+    nostack) PAGELOCK_BACKTRACE_DEPTH=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
+  esac >"$f" 2>"$f.err"
+  grep -q 'ok=1' "$f" || echo "patterns: FAIL $pat $v round $r: $(tail -2 "$f" "$f.err" 2>/dev/null | tr '\n' ' ' | cut -c1-200)"
+}
+for pat in $PATS; do
+  vs=$VARS
+  [ "$pat" = loader ] && vs=$(echo " $VARS " | sed 's/ byhand / /')
+  for r in $(seq "$ROUNDS"); do
+    for v in $vs; do one "$pat" "$v" "$r"; done
+  done
+  python3 - "$OUT/patterns" "$pat" "$ROUNDS" $vs <<'PY'
+import re, statistics, sys
+out, pat, rounds, variants = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+vals, unit = {}, ""
+for v in variants:
+    xs = []
+    for r in range(1, rounds + 1):
+        try:
+            m = re.search(r"value=([0-9.]+) unit=(\S+)", open(f"{out}/{pat}_{v}_{r}.txt").read())
+        except OSError:
+            m = None
+        if m:
+            xs.append(float(m.group(1)))
+            unit = m.group(2)
+    vals[v] = (statistics.median(xs), min(xs), max(xs)) if xs else None
+higher_better = unit in ("GB/s", "samples/s")
+def speed(a, b):
+    """a's speed relative to b's: above 1 is faster."""
+    if not a or not b:
+        return float("nan")
+    return a / b if higher_better else b / a
+p = vals.get("pinned"); n = vals.get("native")
+for v in variants:
+    if vals[v] is None:
+        print(f"patterns: {pat:8s} {v:8s} no result")
+        continue
+    med, lo, hi = vals[v]
+    print(f"patterns: {pat:8s} {v:8s} {med:10.3f} {unit:9s} [{lo:.3f}-{hi:.3f}]  "
+          f"of-pinned {speed(med, p[0] if p else None):.3f}  vs-native {speed(med, n[0] if n else None):.3f}")
+PY
+done
+for pat in $PATS; do
+  for v in stage auto; do
+    f="$OUT/patterns/${pat}_${v}_1.txt.err"
+    [ -f "$f" ] && echo "patterns:   $pat $v: $(grep -m1 '^routes:' "$f") $(grep -m1 '^registration:' "$f")"
+  done
+done
+rm -rf "$d"
