@@ -78,6 +78,7 @@ typedef enum pl_log_kind {
   PL_LK_SETUID,
   PL_LK_ATTR_QUERY,
   PL_LK_STAGE_POOL,     /* pinned pool could not be allocated */
+  PL_LK_STAGE_GROW,     /* pinned pool could not grow past its chunks */
   PL_LK_STAGE_ERROR,    /* a driver call inside the engine failed */
   PL_LK_STAGE_WORKERS,  /* copy threads could not be started */
   PL_LK_STAGE_FALLBACK, /* a wait for a chunk timed out */

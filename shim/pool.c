@@ -1,8 +1,13 @@
 /* pool.c - the pinned chunks and the bound on them.
  *
  * One pool per CUDA context, created empty and grown on demand by as many
- * chunks as the copy at hand needs, in one slab (cuMemHostAlloc of 64 MiB
- * takes ~22 ms: nobody pays for chunks a program never needs).  The bytes
+ * chunks as the copy at hand needs, in one slab: nobody pays for chunks a
+ * program never needs.  A slab is an anonymous mapping of the shim's own,
+ * on huge pages where the kernel gives them, page-locked with one
+ * cuMemHostRegister.  cuMemHostAlloc took ~22 ms for 64 MiB on the H100
+ * host (driver 580), paid by the first staged copies of every program (a
+ * third of the demo's staged phase); the mapping and its registration
+ * take a fraction of that (docs/benchmarks.md).  The bytes
  * of all pools together never exceed PAGELOCK_POOL_SIZE: they are reserved
  * with one atomic compare-and-swap before the driver is asked, so no
  * interleaving of threads can overshoot.
@@ -25,9 +30,13 @@
  * re-created in the new context, so no pinned memory is ever freed on the
  * copy path (freeing it can synchronise the whole device). */
 #define _GNU_SOURCE
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "stage.h"
 
@@ -197,6 +206,42 @@ static pl_chunk *pl_pool_steal(pl_pool *p, uint64_t bound) {
   return NULL;
 }
 
+/* Slabs bypass the shim's own mmap hooks (syscalls): they are not the
+ * program's memory and must never be tracked or registered as such. */
+#define PL_HUGE (2u << 20)
+
+static void pl_sys_unmap(void *p, size_t n) {
+  if (n) syscall(SYS_munmap, p, n);
+}
+
+/* Map `bytes` (a multiple of 4 KiB) at a 2 MiB boundary, ask for huge pages
+ * (a hint: with THP off it changes nothing) and page-lock it.  Huge pages
+ * make both the zeroing faults and the registration's page walk 512 times
+ * shorter.  On failure nothing is left mapped. */
+static CUresult pl_slab_map(const pl_stage_drv *d, pl_slab *slab, size_t bytes) {
+  size_t span = bytes + PL_HUGE;
+  void *m = (void *)syscall(SYS_mmap, NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  uintptr_t base = ((uintptr_t)m + PL_HUGE - 1) & ~(uintptr_t)(PL_HUGE - 1);
+  pl_sys_unmap(m, base - (uintptr_t)m);
+  pl_sys_unmap((void *)(base + bytes), (uintptr_t)m + span - (base + bytes));
+  syscall(SYS_madvise, (void *)base, bytes, MADV_HUGEPAGE);
+  CUresult r = d->cuMemHostRegister((void *)base, bytes, CU_MEMHOSTREGISTER_PORTABLE);
+  if (r != CUDA_SUCCESS) {
+    pl_sys_unmap((void *)base, bytes);
+    return r;
+  }
+  slab->base = (void *)base;
+  slab->bytes = bytes;
+  return CUDA_SUCCESS;
+}
+
+/* Unregister first: the pages must stay mapped while the driver holds them. */
+static void pl_slab_unmap(const pl_stage_drv *d, pl_slab *slab) {
+  d->cuMemHostUnregister(slab->base);
+  pl_sys_unmap(slab->base, slab->bytes);
+}
+
 /* Add up to n chunks to p within the bound, as one slab.  1: *out is a
  * new chunk the caller owns (the others are on p's free list); 0: the
  * bound is reached; -1: the driver refused (*err), p is now disabled.
@@ -225,15 +270,15 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   bool swapped = d->cuThreadExchangeStreamCaptureMode != NULL &&
                  d->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
-  CUresult r = d->cuMemHostAlloc(&slab->base, (size_t)k * size, CU_MEMHOSTALLOC_PORTABLE);
-  const char *what = "cuMemHostAlloc";
+  CUresult r = pl_slab_map(d, slab, (size_t)k * size);
+  const char *what = "cuMemHostRegister";
   unsigned nev = 0;
   if (r == CUDA_SUCCESS) {
     what = "cuEventCreate";
     while (nev < k && (r = d->cuEventCreate(&ev[nev], CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS) nev++;
     if (r != CUDA_SUCCESS) {
       while (nev > 0) d->cuEventDestroy(ev[--nev]);
-      d->cuMemFreeHost(slab->base);
+      pl_slab_unmap(d, slab);
     }
   }
   if (swapped) d->cuThreadExchangeStreamCaptureMode(&mode);
@@ -241,6 +286,13 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
     free(slab);
     free(c);
     atomic_fetch_sub(&pl_bytes, (uint64_t)k * size);
+    /* A pool that has chunks keeps them: its copies wait for one, as at
+     * the bound, rather than all passing through from now on. */
+    if (atomic_load(&p->bytes) > 0) {
+      pl_log(PL_LOG_WARN, PL_LK_STAGE_GROW, "%s failed (error %d): the staging pool stays at %" PRIu64 " MiB", what,
+             (int)r, (uint64_t)atomic_load(&p->bytes) >> 20);
+      return 0;
+    }
     pl_pool_disable(p, what, r);
     *err = r;
     return -1;
@@ -437,7 +489,7 @@ void pl_pool_reset_for_test(void) {
         pl_slab *slab = c->slab;
         if (--slab->live == 0) {
           pl_chunk *first = c - ((char *)c->host - (char *)slab->base) / c->size;
-          d->cuMemFreeHost(slab->base);
+          pl_slab_unmap(d, slab);
           free(first);
           free(slab);
         }

@@ -114,8 +114,8 @@ const pl_stage_drv *pl_stage_drv_get(void) {
     PL_SYM(cuStreamGetId[0], "cuStreamGetId", false);
     PL_SYM(cuStreamGetId[1], "cuStreamGetId_ptsz", false);
     PL_SYM(cuMemGetAddressRange, "cuMemGetAddressRange_v2", true);
-    PL_SYM(cuMemHostAlloc, "cuMemHostAlloc", true);
-    PL_SYM(cuMemFreeHost, "cuMemFreeHost", true);
+    PL_SYM(cuMemHostRegister, "cuMemHostRegister_v2", true);
+    PL_SYM(cuMemHostUnregister, "cuMemHostUnregister", true);
     PL_SYM(cuEventCreate, "cuEventCreate", true);
     PL_SYM(cuEventDestroy, "cuEventDestroy_v2", true);
     PL_SYM(cuEventQuery, "cuEventQuery", true);

@@ -22,8 +22,8 @@ typedef struct pl_stage_drv {
   CUresult (*cuMemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
   CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
   CUresult (*cuStreamGetId[2])(CUstream, unsigned long long *); /* optional */
-  CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
-  CUresult (*cuMemFreeHost)(void *);
+  CUresult (*cuMemHostRegister)(void *, size_t, unsigned);
+  CUresult (*cuMemHostUnregister)(void *);
   CUresult (*cuEventCreate)(CUevent *, unsigned);
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuEventQuery)(CUevent);
@@ -57,15 +57,17 @@ typedef struct pl_chunk pl_chunk;
 /* One pinned buffer.  A chunk belongs to exactly one pool (context) at a
  * time and to at most one copy at a time: the copy that acquired it owns
  * every field until it hands the chunk back with pl_pool_release. */
-/* One cuMemHostAlloc, cut into chunks of one size.  Chunks of a slab lie
- * back to back, so a single DMA can fill several of them. */
+/* One mapping of the shim's own, page-locked with one registration and
+ * cut into chunks of one size (pool.c says why not cuMemHostAlloc).
+ * Chunks of a slab lie back to back, so a single DMA can fill several. */
 typedef struct pl_slab {
   void *base;
+  size_t bytes;
   unsigned live;       /* chunks not yet freed (tests only free them) */
 } pl_slab;
 
 struct pl_chunk {
-  void *host;          /* inside slab->base, CU_MEMHOSTALLOC_PORTABLE */
+  void *host;          /* inside slab->base, registered PORTABLE */
   size_t size;
   pl_slab *slab;
   CUevent ev;          /* recorded after the last use on its stream */

@@ -448,6 +448,28 @@ static uint64_t parse_size(const char *v) {
   }
 }
 
+/* Staged uploads from shared memory (never registered) through the whole
+ * staging pool (PAGELOCK_POOL_SIZE), so that its chunks, page-locked by the
+ * same driver entry point as the program's buffers, exist before a test
+ * counts registered bytes or makes registration fail.  Returns the bytes
+ * the driver holds registered afterwards (the fake's count). */
+static unsigned long long warm_pool(void) {
+  const char *v = getenv("PAGELOCK_POOL_SIZE");
+  size_t n = v ? (size_t)parse_size(v) : (size_t)64 << 20;
+  uint8_t *sh = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void *dev;
+  if (sh == MAP_FAILED) {
+    fprintf(stderr, "autopin: warm_pool: mmap of %zu bytes failed\n", n);
+    exit(2);
+  }
+  CK(cudaMalloc(&dev, n));
+  CK(cudaMemcpy(dev, sh, n, cudaMemcpyHostToDevice));
+  CK(cudaDeviceSynchronize());
+  CK(cudaFree(dev));
+  munmap(sh, n);
+  return fake() ? fc_stats().registered_bytes_live : 0;
+}
+
 /* Six hot 1 MiB buffers for a budget that holds two.  The first two are
  * registered; the next four, copied at once, find the budget full and
  * nothing idle long enough to evict (staged: two hot sets must not
@@ -462,6 +484,7 @@ static int cmd_budget(void) {
   cudaStream_t s;
   CK(cudaMalloc(&dev, n));
   CK(cudaStreamCreate(&s));
+  unsigned long long pool = warm_pool();
   if (fake()) fc.reset_stats();
   unsigned long long unreg0 = fake() ? fc_stats().host_unregister_calls : 0;
   for (int i = 0; i < NB; i++) {
@@ -485,9 +508,9 @@ static int cmd_budget(void) {
     wrong += roundtrip("budget: every buffer", buf[i], 0, n, 100 + (unsigned)i, dev, back, s);
   unsigned long long high = fake() ? fc_stats().registered_bytes_high_water : 0;
   unsigned long long unreg = fake() ? fc_stats().host_unregister_calls - unreg0 : 0;
-  if (fake() && budget && high > budget) {
-    fprintf(stderr, "autopin: budget: %llu bytes registered at once, the budget is %llu\n", high,
-            (unsigned long long)budget);
+  if (fake() && budget && high > budget + pool) {
+    fprintf(stderr, "autopin: budget: %llu bytes registered at once besides the %llu of the staging pool, the budget is %llu\n",
+            high - pool, pool, (unsigned long long)budget);
     bad = 1;
   }
   if (fake() && registering && budget && !first_kept) {
@@ -692,6 +715,7 @@ static int cmd_fail(void) {
     printf("fail: no fakecuda controls: fault injection skipped pid=%d\n", (int)getpid());
     return 0;
   }
+  warm_pool();
   fc.fail("cuMemHostRegister_v2", 0, CUDA_ERROR_OUT_OF_MEMORY);
   fc.fail("cuMemHostRegister", 0, CUDA_ERROR_OUT_OF_MEMORY);
   unsigned long before = fc.call_count("cuMemHostRegister_v2") + fc.call_count("cuMemHostRegister");

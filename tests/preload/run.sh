@@ -627,7 +627,7 @@ case_autopin_reuse() {
 # while the first is hot, the first evicted for it once idle.
 case_autopin_budget() {
   ap_skip && return 0
-  AP_SET="PAGELOCK_REGISTER_BUDGET=2M" ap2 budget budget -- --registered-min 2 --why-min BUDGET=1 \
+  AP_SET="PAGELOCK_REGISTER_BUDGET=2M PAGELOCK_POOL_SIZE=4M" ap2 budget budget -- --registered-min 2 --why-min BUDGET=1 \
     --counter-min evictions=1 --counter-max registered_bytes_high_water=2097152
 }
 
@@ -655,7 +655,7 @@ case_autopin_fail() {
   [ $SIM = 1 ] || { echo "    (fault injection needs the fake driver: skipped)" >&2; return 0; }
   local mode n
   for mode in register auto; do
-    ap $mode fail fail -- --registered-max 0 --why-min FAILED=1 --counter-min register_failures=1 || return
+    AP_SET="PAGELOCK_POOL_SIZE=4M" ap $mode fail fail -- --registered-max 0 --why-min FAILED=1 --counter-min register_failures=1 || return
     n=$(grep '^pagelock: ' "$T/ap_fail_$mode/err" | grep -vc 'trace written')
     [ "$n" = 1 ] || fail "--mode=$mode: expected the failure logged once, got: $(grep '^pagelock: ' "$T/ap_fail_$mode/err")" || return
   done

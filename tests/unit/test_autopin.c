@@ -76,6 +76,7 @@ DRV(cuMemcpyHtoD_v2, CUdeviceptr, const void *, size_t);
 DRV(cuMemcpyDtoH_v2, void *, CUdeviceptr, size_t);
 DRV(cuMemHostRegister_v2, void *, size_t, unsigned);
 DRV(cuMemHostUnregister, void *);
+DRV(cuStreamQuery, CUstream);
 static int (*f_fail)(const char *, int, int);
 static void (*f_clear_faults)(void);
 static void (*f_get_stats)(struct fakecuda_stats *);
@@ -106,6 +107,7 @@ static int load_driver(void) {
   LOAD(cuStreamDestroy_v2); LOAD(cuStreamSynchronize); LOAD(cuLaunchHostFunc);
   LOAD(cuStreamBeginCapture_v2); LOAD(cuStreamEndCapture); LOAD(cuGraphDestroy);
   LOAD(cuMemcpyHtoD_v2); LOAD(cuMemcpyDtoH_v2); LOAD(cuMemHostRegister_v2); LOAD(cuMemHostUnregister);
+  LOAD(cuStreamQuery);
   *(void **)&f_fail = sym("fakecuda_fail");
   *(void **)&f_clear_faults = sym("fakecuda_clear_faults");
   *(void **)&f_get_stats = sym("fakecuda_get_stats");
@@ -137,6 +139,15 @@ static uint64_t now_ns(void) {
 static void sleep_ms(unsigned ms) {
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&t, NULL);
+}
+
+/* Registrations of program memory the shim made since the last reset
+ * (the staging pool's own are not among them). */
+static uint64_t registrations(void) {
+  pagelock_rec_counters k;
+  memset(&k, 0, sizeof k);
+  pl_pinreg_counters(&k);
+  return k.registrations;
 }
 
 /* Options of one test; the engine starts empty: nothing registered, no
@@ -230,6 +241,20 @@ static CUresult xcopy(bool h2d, int v, CUdeviceptr dev, void *host, size_t n, CU
 static CUresult up(int v, CUdeviceptr dev, void *host, size_t n, CUstream s, pl_copy *out) {
   return xcopy(true, v, dev, host, n, s, out);
 }
+
+/* Staged uploads from memory that is never registered (shared) until the
+ * staging pool holds all its chunks (4M, ap_env), so that a test can then
+ * inject faults into registration alone. */
+static void warm_pool(CUdeviceptr dev) {
+  const size_t n = 4 * MB;
+  uint8_t *sh = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(sh != MAP_FAILED);
+  pl_copy c;
+  assert_int_equal(up(V_SYNC, dev, sh, n, NULL, &c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_STAGED);
+  assert_int_equal(f_cuCtxSynchronize(), CUDA_SUCCESS);
+  munmap(sh, n);
+}
 static CUresult down(int v, void *host, CUdeviceptr dev, size_t n, CUstream s, pl_copy *out) {
   return xcopy(false, v, dev, host, n, s, out);
 }
@@ -300,7 +325,7 @@ static void test_register_first_copy(void **state) {
   /* The page-aligned interior, on the shim's thread, with its flags. */
   assert_int_equal(reg_interior(&b), interior_len(&b));
   assert_int_equal(f_reg_bytes_in(b.map, lo_of(b.p) - (uintptr_t)b.map, NULL, NULL), 0);
-  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 1);
+  assert_int_equal(registrations(), 1);
   fill(b.p, n, 2);
   struct fakecuda_stats fs;
   f_reset_stats();
@@ -431,7 +456,7 @@ static void test_registrable(void **state) {
   assert_int_equal(up(V_SYNC, dev, b.p, 128, NULL, &c), CUDA_SUCCESS);
   assert_int_equal(c.why, PAGELOCK_WHY_EDGE);
   pl_pinreg_quiesce_for_test();
-  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 0);
+  assert_int_equal(registrations(), 0);
   assert_int_equal(f_reg_bytes_in(b.map, b.maplen, NULL, NULL), 0);
   blk_free(&b);
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
@@ -562,6 +587,59 @@ static void returns_after(bool h2d) {
 }
 static void test_h2d_returns_after_read(void **state) { (void)state; returns_after(true); }
 static void test_d2h_returns_with_bytes(void **state) { (void)state; returns_after(false); }
+
+/* A large upload from a registration: its last eighth goes through the
+ * staging pool, so that its DMA is still queued when the call returns
+ * (the copy engine stays busy until the program's next call), while the
+ * call still returns only once the registered bytes have been read. */
+static void test_h2d_tail_staged(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  setenv("PAGELOCK_POOL_SIZE", "4M", 1);
+  setenv("PAGELOCK_CHUNK_SIZE", "1M", 1);
+  pl_config_reset_for_test();
+  size_t n = 8 * MB + 300;
+  CUdeviceptr dev;
+  CUstream s;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  assert_int_equal(f_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  blk b = blk_new(n, 48);
+  make_live(&b, dev);
+  size_t interior = interior_len(&b), tail = (interior / 8) & ~(size_t)4095;
+  uint8_t *chk = malloc(n);
+  fill(b.p, n, 41);
+  f_set_bandwidth(0.2, 1000); /* the tail's 1 MiB: 5 ms */
+  assert_int_equal(f_cuLaunchHostFunc(s, hold_stream, (void *)(uintptr_t)50), CUDA_SUCCESS);
+  pl_stage_stats st0, st1;
+  pl_stage_get_stats(&st0);
+  pl_copy c;
+  uint64_t t0 = now_ns();
+  assert_int_equal(up(V_ASYNC, dev, b.p, n, s, &c), CUDA_SUCCESS);
+  uint64_t dt = now_ns() - t0;
+  CUresult q = f_cuStreamQuery(s);
+  memset(b.p, 0x33, n); /* the program's own again */
+  pl_stage_get_stats(&st1);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  assert_true(dt >= 50000000ull);                  /* waited for the head's read */
+  assert_int_equal(q, CUDA_ERROR_NOT_READY);       /* the tail's DMA still queued */
+  assert_int_equal(st1.bytes_staged - st0.bytes_staged, tail);
+  assert_int_equal(f_cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+  assert_int_equal(check_pat(chk, n, 41), n);
+  /* Below 4 MiB of registered span: no tail. */
+  pl_stage_get_stats(&st0);
+  fill(b.p, n, 42);
+  assert_int_equal(up(V_ASYNC, dev, b.p, 3 * MB, s, &c), CUDA_SUCCESS);
+  pl_stage_get_stats(&st1);
+  assert_int_equal(st1.bytes_staged, st0.bytes_staged);
+  assert_int_equal(f_cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, 3 * MB), CUDA_SUCCESS);
+  assert_int_equal(check_pat(chk, 3 * MB, 42), 3 * MB);
+  free(chk);
+  blk_free(&b);
+  assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
 
 /* A copy that passes through while its allocation's interior is (or is
  * about to be) registered must never reach the driver crossing the
@@ -930,10 +1008,14 @@ static void test_failure(void **state) {
   int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600), saved = dup(2);
   assert_true(fd >= 0 && saved >= 0);
   dup2(fd, 2);
-  f_fail("cuMemHostRegister_v2", 0, CUDA_ERROR_OUT_OF_MEMORY);
   CUdeviceptr dev;
   size_t n = 2 * MB;
-  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemAlloc_v2(&dev, 4 * MB), CUDA_SUCCESS);
+  /* The staging pool is page-locked by the same entry point: let it exist
+   * first, so that what fails below is the registration of the program's
+   * buffers alone. */
+  warm_pool(dev);
+  f_fail("cuMemHostRegister_v2", 0, CUDA_ERROR_OUT_OF_MEMORY);
   blk a = blk_new(n, 0), b = blk_new(n, 0);
   pl_copy c;
   CUresult ra = up(V_SYNC, dev, a.p, n, NULL, &c);
@@ -1146,9 +1228,13 @@ static void test_threads(void **state) {
   assert_int_equal(atomic_load(&g_stale), 0);
   assert_false(pl_pinreg_any());
   struct fakecuda_stats fs;
+  /* Registered at most: the budget plus the staging pool (4M, ap_env);
+   * nothing once the pool is gone. */
+  f_get_stats(&fs);
+  assert_true(fs.registered_bytes_high_water <= 6 * MB + 4 * MB);
+  pl_stage_reset_for_test();
   f_get_stats(&fs);
   assert_int_equal(fs.registered_bytes_live, 0);
-  assert_true(fs.registered_bytes_high_water <= 6 * MB);
   pagelock_rec_counters k;
   memset(&k, 0, sizeof k);
   pl_pinreg_counters(&k);
@@ -1239,6 +1325,7 @@ int main(void) {
       cmocka_unit_test(test_registrable),
       cmocka_unit_test(test_bytes_exact),
       cmocka_unit_test(test_h2d_returns_after_read),
+      cmocka_unit_test(test_h2d_tail_staged),
       cmocka_unit_test(test_d2h_returns_with_bytes),
       cmocka_unit_test(test_native_cut),
       cmocka_unit_test(test_settle),

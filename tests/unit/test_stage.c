@@ -675,14 +675,14 @@ static void test_d2h_async_ring(void **state) {
   assert_int_equal(pl_copy_exec(&c1), CUDA_SUCCESS);
   /* 33 chunks' worth through a ring of 8 chunks made as one slab: five
    * rounds, one DMA and one host function each */
-  assert_int_equal(f_call_count("cuMemHostAlloc"), 1);
+  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 1);
   assert_int_equal(f_call_count("cuMemcpyDtoHAsync_v2"), 5);
   assert_int_equal(f_call_count("cuLaunchHostFunc"), 5);
   assert_int_equal(f_cuLaunchHostFunc(a.s, free_probe_fn, NULL), CUDA_SUCCESS);
   pl_copy c2 = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(out2), a.dev + n1, n2, a.s);
   f_reset_call_counts();
   assert_int_equal(pl_copy_exec(&c2), CUDA_SUCCESS);
-  assert_int_equal(f_call_count("cuMemHostAlloc"), 0); /* the ring taken over */
+  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 0); /* the ring taken over */
   assert_int_equal(f_call_count("cuMemcpyDtoHAsync_v2"), 5);
   pl_stage_stats s;
   pl_stage_get_stats(&s);
@@ -781,7 +781,7 @@ static void test_d2h_async_alone(void **state) {
   assert_int_equal(pl_copy_exec(&c1), CUDA_SUCCESS);
   assert_true(c1.flags & PAGELOCK_COPY_STAGED);
   assert_false(c1.flags & PAGELOCK_COPY_FALLBACK);
-  assert_int_equal(f_call_count("cuMemHostAlloc"), 1);
+  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 1);
   assert_int_equal(f_call_count("cuMemcpyDtoHAsync_v2"), 3);
   assert_int_equal(f_call_count("cuLaunchHostFunc"), 3);
   pl_stage_stats s;
@@ -1070,7 +1070,7 @@ static void test_pool_alloc_failure(void **state) {
   (void)state;
   bufs b;
   bufs_init(&b);
-  const char *fails[] = {"cuMemHostAlloc", "cuEventCreate"};
+  const char *fails[] = {"cuMemHostRegister_v2", "cuEventCreate"};
   for (int f = 0; f < 2; f++) {
     stage_env(POOL, CHUNK, PATIENT_US, "sync");
     assert_int_equal(f_fail(fails[f], 0, CUDA_ERROR_OUT_OF_MEMORY), 0);
@@ -1239,7 +1239,7 @@ static void test_capture(void **state) {
   assert_int_equal(f_call_count("cuMemcpyDtoHAsync_v2"), 0);
   assert_int_equal(f_call_count("cuEventRecord"), 0);
   assert_int_equal(f_call_count("cuLaunchHostFunc"), 0);
-  assert_int_equal(f_call_count("cuMemHostAlloc"), 0);
+  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 0);
   CUgraph g = NULL;
   assert_int_equal(f_cuStreamEndCapture(b.s, &g), CUDA_SUCCESS);
   if (g) assert_int_equal(f_cuGraphDestroy(g), CUDA_SUCCESS);
