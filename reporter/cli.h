@@ -5,7 +5,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define PLR_VERSION "0.1.0"
+/* project()'s version in CMakeLists.txt, passed by cmake/pagelock_install.cmake
+ * so that --version, the man page and the package agree. */
+#define PLR_VERSION PAGELOCK_VERSION
 
 typedef enum plr_format {
   PLR_FORMAT_TEXT,
@@ -22,6 +24,7 @@ int plr_cmd_run(int argc, char **argv);
 int plr_cmd_report(int argc, char **argv);
 int plr_cmd_demo(int argc, char **argv);
 int plr_cmd_compare(int argc, char **argv);
+int plr_cmd_doctor(int argc, char **argv);
 
 /* Loads, analyses and reports the traces at paths to out; problems go to
  * stderr as "pagelock: ..." lines.  Traces that cannot be read are skipped

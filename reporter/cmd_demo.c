@@ -6,12 +6,12 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "launch.h"
+#include "pkgdir.h"
 
 /* A driver that hangs in cuInit must not hang the demo. */
 #define PLR_PROBE_TIMEOUT_S 60
@@ -49,35 +49,42 @@ int plr_cmd_demo(int argc, char **argv) {
     plr_usage(stderr);
     return PLR_EXIT_USAGE;
   }
-  char dir[PATH_MAX];
-  if (plr_self_dir(dir, sizeof dir) != 0) {
-    fprintf(stderr, "pagelock: cannot find my own executable\n");
-    return PLR_EXIT_USAGE;
-  }
+  /* Two builds of the demo (cmake/pagelock_demo.cmake): pagelock-demo on
+   * the toolkit's runtime for a GPU that answers, fakecuda/pagelock-demo
+   * with the fake driver first in LD_LIBRARY_PATH otherwise. */
   char demo[PATH_MAX + 32];
-  snprintf(demo, sizeof demo, "%s/pagelock-demo", dir);
-
   char fake[PATH_MAX + 32];
   const char *ld_prepend = NULL;
-  if (!plr_gpu_usable()) {
-    snprintf(fake, sizeof fake, "%s/fakecuda", dir);
-    struct stat st;
-    if (stat(fake, &st) != 0 || !S_ISDIR(st.st_mode)) {
+  int gpu = plr_gpu_usable();
+  if (!gpu || plr_pkg_path("pagelock-demo", demo, sizeof demo) != 0) {
+    if (plr_pkg_path("fakecuda", fake, sizeof fake) != 0 ||
+        (size_t)snprintf(demo, sizeof demo, "%s/pagelock-demo", fake) >=
+            sizeof demo) {
       fprintf(stderr,
-              "pagelock: no GPU found, and there is no fake CUDA at '%s' "
-              "to run the demo over\n",
+              "pagelock: %s, and there is no fake CUDA at '%s' to run the "
+              "demo over\n",
+              gpu ? "this build has no demo for the real GPU" : "no GPU found",
               fake);
       return PLR_EXIT_USAGE;
     }
     ld_prepend = fake;
-    printf("pagelock: no GPU found: running the demo over fake CUDA; "
-           "timings are simulated.\n");
+    if (gpu)
+      printf("pagelock: this build has no demo for the real GPU (no "
+             "libcudart_static.a when it was built): running the demo over "
+             "fake CUDA; timings are simulated.\n");
+    else
+      printf("pagelock: no GPU found: running the demo over fake CUDA; "
+             "timings are simulated.\n");
   }
 
   char tmpl[PATH_MAX];
   char pattern[PATH_MAX + 32];
+  /* -o, else PAGELOCK_OUTPUT as `run` honours it (the launcher reads it),
+   * else a fresh directory so that demo runs never collide. */
   const char *output = o.output;
-  if (!output) {
+  const char *env_out = getenv("PAGELOCK_OUTPUT");
+  int own_dir = !output && !(env_out && env_out[0]);
+  if (own_dir) {
     const char *tmp = getenv("TMPDIR");
     snprintf(tmpl, sizeof tmpl, "%s/pagelock-demo.XXXXXX",
              tmp && tmp[0] ? tmp : "/tmp");
@@ -104,7 +111,7 @@ int plr_cmd_demo(int argc, char **argv) {
   }
   plr_print_trace_list(stdout, res.traces, res.ntraces);
   /* Nothing to keep: leave no empty directory behind. */
-  if (!o.output && !res.ntraces) rmdir(tmpl);
+  if (own_dir && !res.ntraces) rmdir(tmpl);
   int status = plr_run_status(&res, failed);
   plr_launch_result_free(&res);
   return status;

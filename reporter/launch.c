@@ -2,6 +2,7 @@
  * manifest of trace files. */
 #define _GNU_SOURCE
 #include "launch.h"
+#include "pkgdir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -221,7 +222,8 @@ static int plr_prepare_output(const char *source, const char *pattern,
   return 0;
 }
 
-/* Finds the shim: PAGELOCK_SHIM, else libpagelock.so beside pagelock.
+/* Finds the shim: PAGELOCK_SHIM, else libpagelock.so beside pagelock (a
+ * build tree) or in the installed tree's library directory (pkgdir.h).
  * Returns 0 with an absolute path in out, or prints why and returns
  * PLR_EXIT_USAGE. */
 static int plr_find_shim(char *out, size_t len) {
@@ -229,14 +231,10 @@ static int plr_find_shim(char *out, size_t len) {
   const char *env = getenv("PAGELOCK_SHIM");
   if (env && env[0]) {
     snprintf(cand, sizeof cand, "%s", env);
-  } else {
-    char dir[PATH_MAX];
-    if (plr_self_dir(dir, sizeof dir) != 0) {
-      fprintf(stderr, "pagelock: cannot find my own executable to locate "
-              "%s: set PAGELOCK_SHIM\n", PLR_SHIM_NAME);
-      return PLR_EXIT_USAGE;
-    }
-    snprintf(cand, sizeof cand, "%s/%s", dir, PLR_SHIM_NAME);
+  } else if (plr_pkg_path(PLR_SHIM_NAME, cand, sizeof cand) != 0 && !cand[0]) {
+    fprintf(stderr, "pagelock: cannot find my own executable to locate "
+            "%s: set PAGELOCK_SHIM\n", PLR_SHIM_NAME);
+    return PLR_EXIT_USAGE;
   }
   char real[PATH_MAX];
   if (access(cand, R_OK) != 0 || !realpath(cand, real)) {

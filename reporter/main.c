@@ -15,6 +15,7 @@ void plr_usage(FILE *out) {
           "       pagelock compare [--format text|json] BEFORE... -- "
           "AFTER...\n"
           "       pagelock demo [--mode M] [-o PATTERN] [--quick]\n"
+          "       pagelock doctor [PROGRAM]\n"
           "       pagelock --help | --version\n"
           "\n"
           "  run     run a CUDA program with libpagelock.so preloaded, then\n"
@@ -25,6 +26,9 @@ void plr_usage(FILE *out) {
           "ratios\n"
           "  demo    run the bundled workload (over fake CUDA when no GPU\n"
           "          answers) and print its report\n"
+          "  doctor  check this machine (GPU, CUPTI, limits, clock) and, given\n"
+          "          a program, whether the shim can reach it; exits 1 when\n"
+          "          something blocks recording\n"
           "\n"
           "  --mode M      observe (default), stage, register, auto or off;\n"
           "                without it, PAGELOCK_MODE counts\n"
@@ -118,6 +122,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "report") == 0) return plr_cmd_report(argc - 1, argv + 1);
   if (strcmp(cmd, "demo") == 0) return plr_cmd_demo(argc - 1, argv + 1);
   if (strcmp(cmd, "compare") == 0) return plr_cmd_compare(argc - 1, argv + 1);
+  if (strcmp(cmd, "doctor") == 0) return plr_cmd_doctor(argc - 1, argv + 1);
   fprintf(stderr, "pagelock: unknown command '%s'\n", cmd);
   plr_usage(stderr);
   return PLR_EXIT_USAGE;

@@ -1,7 +1,11 @@
 /* pagelock_demo.c - the workload `pagelock demo` runs: the same copy/compute
  * loop from pageable and from pinned memory, so the report shows what
  * pageable memory costs.  Plain CUDA runtime API plus the driver API for a
- * hand-written PTX kernel, so it builds with a C compiler alone. */
+ * hand-written PTX kernel, so it builds with a C compiler alone.  The
+ * driver functions come through cudaGetDriverEntryPointByVersion rather
+ * than from linking libcuda: the real build then links only the static
+ * runtime, and runs (and installs, and packages) on a machine whose
+ * libcuda.so.1 comes from whatever driver install it has. */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -23,6 +27,17 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* The driver API calls the demo makes, resolved once at start. */
+static struct {
+  CUresult (*GetErrorString)(CUresult, const char **);
+  CUresult (*ModuleLoadData)(CUmodule *, const void *);
+  CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*ModuleUnload)(CUmodule);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, unsigned, unsigned, CUstream, void **,
+                           void **);
+} drv;
+
 /* Exits 1 with the failing call's text when a runtime call fails. */
 static void check_rt(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return;
@@ -35,7 +50,8 @@ static void check_rt(cudaError_t e, const char *what) {
 static void check_drv(CUresult r, const char *what) {
   if (r == CUDA_SUCCESS) return;
   const char *s = NULL;
-  if (cuGetErrorString(r, &s) != CUDA_SUCCESS || !s) s = "unknown error";
+  if (!drv.GetErrorString || drv.GetErrorString(r, &s) != CUDA_SUCCESS || !s)
+    s = "unknown error";
   fprintf(stderr, "pagelock-demo: %s failed: %s (%d)\n", what, s, (int)r);
   exit(1);
 }
@@ -79,8 +95,8 @@ typedef struct demo {
 static void launch_spin(demo *d) {
   unsigned long long ns = SPIN_NS;
   void *params[] = {&ns};
-  DRV(cuLaunchKernel(d->spin, 1, 1, 1, 1, 1, 1, 0, (CUstream)d->stream,
-                     params, NULL));
+  DRV(drv.LaunchKernel(d->spin, 1, 1, 1, 1, 1, 1, 0, (CUstream)d->stream,
+                       params, NULL));
 }
 
 /* iters x {H2D BIG from src, spin, D2H BIG into dst} on one stream, then a
@@ -141,6 +157,19 @@ static double small_copies(demo *d, unsigned char *pageable,
   return ms;
 }
 
+/* Fills drv, after the runtime has initialised (cudaSetDevice). */
+static void resolve_driver(void) {
+#define PL_DEMO_RESOLVE(field, name)                                        \
+  RT(cudaGetDriverEntryPointByVersion(name, (void **)&drv.field, 12000,     \
+                                      cudaEnableDefault, NULL))
+  PL_DEMO_RESOLVE(GetErrorString, "cuGetErrorString");
+  PL_DEMO_RESOLVE(ModuleLoadData, "cuModuleLoadData");
+  PL_DEMO_RESOLVE(ModuleGetFunction, "cuModuleGetFunction");
+  PL_DEMO_RESOLVE(ModuleUnload, "cuModuleUnload");
+  PL_DEMO_RESOLVE(LaunchKernel, "cuLaunchKernel");
+#undef PL_DEMO_RESOLVE
+}
+
 int main(int argc, char **argv) {
   int iters = 8;
   for (int i = 1; i < argc; i++) {
@@ -158,8 +187,9 @@ int main(int argc, char **argv) {
   RT(cudaSetDevice(0));
   RT(cudaFree(0));
   CUmodule mod;
-  DRV(cuModuleLoadData(&mod, pagelock_spin_ptx));
-  DRV(cuModuleGetFunction(&d.spin, mod, "pagelock_spin"));
+  resolve_driver();
+  DRV(drv.ModuleLoadData(&mod, pagelock_spin_ptx));
+  DRV(drv.ModuleGetFunction(&d.spin, mod, "pagelock_spin"));
   RT(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
   RT(cudaMalloc(&d.dev, BIG));
 
@@ -191,6 +221,6 @@ int main(int argc, char **argv) {
   free(pg_dst);
   RT(cudaFree(d.dev));
   RT(cudaStreamDestroy(d.stream));
-  DRV(cuModuleUnload(mod));
+  DRV(drv.ModuleUnload(mod));
   return 0;
 }

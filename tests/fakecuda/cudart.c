@@ -103,6 +103,7 @@ static struct {
 static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
 static cudaError_t rt_init_error;
 static void *rt_libcuda;
+static PFN_cuGetProcAddress_v12000 rt_get_proc; /* for cudaGetDriverEntryPointByVersion */
 static int rt_device_count;
 static pthread_mutex_t rt_mu = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext rt_primary[RT_MAX_DEVICES]; /* retained once per process, under rt_mu */
@@ -126,6 +127,7 @@ static void rt_init_body(void)
         rt_init_error = cudaErrorInsufficientDriver;
         return;
     }
+    rt_get_proc = get_proc;
     CUdriverProcAddressQueryResult status;
 #define RT_RESOLVE(name, ver)                                                                   \
     if (get_proc(#name, (void **)&drv.name[0], ver, CU_GET_PROC_ADDRESS_DEFAULT, &status) !=   \
@@ -205,6 +207,32 @@ static cudaError_t rt_drv(CUresult r)
         if (rt__e != cudaSuccess)           \
             return rt_ret(rt__e);           \
     } while (0)
+
+/* ------------------------------------------------------------------ */
+/* driver entry points                                                */
+
+/* The runtime's way to the driver API without linking libcuda (the demo
+ * uses it, so that its real build needs no libcuda.so.1 at link time). */
+RT_API cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
+                                                             unsigned int cudaVersion,
+                                                             unsigned long long flags,
+                                                             enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+    if (symbol == NULL || funcPtr == NULL)
+        return rt_ret(cudaErrorInvalidValue);
+    *funcPtr = NULL;
+    cudaError_t e = rt_init();
+    if (e != cudaSuccess)
+        return rt_ret(e);
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    CUresult r = rt_get_proc(symbol, funcPtr, (int)cudaVersion, flags, &st);
+    if (driverStatus)
+        *driverStatus = st == CU_GET_PROC_ADDRESS_SUCCESS ? cudaDriverEntryPointSuccess
+                        : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                            ? cudaDriverEntryPointVersionNotSufficent
+                            : cudaDriverEntryPointSymbolNotFound;
+    return rt_drv(r);
+}
 
 /* ------------------------------------------------------------------ */
 /* device management                                                  */

@@ -17,6 +17,9 @@ fi
 # give; every other program runs with the library preloaded too, as under a
 # user's LD_PRELOAD=libjemalloc.so.2 (`pagelock run` puts the shim first).
 LIB="$B/libpagelock.so"
+# The demo built for this CUDA (cmake/pagelock_demo.cmake).
+DEMO="$B/pagelock-demo"
+[ "$SIM" = 1 ] && DEMO="$B/fakecuda/pagelock-demo"
 SHIM="${PL_TEST_PRELOAD_FIRST:+$PL_TEST_PRELOAD_FIRST:}$LIB${PL_TEST_PRELOAD_LAST:+:$PL_TEST_PRELOAD_LAST}"
 EXTRA=${PL_TEST_PRELOAD_FIRST:-}
 [ -z "${PL_TEST_PRELOAD_LAST:-}" ] || EXTRA="${EXTRA:+$EXTRA:}$PL_TEST_PRELOAD_LAST"
@@ -306,7 +309,7 @@ case_cupti_injection() {
 # the demo joined.
 case_cupti_kernels() {
   local d="$T/ck"; mkdir -p "$d"
-  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/pagelock-demo" --quick >/dev/null 2>"$d/err" || fail "demo failed: $(cat "$d/err")" || return
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/t.%p.trace" "$DEMO" --quick >/dev/null 2>"$d/err" || fail "demo failed: $(cat "$d/err")" || return
   "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-kernels-min 4 --gpu-kernel-name pagelock_spin --gpu-joined >&2
 }
 

@@ -1,0 +1,74 @@
+# `cmake --install build --prefix P` and the Debian package (cpack -G DEB):
+#   P/bin/pagelock                          the CLI
+#   P/lib/pagelock/libpagelock.so           the shim
+#   P/lib/pagelock/pagelock-demo            the demo for a real GPU
+#   P/lib/pagelock/fakecuda/                the fake CUDA and its demo, for
+#                                           `pagelock demo` without a GPU
+#   P/share/doc/pagelock/                   README.md and docs/
+#   P/share/man/man1/pagelock.1.gz          from `pagelock --help` (help2man)
+# The CLI finds its files from its own path (reporter/pkgdir.c), so the
+# tree works under any prefix and from any working directory.
+include(GNUInstallDirs)
+set(PAGELOCK_MAINTAINER "pagelock maintainers <pagelock@localhost>" CACHE STRING
+  "Maintainer of the Debian package (its control file and changelog)")
+set(PAGELOCK_PKGLIBDIR ${CMAKE_INSTALL_LIBDIR}/pagelock)
+file(RELATIVE_PATH PL_BIN_TO_PKGLIB /${CMAKE_INSTALL_BINDIR} /${PAGELOCK_PKGLIBDIR})
+# The CLI's parts that only the installed layout and `doctor` need.
+target_sources(pagelock_cli PRIVATE ${CMAKE_SOURCE_DIR}/reporter/pkgdir.c
+  ${CMAKE_SOURCE_DIR}/reporter/cmd_doctor.c)
+target_include_directories(pagelock_cli PRIVATE ${PAGELOCK_CUPTI_INCLUDE})
+target_compile_definitions(pagelock_cli PRIVATE PLR_PKGLIBDIR_REL="${PL_BIN_TO_PKGLIB}")
+target_compile_definitions(pl_reader PUBLIC PAGELOCK_VERSION="${PROJECT_VERSION}")
+
+install(TARGETS pagelock_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS pagelock LIBRARY DESTINATION ${PAGELOCK_PKGLIBDIR})
+if(TARGET pagelock-demo)
+  install(TARGETS pagelock-demo RUNTIME DESTINATION ${PAGELOCK_PKGLIBDIR})
+endif()
+install(TARGETS pagelock-demo-fake RUNTIME DESTINATION ${PAGELOCK_PKGLIBDIR}/fakecuda)
+# Only the runtime names (libcuda.so.1, libcudart.so.13, libcupti.so.13):
+# nothing links against these, the demo finds them through LD_LIBRARY_PATH.
+install(TARGETS fake_cuda fake_cudart fake_cupti
+  LIBRARY DESTINATION ${PAGELOCK_PKGLIBDIR}/fakecuda NAMELINK_SKIP)
+install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
+  FILES_MATCHING PATTERN "*.md")
+
+# pagelock(1), generated from `pagelock --help` and `--version`, so it lists
+# exactly the options and variables the CLI does.
+find_program(PAGELOCK_HELP2MAN help2man)
+if(PAGELOCK_HELP2MAN)
+  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/pagelock.1.gz
+    COMMAND ${PAGELOCK_HELP2MAN} --no-info --section=1
+      "--name=find and fix pageable host-device CUDA copies"
+      --output=${CMAKE_BINARY_DIR}/pagelock.1 $<TARGET_FILE:pagelock_cli>
+    COMMAND gzip -n -9 -f ${CMAKE_BINARY_DIR}/pagelock.1
+    DEPENDS pagelock_cli
+    COMMENT "pagelock.1 from pagelock --help")
+  add_custom_target(pagelock_man ALL DEPENDS ${CMAKE_BINARY_DIR}/pagelock.1.gz)
+  install(FILES ${CMAKE_BINARY_DIR}/pagelock.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+else()
+  message(STATUS "pagelock: no help2man (Debian help2man): no man page")
+endif()
+
+# Debian wants the changelog and the copyright beside the docs.  The
+# changelog says only the version; the copyright file is the project's
+# licence, installed once the project has one (docs/packaging.md).
+string(TIMESTAMP PL_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC)
+file(WRITE ${CMAKE_BINARY_DIR}/changelog
+  "pagelock (${PROJECT_VERSION}) unstable; urgency=medium\n\n"
+  "  * pagelock ${PROJECT_VERSION}.\n\n"
+  " -- ${PAGELOCK_MAINTAINER}  ${PL_DATE}\n")
+add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/changelog.gz
+  COMMAND gzip -n -9 -c ${CMAKE_BINARY_DIR}/changelog > ${CMAKE_BINARY_DIR}/changelog.gz
+  DEPENDS ${CMAKE_BINARY_DIR}/changelog)
+add_custom_target(pagelock_changelog ALL DEPENDS ${CMAKE_BINARY_DIR}/changelog.gz)
+install(FILES ${CMAKE_BINARY_DIR}/changelog.gz DESTINATION ${CMAKE_INSTALL_DOCDIR})
+foreach(f LICENSE COPYING)
+  if(EXISTS ${CMAKE_SOURCE_DIR}/${f})
+    install(FILES ${CMAKE_SOURCE_DIR}/${f} DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
+    break()
+  endif()
+endforeach()
+
+include(pagelock_package)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# clean_chroot.sh [CHROOT] - README's two commands in a fresh Debian
+# (debootstrap --variant=minbase bookworm: no uthash, no cmocka, no
+# compiler) with only the CUDA toolkit bind-mounted at /usr/local/cuda, as a
+# new user's machine.  Needs root, debootstrap and a Debian mirror; a CI
+# job, not part of tests/run-tests.  PL_CHROOT_TESTS=1 runs the test command
+# too (about 8 minutes on 2 cores); by default only the first.
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+C=${1:-/tmp/pagelock-chroot}
+CUDA=$(readlink -f "${CUDA_HOME:-/usr/local/cuda}")
+[ "$(id -u)" = 0 ] || { echo "clean_chroot: needs root (chroot, mounts)"; exit 77; }
+command -v debootstrap >/dev/null || { echo "clean_chroot: needs debootstrap"; exit 77; }
+[ -d "$C/usr" ] || debootstrap --variant=minbase bookworm "$C" >/dev/null
+cp /etc/resolv.conf "$C/etc/resolv.conf"
+rm -rf "$C/src" && mkdir -p "$C/src" "$C/usr/local/cuda"
+git -C "$ROOT" archive HEAD | tar -x -C "$C/src"
+cleanup() { umount "$C/usr/local/cuda" "$C/proc" "$C/dev" 2>/dev/null || true; }
+trap cleanup EXIT
+mount --bind -o ro "$CUDA" "$C/usr/local/cuda"
+mount -t proc proc "$C/proc"
+mount --bind /dev "$C/dev"
+for p in uthash-dev libcmocka-dev; do
+  ! chroot "$C" dpkg -s "$p" >/dev/null 2>&1 || { echo "clean_chroot: $p is already in the chroot"; exit 1; }
+done
+first=$(sed -n '/^```sh$/,/^```$/p' "$ROOT/README.md" | sed -n 2p | sed 's/ *#.*//')
+second=$(sed -n '/^```sh$/,/^```$/p' "$ROOT/README.md" | sed -n 3p | sed 's/ *#.*//')
+chroot "$C" /bin/bash -c "cd /src && $first" >"$C/first.log" 2>&1 || { tail -30 "$C/first.log"; echo "clean_chroot: README's first command failed"; exit 1; }
+grep -q "pagelock-demo: all bytes round-tripped" "$C/first.log" || { tail -30 "$C/first.log"; exit 1; }
+echo "clean_chroot: first command ok: $(grep -m1 '^scripts/setup: installing' "$C/first.log" | cut -c1-120)"
+if [ "${PL_CHROOT_TESTS:-0}" = 1 ]; then
+  chroot "$C" /bin/bash -c "cd /src && $second" >"$C/second.log" 2>&1 || { tail -30 "$C/second.log"; echo "clean_chroot: README's test command failed"; exit 1; }
+  echo "clean_chroot: test command ok"
+fi
