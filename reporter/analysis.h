@@ -27,6 +27,22 @@ typedef struct plr_process {
  * way. */
 int plr_process_analyze(plr_process *p, int use_tools);
 
+/* The framework whose code allocated (or copied) a site row's buffer,
+ * from its chosen native frame: module (libtorch*, libc10, cupy, numba),
+ * module path or function name. */
+enum plr_framework { PLR_FW_NONE = 0, PLR_FW_TORCH, PLR_FW_CUPY, PLR_FW_NUMBA };
+int plr_row_framework(const plr_row *r);
+
+/* What to do about one site, in its framework's words (PyTorch:
+ * DataLoader pin_memory=True for shared-memory batches, else
+ * tensor.pin_memory(); CuPy: cupyx.empty_pinned; Numba:
+ * numba.cuda.pinned_array; else cudaHostAlloc / cudaHostRegister), then
+ * what --mode=auto does or would do with it and the time at stake.  alloc
+ * is the allocation-site row (may be NULL or unknown), call the call-site
+ * row used when the allocation is unknown. */
+void plr_site_advice(const plr_process *p, const plr_row *alloc,
+                     const plr_row *call, char *buf, size_t len);
+
 /* Frees the analysis and the trace. */
 void plr_process_free(plr_process *p);
 

@@ -120,6 +120,9 @@ static void plr_site_gpu_merge(plr_site_gpu *a, const plr_site_gpu *b) {
   a->gpu_ns += b->gpu_ns;
   a->made_sync += b->made_sync;
   a->made_sync_host_ns += b->made_sync_host_ns;
+  a->chunks += b->chunks;
+  a->chunk_bytes += b->chunk_bytes;
+  a->chunk_gpu_ns += b->chunk_gpu_ns;
 }
 
 /* qsort order of rows by chosen frame address, for merging. */
@@ -153,6 +156,9 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
     v[i].b = s->b;
     v[i].dirs = s->dirs;
     memcpy(v[i].bydir, s->bydir, sizeof v[i].bydir);
+    memcpy(v[i].routes, s->routes, sizeof v[i].routes);
+    v[i].shared = s->shared;
+    v[i].big = s->big;
     v[i].g = s->g;
     v[i].would_save_ns = -1;
     v[i].addr = plr_choose(t, sym, s, kind);
@@ -169,6 +175,10 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
       r->dirs |= v[i].dirs;
       for (int c = 0; c < PLR_NCDIR; c++)
         plr_bucket_add(&r->bydir[c], &v[i].bydir[c]);
+      for (int c = 0; c < PLR_NROUTE; c++)
+        plr_bucket_add(&r->routes[c], &v[i].routes[c]);
+      plr_bucket_add(&r->shared, &v[i].shared);
+      plr_bucket_add(&r->big, &v[i].big);
       plr_site_gpu_merge(&r->g, &v[i].g);
     } else {
       v[m++] = v[i];

@@ -22,6 +22,8 @@ typedef struct plr_row {
   const plr_frame *frame; /* owned by the symbolizer; NULL if addr == 0 */
   /* What the GPU saw of these copies (all 0 without GPU timing). */
   plr_bucket bydir[PLR_NCDIR]; /* b split by plr_cdir */
+  plr_bucket routes[PLR_NROUTE]; /* b split by route (plr_site) */
+  plr_bucket shared, big;        /* as in plr_site */
   plr_site_gpu g;              /* joined calls, GPU time, made-sync */
   /* Host time a pinned buffer would have saved: host blocked minus bytes /
    * the pinned bandwidth measured for that direction on that device (or

@@ -326,7 +326,8 @@ static int plr_cmp_bw(const void *a, const void *b) {
   if (x->copy_kind != y->copy_kind) return x->copy_kind < y->copy_kind ? -1 : 1;
   if (x->src_kind != y->src_kind) return x->src_kind < y->src_kind ? -1 : 1;
   if (x->dst_kind != y->dst_kind) return x->dst_kind < y->dst_kind ? -1 : 1;
-  return x->bucket < y->bucket ? -1 : x->bucket > y->bucket;
+  if (x->bucket != y->bucket) return x->bucket < y->bucket ? -1 : 1;
+  return x->staged < y->staged ? -1 : x->staged > y->staged;
 }
 
 /* Fills one device report from its kept records.  -1 when out of memory. */
@@ -385,7 +386,8 @@ static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr,
       r->copy_kind = (uint8_t)(b->key & 0xff);
       r->src_kind = (uint8_t)(b->key >> 8);
       r->dst_kind = (uint8_t)(b->key >> 16);
-      r->bucket = (uint8_t)(b->key >> 24);
+      r->bucket = (uint8_t)((b->key >> 24) & 0x7f);
+      r->staged = (b->key & PLR_BW_CHUNK) != 0;
       r->count = b->count;
       r->bytes = b->bytes;
       r->gpu_ns = b->gpu_ns;
@@ -396,16 +398,20 @@ static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr,
   }
   memcpy(o->pinned_gbps, d->pinned_gbps, sizeof o->pinned_gbps);
 
-  /* Streams: which carried kernels, and pinned async copies on them. */
+  /* Streams: which carried kernels, and the program's pinned async copies
+   * on them (staged chunks are the shim's: counted apart). */
   const plr_stream_acc *s, *st;
   uint64_t best = 0;
+  size_t nss = 0;
   HASH_ITER(hh, d->streams, s, st) {
     o->pinned_async_copies += s->pinned_async;
     o->pinned_async_ns += s->pinned_async_ns;
+    o->staged_chunks += s->chunks;
     if (!s->kernels) continue;
     o->kernel_streams++;
     o->same_stream_copies += s->pinned_async;
     o->same_stream_ns += s->pinned_async_ns;
+    nss += s->pinned_spans.n;
     if (s->pinned_async &&
         (s->pinned_async_ns > best ||
          (s->pinned_async_ns == best && s->stream < o->same_stream_id))) {
@@ -413,6 +419,26 @@ static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr,
       o->same_stream_id = s->stream;
     }
   }
+  /* The time those copies ran, and ran under no kernel: what the
+   * same-stream verdict may cite. */
+  if (nss) {
+    plr_span *v = malloc(nss * sizeof *v), *at = v;
+    if (!v) return -1;
+    HASH_ITER(hh, d->streams, s, st) {
+      if (!s->kernels || !s->pinned_spans.n) continue;
+      memcpy(at, s->pinned_spans.v, s->pinned_spans.n * sizeof *v);
+      at += s->pinned_spans.n;
+    }
+    size_t n = plr_spans_normalize(v, nss);
+    o->same_stream_busy_ns = plr_spans_total(v, n);
+    o->same_stream_hidden_ns = plr_spans_intersect_total(v, n, k->v, k->n);
+    o->same_stream_exposed_ns = o->same_stream_busy_ns - o->same_stream_hidden_ns;
+    free(v);
+  }
+  o->pageable_busy_ns = plr_spans_total(d->pageable.v, d->pageable.n);
+  o->pageable_exposed_ns =
+      o->pageable_busy_ns -
+      plr_spans_intersect_total(d->pageable.v, d->pageable.n, k->v, k->n);
   return 0;
 }
 
@@ -536,8 +562,16 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
     if (cost >= 0 && (uint64_t)cost < j->made_sync_host_ns && k > 0 &&
         (size_t)k < sizeof v->text) {
       plr_fmt_ms(j->made_sync_host_ns - (uint64_t)cost, b, sizeof b);
+      k += plr_say(v->text + k, sizeof v->text - (size_t)k,
+                    " (pinned, they would block about %s ms less)", b);
+    }
+    /* Exposed copy time of pageable copies is this verdict's, not the
+     * same-stream one's. */
+    if (r->total_pageable_exposed_ns && k > 0 && (size_t)k < sizeof v->text) {
+      plr_fmt_ms(r->total_pageable_exposed_ns, c, sizeof c);
       plr_say(v->text + k, sizeof v->text - (size_t)k,
-               " (pinned, they would block about %s ms less)", b);
+               "; pageable copies left the GPU %s ms of copy time with no "
+               "kernel running", c);
     }
     plr_say(v->advice, sizeof v->advice,
              "pin the host buffers (cudaHostAlloc / cudaHostRegister, or "
@@ -563,8 +597,17 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
                      j->pageable_sync, a, gbps);
     if (cost >= 0 && k > 0 && (size_t)k < sizeof v->text) {
       plr_fmt_ms(save, b, sizeof b);
+      k += plr_say(v->text + k, sizeof v->text - (size_t)k,
+                    "; pinned, they would take about %s ms less", b);
+    }
+    /* Without a made-synchronous verdict, pageable exposed time is this
+     * one's. */
+    if (!j->made_sync && r->total_pageable_exposed_ns && k > 0 &&
+        (size_t)k < sizeof v->text) {
+      plr_fmt_ms(r->total_pageable_exposed_ns, c, sizeof c);
       plr_say(v->text + k, sizeof v->text - (size_t)k,
-               "; pinned, they would take about %s ms less", b);
+               "; pageable copies left the GPU %s ms of copy time with no "
+               "kernel running", c);
     }
     plr_say(v->advice, sizeof v->advice,
              "pin these buffers (cudaHostAlloc / cudaHostRegister) to copy "
@@ -578,22 +621,24 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
     int32_t dv = (int32_t)(d->device & 0x7fffffff);
     /* Pinned async copies that still did not overlap: they sat on the
      * kernels' stream, so stream order serialised them. */
-    if (d->kernels && d->pinned_async_copies && d->copy_busy_all_ns &&
+    if (d->kernels && d->same_stream_copies && d->same_stream_busy_ns &&
         d->same_stream_ns * 2 >= d->pinned_async_ns &&
-        d->copy_hidden_ns * 4 < d->copy_busy_all_ns) {
-      plr_fmt_ms(d->copy_exposed_ns, a, sizeof a);
+        d->same_stream_hidden_ns * 4 < d->same_stream_busy_ns) {
+      /* The time cited is these copies' own: pageable copies and the
+       * shim's staged chunks on the same stream are other verdicts'. */
+      plr_fmt_ms(d->same_stream_exposed_ns, a, sizeof a);
       plr_verdict *v = plr_vadd(&l, PLR_VERDICT_SAME_STREAM,
-                                d->copy_exposed_ns, dv);
+                                d->same_stream_exposed_ns, dv);
       if (v) {
         plr_say(v->text, sizeof v->text,
                  "pinned but not overlapped: copies and kernels share a "
                  "stream (%s: %" PRIu64 " of %" PRIu64
                  " pinned async copies ran on stream %u with kernels; %.0f%% "
-                 "of copy time was hidden under kernels, %s ms exposed)",
+                 "of their time was hidden under kernels, %s ms exposed)",
                  lab, d->same_stream_copies, d->pinned_async_copies,
                  d->same_stream_id,
-                 100.0 * (double)d->copy_hidden_ns /
-                     (double)d->copy_busy_all_ns,
+                 100.0 * (double)d->same_stream_hidden_ns /
+                     (double)d->same_stream_busy_ns,
                  a);
         plr_say(v->advice, sizeof v->advice,
                  "move copies to their own stream with "
@@ -633,14 +678,20 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
                  "active window); the longest gap was %s ms",
                  lab, d->gaps_total, a, b,
                  100.0 * (double)d->gaps_ns / (double)wlen, c);
-        plr_say(v->advice, sizeof v->advice, "%s",
-                 j->made_sync
-                     ? "the host was blocked in copy calls (see above): fix "
-                       "those first so it can queue work ahead"
-                     : "queue work ahead of the GPU: look for host "
-                       "synchronisation (cudaDeviceSynchronize, "
-                       "cudaStreamSynchronize, .item(), .cpu()) and host work "
-                       "between launches");
+        if (j->made_sync && j->made_sync_host_ns * 10 >= d->gaps_ns) {
+          plr_fmt_ms(j->made_sync_host_ns, c, sizeof c);
+          plr_say(v->advice, sizeof v->advice,
+                   "first fix the %" PRIu64 " copy calls that pageable memory "
+                   "made synchronous (they blocked the host %s ms), so that "
+                   "it can queue work ahead",
+                   j->made_sync, c);
+        } else {
+          plr_say(v->advice, sizeof v->advice, "%s",
+                   "queue work ahead of the GPU: look for host "
+                   "synchronisation (cudaDeviceSynchronize, "
+                   "cudaStreamSynchronize, .item(), .cpu()) and host work "
+                   "between launches");
+        }
       }
     }
   }
@@ -696,6 +747,7 @@ int plr_gpu_analyze(const plr_trace *t, uint64_t thr, plr_gpu_report *r) {
     r->total_copy_hidden_ns += d->copy_hidden_ns;
     r->total_copy_exposed_ns += d->copy_exposed_ns;
     r->total_kernel_busy_ns += d->kernel_busy_ns;
+    r->total_pageable_exposed_ns += d->pageable_exposed_ns;
   }
   memcpy(r->pinned_gbps, g->pinned_gbps, sizeof r->pinned_gbps);
   plr_verdicts(t, r);

@@ -70,6 +70,7 @@ typedef struct plr_bw_row {
   uint8_t src_kind;     /* pagelock_gpu_mem */
   uint8_t dst_kind;     /* pagelock_gpu_mem */
   uint8_t bucket;       /* plr_size_bucket */
+  uint8_t staged;       /* 1: the shim's staged chunks, not program copies */
   uint64_t count;
   uint64_t bytes;
   uint64_t gpu_ns;      /* summed durations */
@@ -105,11 +106,20 @@ typedef struct plr_device_report {
   uint64_t gaps_ns;           /* their summed length */
   uint32_t sm_count, pci_gen; /* from the DEVICE record, 0 unknown */
   uint64_t kernel_streams;    /* streams that ran kernels */
-  uint64_t pinned_async_copies, pinned_async_ns; /* async H2D/D2H copies
-                                                    with a pinned host side */
+  /* The program's async H2D/D2H copies with a pinned host side (the
+   * shim's staged chunks are not the program's: they are in
+   * staged_chunks). */
+  uint64_t pinned_async_copies, pinned_async_ns;
   uint64_t same_stream_copies, same_stream_ns;   /* ... of them on a stream
                                                     that also ran kernels */
   uint32_t same_stream_id;    /* the stream with the most such copy time */
+  /* |S|, |S and K| and |S| - |S and K| for S the union of those same-stream
+   * copies: the time the same-stream verdict cites is theirs alone. */
+  uint64_t same_stream_busy_ns, same_stream_hidden_ns, same_stream_exposed_ns;
+  /* The same for P, the GPU copies with a pageable side (CUPTI): the
+   * made-synchronous verdict's share of exposed copy time. */
+  uint64_t pageable_busy_ns, pageable_exposed_ns;
+  uint64_t staged_chunks;     /* GPU copies the staging engine issued */
 } plr_device_report;
 
 /* Per host copy call joined with its GPU op(s). */
@@ -132,6 +142,10 @@ typedef struct plr_call_join {
                              not, or the other way round */
   uint64_t gpu_ops;       /* GPU copy ops (MEMCPY, P2P) with valid times */
   uint64_t gpu_ops_unjoined; /* ... that matched no copy call */
+  /* GPU copies the staging engine issued for the program's calls (joined
+   * through LINK records), their bytes and GPU time: part of gpu_ops and
+   * gpu_ns, never of calls. */
+  uint64_t chunks, chunk_bytes, chunk_gpu_ns;
 } plr_call_join;
 
 enum plr_verdict_kind {
@@ -150,7 +164,7 @@ typedef struct plr_verdict {
   uint32_t kind;      /* plr_verdict_kind */
   uint64_t ns;        /* the time at stake (blocked, exposed, would save) */
   char text[320];     /* one plain sentence: what happened, in numbers */
-  char advice[320];   /* what to do; "" when nothing */
+  char advice[512];   /* what to do; "" when nothing */
   int32_t device;     /* the device it is about, -1 the process */
 } plr_verdict;
 
@@ -176,6 +190,7 @@ typedef struct plr_gpu_report {
   uint64_t total_copy_hidden_ns;
   uint64_t total_copy_exposed_ns;
   uint64_t total_kernel_busy_ns;
+  uint64_t total_pageable_exposed_ns; /* pageable_exposed_ns over devices */
 } plr_gpu_report;
 
 /* Builds the GPU report of a loaded trace.  gap_threshold_ns 0 means the

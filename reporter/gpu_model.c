@@ -24,10 +24,24 @@
  *
  * A batch call writes one COPY per entry, all with the same seq and the
  * same corr, and CUPTI one op per entry: each entry adds a link, and an op
- * takes the link whose byte count matches it.  The shim writes a chunk's
- * LINK twice (from its API callback and from CUPTI's external correlation
- * record): a LINK whose corr is already linked or was recently consumed is
- * a duplicate and is dropped. */
+ * takes the link whose byte count matches it.
+ *
+ * A LINK record ties every op of its corr to its call: the staging engine
+ * may issue all the chunks of one call under one correlation (the H200
+ * demo trace has seven ops per LINK), or one per chunk.  So a LINK is not
+ * consumed by the op it meets: it stays in a ring of recent LINK
+ * correlations, and ops of that corr arriving after the call was folded
+ * are added to it late (the folded call's sites are remembered in a second
+ * ring).  The shim writes a chunk's LINK twice (from its API callback and
+ * from CUPTI's external correlation record): the repeat finds its corr in
+ * the ring and is dropped.
+ *
+ * Each op is "settled" once it is known whose it is: the program's (joined
+ * through a COPY's gpu_correlation, or never joined) or the shim's (a
+ * staged chunk, joined through a LINK).  Only the program's pinned async
+ * copies count towards the same-stream verdict, and bandwidth rows keep
+ * chunks apart, so the report never counts pagelock's own work as the
+ * program's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,8 +52,9 @@
  * not see, or a shim that wrote no correlation) must not grow without
  * bound: past this many, further ones are counted as unjoined at once. */
 #define PLR_MAX_ORPHANS (1u << 16)
-/* Recently consumed LINK correlations remembered to spot duplicates. */
-#define PLR_CONSUMED_RING (1u << 16)
+/* Recent LINK correlations (their ops may keep coming) and recently folded
+ * linked calls (late ops find their sites), each a ring of this many. */
+#define PLR_LINK_RING (1u << 16)
 #define PLR_MAX_KNAMES 65536u
 #define PLR_MAX_KNAME_LEN 1024u
 
@@ -150,11 +165,15 @@ typedef struct plr_link_node {
 
 /* What a GPU copy op brings to its call. */
 typedef struct plr_op {
+  uint64_t start, end; /* CLOCK_MONOTONIC */
   uint64_t dur;
   uint64_t bytes;
   uint32_t device;
+  uint32_t stream;      /* CUPTI streamId */
   uint8_t pageable, pinned; /* host side per CUPTI's src/dst kinds */
   uint8_t cdir;
+  uint8_t copy_kind, src_kind, dst_kind;
+  uint8_t pinned_async; /* async, H2D from or D2H to pinned host memory */
 } plr_op;
 
 typedef struct plr_orphan_node {
@@ -180,13 +199,40 @@ typedef struct plr_acc {
   uint8_t linked;          /* an op came through a LINK record */
   uint8_t pageable, pinned;
   uint8_t op_cdir;         /* direction of the first op */
+  uint32_t chunks;         /* ops that came through LINK records */
+  uint64_t chunk_bytes, chunk_gpu_ns;
 } plr_acc;
+
+/* A LINK correlation: the call its ops belong to, and whether one has
+ * arrived (the call waits for the first). */
+typedef struct plr_link_ent {
+  uint64_t seq;
+  uint8_t got;
+} plr_link_ent;
+
+/* What a late chunk needs of a call folded already. */
+typedef struct plr_folded_ent {
+  uint64_t callsite;
+  uint32_t stack_id, alloc_stack_id;
+  uint8_t host_mem;
+} plr_folded_ent;
+
+/* A map whose oldest key is forgotten when it holds `cap`: val is the
+ * key's slot in the ring, where the caller keeps its payload. */
+typedef struct plr_ring {
+  plr_map m;
+  uint64_t *keys;
+  size_t pos, n;
+} plr_ring;
 
 typedef struct plr_join {
   plr_map links;   /* corr -> head link node */
   plr_map orphans; /* corr -> head orphan node */
   plr_map accs;    /* seq -> acc */
-  plr_map consumed;/* corr -> 1: LINK correlations recently consumed */
+  plr_ring linked; /* corr -> slot of lk: LINK correlations */
+  plr_link_ent *lk;
+  plr_ring folded; /* seq -> slot of fo: linked calls folded already */
+  plr_folded_ent *fo;
   plr_link_node *ln;
   size_t nln, capln;
   uint32_t free_ln;
@@ -197,8 +243,6 @@ typedef struct plr_join {
   plr_acc *ac;
   size_t nac, capac;
   uint32_t free_ac;
-  uint32_t *ring;  /* consumed corrs, oldest evicted first */
-  size_t ring_pos, ring_n;
 } plr_join;
 
 /* Grows a pool array to hold one more element; -1 when out of memory. */
@@ -273,21 +317,26 @@ static void plr_acc_drop(plr_join *j, plr_acc *a) {
   j->free_ac = i;
 }
 
-/* Remembers that the LINK correlation corr found its op, evicting the
- * oldest remembered one when the ring is full. */
-static int plr_consumed_add(plr_join *j, uint32_t corr) {
-  if (plr_map_find(&j->consumed, corr) != SIZE_MAX) return 0;
-  if (j->ring_n == PLR_CONSUMED_RING) {
-    uint32_t old = j->ring[j->ring_pos];
-    size_t slot = plr_map_find(&j->consumed, old);
-    if (slot != SIZE_MAX) plr_map_del(&j->consumed, slot);
-    j->ring_n--;
+/* The ring slot of key, or SIZE_MAX. */
+static size_t plr_ring_find(const plr_ring *r, uint64_t key) {
+  size_t slot = plr_map_find(&r->m, key);
+  return slot == SIZE_MAX ? SIZE_MAX : r->m.vals[slot];
+}
+
+/* Adds key (absent), forgetting the oldest key when full; returns its ring
+ * slot, or SIZE_MAX when out of memory. */
+static size_t plr_ring_put(plr_ring *r, uint64_t key) {
+  if (r->n == PLR_LINK_RING) {
+    size_t slot = plr_map_find(&r->m, r->keys[r->pos]);
+    if (slot != SIZE_MAX) plr_map_del(&r->m, slot);
+    r->n--;
   }
-  if (plr_map_put(&j->consumed, corr, 1)) return -1;
-  j->ring[j->ring_pos] = corr;
-  j->ring_pos = (j->ring_pos + 1) % PLR_CONSUMED_RING;
-  j->ring_n++;
-  return 0;
+  size_t at = r->pos;
+  if (plr_map_put(&r->m, key, (uint32_t)at)) return SIZE_MAX;
+  r->keys[at] = key;
+  r->pos = (r->pos + 1) % PLR_LINK_RING;
+  r->n++;
+  return at;
 }
 
 /* ---- folding a joined call --------------------------------------------- */
@@ -311,10 +360,39 @@ unsigned plr_cdir_of_copy_kind(unsigned k) {
   }
 }
 
+static plr_gpu_dev *plr_dev_get(plr_gpu_data *g, uint32_t device, int *oom);
+static plr_stream_acc *plr_stream_get(plr_gpu_dev *d, uint32_t stream);
+static int plr_bw_add(plr_gpu_dev *d, const plr_op *op, int chunk);
+
+/* Counts a GPU copy op once it is known whose it is: a staged chunk (the
+ * shim's) or the program's own (joined through its COPY, or never
+ * joined).  Bandwidth rows keep chunks apart, and only the program's
+ * pinned async copies are candidates for the same-stream verdict. */
+static int plr_op_settle(plr_trace *t, const plr_op *op, int chunk) {
+  int oom = 0;
+  plr_gpu_dev *d = plr_dev_get(&t->gpu, op->device, &oom);
+  if (oom) return -1;
+  if (!d) return 0; /* past PLR_MAX_GPU_DEVICES: counted in dev_overflow */
+  if (plr_bw_add(d, op, chunk)) return -1;
+  if (!chunk && !op->pinned_async) return 0;
+  plr_stream_acc *st = plr_stream_get(d, op->stream);
+  if (!st) return -1;
+  if (chunk) {
+    st->chunks++;
+    return 0;
+  }
+  st->pinned_async++;
+  st->pinned_async_ns += op->dur;
+  return plr_spanvec_add(&st->pinned_spans, op->start, op->end);
+}
+
 /* Adds the GPU side of a joined call to a site's accumulator. */
 static void plr_site_gpu_add(plr_site *s, const plr_acc *a, int made_sync) {
   s->g.calls += a->ncopies;
   s->g.gpu_ns += a->gpu_ns;
+  s->g.chunks += a->chunks;
+  s->g.chunk_bytes += a->chunk_bytes;
+  s->g.chunk_gpu_ns += a->chunk_gpu_ns;
   if (made_sync) {
     s->g.made_sync += a->ncopies;
     s->g.made_sync_host_ns += a->host_ns;
@@ -326,11 +404,15 @@ static void plr_site_gpu_add(plr_site *s, const plr_acc *a, int made_sync) {
 }
 
 /* Folds a call that has its COPY and at least one op into the join
- * results and its sites. */
-static void plr_acc_fold(plr_trace *t, const plr_acc *a) {
+ * results and its sites; a linked call is remembered so that chunks
+ * arriving later still find it. */
+static int plr_acc_fold(plr_trace *t, plr_join *j, const plr_acc *a) {
   plr_call_join *jn = &t->gpu.join;
   jn->calls += a->ncopies;
   jn->gpu_ns += a->gpu_ns;
+  jn->chunks += a->chunks;
+  jn->chunk_bytes += a->chunk_bytes;
+  jn->chunk_gpu_ns += a->chunk_gpu_ns;
   if (a->linked) jn->linked += a->ncopies;
   if (a->pinned) jn->pinned += a->ncopies;
   unsigned cd = a->dir != PAGELOCK_DIR_UNKNOWN ? plr_cdir_of_dir(a->dir)
@@ -354,7 +436,7 @@ static void plr_acc_fold(plr_trace *t, const plr_acc *a) {
         jn->made_sync_dir_host_ns[cd] += a->host_ns;
         jn->made_sync_dir_bytes[cd] += a->bytes;
       }
-    } else if (!(a->flags & PAGELOCK_COPY_ASYNC)) {
+    } else {
       jn->pageable_sync += a->ncopies;
       jn->pageable_sync_host_ns += a->host_ns;
       jn->pageable_sync_bytes += a->bytes;
@@ -372,8 +454,16 @@ static void plr_acc_fold(plr_trace *t, const plr_acc *a) {
       ((a->pageable && !shim_pageable && a->host_mem != PAGELOCK_MEM_UNKNOWN) ||
        (shim_pageable && !a->pageable && a->pinned)))
     jn->mem_mismatch += a->ncopies;
+  if (a->linked && plr_ring_find(&j->folded, a->seq) == SIZE_MAX) {
+    size_t at = plr_ring_put(&j->folded, a->seq);
+    if (at == SIZE_MAX) return -1;
+    j->fo[at].callsite = a->callsite;
+    j->fo[at].stack_id = a->stack_id;
+    j->fo[at].alloc_stack_id = a->alloc_stack_id;
+    j->fo[at].host_mem = a->host_mem;
+  }
   /* Only pageable copies (as the shim saw them) have site rows. */
-  if (!shim_pageable) return;
+  if (!shim_pageable) return 0;
   plr_site *s;
   plr_site_key k = {a->callsite, a->stack_id, 0};
   HASH_FIND(hh, t->sites, &k, sizeof k, s);
@@ -383,23 +473,61 @@ static void plr_acc_fold(plr_trace *t, const plr_acc *a) {
     HASH_FIND(hh, t->alloc_sites, &ak, sizeof ak, s);
     if (s) plr_site_gpu_add(s, a, made_sync);
   }
+  return 0;
 }
 
-/* Folds and forgets a when it is complete: COPY read, no link waiting. */
-static void plr_acc_try_finish(plr_trace *t, plr_join *j, plr_acc *a) {
-  if (a->ncopies && a->outstanding <= 0 && a->ops) {
-    plr_acc_fold(t, a);
-    plr_acc_drop(j, a);
+/* A chunk of a call folded already: its GPU time joins the call's (and
+ * its sites', while the call is remembered). */
+static void plr_late_chunk(plr_trace *t, plr_join *j, uint64_t seq,
+                           const plr_op *op) {
+  plr_call_join *jn = &t->gpu.join;
+  jn->gpu_ns += op->dur;
+  jn->chunks++;
+  jn->chunk_bytes += op->bytes;
+  jn->chunk_gpu_ns += op->dur;
+  size_t at = plr_ring_find(&j->folded, seq);
+  if (at == SIZE_MAX || j->fo[at].host_mem != PAGELOCK_MEM_PAGEABLE) return;
+  const plr_folded_ent *f = &j->fo[at];
+  plr_site *s;
+  plr_site_key k = {f->callsite, f->stack_id, 0};
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass) {
+      if (!f->alloc_stack_id) break;
+      k = (plr_site_key){0, f->alloc_stack_id, 0};
+      HASH_FIND(hh, t->alloc_sites, &k, sizeof k, s);
+    } else {
+      HASH_FIND(hh, t->sites, &k, sizeof k, s);
+    }
+    if (!s) continue;
+    s->g.gpu_ns += op->dur;
+    s->g.chunks++;
+    s->g.chunk_bytes += op->bytes;
+    s->g.chunk_gpu_ns += op->dur;
   }
 }
 
-/* Adds one op to a call. */
-static void plr_acc_add_op(plr_acc *a, const plr_op *op) {
+/* Folds and forgets a when it is complete: COPY read, no link waiting. */
+static int plr_acc_try_finish(plr_trace *t, plr_join *j, plr_acc *a) {
+  if (a->ncopies && a->outstanding <= 0 && a->ops) {
+    if (plr_acc_fold(t, j, a)) return -1;
+    plr_acc_drop(j, a);
+  }
+  return 0;
+}
+
+/* Adds one op to a call; chunk: it came through a LINK record. */
+static void plr_acc_add_op(plr_acc *a, const plr_op *op, int chunk) {
   if (!a->ops) a->op_cdir = op->cdir;
   a->ops++;
   a->gpu_ns += op->dur;
   a->pageable |= op->pageable;
   a->pinned |= op->pinned;
+  if (chunk) {
+    a->linked = 1;
+    a->chunks++;
+    a->chunk_bytes += op->bytes;
+    a->chunk_gpu_ns += op->dur;
+  }
   if (a->device == -1)
     a->device = (int32_t)(op->device & 0x7fffffff);
   else if (a->device != (int32_t)(op->device & 0x7fffffff))
@@ -441,30 +569,44 @@ static int plr_join_op(plr_trace *t, plr_join *j, uint32_t corr,
   jn->gpu_ops++;
   if (!corr) {
     jn->gpu_ops_unjoined++;
-    return 0;
+    return plr_op_settle(t, op, 0);
   }
   size_t slot = plr_map_find(&j->links, corr);
   if (slot != SIZE_MAX) {
+    /* A COPY named it: the program's own op. */
     uint32_t n;
     PLR_CHAIN_TAKE(j, &j->links, j->ln, slot, PLR_LN_BYTES, op->bytes, n);
     uint64_t seq = j->ln[n].seq;
-    int from_link_rec = j->ln[n].bytes == 0;
     j->ln[n].next = j->free_ln;
     j->free_ln = n;
+    if (plr_op_settle(t, op, 0)) return -1;
     plr_acc *a = plr_acc_get(j, seq, 1);
     if (!a) return -1;
     a->outstanding--;
-    plr_acc_add_op(a, op);
-    if (from_link_rec) {
-      a->linked = 1;
-      if (plr_consumed_add(j, corr)) return -1;
+    plr_acc_add_op(a, op, 0);
+    return plr_acc_try_finish(t, j, a);
+  }
+  size_t at = plr_ring_find(&j->linked, corr);
+  if (at != SIZE_MAX) {
+    /* A LINK named it: a staged chunk of that call. */
+    if (plr_op_settle(t, op, 1)) return -1;
+    plr_link_ent *e = &j->lk[at];
+    plr_acc *a = plr_acc_get(j, e->seq, 0);
+    if (!a) {
+      plr_late_chunk(t, j, e->seq, op);
+      e->got = 1;
+      return 0;
     }
-    plr_acc_try_finish(t, j, a);
-    return 0;
+    plr_acc_add_op(a, op, 1);
+    if (!e->got) {
+      e->got = 1;
+      a->outstanding--;
+    }
+    return plr_acc_try_finish(t, j, a);
   }
   if (j->orphans_live >= PLR_MAX_ORPHANS) {
     jn->gpu_ops_unjoined++;
-    return 0;
+    return plr_op_settle(t, op, 0);
   }
   uint32_t n = plr_on_new(j);
   if (n == PLR_NIL) return -1;
@@ -481,28 +623,53 @@ static int plr_join_op(plr_trace *t, plr_join *j, uint32_t corr,
   return 0;
 }
 
-/* corr belongs to call seq (from a COPY's gpu_correlation when bytes != 0
- * or from_copy, else from a LINK record). */
-static int plr_join_link(plr_trace *t, plr_join *j, uint32_t corr,
-                         uint64_t seq, uint64_t bytes, int from_copy) {
-  size_t slot = plr_map_find(&j->links, corr);
-  /* The shim links a chunk twice; drop the second.  An op that a LINK
-   * record already joined is not claimed again by a COPY either. */
-  if (plr_map_find(&j->consumed, corr) != SIZE_MAX) return 0;
-  if (slot != SIZE_MAX) {
-    unsigned scan = 0;
-    for (uint32_t i = j->links.vals[slot]; i != PLR_NIL && scan < PLR_CHAIN_SCAN;
-         i = j->ln[i].next, scan++) {
-      if (j->ln[i].seq != seq) continue;
-      if (!from_copy) return 0;
-      if (j->ln[i].bytes == 0) {
-        /* LINK record first, then the COPY naming the same op: one op. */
-        j->ln[i].bytes = bytes ? bytes : UINT64_MAX;
-        return 0;
+/* A LINK record: every op of corr belongs to call seq.  Ops that came
+ * first are adopted now; a repeat of a known corr is dropped. */
+static int plr_join_link_rec(plr_trace *t, plr_join *j, uint32_t corr,
+                             uint64_t seq) {
+  if (plr_ring_find(&j->linked, corr) != SIZE_MAX) return 0;
+  size_t at = plr_ring_put(&j->linked, corr);
+  if (at == SIZE_MAX) return -1;
+  j->lk[at].seq = seq;
+  j->lk[at].got = 0;
+  /* The call was folded already (its first LINK's op completed it): what
+   * this corr brings is late. */
+  plr_acc *a = plr_acc_get(j, seq, 0);
+  int late = !a && plr_ring_find(&j->folded, seq) != SIZE_MAX;
+  if (!a && !late && !(a = plr_acc_get(j, seq, 1))) return -1;
+  size_t os = plr_map_find(&j->orphans, corr);
+  if (os != SIZE_MAX) {
+    for (uint32_t i = j->orphans.vals[os], nx; i != PLR_NIL; i = nx) {
+      nx = j->on[i].next;
+      plr_op op = j->on[i].op;
+      j->on[i].next = j->free_on;
+      j->free_on = i;
+      j->orphans_live--;
+      if (plr_op_settle(t, &op, 1)) return -1;
+      if (late) {
+        plr_late_chunk(t, j, seq, &op);
+      } else {
+        /* plr_acc_get may not move the pool here: nothing is created. */
+        plr_acc_add_op(a, &op, 1);
       }
-      /* else another entry of a batch call: it gets its own link */
     }
+    plr_map_del(&j->orphans, os);
+    j->lk[at].got = 1;
+  } else if (!late) {
+    a->outstanding++;
   }
+  if (late) {
+    j->lk[at].got = 1;
+    return 0;
+  }
+  return plr_acc_try_finish(t, j, a);
+}
+
+/* corr is named by a COPY record of call seq (bytes: that entry's). */
+static int plr_join_link(plr_trace *t, plr_join *j, uint32_t corr,
+                         uint64_t seq, uint64_t bytes) {
+  /* An op that a LINK record claims is not the COPY's too. */
+  if (plr_ring_find(&j->linked, corr) != SIZE_MAX) return 0;
   size_t os = plr_map_find(&j->orphans, corr);
   if (os != SIZE_MAX) {
     /* Its op came first. */
@@ -512,24 +679,20 @@ static int plr_join_link(plr_trace *t, plr_join *j, uint32_t corr,
     j->on[n].next = j->free_on;
     j->free_on = n;
     j->orphans_live--;
+    if (plr_op_settle(t, &op, 0)) return -1;
     plr_acc *a = plr_acc_get(j, seq, 1);
     if (!a) return -1;
-    plr_acc_add_op(a, &op);
-    if (!from_copy) {
-      a->linked = 1;
-      if (plr_consumed_add(j, corr)) return -1;
-    }
-    plr_acc_try_finish(t, j, a);
-    return 0;
+    plr_acc_add_op(a, &op, 0);
+    return plr_acc_try_finish(t, j, a);
   }
   plr_acc *a = plr_acc_get(j, seq, 1);
   if (!a) return -1;
   uint32_t n = plr_ln_new(j);
   if (n == PLR_NIL) return -1;
+  size_t slot = plr_map_find(&j->links, corr);
   j->ln[n].seq = seq;
-  /* bytes 0 marks "from a LINK record"; a zero-byte COPY entry still
-   * counts as from a COPY by using a value no op carries. */
-  j->ln[n].bytes = from_copy ? (bytes ? bytes : UINT64_MAX) : 0;
+  /* A zero-byte entry still needs a value no op of another entry has. */
+  j->ln[n].bytes = bytes ? bytes : UINT64_MAX;
   if (slot != SIZE_MAX) {
     j->ln[n].next = j->links.vals[slot];
     j->links.vals[slot] = n;
@@ -570,12 +733,11 @@ int plr_gpu_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
   if (c->gpu_correlation) {
     uint64_t seq = a->seq;
     /* plr_join_link may move the accumulator pool: look a up again. */
-    if (plr_join_link(t, j, c->gpu_correlation, seq, c->bytes, 1)) return -1;
+    if (plr_join_link(t, j, c->gpu_correlation, seq, c->bytes)) return -1;
     a = plr_acc_get(j, seq, 0);
     if (!a) return 0; /* folded already */
   }
-  plr_acc_try_finish(t, j, a);
-  return 0;
+  return plr_acc_try_finish(t, j, a);
 }
 
 /* ---- span sets ----------------------------------------------------------- */
@@ -652,11 +814,12 @@ static plr_gpu_dev *plr_dev_get(plr_gpu_data *g, uint32_t device, int *oom) {
 }
 
 /* Adds one bandwidth sample (and its sums) to the row of its key. */
-static int plr_bw_add(plr_gpu_dev *d, const pagelock_rec_gpu *r,
-                      uint64_t dur) {
-  uint32_t key = (uint32_t)r->copy_kind | (uint32_t)r->src_kind << 8 |
-                 (uint32_t)r->dst_kind << 16 |
-                 (uint32_t)plr_size_bucket(r->bytes) << 24;
+static int plr_bw_add(plr_gpu_dev *d, const plr_op *op, int chunk) {
+  uint64_t dur = op->dur;
+  uint32_t key = (uint32_t)op->copy_kind | (uint32_t)op->src_kind << 8 |
+                 (uint32_t)op->dst_kind << 16 |
+                 (uint32_t)plr_size_bucket(op->bytes) << 24 |
+                 (chunk ? PLR_BW_CHUNK : 0u);
   plr_bw_acc *b;
   HASH_FIND(hh, d->bw, &key, sizeof key, b);
   if (!b) {
@@ -666,7 +829,7 @@ static int plr_bw_add(plr_gpu_dev *d, const pagelock_rec_gpu *r,
     HASH_ADD(hh, d->bw, key, sizeof b->key, b);
   }
   b->count++;
-  b->bytes += r->bytes;
+  b->bytes += op->bytes;
   b->gpu_ns += dur;
   if (!dur) return 0; /* no rate without a duration */
   if (b->n == b->cap) {
@@ -676,7 +839,7 @@ static int plr_bw_add(plr_gpu_dev *d, const pagelock_rec_gpu *r,
     b->gbps = v;
     b->cap = cap;
   }
-  b->gbps[b->n++] = (double)r->bytes / (double)dur;
+  b->gbps[b->n++] = (double)op->bytes / (double)dur;
   return 0;
 }
 
@@ -741,31 +904,38 @@ static int plr_fold_gpu(plr_trace *t, const pagelock_rec_gpu *r) {
     } else if (is_copy) {
       d->copies++;
       if (plr_spanvec_add(&d->copy[cd], s, e)) return -1;
-      if (plr_bw_add(d, r, dur)) return -1;
-      int pinned_host =
-          (cd == PLR_CDIR_H2D && r->src_kind == PAGELOCK_GPU_MEM_PINNED) ||
-          (cd == PLR_CDIR_D2H && r->dst_kind == PAGELOCK_GPU_MEM_PINNED);
-      if (pinned_host && (r->flags & PAGELOCK_GPU_ASYNC)) {
-        plr_stream_acc *st = plr_stream_get(d, r->stream);
-        if (!st) return -1;
-        st->pinned_async++;
-        st->pinned_async_ns += dur;
-      }
+      if ((r->src_kind == PAGELOCK_GPU_MEM_PAGEABLE ||
+           r->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE) &&
+          plr_spanvec_add(&d->pageable, s, e))
+        return -1;
     }
   } else {
     g->dev_overflow++;
   }
-  if (!is_copy || !g->pending) return 0;
+  if (!is_copy) return 0;
+  /* Bandwidth and stream sums wait until the op is known to be the
+   * program's or a staged chunk (plr_op_settle). */
   plr_op op;
   memset(&op, 0, sizeof op);
+  op.start = s;
+  op.end = e;
   op.dur = dur;
   op.bytes = r->bytes;
   op.device = r->device;
+  op.stream = r->stream;
   op.cdir = (uint8_t)cd;
+  op.copy_kind = r->copy_kind;
+  op.src_kind = r->src_kind;
+  op.dst_kind = r->dst_kind;
   op.pageable = r->src_kind == PAGELOCK_GPU_MEM_PAGEABLE ||
                 r->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE;
   op.pinned = r->src_kind == PAGELOCK_GPU_MEM_PINNED ||
               r->dst_kind == PAGELOCK_GPU_MEM_PINNED;
+  op.pinned_async =
+      (r->flags & PAGELOCK_GPU_ASYNC) &&
+      ((cd == PLR_CDIR_H2D && r->src_kind == PAGELOCK_GPU_MEM_PINNED) ||
+       (cd == PLR_CDIR_D2H && r->dst_kind == PAGELOCK_GPU_MEM_PINNED));
+  if (!g->pending) return plr_op_settle(t, &op, 0);
   return plr_join_op(t, g->pending, r->correlation, &op);
 }
 
@@ -790,8 +960,15 @@ static int plr_fold_name(plr_trace *t, const plr_record *rec) {
 int plr_gpu_load_begin(plr_trace *t) {
   plr_join *j = calloc(1, sizeof *j);
   if (!j) return -1;
-  j->ring = malloc(PLR_CONSUMED_RING * sizeof *j->ring);
-  if (!j->ring) {
+  j->linked.keys = malloc(PLR_LINK_RING * sizeof *j->linked.keys);
+  j->folded.keys = malloc(PLR_LINK_RING * sizeof *j->folded.keys);
+  j->lk = malloc(PLR_LINK_RING * sizeof *j->lk);
+  j->fo = malloc(PLR_LINK_RING * sizeof *j->fo);
+  if (!j->linked.keys || !j->folded.keys || !j->lk || !j->fo) {
+    free(j->linked.keys);
+    free(j->folded.keys);
+    free(j->lk);
+    free(j->fo);
     free(j);
     return -1;
   }
@@ -811,8 +988,8 @@ int plr_gpu_fold(plr_trace *t, const plr_record *rec) {
   case PAGELOCK_REC_LINK:
     g->links++;
     if (!g->pending) return 0;
-    return plr_join_link(t, g->pending, rec->u.link->correlation,
-                         rec->u.link->copy_seq, 0, 0);
+    return plr_join_link_rec(t, g->pending, rec->u.link->correlation,
+                             rec->u.link->copy_seq);
   case PAGELOCK_REC_CLOCK:
     g->clocks++;
     plr_clock_update(&g->clock, rec->u.clock);
@@ -848,7 +1025,7 @@ int plr_gpu_fold(plr_trace *t, const plr_record *rec) {
  * direction cd: the reference "would save" compares against. */
 static int plr_is_pinned_ref(const plr_bw_acc *b, unsigned cd) {
   unsigned kind = b->key & 0xff, src = (b->key >> 8) & 0xff,
-           dst = (b->key >> 16) & 0xff, bucket = b->key >> 24;
+           dst = (b->key >> 16) & 0xff, bucket = (b->key >> 24) & 0x7f;
   if (bucket < plr_size_bucket(1u << 20)) return 0;
   if (cd == PLR_CDIR_H2D)
     return kind == PAGELOCK_GPU_COPY_HTOD && src == PAGELOCK_GPU_MEM_PINNED;
@@ -898,11 +1075,15 @@ static void plr_join_free(plr_join *j) {
   plr_map_free(&j->links);
   plr_map_free(&j->orphans);
   plr_map_free(&j->accs);
-  plr_map_free(&j->consumed);
+  plr_map_free(&j->linked.m);
+  plr_map_free(&j->folded.m);
+  free(j->linked.keys);
+  free(j->folded.keys);
+  free(j->lk);
+  free(j->fo);
   free(j->ln);
   free(j->on);
   free(j->ac);
-  free(j->ring);
   free(j);
 }
 
@@ -915,10 +1096,18 @@ int plr_gpu_load_end(plr_trace *t) {
     for (size_t i = 0; i < j->accs.cap; i++) {
       if (j->accs.vals[i] == PLR_NIL) continue;
       const plr_acc *a = &j->ac[j->accs.vals[i]];
-      if (a->ncopies && a->ops)
-        plr_acc_fold(t, a);
-      else if (!a->ncopies)
+      if (a->ncopies && a->ops) {
+        if (plr_acc_fold(t, j, a)) return -1;
+      } else if (!a->ncopies) {
         g->join.gpu_ops_unjoined += a->ops;
+      }
+    }
+    /* Ops no COPY or LINK claimed are the program's as far as anyone
+     * knows (a DtoD copy, a copy of a thread whose records were lost). */
+    for (size_t i = 0; i < j->orphans.cap; i++) {
+      if (j->orphans.vals[i] == PLR_NIL) continue;
+      for (uint32_t n = j->orphans.vals[i]; n != PLR_NIL; n = j->on[n].next)
+        if (plr_op_settle(t, &j->on[n].op, 0)) return -1;
     }
     g->join.gpu_ops_unjoined += j->orphans_live;
     plr_join_free(j);
@@ -932,6 +1121,7 @@ int plr_gpu_load_end(plr_trace *t) {
     d->mset.n = plr_spans_normalize(d->mset.v, d->mset.n);
     for (int c = 0; c < PLR_NCDIR; c++)
       d->copy[c].n = plr_spans_normalize(d->copy[c].v, d->copy[c].n);
+    d->pageable.n = plr_spans_normalize(d->pageable.v, d->pageable.n);
   }
   if (g->ndev > 1) qsort(g->dev, g->ndev, sizeof *g->dev, plr_cmp_dev);
   /* Bandwidth percentiles: the pinned references first (they read the
@@ -963,6 +1153,7 @@ void plr_gpu_data_free(plr_gpu_data *g) {
     plr_spanvec_free(&d->kern);
     plr_spanvec_free(&d->mset);
     for (int c = 0; c < PLR_NCDIR; c++) plr_spanvec_free(&d->copy[c]);
+    plr_spanvec_free(&d->pageable);
     plr_bw_acc *b, *bt;
     HASH_ITER(hh, d->bw, b, bt) {
       HASH_DEL(d->bw, b);
@@ -972,6 +1163,7 @@ void plr_gpu_data_free(plr_gpu_data *g) {
     plr_stream_acc *s, *st;
     HASH_ITER(hh, d->streams, s, st) {
       HASH_DEL(d->streams, s);
+      plr_spanvec_free(&s->pinned_spans);
       free(s);
     }
   }

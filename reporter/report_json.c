@@ -120,6 +120,9 @@ static void plr_json_rows(FILE *out, const plr_rows *rows) {
       fprintf(out, "%" PRId64, r->would_save_ns);
     else
       fputs("null", out);
+    fprintf(out, ", \"staged_chunks\": %" PRIu64 ", \"staged_chunk_bytes\": %"
+            PRIu64 ", \"staged_chunk_gpu_ns\": %" PRIu64, r->g.chunks,
+            r->g.chunk_bytes, r->g.chunk_gpu_ns);
     fputs(", \"device\": ", out);
     if (r->g.calls && r->g.device >= 0)
       fprintf(out, "%d", r->g.device);
@@ -187,9 +190,16 @@ static void plr_json_device(FILE *out, const plr_device_report *d) {
           "],\n           \"kernel_streams\": %" PRIu64
           ", \"pinned_async_copies\": %" PRIu64 ", \"pinned_async_ns\": %" PRIu64
           ", \"same_stream_copies\": %" PRIu64 ", \"same_stream_ns\": %" PRIu64
-          ", \"same_stream_id\": %u,\n           \"pinned_gbps\": ",
+          ", \"same_stream_id\": %u,\n           \"same_stream_busy_ns\": %" PRIu64
+          ", \"same_stream_hidden_ns\": %" PRIu64
+          ", \"same_stream_exposed_ns\": %" PRIu64
+          ", \"pageable_busy_ns\": %" PRIu64 ", \"pageable_exposed_ns\": %" PRIu64
+          ", \"staged_chunks\": %" PRIu64 ",\n           \"pinned_gbps\": ",
           d->kernel_streams, d->pinned_async_copies, d->pinned_async_ns,
-          d->same_stream_copies, d->same_stream_ns, d->same_stream_id);
+          d->same_stream_copies, d->same_stream_ns, d->same_stream_id,
+          d->same_stream_busy_ns, d->same_stream_hidden_ns,
+          d->same_stream_exposed_ns, d->pageable_busy_ns,
+          d->pageable_exposed_ns, d->staged_chunks);
   plr_json_pinned(out, d->pinned_gbps);
   fputs(", \"bandwidth\": [", out);
   for (size_t i = 0; i < d->nbw; i++) {
@@ -205,7 +215,7 @@ static void plr_json_device(FILE *out, const plr_device_report *d) {
     plr_json_gbps(out, b->median_gbps);
     fputs(", \"p10_gbps\": ", out);
     plr_json_gbps(out, b->p10_gbps);
-    fputc('}', out);
+    fprintf(out, ", \"staged_chunks\": %s}", b->staged ? "true" : "false");
   }
   fputs(d->nbw ? "\n           ]}" : "]}", out);
 }
@@ -222,11 +232,13 @@ static void plr_json_gpu(FILE *out, const plr_gpu_report *g) {
           ", \"sync_ns\": %" PRIu64 ", \"overheads\": %" PRIu64
           ", \"overhead_ns\": %" PRIu64 ",\n        \"kernel_busy_ns\": %" PRIu64
           ", \"copy_busy_ns\": %" PRIu64 ", \"copy_hidden_ns\": %" PRIu64
-          ", \"copy_exposed_ns\": %" PRIu64 ", \"hidden_pct\": ",
+          ", \"copy_exposed_ns\": %" PRIu64 ", \"pageable_exposed_ns\": %" PRIu64
+          ", \"hidden_pct\": ",
           g->cupti_version, g->records, g->dropped, g->buffers, g->bad_times,
           g->syncs, g->sync_ns, g->overheads, g->overhead_ns,
           g->total_kernel_busy_ns, g->total_copy_busy_ns,
-          g->total_copy_hidden_ns, g->total_copy_exposed_ns);
+          g->total_copy_hidden_ns, g->total_copy_exposed_ns,
+          g->total_pageable_exposed_ns);
   double pct = plr_gpu_hidden_pct(g);
   if (pct >= 0)
     fprintf(out, "%.1f", pct);
@@ -252,12 +264,15 @@ static void plr_json_gpu(FILE *out, const plr_gpu_report *g) {
           ", \"pageable_sync_bytes\": %" PRIu64
           ", \"pageable_sync_gpu_ns\": %" PRIu64
           ",\n          \"mem_mismatch\": %" PRIu64 ", \"gpu_ops\": %" PRIu64
-          ", \"gpu_ops_unjoined\": %" PRIu64 "},\n        \"verdicts\": [",
+          ", \"gpu_ops_unjoined\": %" PRIu64 ", \"chunks\": %" PRIu64
+          ", \"chunk_bytes\": %" PRIu64 ", \"chunk_gpu_ns\": %" PRIu64
+          "},\n        \"verdicts\": [",
           j->calls, j->unjoined, j->pageable, j->pinned, j->linked, j->gpu_ns,
           j->made_sync, j->made_sync_host_ns, j->made_sync_bytes,
           j->made_sync_gpu_ns, j->pageable_sync, j->pageable_sync_host_ns,
           j->pageable_sync_bytes, j->pageable_sync_gpu_ns, j->mem_mismatch,
-          j->gpu_ops, j->gpu_ops_unjoined);
+          j->gpu_ops, j->gpu_ops_unjoined, j->chunks, j->chunk_bytes,
+          j->chunk_gpu_ns);
   for (size_t i = 0; i < g->nverdicts; i++) {
     const plr_verdict *v = &g->verdicts[i];
     fprintf(out, "%s\n          {\"kind\": \"%s\", \"ns\": %" PRIu64

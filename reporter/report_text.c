@@ -241,11 +241,15 @@ static void plr_row_cells(const plr_row *r, plr_cells *c) {
  * timing (gpu) three columns join: GPU time of the joined copies, calls
  * made synchronous, and the host time pinned memory would have saved. */
 static void plr_print_table(FILE *out, const char *title, const char *what,
-                            const plr_rows *rows, int gpu) {
+                            const plr_rows *rows, int gpu, int moving) {
+  /* Under a mode that stages or registers, a row's host time is already
+   * what staging left: the column says what remains against pinned. */
+  const char *save_head = moving ? "left vs pinned" : "would save";
   if (!rows->n) return;
   size_t shown = rows->n < PLR_TABLE_ROWS ? rows->n : PLR_TABLE_ROWS;
   plr_cells c;
-  int wc = 5, wb = 5, wm = 12, wg = 4, wd = 3, wt = 6, ws = 9, wv = 10;
+  int wc = 5, wb = 5, wm = 12, wg = 4, wd = 3, wt = 6, ws = 9,
+      wv = (int)strlen(save_head);
   for (size_t i = 0; i < shown; i++) {
     plr_row_cells(&rows->v[i], &c);
     wc = plr_max(wc, strlen(c.count));
@@ -262,7 +266,7 @@ static void plr_print_table(FILE *out, const char *title, const char *what,
           "host blocked", wg, "GB/s", wd, "dir");
   if (gpu)
     fprintf(out, "%*s  %*s  %*s  ", wt, "GPU ms", ws, "made sync", wv,
-            "would save");
+            save_head);
   fprintf(out, "%s\n", what);
   for (size_t i = 0; i < shown; i++) {
     plr_row_cells(&rows->v[i], &c);
@@ -273,6 +277,15 @@ static void plr_print_table(FILE *out, const char *title, const char *what,
     if (gpu)
       fprintf(out, "%*s  %*s  %*s  ", wt, c.gpu, ws, c.sync, wv, c.save);
     fprintf(out, "%s\n", c.site);
+    const plr_row *r = &rows->v[i];
+    if (r->g.chunks) {
+      /* The shim's copies, under the program's call they moved. */
+      char by[32], gms[32];
+      plr_fmt_bytes(r->g.chunk_bytes, by, sizeof by);
+      plr_fmt_ms(r->g.chunk_gpu_ns, gms, sizeof gms);
+      fprintf(out, "  %*s  staged through %" PRIu64 " chunks (%s, %s ms of "
+              "GPU time)\n", wc, "", r->g.chunks, by, gms);
+    }
   }
   if (rows->n > shown) {
     plr_bucket rest = {0, 0, 0};
@@ -334,12 +347,14 @@ static void plr_print_advice(FILE *out, const plr_trace *t) {
   }
   if (t->have_process && t->mode == PAGELOCK_MODE_STAGE) {
     /* Suggesting --mode=stage to a run that used it would be useless. */
+    /* Point at the notes only when there are some to read. */
     fprintf(out,
             "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost "
             "(or torch pin_memory()); %" PRIu64 " pageable copies were not "
-            "staged (too small, on a capturing stream, or staging "
-            "unavailable: see the notes above).\n",
-            tot->pageable.count - tot->staged.count);
+            "staged (smaller than PAGELOCK_STAGE_MIN, 2D/3D or batch copies, "
+            "on a capturing stream, or staging unavailable%s).\n",
+            tot->pageable.count - tot->staged.count,
+            t->nnotes ? ": see the notes above" : "");
     return;
   }
   fprintf(out,
@@ -487,6 +502,7 @@ static void plr_print_bandwidth(FILE *out, const plr_gpu_report *g) {
   for (size_t i = 0; i < g->ndev; i++) rows += g->dev[i].nbw;
   if (!rows) return;
   fprintf(out, "\nGPU copy bandwidth (bytes / GPU time of each copy):\n");
+  int staged = 0;
   plr_tab tab;
   plr_tab_init(&tab, 10);
   static const char *const head[] = {"device", "copy", "from", "to", "size",
@@ -500,8 +516,17 @@ static void plr_print_bandwidth(FILE *out, const plr_gpu_report *g) {
       char c[10][PLR_CELL];
       snprintf(c[0], PLR_CELL, "%u", d->device);
       snprintf(c[1], PLR_CELL, "%s", plr_gpu_copy_name(b->copy_kind));
-      snprintf(c[2], PLR_CELL, "%s", plr_gpu_mem_name(b->src_kind));
-      snprintf(c[3], PLR_CELL, "%s", plr_gpu_mem_name(b->dst_kind));
+      /* A chunk's host side is the shim's pinned buffer, not the
+       * program's memory: named apart. */
+      int hs = b->copy_kind == PAGELOCK_GPU_COPY_HTOD ||
+               b->copy_kind == PAGELOCK_GPU_COPY_HTOA;
+      int hd = b->copy_kind == PAGELOCK_GPU_COPY_DTOH ||
+               b->copy_kind == PAGELOCK_GPU_COPY_ATOH;
+      staged |= b->staged;
+      snprintf(c[2], PLR_CELL, "%s",
+               b->staged && hs ? "staged" : plr_gpu_mem_name(b->src_kind));
+      snprintf(c[3], PLR_CELL, "%s",
+               b->staged && hd ? "staged" : plr_gpu_mem_name(b->dst_kind));
       snprintf(c[4], PLR_CELL, "%s", plr_size_bucket_name(b->bucket));
       snprintf(c[5], PLR_CELL, "%" PRIu64, b->count);
       plr_fmt_bytes(b->bytes, c[6], PLR_CELL);
@@ -514,6 +539,9 @@ static void plr_print_bandwidth(FILE *out, const plr_gpu_report *g) {
     }
   }
   plr_tab_print(out, &tab, "rlllrrrrrr");
+  if (staged)
+    fprintf(out, "  (staged: the pinned chunks pagelock moved staged copies "
+            "through, not copies the program made)\n");
 }
 
 /* How many copy calls found their GPU op(s). */
@@ -521,7 +549,11 @@ static void plr_print_join(FILE *out, const plr_gpu_report *g) {
   const plr_call_join *j = &g->join;
   fprintf(out, "GPU join: %" PRIu64 " of %" PRIu64 " copy calls matched "
           "their GPU copies", j->calls, j->calls + j->unjoined);
-  if (j->linked) fprintf(out, " (%" PRIu64 " through staged chunks)", j->linked);
+  /* The shim's chunks are its own GPU copies, not the program's: they
+   * are named as what they are and never counted among the calls. */
+  if (j->linked)
+    fprintf(out, " (%" PRIu64 " staged through %" PRIu64 " chunks)",
+            j->linked, j->chunks);
   if (j->gpu_ops_unjoined)
     fprintf(out, "; %" PRIu64 " GPU copies matched no call", j->gpu_ops_unjoined);
   fputc('\n', out);
@@ -581,10 +613,13 @@ static void plr_print_process(FILE *out, const plr_process *p) {
   if (timed) plr_print_join(out, g);
   plr_print_devices(out, g, t->first_ns);
   plr_print_bandwidth(out, g);
+  int moving = t->have_process && (t->mode == PAGELOCK_MODE_STAGE ||
+                                    t->mode == PAGELOCK_MODE_REGISTER ||
+                                    t->mode == PAGELOCK_MODE_AUTO);
   plr_print_table(out, "pageable copies by call site (worst first)",
-                  "call site", &p->calls, timed);
+                  "call site", &p->calls, timed, moving);
   plr_print_table(out, "pageable copies by allocation site (worst first)",
-                  "allocation site", &p->allocs, timed);
+                  "allocation site", &p->allocs, timed, moving);
   if (t->have_counters) plr_print_counters(out, &t->counters);
   fputc('\n', out);
   plr_print_advice(out, t);

@@ -120,7 +120,8 @@ static char *plr_dup(const char *s, int *oom) {
 
 /* Adds one copy of b to the site keyed by key in *table, creating it. */
 static int plr_site_add(plr_site **table, const plr_site_key *key,
-                        const plr_bucket *b, unsigned dir) {
+                        const plr_bucket *b, unsigned dir, unsigned route,
+                        int shared) {
   plr_site *s;
   HASH_FIND(hh, *table, key, sizeof *key, s);
   if (!s) {
@@ -132,6 +133,9 @@ static int plr_site_add(plr_site **table, const plr_site_key *key,
   plr_bucket_add(&s->b, b);
   plr_bucket_add(&s->bydir[plr_cdir_of_dir(dir)], b);
   s->dirs |= 1u << (dir < PLR_NDIR ? dir : 0);
+  plr_bucket_add(&s->routes[route], b);
+  if (shared) plr_bucket_add(&s->shared, b);
+  if (b->bytes >= PLR_STAGE_MIN_DEFAULT) plr_bucket_add(&s->big, b);
   return 0;
 }
 
@@ -185,11 +189,15 @@ static int plr_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
     unsigned why = t->hdr.version >= 3 && c->why < PAGELOCK_WHY_COUNT ? c->why : 0;
     plr_bucket_add(&tot->not_registered[why], &b);
   }
+  unsigned route = (c->flags & PAGELOCK_COPY_REGISTERED) ? PLR_ROUTE_REGISTER
+                   : (c->flags & PAGELOCK_COPY_STAGED)   ? PLR_ROUTE_STAGE
+                                                         : PLR_ROUTE_PASS;
+  int shared = t->hdr.version >= 3 && c->why == PAGELOCK_WHY_SHARED;
   plr_site_key k = {c->callsite, c->stack_id, 0};
-  if (plr_site_add(&t->sites, &k, &b, dir)) return -1;
+  if (plr_site_add(&t->sites, &k, &b, dir, route, shared)) return -1;
   if (c->alloc_stack_id) {
     plr_site_key ak = {0, c->alloc_stack_id, 0};
-    if (plr_site_add(&t->alloc_sites, &ak, &b, dir)) return -1;
+    if (plr_site_add(&t->alloc_sites, &ak, &b, dir, route, shared)) return -1;
   }
   return 0;
 }

@@ -27,6 +27,9 @@
 #define PLR_NDIR 5 /* pagelock_dir values; out-of-range -> UNKNOWN */
 #define PLR_NMEM 7 /* pagelock_mem values; out-of-range -> UNKNOWN */
 #define PLR_MAX_NOTES 64
+/* The shim's default PAGELOCK_STAGE_MIN (shim/config.c): the smallest copy
+ * --mode=stage and --mode=auto move; smaller ones pass through. */
+#define PLR_STAGE_MIN_DEFAULT (1ull << 20)
 
 typedef struct plr_bucket {
   uint64_t count;
@@ -81,6 +84,9 @@ typedef struct plr_site_gpu {
   uint64_t made_sync;         /* async calls a pageable copy made synchronous */
   uint64_t made_sync_host_ns; /* host time those calls were blocked */
   int32_t device;             /* GPU ordinal of the ops, -1 none, -2 several */
+  /* The shim's own chunk copies that moved these calls' bytes (joined
+   * through LINK records): part of gpu_ns, never counted as calls. */
+  uint64_t chunks, chunk_bytes, chunk_gpu_ns;
 } plr_site_gpu;
 
 typedef struct plr_site {
@@ -88,6 +94,9 @@ typedef struct plr_site {
   plr_bucket b;
   uint32_t dirs; /* bit (1 << pagelock_dir) for each direction seen */
   plr_bucket bydir[PLR_NCDIR]; /* b split by plr_cdir: basis of "would save" */
+  plr_bucket routes[PLR_NROUTE]; /* b split by the route the copies took */
+  plr_bucket shared;   /* copies of shared or file-backed memory (why) */
+  plr_bucket big;      /* copies of at least PLR_STAGE_MIN_DEFAULT bytes */
   plr_site_gpu g;
   UT_hash_handle hh;
 } plr_site;
@@ -124,9 +133,11 @@ typedef struct plr_spanvec {
   size_t n, cap;
 } plr_spanvec;
 
-/* Bandwidth samples of one (copy kind, src, dst, size bucket). */
+/* Bandwidth samples of one (copy kind, src, dst, size bucket, chunk). */
+#define PLR_BW_CHUNK (1u << 31) /* key bit: the shim's staged chunks */
 typedef struct plr_bw_acc {
-  uint32_t key; /* copy_kind | src << 8 | dst << 16 | bucket << 24 */
+  uint32_t key; /* copy_kind | src << 8 | dst << 16 | bucket << 24, and
+                   PLR_BW_CHUNK */
   uint64_t count, bytes, gpu_ns;
   /* bytes / ns of each copy with a duration, while loading; at load end
    * their median and p10 are kept and the samples freed. */
@@ -140,7 +151,11 @@ typedef struct plr_bw_acc {
 typedef struct plr_stream_acc {
   uint32_t stream;
   uint64_t kernels, kernel_ns;
-  uint64_t pinned_async, pinned_async_ns; /* pinned async H2D/D2H copies */
+  /* The program's own pinned async H2D/D2H copies (never the shim's
+   * staged chunks: those are counted in chunks) and their GPU intervals. */
+  uint64_t pinned_async, pinned_async_ns;
+  plr_spanvec pinned_spans;
+  uint64_t chunks;
   UT_hash_handle hh;
 } plr_stream_acc;
 
@@ -154,6 +169,7 @@ typedef struct plr_gpu_dev {
   uint64_t first_ns, last_ns;
   uint64_t kernels, copies, memsets;
   plr_spanvec kern, copy[PLR_NCDIR], mset; /* normalized at load end */
+  plr_spanvec pageable; /* copies with a pageable side per CUPTI */
   plr_bw_acc *bw;
   plr_stream_acc *streams;
   double pinned_gbps[PLR_NCDIR]; /* median of pinned >= 1 MiB copies, load end */

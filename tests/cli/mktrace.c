@@ -50,6 +50,11 @@
  *   staged       mode stage: 4 staged 64 MiB uploads, each moved as 4
  *                pinned 16 MiB chunks joined through LINK records (each
  *                LINK written twice, as the shim does)
+ *   staged-shared  mode stage: 4 staged 64 MiB uploads, each moved as 4
+ *                pinned 16 MiB chunks (0.3 ms) under ONE correlation named
+ *                by one LINK (the last LINK after its chunks), on the
+ *                kernels' stream; 4 pinned 8 MiB uploads of the program's
+ *                own (1 ms, exposed) on it too, and a 2 ms kernel per call
  * --big N writes N COPY records and their N GPU copy records (GPU records
  * in batches of 1000 after their COPYs, each batch shuffled), plus a
  * kernel per 10 copies, over 50 call sites: the speed test.  --late puts
@@ -416,6 +421,34 @@ static uint64_t mk_scenario(tb *b, const char *name) {
     }
     nrec = 16;
     end = T0 + 40 * MS;
+  } else if (!strcmp(name, "staged-shared")) {
+    /* As the H200 shim writes them: every chunk of a staged call under
+     * the one correlation its LINK names, on the kernels' stream; the
+     * program's own pinned uploads share that stream too. */
+    tb_device(b, 0, 3, 132, "NVIDIA H200");
+    tb_name(b, 1, "_Z4stepPf");
+    for (int i = 0; i < 4; i++) {
+      uint64_t t = T0 + (uint64_t)i * 10 * MS;
+      if (i < 3) tb_link(b, 5000 + (uint32_t)i, 100 + i);
+      sc_copy(b, t, 6 * MS, 64 * MIB, 1, PG, A | PAGELOCK_COPY_STAGED, 100 + i,
+              0, 0x7);
+      sc_copy(b, t + 8400000, 2000, 8 * MIB, 1, PN, A, 200 + i, 2000 + i, 0x7);
+    }
+    for (int i = 0; i < 4; i++) {
+      uint64_t t = T0 + (uint64_t)i * 10 * MS;
+      for (int k = 0; k < 4; k++)
+        tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, 16 * MIB,
+                    G(t + MS + (uint64_t)k * 1300000),
+                    G(t + MS + (uint64_t)k * 1300000 + 300000),
+                    5000 + (uint32_t)i, 1);
+      tb_kernel(b, 0, 7, G(t + 6 * MS), G(t + 8 * MS), 1);
+      tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, 8 * MIB,
+                  G(t + 8500000), G(t + 9500000), 2000 + (uint32_t)i, 1);
+    }
+    /* The last call's LINK comes after its chunks: they wait for it. */
+    tb_link(b, 5003, 103);
+    nrec = 24;
+    end = T0 + 40 * MS;
   } else {
     return 0;
   }
@@ -719,7 +752,8 @@ int main(int argc, char **argv) {
     tb_header(&b, pid, (uint32_t)flags);
   size_t len = 0, complete = 0;
   if (scenario) {
-    if (!strcmp(scenario, "staged")) mode = PAGELOCK_MODE_STAGE;
+    if (!strcmp(scenario, "staged") || !strcmp(scenario, "staged-shared"))
+      mode = PAGELOCK_MODE_STAGE;
     tb_process(&b, exe, host, (uint32_t)mode, (int32_t)rank);
     uint64_t t = mk_scenario(&b, scenario);
     if (!t) {

@@ -818,11 +818,14 @@ static void test_join_made_sync(void **state) {
   assert_string_equal(p.gpu.verdicts[0].text,
                       "pageable copies made 2 async calls synchronous, "
                       "blocking the host 2.500 ms (pinned, they would block "
-                      "about 0.500 ms less)");
+                      "about 0.500 ms less); pageable copies left the GPU "
+                      "4.000 ms of copy time with no kernel running");
   assert_string_equal(p.gpu.verdicts[0].advice,
                       "pin the buffer allocated at 0x555555557000 "
-                      "(cudaHostAlloc / cudaHostRegister) or run `pagelock "
-                      "run --mode=stage`");
+                      "(cudaHostAlloc / cudaHostRegister); --mode=auto would "
+                      "register the buffer once it is copied often enough "
+                      "(PAGELOCK_REGISTER_HOT) and copy it at pinned speed: "
+                      "up to 0.000 ms less blocked");
   plr_process_free(&p);
   tb_free(&b);
 }
@@ -971,7 +974,7 @@ static void test_verdicts(void **state) {
   assert_contains(g->verdicts[1].text,
                   "pinned but not overlapped: copies and kernels share a "
                   "stream (device 0 (Tesla T4): 8 of 8 pinned async copies "
-                  "ran on stream 7 with kernels; 0% of copy time was hidden "
+                  "ran on stream 7 with kernels; 0% of their time was hidden "
                   "under kernels, 8.000 ms exposed)");
   assert_contains(g->verdicts[1].advice, "cudaStreamNonBlocking");
   char *s = report(&p, 1, 0);
