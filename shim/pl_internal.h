@@ -322,6 +322,35 @@ void pl_stack_write_symbols(void);
 /* Forget all stacks (a forked child starts a new trace). */
 void pl_stack_reset(void);
 
+/* ---- pystack.c: the calling thread's Python frames ---------------------- */
+
+#define PL_PY_FRAMES PAGELOCK_MAX_PY_FRAMES
+/* A stack's Python part: innermost user frames first (PAGELOCK_PY_*). */
+typedef struct pl_pystack {
+  uint16_t depth, flags;
+  pagelock_py_frame f[PL_PY_FRAMES];
+} pl_pystack;
+/* Find the interpreter, if the process has one (at load: dlsym). */
+void pl_py_init(void);
+/* The calling thread's Python frames into *out (depth 0: none, or no
+ * Python pagelock reads).  No lock, no allocation, every read checked:
+ * safe inside the copy and allocation hooks, GIL held or not. */
+bool pl_py_capture(pl_pystack *out);
+/* A hash of *s for the stack table and memo; 0 when depth is 0. */
+uint64_t pl_py_hash(const pl_pystack *s);
+/* Under stack.c's emit lock: the PYCODE records s needs, then its
+ * PYSTACK record for stack_id. */
+void pl_py_emit(uint32_t stack_id, const pl_pystack *s);
+/* Under the same lock, before each trace's first STACK record: the NOTE
+ * saying why Python frames are missing, when a Python was found that the
+ * walk cannot read (free-threaded, another version). */
+void pl_py_note(void);
+/* The program unmapped or moved memory: pages checked readable may be
+ * gone. */
+void pl_py_unmapped(void);
+/* A forked child writes a new trace: every PYCODE record is due again. */
+void pl_py_reset(void);
+
 /* ---- trace.c ------------------------------------------------------------ */
 
 /* Append one record; the file is created on first use.  Never blocks on
