@@ -22,7 +22,7 @@ static void plr_name_alloc_site(plr_process *p) {
                                       p->t.mode == PAGELOCK_MODE_REGISTER ||
                                       p->t.mode == PAGELOCK_MODE_AUTO);
   char site[256];
-  plr_site_format(r->frame, r->addr, site, sizeof site);
+  plr_row_site_format(r, site, sizeof site);
   for (size_t i = 0; i < p->gpu.nverdicts; i++) {
     plr_verdict *v = &p->gpu.verdicts[i];
     if (v->kind != PLR_VERDICT_MADE_SYNC) continue;
