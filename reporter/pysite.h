@@ -1,5 +1,5 @@
-/* pysite.h - the Python frames of call and allocation sites (trace format
- * 4: PYCODE and PYSTACK records, docs/trace-format.md). */
+/* pysite.h - the Python frames of call and allocation sites (PYCODE and
+ * PYSTACK records, docs/trace-format.md). */
 #ifndef PLR_PYSITE_H
 #define PLR_PYSITE_H
 
@@ -40,8 +40,8 @@ void plr_py_free(struct plr_trace *t);
  * narrow; JSON has the whole path). */
 void plr_pyloc_format(const plr_pyloc *l, char *buf, size_t len);
 
-/* The JSON value of a row's Python site: null, or {"file", "line",
- * "function", "library", "frames": [...]}. */
+/* The JSON value of a row's Python site: {"file", "line", "function",
+ * "library", "truncated", "frames": [...]}; null when s is NULL. */
 void plr_pysite_json(FILE *out, const plr_pysite *s);
 
 #endif

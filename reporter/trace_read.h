@@ -130,7 +130,7 @@ typedef struct plr_record {
     const pagelock_rec_clock *clock;
     const pagelock_rec_device *device;
     const pagelock_rec_gpu_status *gpu_status;
-    /* Version 4 (Python sites). */
+    /* Python sites (optional records of version 3). */
     const pagelock_rec_pystack *pystack;
     const pagelock_rec_pycode *pycode;
   } u;

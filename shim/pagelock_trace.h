@@ -14,8 +14,10 @@
 
 #define PAGELOCK_TRACE_MAGIC "PGLKTRC1"  /* 8 bytes, no NUL terminator used */
 /* 2: CUPTI records, COPY.gpu_correlation.  3: CHECK records, the header's
- * stop flags (PAGELOCK_FILE_STOP_*).  4: PYCODE and PYSTACK records. */
-#define PAGELOCK_TRACE_VERSION 4u
+ * stop flags (PAGELOCK_FILE_STOP_*).  PYCODE and PYSTACK records came
+ * later within version 3: they only add to what a STACK says, and a reader
+ * that predates them skips them as unknown types and shows native sites. */
+#define PAGELOCK_TRACE_VERSION 3u
 #define PAGELOCK_TRACE_MAX_RECORD (1u << 20) /* larger sizes mean corruption */
 #define PAGELOCK_MAX_FRAMES 16
 
@@ -69,7 +71,7 @@ enum pagelock_rec_type {
   PAGELOCK_REC_GPU_STATUS = 14, /* whether GPU timing is on, and why not */
   /* Version 3. */
   PAGELOCK_REC_CHECK = 15,  /* CRC32C of the bytes since the previous CHECK */
-  /* Version 4: Python call and allocation sites. */
+  /* Python call and allocation sites (optional: see the version above). */
   PAGELOCK_REC_PYSTACK = 16, /* the Python frames of one STACK, after it */
   PAGELOCK_REC_PYCODE = 17,  /* one Python code object, before first use */
 };
