@@ -7,7 +7,9 @@ file:line and function, by the site table the marker's name says.
 SPEC is KIND:NAME:FUNCTION[:OUTER,...] with KIND call or alloc: some row
 of that table must have the marked line of NAME as its innermost Python
 frame, in FUNCTION, and (when given) the lines marked OUTER... as the next
-frames out, in order."""
+frames out, in order; OUTER END: no further frame.  Or calllib:FILE:FUNC:
+some call row has only library frames (the frameworks', the standard
+library's), the innermost in file FILE, function FUNC (or *.FUNC)."""
 import json
 import os
 import re
@@ -31,6 +33,14 @@ def main():
     procs = rep["processes"]
     bad = []
     for spec in specs:
+        if spec.startswith("calllib:"):
+            _, fname, func = spec.split(":")
+            ok = any(r["python"]["library"] and os.path.basename(r["python"]["file"]) == fname
+                     and r["python"]["function"].split(".")[-1] == func
+                     for p in procs for r in p["call_sites"] if r.get("python"))
+            if not ok:
+                bad.append("%s: no call row with library frames only in %s, %s" % (spec, fname, func))
+            continue
         kind, name, func, *outer = spec.split(":")
         outer = outer[0].split(",") if outer else []
         table = "call_sites" if kind == "call" else "alloc_sites"
@@ -49,6 +59,10 @@ def main():
             continue
         frames = hit["python"]["frames"]
         for i, o in enumerate(outer, 1):
+            if o == "END":
+                if len(frames) != i:
+                    bad.append("%s: %d frames, want %d: %s" % (spec, len(frames), i, frames))
+                break
             if i >= len(frames) or frames[i]["line"] != marks[o]:
                 bad.append("%s: frame %d is not line %d (%s): %s" % (spec, i, marks[o], o, frames))
                 break

@@ -58,3 +58,8 @@ t.start()
 t.join()
 for _ in batches(2):
     pass
+# A thread whose target is the foreign function itself: every Python frame
+# is the standard library's (threading), and the report shows those.
+lib = threading.Thread(target=rt.cudaMemcpy, args=(dev, top, N, H2D))
+lib.start()
+lib.join()

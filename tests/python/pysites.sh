@@ -1,7 +1,8 @@
 #!/bin/sh
 # Python call and allocation sites over the fake CUDA: tests/python/pysites.py
 # calls the fake runtime through ctypes from marked lines (module level,
-# nested functions, a thread, a generator) under `pagelock run`, once per
+# nested functions, a thread, a generator; a thread of the standard
+# library's frames only) under `pagelock run`, once per
 # CPython 3.10-3.13 found (PATH, then pyenv's versions, then Debian's
 # /usr/bin/python3); the report must name each marked line.  Versions not
 # installed are skipped, with the reason; none at all skips the test (77).
@@ -43,7 +44,8 @@ for minor in 10 11 12 13; do
   if "$py" "$here/check_pysites.py" "$here/pysites.py" "$out/r.json" "$out/r.txt" \
       call:top:'<module>' \
       call:nested:inner:outer,call_outer \
-      call:thread:worker \
+      call:thread:worker:END \
+      calllib:threading.py:run \
       call:generator:batches \
       alloc:alloc_top:'<module>' \
       alloc:alloc:new_buffer; then
