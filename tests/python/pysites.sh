@@ -49,7 +49,17 @@ for minor in 10 11 12 13; do
       call:generator:batches \
       alloc:alloc_top:'<module>' \
       alloc:alloc:new_buffer; then
-    echo "ok python3.$minor ($py)"
+    # HTML: the line in bold, the native site beneath; Chrome: the line
+    # in the copy call's args.
+    if ! "$build/pagelock" report --format html "$out"/*.trace |
+         grep -q '<b>pysites.py:[0-9]* in inner</b><br>native: '; then
+      echo "FAIL python3.$minor: the HTML report lacks the Python line"; failed=$((failed + 1))
+    elif ! "$build/pagelock" report --format chrome "$out"/*.trace |
+         grep -q '"python":"pysites.py:[0-9]* in inner","python_alloc":"pysites.py:[0-9]* in new_buffer"'; then
+      echo "FAIL python3.$minor: the Chrome trace lacks the Python lines"; failed=$((failed + 1))
+    else
+      echo "ok python3.$minor ($py)"
+    fi
   else
     echo "FAIL python3.$minor ($py)"; sed -n '/by call site/,$p' "$out/r.txt"
     failed=$((failed + 1))
