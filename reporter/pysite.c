@@ -115,8 +115,9 @@ int plr_py_fold(plr_trace *t, const plr_record *rec) {
     const pagelock_py_frame *f = &rec->pyframes[i];
     plr_pycode *c;
     HASH_FIND(hh, p->codes, &f->code, sizeof f->code, c);
-    /* A code id with no PYCODE before it: no writer does that, but the
-     * frame still counts, as an unknown place. */
+    /* Code 0: the shim could not resolve the frame's code (its table was
+     * full); a code id with no PYCODE before it: no writer does that.
+     * Either way the frame counts, as an unknown place. */
     const plr_pyloc *l = plr_py_intern(p, c ? c->file : "?", c ? c->func : "?",
                                        f->line, c ? c->library : 0);
     if (!l) {
@@ -162,7 +163,10 @@ void plr_py_free(plr_trace *t) {
 }
 
 void plr_pyloc_format(const plr_pyloc *l, char *buf, size_t len) {
-  snprintf(buf, len, "%s:%u in %s", plr_basename(l->file), l->line, l->func);
+  if (l->line == 0 && strcmp(l->file, "?") == 0)
+    snprintf(buf, len, "(unresolved Python frame)");
+  else
+    snprintf(buf, len, "%s:%u in %s", plr_basename(l->file), l->line, l->func);
 }
 
 static void plr_pyloc_json(FILE *out, const plr_pyloc *l) {

@@ -86,6 +86,7 @@ typedef enum pl_log_kind {
   PL_LK_REGISTER,       /* the driver refused a shim registration */
   PL_LK_UNREGISTER,     /* the driver refused to undo one */
   PL_LK_PIN_THREAD,     /* the registration thread could not be started */
+  PL_LK_PY_CODES,       /* the Python code table is full */
   PL_LK_COUNT
 } pl_log_kind;
 

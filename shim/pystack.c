@@ -142,7 +142,9 @@ static bool pl_py_is(uintptr_t o, uintptr_t type, size_t n) {
 
 /* ---- code objects ------------------------------------------------------- */
 
-#define PL_PY_CODES 2048 /* power of two; ids are index + 1 */
+/* Power of two; ids are index + 1.  Three quarters are used: 3,072 code
+ * objects, which BSS pages hold only once touched (~380 bytes each). */
+#define PL_PY_CODES 4096
 enum { PL_CODE_EMPTY = 0, PL_CODE_BUSY, PL_CODE_READY };
 
 typedef struct pl_py_code {
@@ -209,7 +211,9 @@ static bool pl_py_is_library(const char *f) {
 }
 
 /* The id of code object co (validated as one), resolving it on first
- * sight; 0 when it cannot be read or the table is full. */
+ * sight; 0 when its names cannot be read or the table is full (logged
+ * once): the frame is then kept as an unresolved one, not dropped, so the
+ * report never names the caller's line for the callee's. */
 static uint32_t pl_py_code_id(uintptr_t co) {
   const pl_py_layout *L = &pl_py_L;
   uintptr_t fn = pl_rdp(co + L->co_filename), nm = pl_rdp(co + L->co_name);
@@ -221,7 +225,11 @@ static uint32_t pl_py_code_id(uintptr_t co) {
     pl_py_code *c = &pl_py_codes[idx];
     uint32_t st = atomic_load_explicit(&c->state, memory_order_acquire);
     if (st == PL_CODE_EMPTY) {
-      if (atomic_load_explicit(&pl_py_ncodes, memory_order_relaxed) >= PL_PY_CODES * 3 / 4) return 0;
+      if (atomic_load_explicit(&pl_py_ncodes, memory_order_relaxed) >= PL_PY_CODES * 3 / 4) {
+        pl_log(PL_LOG_INFO, PL_LK_PY_CODES,
+               "too many distinct Python code objects; frames of later ones are shown unresolved");
+        return 0;
+      }
       if (!pl_py_is(fn, pl_py_str_type, 8) || !pl_py_is(nm, pl_py_str_type, 8) ||
           !pl_py_is(lt, pl_py_bytes_type, PL_PY_BYTES_SVAL))
         return 0;
@@ -248,7 +256,7 @@ static uint32_t pl_py_code_id(uintptr_t co) {
 /* ---- lines -------------------------------------------------------------- */
 
 /* (code id, byte offset) -> line, one word per entry so a reader never
- * sees half an update: id 12 bits | offset 26 bits | line 26 bits. */
+ * sees half an update: id 13 bits | offset 25 bits | line 26 bits. */
 #define PL_PY_LINES 8192
 static _Atomic uint64_t pl_py_lines[PL_PY_LINES];
 
@@ -309,8 +317,8 @@ static int32_t pl_py_addr2line(const uint8_t *t, size_t n, int32_t first, int64_
 
 static int32_t pl_py_line(uint32_t id, int64_t addrq) {
   const pl_py_code *c = &pl_py_codes[id - 1];
-  bool memo = addrq >= 0 && addrq < (1 << 26);
-  uint64_t key = ((uint64_t)id << 52) | ((uint64_t)(memo ? addrq : 0) << 26);
+  bool memo = addrq >= 0 && addrq < (1 << 25);
+  uint64_t key = ((uint64_t)id << 51) | ((uint64_t)(memo ? addrq : 0) << 26);
   size_t slot = (size_t)(((uint64_t)id * 0x9E3779B97F4A7C15ull ^ (uint64_t)addrq * 0xBF58476D1CE4E5B9ull) >> 51);
   if (memo) {
     uint64_t e = atomic_load_explicit(&pl_py_lines[slot], memory_order_relaxed);
@@ -373,16 +381,15 @@ bool pl_py_capture(pl_pystack *out) {
     }
     if (co != 0 && pl_py_is(co, pl_py_code_type, code_span)) {
       uint32_t id = pl_py_code_id(co);
-      if (id != 0) {
-        pagelock_py_frame f = {id, (uint32_t)pl_py_line(id, addrq)};
-        if (pl_py_codes[id - 1].library) {
-          if (nlib < PL_PY_FRAMES) lib[nlib++] = f;
-        } else if (out->depth < PL_PY_FRAMES) {
-          out->f[out->depth++] = f;
-        } else {
-          out->flags |= PAGELOCK_PY_TRUNCATED;
-          break;
-        }
+      /* Code 0: a frame whose code could not be resolved, user or not. */
+      pagelock_py_frame f = {id, id ? (uint32_t)pl_py_line(id, addrq) : 0};
+      if (id != 0 && pl_py_codes[id - 1].library) {
+        if (nlib < PL_PY_FRAMES) lib[nlib++] = f;
+      } else if (out->depth < PL_PY_FRAMES) {
+        out->f[out->depth++] = f;
+      } else {
+        out->flags |= PAGELOCK_PY_TRUNCATED;
+        break;
       }
     }
     fr = prev;
