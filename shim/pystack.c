@@ -97,9 +97,10 @@ static bool pl_py_page_ok(uint64_t page) {
   if (n != 1) {
     if (errno == ENOSYS || errno == EPERM) {
       /* seccomp or an old kernel: no safe way to read; stop walking. */
+      /* Not strerror: it may translate, and allocate, inside a hook. */
       snprintf(pl_py_why, sizeof pl_py_why,
                "Python frames are not recorded: the kernel refused process_vm_readv (%s); "
-               "call and allocation sites show native frames only", strerror(errno));
+               "call and allocation sites show native frames only", errno == ENOSYS ? "ENOSYS" : "EPERM");
       __atomic_store_n(&pl_py_state, PL_PY_UNSUPPORTED, __ATOMIC_RELEASE);
     }
     errno = saved;
