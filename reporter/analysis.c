@@ -47,7 +47,8 @@ void plr_site_advice(const plr_process *p, const plr_row *alloc,
   const plr_trace *t = &p->t;
   const plr_row *r = alloc && alloc->addr ? alloc : call;
   char site[256] = "";
-  if (r && r->addr) plr_site_format(r->frame, r->addr, site, sizeof site);
+  /* The Python line when the stack has one (pysite.c), else the native site. */
+  if (r && r->addr) plr_row_site_format(r, site, sizeof site);
   int fw = plr_row_framework(alloc && alloc->addr ? alloc : NULL);
   if (fw == PLR_FW_NONE) fw = plr_row_framework(call);
   int shared = r && r->shared.count;

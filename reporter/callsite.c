@@ -125,9 +125,17 @@ static void plr_site_gpu_merge(plr_site_gpu *a, const plr_site_gpu *b) {
   a->chunk_gpu_ns += b->chunk_gpu_ns;
 }
 
-/* qsort order of rows by chosen frame address, for merging. */
+/* The interned innermost Python line of a row, NULL none. */
+static const plr_pyloc *plr_row_line(const plr_row *r) {
+  return r->py ? r->py->f[0] : NULL;
+}
+
+/* qsort order of rows by Python line, then chosen frame address, for
+ * merging. */
 static int plr_cmp_addr(const void *a, const void *b) {
   const plr_row *x = a, *y = b;
+  uintptr_t lx = (uintptr_t)plr_row_line(x), ly = (uintptr_t)plr_row_line(y);
+  if (lx != ly) return lx < ly ? -1 : 1;
   return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
@@ -139,6 +147,54 @@ static int plr_cmp_worst(const void *a, const void *b) {
   if (x->b.bytes != y->b.bytes) return x->b.bytes > y->b.bytes ? -1 : 1;
   if (x->b.count != y->b.count) return x->b.count > y->b.count ? -1 : 1;
   return plr_cmp_addr(a, b);
+}
+
+/* A row and the host time of every row sharing its Python line. */
+typedef struct plr_grow {
+  plr_row r;
+  uint64_t group_ns;
+} plr_grow;
+
+/* Groups worst first, a group's rows together and worst first; a row with
+ * no Python line is a group of its own, so a trace without Python sorts
+ * exactly as plr_cmp_worst. */
+static int plr_cmp_group(const void *a, const void *b) {
+  const plr_grow *x = a, *y = b;
+  if (x->group_ns != y->group_ns) return x->group_ns > y->group_ns ? -1 : 1;
+  const plr_pyloc *lx = plr_row_line(&x->r), *ly = plr_row_line(&y->r);
+  /* Equal totals: keep each group whole, Python lines first. */
+  if (!lx != !ly) return lx ? -1 : 1;
+  if (lx && lx != ly) {
+    int c = strcmp(lx->file, ly->file);
+    if (c) return c;
+    if (lx->line != ly->line) return lx->line < ly->line ? -1 : 1;
+    return strcmp(lx->func, ly->func);
+  }
+  return plr_cmp_worst(&x->r, &y->r);
+}
+
+/* Sorts v[0..m) worst group first (plr_cmp_group). */
+static int plr_sort_groups(plr_row *v, size_t m) {
+  plr_grow *g = calloc(m ? m : 1, sizeof *g);
+  if (!g) return -1;
+  for (size_t i = 0; i < m; i++) {
+    g[i].r = v[i];
+    g[i].group_ns = v[i].b.host_ns;
+  }
+  /* v is in plr_cmp_addr order: a line's rows are adjacent. */
+  for (size_t i = 0; i < m;) {
+    size_t j = i + 1;
+    uint64_t sum = v[i].b.host_ns;
+    if (plr_row_line(&v[i])) {
+      while (j < m && plr_row_line(&v[j]) == plr_row_line(&v[i])) sum += v[j++].b.host_ns;
+      for (size_t k = i; k < j; k++) g[k].group_ns = sum;
+    }
+    i = j;
+  }
+  qsort(g, m, sizeof *g, plr_cmp_group);
+  for (size_t i = 0; i < m; i++) v[i] = g[i].r;
+  free(g);
+  return 0;
 }
 
 int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
@@ -162,6 +218,7 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
     v[i].g = s->g;
     v[i].would_save_ns = -1;
     v[i].addr = plr_choose(t, sym, s, kind);
+    v[i].py = plr_py_site(t, s->key.stack_id);
     i++;
   }
   /* Different stacks often share the frame the user sees (one line called
@@ -169,7 +226,8 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
   qsort(v, n, sizeof *v, plr_cmp_addr);
   size_t m = 0;
   for (i = 0; i < n; i++) {
-    if (m && v[m - 1].addr == v[i].addr) {
+    if (m && v[m - 1].addr == v[i].addr &&
+        plr_row_line(&v[m - 1]) == plr_row_line(&v[i])) {
       plr_row *r = &v[m - 1];
       plr_bucket_add(&r->b, &v[i].b);
       r->dirs |= v[i].dirs;
@@ -186,7 +244,10 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
   }
   for (i = 0; i < m; i++)
     v[i].frame = v[i].addr ? plr_sym_get(sym, v[i].addr) : NULL;
-  qsort(v, m, sizeof *v, plr_cmp_worst);
+  if (plr_sort_groups(v, m)) {
+    free(v);
+    return -1;
+  }
   out->v = v;
   out->n = m;
   return 0;
@@ -271,4 +332,15 @@ void plr_site_format(const plr_frame *f, uint64_t addr, char *buf,
              f->line);
   else
     snprintf(buf + k, len - (size_t)k, " %s", plr_basename(f->file));
+}
+
+void plr_row_site_format(const plr_row *r, char *buf, size_t len) {
+  if (!r->py) {
+    plr_site_format(r->frame, r->addr, buf, len);
+    return;
+  }
+  char py[512], native[512];
+  plr_pyloc_format(r->py->f[0], py, sizeof py);
+  plr_site_format(r->frame, r->addr, native, sizeof native);
+  snprintf(buf, len, "%s (native: %s)", py, native);
 }

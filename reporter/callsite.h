@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "gpu_analysis.h"
+#include "pysite.h"
 #include "symbolize.h"
 #include "trace_model.h"
 
@@ -20,6 +21,10 @@ typedef struct plr_row {
   uint32_t dirs;
   uint64_t addr;          /* chosen frame, 0 = unknown site */
   const plr_frame *frame; /* owned by the symbolizer; NULL if addr == 0 */
+  /* The Python frames of the site (of one of its stacks when several
+   * merged): rows group by py->f[0], the innermost user line, first; NULL
+   * when the stacks had none. */
+  const plr_pysite *py;
   /* What the GPU saw of these copies (all 0 without GPU timing). */
   plr_bucket bydir[PLR_NCDIR]; /* b split by plr_cdir */
   plr_bucket routes[PLR_NROUTE]; /* b split by route (plr_site) */
@@ -41,9 +46,11 @@ typedef struct plr_rows {
  * before plr_sym_resolve.  Returns -1 when out of memory. */
 int plr_sites_want(const plr_trace *t, plr_symbolizer *sym);
 
-/* Builds the table of one kind: raw sites are mapped to their chosen frame,
- * merged per frame and sorted by host time, worst first (ties by bytes,
- * then address, so output is stable).  Returns -1 when out of memory. */
+/* Builds the table of one kind: raw sites are mapped to their chosen frame
+ * and innermost Python line, merged per (line, frame) and sorted by host
+ * time, worst first (ties by bytes, then address, so output is stable),
+ * rows of one Python line kept together, ordered by the line's total.
+ * Returns -1 when out of memory. */
 int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
                     plr_site_kind kind, plr_rows *out);
 
@@ -69,5 +76,9 @@ int plr_skip_function(const char *name, plr_site_kind kind);
  * "0xaddr": the most precise form the frame allows. */
 void plr_site_format(const plr_frame *f, uint64_t addr, char *buf,
                      size_t len);
+
+/* A row's site on one line: "train.py:42 in main (native: <site>)" with
+ * Python frames, else as plr_site_format. */
+void plr_row_site_format(const plr_row *r, char *buf, size_t len);
 
 #endif

@@ -282,6 +282,7 @@ typedef struct plr_ct {
   plr_ct_track *tracks; /* tids that have their metadata written */
   int oom;
   uint64_t flows;       /* flow pairs written (stats for tests) */
+  const plr_trace *t;   /* the trace being written: Python sites */
 } plr_ct;
 
 /* Starts the next array element. */
@@ -451,6 +452,17 @@ static void plr_ct_copy_flags(uint32_t flags, char *buf, size_t len) {
   }
 }
 
+/* ,"key":"train.py:42 in main": the innermost user line of stack id's
+ * Python frames, when it has any. */
+static void plr_ct_python(plr_ct *c, const char *key, uint32_t stack_id) {
+  const plr_pysite *py = c->t ? plr_py_site(c->t, stack_id) : NULL;
+  if (!py) return;
+  char buf[1024];
+  plr_pyloc_format(py->f[0], buf, sizeof buf);
+  fprintf(c->out, ",\"%s\":", key);
+  plr_json_string(c->out, buf, PLR_ESC_UNLIMITED);
+}
+
 /* Writes one copy call: its slice on its thread's track, then its flow
  * starts. */
 static void plr_ct_call(plr_ct *c, const plr_event *ev) {
@@ -473,10 +485,13 @@ static void plr_ct_call(plr_ct *c, const plr_event *ev) {
   fprintf(c->out,
           ",\"args\":{\"bytes\":%" PRIu64 ",\"dir\":\"%s\",\"host_mem\":\"%s\""
           ",\"stream\":\"0x%" PRIx64 "\",\"device\":%d,\"correlation\":%" PRIu64
-          ",\"gpu_correlation\":%u,\"result\":%d,\"flags\":\"%s\"}}",
+          ",\"gpu_correlation\":%u,\"result\":%d,\"flags\":\"%s\"",
           cp->bytes, plr_dir_name(cp->dir), plr_mem_name(cp->host_mem),
           cp->stream, cp->device, cp->correlation, cp->gpu_correlation,
           cp->result, flags);
+  plr_ct_python(c, "python", cp->stack_id);
+  plr_ct_python(c, "python_alloc", cp->alloc_stack_id);
+  fputs("}}", c->out);
   if (!(cp->flags & PAGELOCK_COPY_GRAPH_NODE))
     plr_ct_call_flows(c, cp, cp->tid, ev->start);
 }
@@ -666,6 +681,7 @@ void plr_report_chrome(FILE *out, const plr_process *ps,
   uint64_t *pids = plr_ct_pids(ps, n);
   for (size_t i = 0; i < n; i++) {
     const plr_trace *t = &ps[i].t;
+    c.t = t;
     c.pid = pids ? pids[i] : 0x7f000000u + i;
     c.start_mono = t->hdr.start_mono_ns;
     c.shift = t->hdr.start_realtime_ns - base;

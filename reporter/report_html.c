@@ -281,6 +281,14 @@ static void plr_ht_sites(FILE *out, const char *title, const char *what,
         plr_ht_td(out, "-");
     }
     fputs("<td class=\"l\">", out);
+    if (r->py) {
+      /* The Python line first, the native site beneath it. */
+      char py[1024];
+      plr_pyloc_format(r->py->f[0], py, sizeof py);
+      fputs("<b>", out);
+      plr_html_text(out, py, PLR_ESC_UNLIMITED);
+      fputs("</b><br>native: ", out);
+    }
     plr_html_text(out, site, PLR_ESC_UNLIMITED);
     fputs("</td></tr>\n", out);
   }

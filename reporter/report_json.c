@@ -111,6 +111,12 @@ static void plr_json_rows(FILE *out, const plr_rows *rows) {
     fputs(", \"file\": ", out);
     plr_json_str(out, f ? f->file : NULL);
     fprintf(out, ", \"line\": %u", f ? f->line : 0);
+    /* Only for sites with Python frames: reports of native programs keep
+     * their exact shape. */
+    if (r->py) {
+      fputs(", \"python\": ", out);
+      plr_pysite_json(out, r->py);
+    }
     fprintf(out,
             ", \"gpu_calls\": %" PRIu64 ", \"gpu_ns\": %" PRIu64
             ", \"made_sync\": %" PRIu64 ", \"made_sync_host_ns\": %" PRIu64

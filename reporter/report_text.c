@@ -205,6 +205,7 @@ static void plr_print_totals(FILE *out, const plr_totals *tot, int routes,
  * site is escaped (escape.h): up to 4 bytes for each byte of the name. */
 typedef struct plr_cells {
   char count[24], bytes[32], ms[32], gbps[32], dirs[48], site[4096];
+  char native[4096]; /* the native site beneath a Python line, "" none */
   char gpu[48], sync[24], save[48]; /* with GPU timing only */
 } plr_cells;
 
@@ -217,6 +218,11 @@ static void plr_row_cells(const plr_row *r, plr_cells *c) {
   plr_fmt_dirs(r->dirs, c->dirs, sizeof c->dirs);
   char site[1024];
   plr_site_format(r->frame, r->addr, site, sizeof site);
+  c->native[0] = 0;
+  if (r->py) {
+    plr_text_escape(site, c->native, sizeof c->native);
+    plr_pyloc_format(r->py->f[0], site, sizeof site);
+  }
   plr_text_escape(site, c->site, sizeof c->site);
   if (r->g.calls) {
     char ms[32];
@@ -277,6 +283,12 @@ static void plr_print_table(FILE *out, const char *title, const char *what,
     if (gpu)
       fprintf(out, "%*s  %*s  %*s  ", wt, c.gpu, ws, c.sync, wv, c.save);
     fprintf(out, "%s\n", c.site);
+    /* A Python line first, the native site it went through beneath. */
+    if (c.native[0])
+      fprintf(out, "%*snative: %s\n",
+              2 + wc + 2 + wb + 2 + wm + 2 + wg + 2 + wd + 2 +
+                  (gpu ? wt + 2 + ws + 2 + wv + 2 : 0) + 2,
+              "", c.native);
     const plr_row *r = &rows->v[i];
     if (r->g.chunks) {
       /* The shim's copies, under the program's call they moved. */

@@ -1,5 +1,6 @@
 /* trace_model.c - folds a record stream into one plr_trace. */
 #include "trace_model.h"
+#include "pysite.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -364,6 +365,10 @@ int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
     case PAGELOCK_REC_STACK:
       rc = plr_fold_stack(t, &rec);
       break;
+    case PAGELOCK_REC_PYSTACK:
+    case PAGELOCK_REC_PYCODE:
+      rc = plr_py_fold(t, &rec);
+      break;
     case PAGELOCK_REC_MODULE:
       rc = plr_fold_module(t, &rec);
       break;
@@ -511,6 +516,7 @@ void plr_trace_free(plr_trace *t) {
   PLR_FREE_TABLE(t->sites, plr_site);
   PLR_FREE_TABLE(t->alloc_sites, plr_site);
   PLR_FREE_TABLE(t->stacks, plr_stack);
+  plr_py_free(t);
   plr_symbol *s, *tmp;
   HASH_ITER(hh, t->symbols, s, tmp) {
     HASH_DEL(t->symbols, s);

@@ -229,6 +229,7 @@ typedef struct plr_trace {
   plr_site *alloc_sites; /* pageable copies by alloc_stack_id */
 
   plr_stack *stacks;
+  struct plr_pytab *py; /* Python frames of stacks (pysite.c), NULL none */
   plr_module *modules;
   size_t nmodules, cap_modules;
   plr_symbol *symbols;

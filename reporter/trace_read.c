@@ -285,6 +285,22 @@ static int plr_decode(unsigned char *b, uint32_t type, uint32_t size,
     rec->frames = (const uint64_t *)(b + sizeof *s);
     return 1;
   }
+  case PAGELOCK_REC_PYSTACK: {
+    if (size < sizeof(pagelock_rec_pystack)) return -1;
+    const pagelock_rec_pystack *s = rec->u.pystack;
+    if (s->stack_id == 0 || s->depth == 0 || s->depth > PAGELOCK_MAX_PY_FRAMES) return -1;
+    if ((size - sizeof *s) / sizeof(pagelock_py_frame) < s->depth) return -1;
+    rec->pyframes = (const pagelock_py_frame *)(b + sizeof *s);
+    return 1;
+  }
+  case PAGELOCK_REC_PYCODE: {
+    if (size < sizeof(pagelock_rec_pycode) || rec->u.pycode->id == 0) return -1;
+    rec->str1 = plr_str_at(b, sizeof(pagelock_rec_pycode), size);
+    if (!rec->str1) return -1;
+    size_t off = sizeof(pagelock_rec_pycode) + strlen(rec->str1) + 1;
+    rec->str2 = off < size ? plr_str_at(b, off, size) : NULL;
+    return rec->str2 ? 1 : -1;
+  }
   case PAGELOCK_REC_MODULE:
     if (size < sizeof(pagelock_rec_module)) return -1;
     rec->str1 = plr_str_at(b, sizeof(pagelock_rec_module), size);

@@ -130,12 +130,16 @@ typedef struct plr_record {
     const pagelock_rec_clock *clock;
     const pagelock_rec_device *device;
     const pagelock_rec_gpu_status *gpu_status;
+    /* Python sites (optional records of version 3). */
+    const pagelock_rec_pystack *pystack;
+    const pagelock_rec_pycode *pycode;
   } u;
   /* exe, module path, symbol name, note text, kernel name (NAME), device
-   * name (DEVICE), reason (GPU_STATUS) */
+   * name (DEVICE), reason (GPU_STATUS), file name (PYCODE) */
   const char *str1;
-  const char *str2;        /* host (PROCESS only) */
+  const char *str2;        /* host (PROCESS), function name (PYCODE) */
   const uint64_t *frames;  /* STACK only, u.stack->depth entries */
+  const pagelock_py_frame *pyframes; /* PYSTACK only, u.pystack->depth */
 } plr_record;
 
 /* CUPTI timestamps -> CLOCK_MONOTONIC.  Feed every CLOCK record to

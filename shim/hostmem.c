@@ -85,7 +85,10 @@ typedef struct pl_pos_entry {
 } pl_pos_entry;
 static PL_TLS pl_pos_entry pl_pos;
 
-void pl_hostmem_invalidate(void) { atomic_fetch_add_explicit(&pl_pin_gen, 1, memory_order_acq_rel); }
+void pl_hostmem_invalidate(void) {
+  atomic_fetch_add_explicit(&pl_pin_gen, 1, memory_order_acq_rel);
+  pl_py_unmapped();
+}
 
 int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
   if (alloc_stack) *alloc_stack = 0;

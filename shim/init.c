@@ -83,6 +83,7 @@ __attribute__((constructor)) static void pl_init(void) {
   }
   if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OFF) return;
   pthread_atfork(pl_atfork_prepare, pl_atfork_parent, pl_atfork_child);
+  pl_py_init();
   pl_enabled = true;
 #ifndef PL_UNIT_TEST
   pl_alloc_enable();

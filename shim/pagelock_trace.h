@@ -14,7 +14,9 @@
 
 #define PAGELOCK_TRACE_MAGIC "PGLKTRC1"  /* 8 bytes, no NUL terminator used */
 /* 2: CUPTI records, COPY.gpu_correlation.  3: CHECK records, the header's
- * stop flags (PAGELOCK_FILE_STOP_*). */
+ * stop flags (PAGELOCK_FILE_STOP_*).  PYCODE and PYSTACK records came
+ * later within version 3: they only add to what a STACK says, and a reader
+ * that predates them skips them as unknown types and shows native sites. */
 #define PAGELOCK_TRACE_VERSION 3u
 #define PAGELOCK_TRACE_MAX_RECORD (1u << 20) /* larger sizes mean corruption */
 #define PAGELOCK_MAX_FRAMES 16
@@ -69,6 +71,9 @@ enum pagelock_rec_type {
   PAGELOCK_REC_GPU_STATUS = 14, /* whether GPU timing is on, and why not */
   /* Version 3. */
   PAGELOCK_REC_CHECK = 15,  /* CRC32C of the bytes since the previous CHECK */
+  /* Python call and allocation sites (optional: see the version above). */
+  PAGELOCK_REC_PYSTACK = 16, /* the Python frames of one STACK, after it */
+  PAGELOCK_REC_PYCODE = 17,  /* one Python code object, before first use */
 };
 
 /* Strings follow fixed parts as NUL-terminated bytes, padded to 8. */
@@ -185,6 +190,47 @@ typedef struct pagelock_rec_stack {
   uint32_t depth;                 /* frames used, <= PAGELOCK_MAX_FRAMES */
   /* uint64_t frames[depth], innermost first */
 } pagelock_rec_stack;
+
+/* One Python frame: a PYCODE id and the line being executed in it. */
+typedef struct pagelock_py_frame {
+  uint32_t code;
+  uint32_t line;
+} pagelock_py_frame;
+
+enum pagelock_py_flags {
+  PAGELOCK_PY_LIBRARY = 1u << 0,   /* no frame outside the frameworks and the
+                                      standard library: these are theirs */
+  PAGELOCK_PY_TRUNCATED = 1u << 1, /* more user frames than depth */
+};
+
+/* The Python frames of the thread that made STACK `stack_id`'s call (a
+ * copy or an allocation): the innermost frames outside the frameworks
+ * (torch, numpy, cupy, numba, jax) and the standard library, innermost
+ * first.  Follows that STACK record; a stack without one had no Python
+ * frames (or the process runs no Python pagelock reads). */
+typedef struct pagelock_rec_pystack {
+  pagelock_rec_hdr h;
+  uint32_t stack_id;
+  uint16_t depth;  /* frames used, 1..PAGELOCK_MAX_PY_FRAMES */
+  uint16_t flags;  /* pagelock_py_flags */
+  /* pagelock_py_frame frames[depth] */
+} pagelock_rec_pystack;
+#define PAGELOCK_MAX_PY_FRAMES 8
+
+enum pagelock_pycode_flags {
+  PAGELOCK_PYCODE_LIBRARY = 1u << 0, /* a framework's or the standard library's */
+};
+
+/* One Python code object (a function, a module body, a generator...). */
+typedef struct pagelock_rec_pycode {
+  pagelock_rec_hdr h;
+  uint32_t id;          /* >= 1, referred to by pagelock_py_frame.code */
+  uint32_t firstlineno; /* co_firstlineno */
+  uint32_t flags;       /* pagelock_pycode_flags */
+  uint32_t reserved;
+  /* char filename[] NUL (co_filename), char name[] NUL (co_qualname; 3.10:
+   * co_name), UTF-8, either cut to fit */
+} pagelock_rec_pycode;
 
 typedef struct pagelock_rec_module {
   pagelock_rec_hdr h;

@@ -87,6 +87,7 @@ typedef enum pl_log_kind {
   PL_LK_REGISTER,       /* the driver refused a shim registration */
   PL_LK_UNREGISTER,     /* the driver refused to undo one */
   PL_LK_PIN_THREAD,     /* the registration thread could not be started */
+  PL_LK_PY_CODES,       /* the Python code table is full */
   PL_LK_COUNT
 } pl_log_kind;
 
@@ -322,6 +323,35 @@ void pl_stack_atfork_parent(void);
 void pl_stack_write_symbols(void);
 /* Forget all stacks (a forked child starts a new trace). */
 void pl_stack_reset(void);
+
+/* ---- pystack.c: the calling thread's Python frames ---------------------- */
+
+#define PL_PY_FRAMES PAGELOCK_MAX_PY_FRAMES
+/* A stack's Python part: innermost user frames first (PAGELOCK_PY_*). */
+typedef struct pl_pystack {
+  uint16_t depth, flags;
+  pagelock_py_frame f[PL_PY_FRAMES];
+} pl_pystack;
+/* Find the interpreter, if the process has one (at load: dlsym). */
+void pl_py_init(void);
+/* The calling thread's Python frames into *out (depth 0: none, or no
+ * Python pagelock reads).  No lock, no allocation, every read checked:
+ * safe inside the copy and allocation hooks, GIL held or not. */
+bool pl_py_capture(pl_pystack *out);
+/* A hash of *s for the stack table and memo; 0 when depth is 0. */
+uint64_t pl_py_hash(const pl_pystack *s);
+/* Under stack.c's emit lock: the PYCODE records s needs, then its
+ * PYSTACK record for stack_id. */
+void pl_py_emit(uint32_t stack_id, const pl_pystack *s);
+/* Under the same lock, before each trace's first STACK record: the NOTE
+ * saying why Python frames are missing, when a Python was found that the
+ * walk cannot read (free-threaded, another version). */
+void pl_py_note(void);
+/* The program unmapped or moved memory: pages checked readable may be
+ * gone. */
+void pl_py_unmapped(void);
+/* A forked child writes a new trace: every PYCODE record is due again. */
+void pl_py_reset(void);
 
 /* ---- trace.c ------------------------------------------------------------ */
 

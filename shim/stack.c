@@ -37,6 +37,7 @@ typedef struct pl_stack_slot {
   uint64_t hash;
   bool emitted; /* its STACK record is in the trace (under pl_emit_lock) */
   void *frames[PAGELOCK_MAX_FRAMES];
+  pl_pystack py; /* the Python frames of the call, depth 0 none */
 } pl_stack_slot;
 
 static pl_stack_slot pl_stacks[PL_STACK_SLOTS];
@@ -73,6 +74,7 @@ static uint64_t pl_hash_frames(void *const *f, int n) {
 #define PL_MEMO 16
 typedef struct pl_stack_memo {
   uintptr_t ra, sp;
+  uint64_t py; /* pl_py_hash of the Python frames: one call site, many lines */
   uint32_t id;
 } pl_stack_memo;
 static PL_TLS pl_stack_memo pl_memo[PL_MEMO];
@@ -81,10 +83,15 @@ static pl_stack_memo *pl_memo_slot(uintptr_t r, uintptr_t p) {
   return &pl_memo[((r >> 4) ^ (p >> 4) ^ (p >> 12)) & (PL_MEMO - 1)];
 }
 
-/* The id of stack f[0..n), interning it when new; 0 when the table is
- * full.  Loads, stores and compare-and-swaps only. */
-static uint32_t pl_stack_intern(void *const *f, int n) {
-  uint64_t h = pl_hash_frames(f, n);
+static bool pl_py_same(const pl_pystack *a, const pl_pystack *b) {
+  return a->depth == b->depth && a->flags == b->flags &&
+         memcmp(a->f, b->f, a->depth * sizeof a->f[0]) == 0;
+}
+
+/* The id of stack f[0..n) with Python frames py, interning it when new; 0
+ * when the table is full.  Loads, stores and compare-and-swaps only. */
+static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py) {
+  uint64_t h = pl_hash_frames(f, n) ^ pl_py_hash(py);
   for (uint32_t i = 0; i < PL_STACK_SLOTS; i++) {
     pl_stack_slot *s = &pl_stacks[(h + i) & (PL_STACK_SLOTS - 1)];
     uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
@@ -102,6 +109,7 @@ static uint32_t pl_stack_intern(void *const *f, int n) {
         s->hash = h;
         s->depth = (uint32_t)n;
         memcpy(s->frames, f, sizeof(void *) * (size_t)n);
+        s->py = *py;
         s->id = id;
         s->emitted = false;
         atomic_store_explicit(&s->state, PL_SLOT_READY, memory_order_release);
@@ -110,19 +118,28 @@ static uint32_t pl_stack_intern(void *const *f, int n) {
       }
     }
     if (st != PL_SLOT_READY) continue;
-    if (s->hash == h && s->depth == (uint32_t)n && memcmp(s->frames, f, sizeof(void *) * (size_t)n) == 0)
+    if (s->hash == h && s->depth == (uint32_t)n && memcmp(s->frames, f, sizeof(void *) * (size_t)n) == 0 &&
+        pl_py_same(&s->py, py))
       return s->id;
   }
   pl_log(PL_LOG_INFO, PL_LK_STACK_TABLE_FULL, "too many distinct call stacks; later ones are not recorded");
   return 0;
 }
 
+/* In a Python program the same native path (ctypes, libtorch) serves
+ * every line of the script, at the same stack depth: the memo key holds
+ * the Python frames' hash too, so the walk (pystack.c) runs on every call
+ * and the unwind only once per (native path, Python frames). */
 uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp) {
+  if (pl_opt_long(PL_OPT_BACKTRACE_DEPTH) <= 0) return 0;
+  pl_pystack py;
+  pl_py_capture(&py);
+  uint64_t ph = pl_py_hash(&py);
   uintptr_t r = (uintptr_t)ra, p = (uintptr_t)sp;
-  pl_stack_memo *m = pl_memo_slot(r, p);
-  if (m->id != 0 && m->ra == r && m->sp == p) return m->id;
+  pl_stack_memo *m = pl_memo_slot(r, p ^ ph);
+  if (m->id != 0 && m->ra == r && m->sp == p && m->py == ph) return m->id;
   uint32_t id = pl_stack_capture(skip + 1);
-  if (id != 0) { m->ra = r; m->sp = p; m->id = id; }
+  if (id != 0) { m->ra = r; m->sp = p; m->py = ph; m->id = id; }
   return id;
 }
 
@@ -133,7 +150,9 @@ uint32_t pl_stack_capture(int skip) {
   if (skip > 8) skip = 8;
   int n = backtrace(buf, depth + skip) - skip;
   if (n <= 0) return 0;
-  return pl_stack_intern(buf + skip, n);
+  pl_pystack py;
+  pl_py_capture(&py);
+  return pl_stack_intern(buf + skip, n, &py);
 }
 
 uint32_t pl_stack_capture_ra(const void *ra) {
@@ -143,8 +162,11 @@ uint32_t pl_stack_capture_ra(const void *ra) {
   pl_stack_memo *m = pl_memo_slot(r, 1);
   if (m->id != 0 && m->ra == r && m->sp == 1) return m->id;
   void *f = (void *)ra;
-  uint32_t id = pl_stack_intern(&f, 1);
-  if (id != 0) { m->ra = r; m->sp = 1; m->id = id; }
+  /* No Python frames: the mmap family may be entered by an allocator in
+   * the middle of its own bookkeeping (pymalloc's arenas among them). */
+  static const pl_pystack none;
+  uint32_t id = pl_stack_intern(&f, 1, &none);
+  if (id != 0) { m->ra = r; m->sp = 1; m->py = 0; m->id = id; }
   return id;
 }
 
@@ -172,6 +194,7 @@ void pl_stack_emit(uint32_t id) {
   if (s == NULL || __atomic_load_n(&s->emitted, __ATOMIC_ACQUIRE)) return;
   pthread_mutex_lock(&pl_emit_lock);
   if (!s->emitted) {
+    pl_py_note();
     if (atomic_load(&pl_note_set) && !pl_note_written) {
       pl_trace_note(pl_note_kind, pl_note_text);
       pl_note_written = true;
@@ -187,6 +210,7 @@ void pl_stack_emit(uint32_t id) {
     rec.r.depth = s->depth;
     for (uint32_t i = 0; i < s->depth; i++) rec.frames[i] = (uint64_t)(uintptr_t)s->frames[i];
     pl_trace_write(&rec, rec.r.h.size);
+    if (s->py.depth) pl_py_emit(id, &s->py);
     __atomic_store_n(&s->emitted, true, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&pl_emit_lock);
@@ -230,6 +254,7 @@ void pl_stack_reset(void) {
   pthread_mutex_init(&pl_emit_lock, NULL);
   pl_note_written = false;
   for (uint32_t i = 0; i < PL_STACK_SLOTS; i++) pl_stacks[i].emitted = false;
+  pl_py_reset();
 }
 
 void pl_stack_atfork_prepare(void) { pthread_mutex_lock(&pl_emit_lock); }

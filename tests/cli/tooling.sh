@@ -177,27 +177,31 @@ EOF
   chmod +x "$T/bin/"*
   mkdir -p "$T/cuda/include" && : >"$T/cuda/include/cuda.h"
   export FAKE_LOG="$T/apt.log" PATH="$T/bin:$PATH" CUDA_HOME="$T/cuda"
-  run 0 env FAKE_MISSING="uthash-dev libcmocka-dev" FAKE_UID=1000 "$SRC/scripts/setup"
+  # A copy of the script away from the checkout: a uthash.h carried in the
+  # checkout's .deps/include would count as installed.
+  mkdir -p "$T/tree/scripts" && cp "$SRC/scripts/setup" "$T/tree/scripts/setup"
+  SRC_SETUP=$T/tree/scripts/setup
+  run 0 env FAKE_MISSING="uthash-dev libcmocka-dev" FAKE_UID=1000 "$SRC_SETUP"
   [ "$(cat "$T/out")" = "scripts/setup: installing uthash-dev (with sudo)" ] || fail "says: $(cat "$T/out")"
   [ "$(cat "$FAKE_LOG")" = "sudo:
 apt-get update -qq
 sudo:
 apt-get install -y -qq --no-install-recommends uthash-dev" ] || fail "apt-get calls: $(cat "$FAKE_LOG")"
   rm -f "$FAKE_LOG"
-  run 0 env FAKE_MISSING="uthash-dev libcmocka-dev" FAKE_UID=0 "$SRC/scripts/setup" --tests
+  run 0 env FAKE_MISSING="uthash-dev libcmocka-dev" FAKE_UID=0 "$SRC_SETUP" --tests
   has_out "scripts/setup: installing uthash-dev libcmocka-dev"
   no_out "sudo"
   grep -qx "apt-get install -y -qq --no-install-recommends uthash-dev libcmocka-dev" "$FAKE_LOG" || fail "apt-get calls: $(cat "$FAKE_LOG")"
   ! grep -q sudo "$FAKE_LOG" || fail "sudo used as root"
   rm -f "$FAKE_LOG"
-  run 0 env FAKE_MISSING="" FAKE_UID=1000 "$SRC/scripts/setup" --tests
+  run 0 env FAKE_MISSING="" FAKE_UID=1000 "$SRC_SETUP" --tests
   [ ! -s "$T/out" ] && [ ! -e "$FAKE_LOG" ] || fail "installed something when nothing was missing"
   # No toolkit: one line naming where it looked, nothing installed.
-  run 1 env FAKE_MISSING="uthash-dev" FAKE_UID=0 CUDA_HOME="$T/nowhere" PL_SETUP_CUDA_DEFAULT="$T/nocuda" "$SRC/scripts/setup"
+  run 1 env FAKE_MISSING="uthash-dev" FAKE_UID=0 CUDA_HOME="$T/nowhere" PL_SETUP_CUDA_DEFAULT="$T/nocuda" "$SRC_SETUP"
   [ "$(wc -l <"$T/err")" = 1 ] || fail "not one line"
   has_err "scripts/setup: no CUDA toolkit (no include/cuda.h in CUDA_HOME=$T/nowhere or $T/nocuda): install NVIDIA's CUDA toolkit"
   [ ! -e "$FAKE_LOG" ] || fail "installed packages without a toolkit"
-  run 2 "$SRC/scripts/setup" --frob
+  run 2 "$SRC_SETUP" --frob
   has_err "scripts/setup: unknown option '--frob' (valid: --tests)"
   # CMake says the same without scripts/setup.
   run 1 cmake -S "$SRC" -B "$T/b" -DCUDA_HOME="$T/nowhere"

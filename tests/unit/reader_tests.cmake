@@ -16,3 +16,11 @@ target_include_directories(test_gpu_analysis PRIVATE
 target_link_libraries(test_gpu_analysis PRIVATE pl_reader ${PAGELOCK_CMOCKA})
 add_test(NAME unit_gpu_analysis COMMAND test_gpu_analysis)
 set_tests_properties(unit_gpu_analysis PROPERTIES LABELS "unit;sanitize" TIMEOUT 300)
+
+# Python sites: PYCODE/PYSTACK validation and the tables they key.
+add_executable(test_pysite ${CMAKE_CURRENT_LIST_DIR}/test_pysite.c)
+target_include_directories(test_pysite PRIVATE
+  ${PAGELOCK_CMOCKA_INCLUDE} ${CMAKE_CURRENT_LIST_DIR}/../cli)
+target_link_libraries(test_pysite PRIVATE pl_reader ${PAGELOCK_CMOCKA})
+add_test(NAME unit_pysite COMMAND test_pysite)
+set_tests_properties(unit_pysite PROPERTIES LABELS "unit;sanitize")

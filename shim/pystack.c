@@ -1,0 +1,542 @@
+/* pystack.c - the calling thread's Python frames, for call and allocation
+ * sites.
+ *
+ * A Python program reaches a copy through the interpreter, so its native
+ * stack names libtorch or ctypes, never the script line to change.  When
+ * the process runs CPython 3.10-3.13 with the GIL, each captured stack
+ * (stack.c) also carries the innermost Python frames outside the
+ * frameworks (torch, numpy, cupy, numba, jax, the standard library) as
+ * (code, line) pairs; the trace gets a PYCODE record per code object
+ * (file, qualified name) and a PYSTACK record per stack
+ * (docs/trace-format.md).
+ *
+ * The walk runs inside the copy and allocation hooks, on any thread, with
+ * or without the GIL (PyTorch drops it inside tensor.to(), ctypes around
+ * every foreign call).  So it:
+ *  - reads only the calling thread's own frames, found through the
+ *    thread's gilstate (PyGILState_GetThisThreadState: a
+ *    pthread_getspecific, valid with the GIL released, unlike the
+ *    "current" thread state, which is NULL then).  No other thread pushes
+ *    or pops these frames, and every code object on them is kept alive by
+ *    its frame;
+ *  - takes no lock and allocates nothing: the code cache, the line memo
+ *    and the page cache below are fixed static tables updated with atomics;
+ *  - checks every address before reading it: it must lie on a page known
+ *    readable (a cache of pages probed once with process_vm_readv on this
+ *    very process, forgotten whenever the program unmaps anything), and
+ *    what it points to must have the type it should (a code object's
+ *    ob_type is &PyCode_Type, a name's &PyUnicode_Type...).  A frame that
+ *    fails stops the walk; a frame being pushed while the hook runs (a
+ *    signal handler) shows up as such a failure or as a cycle, never as a
+ *    fault;
+ *  - stops after PL_PY_WALK frames and detects cycles (Brent);
+ *  - resolves a code object (file, name, first line, library or not) once,
+ *    into a slot keyed by its address and re-validated on every use by
+ *    its co_filename, co_name, co_linetable pointers and co_firstlineno,
+ *    so a code object freed and another allocated at its address gets a
+ *    slot of its own instead of the old one's names.  Names are copied
+ *    into the slot: the trace's PYCODE record is written later, when the
+ *    code object may be gone.  Lines are memoised per (code, offset).
+ *
+ * Cost: tests/bench/bench_pystack.c (docs/benchmarks.md).  Free-threaded
+ * builds, other versions and a process_vm_readv the kernel refuses turn
+ * the walk off; the trace then says why in one NOTE. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "pl_internal.h"
+#include "pystack_layout.h"
+
+enum { PL_PY_OFF = 0, PL_PY_ON, PL_PY_UNSUPPORTED };
+
+static int pl_py_state;
+static pl_py_layout pl_py_L;
+static char pl_py_why[200]; /* the NOTE when not PL_PY_ON */
+static void *(*pl_py_tstate)(void);
+static int (*pl_py_is_init)(void);
+static uintptr_t pl_py_code_type, pl_py_str_type, pl_py_bytes_type, pl_py_frame_type;
+static pid_t pl_py_pid;
+
+#define PL_PY_WALK 128 /* frames looked at, user or not */
+#define PL_PY_ADDR_MAX (1ull << 56)
+
+/* ---- pages known readable ------------------------------------------------- */
+
+/* Key: page number (45 bits: 57-bit addresses) | generation (19 bits) << 45.
+ * The generation moves on every unmap; the table is cleared every 2^18
+ * moves, so a surviving key is never mistaken for one of a generation
+ * 2^19 later. */
+#define PL_PY_PAGES 1024
+static _Atomic uint64_t pl_py_pages[PL_PY_PAGES];
+static atomic_uint pl_py_gen;
+
+void pl_py_unmapped(void) {
+  unsigned g = atomic_fetch_add_explicit(&pl_py_gen, 1, memory_order_acq_rel) + 1;
+  if ((g & ((1u << 18) - 1)) == 0)
+    for (size_t i = 0; i < PL_PY_PAGES; i++) atomic_store_explicit(&pl_py_pages[i], 0, memory_order_relaxed);
+}
+
+static bool pl_py_page_ok(uint64_t page) {
+  uint64_t gen = atomic_load_explicit(&pl_py_gen, memory_order_acquire) & ((1u << 19) - 1);
+  uint64_t key = page | (gen << 45);
+  size_t h = (size_t)((page * 0x9E3779B97F4A7C15ull) >> 54);
+  for (size_t i = 0; i < 4; i++)
+    if (atomic_load_explicit(&pl_py_pages[(h + i) & (PL_PY_PAGES - 1)], memory_order_relaxed) == key) return true;
+  /* One byte read through the kernel: fails (EFAULT) instead of faulting
+   * on a page that is not mapped or not readable. */
+  char b;
+  struct iovec l = {&b, 1}, r = {(void *)(uintptr_t)(page << 12), 1};
+  int saved = errno;
+  long n = syscall(SYS_process_vm_readv, (long)pl_py_pid, &l, 1L, &r, 1L, 0L);
+  if (n != 1) {
+    if (errno == ENOSYS || errno == EPERM) {
+      /* seccomp or an old kernel: no safe way to read; stop walking. */
+      /* Not strerror: it may translate, and allocate, inside a hook. */
+      snprintf(pl_py_why, sizeof pl_py_why,
+               "Python frames are not recorded: the kernel refused process_vm_readv (%s); "
+               "call and allocation sites show native frames only", errno == ENOSYS ? "ENOSYS" : "EPERM");
+      __atomic_store_n(&pl_py_state, PL_PY_UNSUPPORTED, __ATOMIC_RELEASE);
+    }
+    errno = saved;
+    return false;
+  }
+  errno = saved;
+  atomic_store_explicit(&pl_py_pages[(h + (page & 3)) & (PL_PY_PAGES - 1)], key, memory_order_relaxed);
+  return true;
+}
+
+static bool pl_py_readable(uintptr_t p, size_t n) {
+  if (p < 4096 || n == 0 || p >= PL_PY_ADDR_MAX - n) return false;
+  for (uint64_t pg = p >> 12, last = (p + n - 1) >> 12; pg <= last; pg++)
+    if (!pl_py_page_ok(pg)) return false;
+  return true;
+}
+
+static inline uintptr_t pl_rdp(uintptr_t p) {
+  uintptr_t v;
+  memcpy(&v, (const void *)p, sizeof v);
+  return v;
+}
+static inline int32_t pl_rd32(uintptr_t p) {
+  int32_t v;
+  memcpy(&v, (const void *)p, sizeof v);
+  return v;
+}
+static inline int64_t pl_rd64(uintptr_t p) {
+  int64_t v;
+  memcpy(&v, (const void *)p, sizeof v);
+  return v;
+}
+
+/* o is readable for n bytes and an object of type `type`. */
+static bool pl_py_is(uintptr_t o, uintptr_t type, size_t n) {
+  if (o & 7) return false;
+  if (n < PL_PY_OB_TYPE + 8) n = PL_PY_OB_TYPE + 8;
+  return pl_py_readable(o, n) && pl_rdp(o + PL_PY_OB_TYPE) == type;
+}
+
+/* ---- code objects ------------------------------------------------------- */
+
+/* Power of two; ids are index + 1.  Three quarters are used: 3,072 code
+ * objects, which BSS pages hold only once touched (~380 bytes each). */
+#define PL_PY_CODES 4096
+enum { PL_CODE_EMPTY = 0, PL_CODE_BUSY, PL_CODE_READY };
+
+typedef struct pl_py_code {
+  _Atomic uint32_t state;
+  int32_t firstlineno;
+  uintptr_t addr, filename, name, linetable; /* the key, re-validated */
+  bool library;
+  bool emitted; /* its PYCODE record is in the trace (under the stack lock) */
+  char file[232];
+  char func[120];
+} pl_py_code;
+
+static pl_py_code pl_py_codes[PL_PY_CODES];
+static atomic_uint pl_py_ncodes;
+
+/* A compact str's characters as UTF-8 into out (cut to fit, at a
+ * character boundary); "?" for anything else. */
+static void pl_py_str(uintptr_t s, char *out, size_t cap) {
+  snprintf(out, cap, "?");
+  if (!pl_py_is(s, pl_py_str_type, PL_PY_STR_STATE + 4)) return;
+  int64_t len = pl_rd64(s + PL_PY_STR_LENGTH);
+  uint32_t state = (uint32_t)pl_rd32(s + PL_PY_STR_STATE);
+  unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+  if (!compact || len < 0 || len > 4096 || (kind != 1 && kind != 2 && kind != 4)) return;
+  uintptr_t data = s + (ascii ? pl_py_L.str_ascii_size : pl_py_L.str_compact_size);
+  if (ascii) kind = 1;
+  if (len && !pl_py_readable(data, (size_t)len * kind)) return;
+  size_t o = 0;
+  for (int64_t i = 0; i < len; i++) {
+    uint32_t c = kind == 1 ? *(const uint8_t *)(data + (size_t)i)
+               : kind == 2 ? *(const uint16_t *)(data + 2 * (size_t)i)
+                           : *(const uint32_t *)(data + 4 * (size_t)i);
+    unsigned char u[4];
+    size_t k;
+    if (c < 0x80) u[0] = (unsigned char)c, k = 1;
+    else if (c < 0x800) u[0] = (unsigned char)(0xc0 | c >> 6), u[1] = (unsigned char)(0x80 | (c & 0x3f)), k = 2;
+    else if (c < 0x10000) u[0] = (unsigned char)(0xe0 | c >> 12), u[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f)),
+                          u[2] = (unsigned char)(0x80 | (c & 0x3f)), k = 3;
+    else u[0] = (unsigned char)(0xf0 | c >> 18), u[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3f)),
+         u[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3f)), u[3] = (unsigned char)(0x80 | (c & 0x3f)), k = 4;
+    if (o + k + 1 > cap) break;
+    memcpy(out + o, u, k);
+    o += k;
+  }
+  out[o] = 0;
+}
+
+/* The frameworks and the standard library: frames the report looks past
+ * to find the line the user wrote. */
+static bool pl_py_is_library(const char *f) {
+  if (strncmp(f, "<frozen ", 8) == 0) return true;
+  const char *sp = strstr(f, "/site-packages/");
+  if (sp == NULL) sp = strstr(f, "/dist-packages/");
+  if (sp != NULL) {
+    static const char *const pkgs[] = {"torch/", "numpy/", "cupy/", "cupyx/", "cupy_backends/",
+                                       "numba/", "jax/", "jaxlib/"};
+    const char *pkg = strchr(sp + 1, '/') + 1;
+    for (size_t i = 0; i < sizeof pkgs / sizeof pkgs[0]; i++)
+      if (strncmp(pkg, pkgs[i], strlen(pkgs[i])) == 0) return true;
+    return false;
+  }
+  /* .../lib/python3.N/..., outside site-packages: the standard library. */
+  return strstr(f, "/lib/python3") != NULL;
+}
+
+/* The id of code object co (validated as one), resolving it on first
+ * sight; 0 when its names cannot be read or the table is full (logged
+ * once): the frame is then kept as an unresolved one, not dropped, so the
+ * report never names the caller's line for the callee's. */
+static uint32_t pl_py_code_id(uintptr_t co) {
+  const pl_py_layout *L = &pl_py_L;
+  uintptr_t fn = pl_rdp(co + L->co_filename), nm = pl_rdp(co + L->co_name);
+  uintptr_t lt = pl_rdp(co + L->co_linetable);
+  int32_t first = pl_rd32(co + L->co_firstlineno);
+  uint64_t h = (co >> 4) * 0x9E3779B97F4A7C15ull;
+  for (uint32_t i = 0; i < 64; i++) {
+    uint32_t idx = (uint32_t)((h >> 40) + i) & (PL_PY_CODES - 1);
+    pl_py_code *c = &pl_py_codes[idx];
+    uint32_t st = atomic_load_explicit(&c->state, memory_order_acquire);
+    if (st == PL_CODE_EMPTY) {
+      if (atomic_load_explicit(&pl_py_ncodes, memory_order_relaxed) >= PL_PY_CODES * 3 / 4) {
+        pl_log(PL_LOG_INFO, PL_LK_PY_CODES,
+               "too many distinct Python code objects; frames of later ones are shown unresolved");
+        return 0;
+      }
+      if (!pl_py_is(fn, pl_py_str_type, 8) || !pl_py_is(nm, pl_py_str_type, 8) ||
+          !pl_py_is(lt, pl_py_bytes_type, PL_PY_BYTES_SVAL))
+        return 0;
+      if (!atomic_compare_exchange_strong(&c->state, &st, PL_CODE_BUSY)) {
+        if (st != PL_CODE_READY) continue;
+      } else {
+        atomic_fetch_add_explicit(&pl_py_ncodes, 1, memory_order_relaxed);
+        c->addr = co, c->filename = fn, c->name = nm, c->linetable = lt, c->firstlineno = first;
+        pl_py_str(fn, c->file, sizeof c->file);
+        pl_py_str(nm, c->func, sizeof c->func);
+        c->library = pl_py_is_library(c->file);
+        c->emitted = false;
+        atomic_store_explicit(&c->state, PL_CODE_READY, memory_order_release);
+        return idx + 1;
+      }
+    }
+    if (st != PL_CODE_READY) continue;
+    if (c->addr == co && c->filename == fn && c->name == nm && c->linetable == lt && c->firstlineno == first)
+      return idx + 1;
+  }
+  return 0;
+}
+
+/* ---- lines -------------------------------------------------------------- */
+
+/* (code id, byte offset) -> line, one word per entry so a reader never
+ * sees half an update: id 13 bits | offset 25 bits | line 26 bits. */
+#define PL_PY_LINES 8192
+static _Atomic uint64_t pl_py_lines[PL_PY_LINES];
+
+static unsigned pl_py_varint(const uint8_t **p, const uint8_t *end) {
+  unsigned v = 0, shift = 0, b;
+  do {
+    if (*p >= end || shift > 24) return v;
+    b = *(*p)++;
+    v |= (b & 63u) << shift;
+    shift += 6;
+  } while (b & 64);
+  return v;
+}
+
+/* PyCode_Addr2Line: the line of the instruction at byte offset addrq,
+ * from the code's line table (3.10: Objects/lnotab_notes.txt; 3.11+:
+ * Objects/locations.md); first when addrq < 0 or the table is
+ * exhausted. */
+static int32_t pl_py_addr2line(const uint8_t *t, size_t n, int32_t first, int64_t addrq) {
+  if (addrq < 0) return first;
+  const uint8_t *end = t + n;
+  int64_t start = 0, stop = 0;
+  int32_t line = first, cur = -1;
+  if (pl_py_L.minor == 10) {
+    while (t + 2 <= end) {
+      int sdelta = t[0], ldelta = (int8_t)t[1];
+      t += 2;
+      start = stop;
+      stop += sdelta;
+      if (ldelta == -128) cur = -1;
+      else line += ldelta, cur = line;
+      if (start != stop && addrq >= start && addrq < stop) return cur > 0 ? cur : first;
+    }
+    return first;
+  }
+  while (t < end) {
+    uint8_t b = *t;
+    unsigned code = (b >> 3) & 15;
+    const uint8_t *q = t + 1;
+    int delta = 0;
+    if (code == 14 || code == 13) {
+      unsigned u = pl_py_varint(&q, end);
+      delta = (u & 1) ? -(int)(u >> 1) : (int)(u >> 1);
+    } else if (code >= 10 && code <= 12) {
+      delta = (int)code - 10;
+    }
+    line += delta;
+    cur = code == 15 ? -1 : line;
+    start = stop;
+    stop += 2 * ((b & 7) + 1);
+    if (addrq >= start && addrq < stop) return cur > 0 ? cur : first;
+    /* The next entry starts at the next byte with its top bit set. */
+    do t++;
+    while (t < end && (*t & 128) == 0);
+  }
+  return first;
+}
+
+static int32_t pl_py_line(uint32_t id, int64_t addrq) {
+  const pl_py_code *c = &pl_py_codes[id - 1];
+  bool memo = addrq >= 0 && addrq < (1 << 25);
+  uint64_t key = ((uint64_t)id << 51) | ((uint64_t)(memo ? addrq : 0) << 26);
+  size_t slot = (size_t)(((uint64_t)id * 0x9E3779B97F4A7C15ull ^ (uint64_t)addrq * 0xBF58476D1CE4E5B9ull) >> 51);
+  if (memo) {
+    uint64_t e = atomic_load_explicit(&pl_py_lines[slot], memory_order_relaxed);
+    if ((e & ~((1ull << 26) - 1)) == key) return (int32_t)(e & ((1ull << 26) - 1));
+  }
+  uintptr_t lt = c->linetable;
+  int64_t n = pl_rd64(lt + PL_PY_OB_SIZE); /* the bytes object was validated with the code */
+  int32_t line = c->firstlineno;
+  if (n > 0 && n < (1 << 24) && pl_py_readable(lt + PL_PY_BYTES_SVAL, (size_t)n))
+    line = pl_py_addr2line((const uint8_t *)(lt + PL_PY_BYTES_SVAL), (size_t)n, c->firstlineno, addrq);
+  if (memo && line >= 0 && line < (1 << 26))
+    atomic_store_explicit(&pl_py_lines[slot], key | (uint64_t)line, memory_order_relaxed);
+  return line;
+}
+
+/* ---- the walk ----------------------------------------------------------- */
+
+bool pl_py_capture(pl_pystack *out) {
+  out->depth = 0;
+  out->flags = 0;
+  if (__atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) != PL_PY_ON || !pl_py_is_init()) return false;
+  const pl_py_layout *L = &pl_py_L;
+  uintptr_t ts = (uintptr_t)pl_py_tstate();
+  if (ts == 0 || !pl_py_readable(ts + L->ts_frame, 8)) return false;
+  uintptr_t fr = pl_rdp(ts + L->ts_frame);
+  if (L->ts_cframe_frame != PL_PY_NONE) {
+    if (fr == 0 || !pl_py_readable(fr + L->ts_cframe_frame, 8)) return false;
+    fr = pl_rdp(fr + L->ts_cframe_frame);
+  }
+  pagelock_py_frame lib[PL_PY_FRAMES];
+  unsigned nlib = 0;
+  uintptr_t tortoise = fr;
+  unsigned power = 1, lam = 1;
+  size_t code_span = (size_t)(L->co_linetable > L->co_filename ? L->co_linetable : L->co_filename) + 8;
+  for (int steps = 0; fr != 0 && steps < PL_PY_WALK; steps++) {
+    if (fr & 7) break;
+    uintptr_t prev, co;
+    int64_t addrq = -1;
+    if (L->minor == 10) {
+      if (!pl_py_is(fr, pl_py_frame_type, (size_t)L->fr_instr + 4)) break;
+      prev = pl_rdp(fr + L->fr_previous);
+      co = pl_rdp(fr + L->fr_code);
+      int32_t lasti = pl_rd32(fr + L->fr_instr);
+      addrq = lasti < 0 ? -1 : (int64_t)lasti * 2;
+    } else {
+      if (!pl_py_readable(fr, (size_t)L->fr_owner + 1)) break;
+      prev = pl_rdp(fr + L->fr_previous);
+      co = pl_rdp(fr + L->fr_code);
+      uint8_t owner = *(const uint8_t *)(fr + L->fr_owner);
+      if (owner > L->owner_max) break;
+      if (owner == L->owner_cstack) co = 0; /* an entry frame: no code of its own */
+      if (co != 0 && pl_py_is(co, pl_py_code_type, code_span) &&
+          pl_py_readable(co + L->co_code_adaptive, 1)) {
+        /* The instruction being executed (3.13 instr_ptr) or last started
+         * (3.11-3.12 prev_instr), as a byte offset into the code. */
+        uintptr_t ip = pl_rdp(fr + L->fr_instr), base = co + L->co_code_adaptive;
+        int64_t units = pl_rd64(co + PL_PY_OB_SIZE);
+        if (ip >= base && ip < base + 2 * (uint64_t)(units > 0 ? units : 0)) addrq = (int64_t)(ip - base);
+      }
+    }
+    if (co != 0 && pl_py_is(co, pl_py_code_type, code_span)) {
+      uint32_t id = pl_py_code_id(co);
+      /* Code 0: a frame whose code could not be resolved, user or not. */
+      pagelock_py_frame f = {id, id ? (uint32_t)pl_py_line(id, addrq) : 0};
+      if (id != 0 && pl_py_codes[id - 1].library) {
+        if (nlib < PL_PY_FRAMES) lib[nlib++] = f;
+      } else if (out->depth < PL_PY_FRAMES) {
+        out->f[out->depth++] = f;
+      } else {
+        out->flags |= PAGELOCK_PY_TRUNCATED;
+        break;
+      }
+    }
+    fr = prev;
+    if (fr == tortoise) break; /* a cycle: only a bad read makes one */
+    if (power == lam) {
+      tortoise = fr;
+      power *= 2;
+      lam = 0;
+    }
+    lam++;
+  }
+  if (out->depth == 0 && nlib) {
+    memcpy(out->f, lib, nlib * sizeof lib[0]);
+    out->depth = (uint16_t)nlib;
+    out->flags |= PAGELOCK_PY_LIBRARY;
+  }
+  return out->depth > 0;
+}
+
+uint64_t pl_py_hash(const pl_pystack *s) {
+  if (s->depth == 0) return 0;
+  uint64_t h = 0x84222325cbf29ce4ull ^ s->flags;
+  for (unsigned i = 0; i < s->depth; i++) {
+    h ^= ((uint64_t)s->f[i].code << 32) | s->f[i].line;
+    h *= 0x100000001b3ull;
+    h ^= h >> 31;
+  }
+  return h | 1; /* never 0: 0 is "no Python frames" */
+}
+
+/* ---- the trace ---------------------------------------------------------- */
+
+static bool pl_py_note_written; /* under the stack lock */
+
+void pl_py_note(void) {
+  if (pl_py_note_written || __atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) != PL_PY_UNSUPPORTED) return;
+  pl_trace_note(PAGELOCK_NOTE_WARNING, pl_py_why);
+  pl_py_note_written = true;
+}
+
+void pl_py_emit(uint32_t stack_id, const pl_pystack *s) {
+  for (unsigned i = 0; i < s->depth; i++) {
+    uint32_t id = s->f[i].code;
+    if (id == 0 || id > PL_PY_CODES) continue;
+    pl_py_code *c = &pl_py_codes[id - 1];
+    if (c->emitted) continue;
+    struct {
+      pagelock_rec_pycode r;
+      char s[sizeof c->file + sizeof c->func + 8];
+    } rec;
+    memset(&rec, 0, sizeof rec);
+    size_t nf = strlen(c->file) + 1, nn = strlen(c->func) + 1;
+    memcpy(rec.s, c->file, nf);
+    memcpy(rec.s + nf, c->func, nn);
+    rec.r.h.type = PAGELOCK_REC_PYCODE;
+    rec.r.h.size = (uint32_t)((sizeof rec.r + nf + nn + 7) & ~(size_t)7);
+    rec.r.id = id;
+    rec.r.firstlineno = c->firstlineno > 0 ? (uint32_t)c->firstlineno : 0;
+    rec.r.flags = c->library ? PAGELOCK_PYCODE_LIBRARY : 0;
+    pl_trace_write(&rec, rec.r.h.size);
+    c->emitted = true;
+  }
+  struct {
+    pagelock_rec_pystack r;
+    pagelock_py_frame f[PL_PY_FRAMES];
+  } rec;
+  memset(&rec, 0, sizeof rec);
+  rec.r.h.type = PAGELOCK_REC_PYSTACK;
+  rec.r.h.size = (uint32_t)(sizeof rec.r + s->depth * sizeof rec.f[0]);
+  rec.r.stack_id = stack_id;
+  rec.r.depth = s->depth;
+  rec.r.flags = s->flags;
+  memcpy(rec.f, s->f, s->depth * sizeof rec.f[0]);
+  pl_trace_write(&rec, rec.r.h.size);
+}
+
+void pl_py_reset(void) {
+  pl_py_pid = (pid_t)syscall(SYS_getpid);
+  pl_py_note_written = false;
+  for (size_t i = 0; i < PL_PY_CODES; i++) pl_py_codes[i].emitted = false;
+}
+
+/* ---- finding the interpreter -------------------------------------------- */
+
+static void pl_py_unsupported(const char *fmt, unsigned minor, const char *extra) {
+  snprintf(pl_py_why, sizeof pl_py_why, fmt, minor, extra);
+  pl_py_state = PL_PY_UNSUPPORTED;
+}
+
+void pl_py_init(void) {
+  pl_py_pid = (pid_t)syscall(SYS_getpid);
+  pl_py_tstate = (void *(*)(void))pl_real_dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+  if (pl_py_tstate == NULL) return; /* no Python in this process (yet) */
+  pl_py_is_init = (int (*)(void))pl_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+  pl_py_code_type = (uintptr_t)pl_real_dlsym(RTLD_DEFAULT, "PyCode_Type");
+  pl_py_str_type = (uintptr_t)pl_real_dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+  pl_py_bytes_type = (uintptr_t)pl_real_dlsym(RTLD_DEFAULT, "PyBytes_Type");
+  pl_py_frame_type = (uintptr_t)pl_real_dlsym(RTLD_DEFAULT, "PyFrame_Type");
+  unsigned major = 0, minor = 0;
+  const unsigned long *hex = pl_real_dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11+ */
+  if (hex != NULL) {
+    major = (unsigned)(*hex >> 24) & 0xff;
+    minor = (unsigned)(*hex >> 16) & 0xff;
+  } else {
+    const char *(*getver)(void) = (const char *(*)(void))pl_real_dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    if (getver == NULL || sscanf(getver(), "%u.%u", &major, &minor) != 2) major = minor = 0;
+  }
+  const char *fmt_new = "Python frames are not recorded: Python 3.%u%s is not one pagelock reads "
+                        "(CPython 3.10-3.13 with the GIL); call and allocation sites show native frames only";
+  if (major != 3 || pl_py_is_init == NULL || pl_py_code_type == 0 || pl_py_str_type == 0 ||
+      pl_py_bytes_type == 0 || (minor == 10 && pl_py_frame_type == 0)) {
+    pl_py_unsupported(fmt_new, minor, major == 3 ? " (some interpreter symbols are missing)" : " (or not CPython 3)");
+    return;
+  }
+  if (minor >= 13) {
+    const pl_py_debug_offsets_313 *d = pl_real_dlsym(RTLD_DEFAULT, "_PyRuntime");
+    if (d != NULL && memcmp(d->cookie, "xdebugpy", 8) == 0 && d->free_threaded) {
+      pl_py_unsupported(fmt_new, minor, " (free-threaded)");
+      return;
+    }
+    if (minor > 13) {
+      pl_py_unsupported(fmt_new, minor, "");
+      return;
+    }
+    if (d == NULL || memcmp(d->cookie, "xdebugpy", 8) != 0 || ((d->version >> 16) & 0xffff) != 0x030d) {
+      pl_py_unsupported(fmt_new, minor, " (its _Py_DebugOffsets are missing)");
+      return;
+    }
+    pl_py_layout l = pl_py_layouts[3];
+    l.ts_frame = (uint16_t)d->thread_state.current_frame;
+    l.fr_previous = (uint16_t)d->interpreter_frame.previous;
+    l.fr_code = (uint16_t)d->interpreter_frame.executable;
+    l.fr_instr = (uint16_t)d->interpreter_frame.instr_ptr;
+    l.fr_owner = (uint16_t)d->interpreter_frame.owner;
+    l.co_filename = (uint16_t)d->code_object.filename;
+    l.co_name = (uint16_t)d->code_object.qualname;
+    l.co_firstlineno = (uint16_t)d->code_object.firstlineno;
+    l.co_linetable = (uint16_t)d->code_object.linetable;
+    l.co_code_adaptive = (uint16_t)d->code_object.co_code_adaptive;
+    l.str_ascii_size = (uint16_t)d->unicode_object.asciiobject_size;
+    pl_py_L = l;
+  } else if (minor >= 10) {
+    pl_py_L = pl_py_layouts[minor - 10];
+  } else {
+    pl_py_unsupported(fmt_new, minor, "");
+    return;
+  }
+  pl_py_state = PL_PY_ON;
+}
