@@ -252,6 +252,20 @@ PL_EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *a
   return r;
 }
 
+/* ---- device allocation ----------------------------------------------------- */
+
+typedef CUresult (*pl_memalloc_t)(CUdeviceptr *, size_t);
+
+/* Only watched: a context's first device allocation says copies will
+ * follow, and the staging pool starts building then (pool.c). */
+PL_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dp, size_t n) {
+  pl_memalloc_t f = (pl_memalloc_t)pl_hook_real(PL_HOOK_cuMemAlloc_v2);
+  if (f == NULL) return CUDA_ERROR_NOT_FOUND;
+  CUresult r = f(dp, n);
+  if (r == CUDA_SUCCESS && !pl_in_shim && pl_active()) pl_stage_note_device_alloc();
+  return r;
+}
+
 void *const pl_hostalloc_wrappers[PL_HOOK_COUNT - PAGELOCK_API_COUNT] = {
 #define PL_WRAPPER(n) (void *)n,
     PL_HOSTALLOC_LIST(PL_WRAPPER)

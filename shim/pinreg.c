@@ -119,6 +119,13 @@ static uint32_t pl_nspare;
 static bool pl_slots_ready;
 static uint64_t pl_committed;            /* REQUESTED, REGISTERING, LIVE (not dying) */
 static uint64_t pl_kicks;                /* bumped whenever the thread may have work */
+/* Calls other engines hand to the thread (pl_pinreg_post), oldest first. */
+#define PL_POSTS 8
+static struct {
+  void (*fn)(void *);
+  void *arg;
+} pl_posts[PL_POSTS];
+static unsigned pl_nposts, pl_posts_running;
 static pl_fence pl_fences[PL_FENCES];
 static pl_pin_drv pl_pd;
 
@@ -381,6 +388,17 @@ static void *pl_pin_main(void *arg) {
       continue;
     }
     seen = pl_kicks;
+    while (pl_nposts > 0 && !atomic_load(&pl_pin_stop)) {
+      void (*fn)(void *) = pl_posts[0].fn;
+      void *arg = pl_posts[0].arg;
+      memmove(&pl_posts[0], &pl_posts[1], (--pl_nposts) * sizeof pl_posts[0]);
+      pl_posts_running++;
+      pthread_mutex_unlock(&pl_pin_lock);
+      fn(arg);
+      pthread_mutex_lock(&pl_pin_lock);
+      pl_posts_running--;
+      pthread_cond_broadcast(&pl_pin_done);
+    }
     bool undo;
     uint32_t s;
     while ((s = pl_next_job(&undo)) != 0 && !atomic_load(&pl_pin_stop)) {
@@ -498,6 +516,20 @@ bool pl_pinreg_touches(uintptr_t p, size_t n) {
   bool t = pl_slot_overlap(p, n ? n : 1) != 0;
   pthread_mutex_unlock(&pl_pin_lock);
   return t;
+}
+
+bool pl_pinreg_post(void (*fn)(void *), void *arg) {
+  if (atomic_load(&pl_pin_off) || !pl_pin_start()) return false;
+  pthread_mutex_lock(&pl_pin_lock);
+  bool room = pl_nposts < PL_POSTS;
+  if (room) {
+    pl_posts[pl_nposts].fn = fn;
+    pl_posts[pl_nposts].arg = arg;
+    pl_nposts++;
+    pl_kick();
+  }
+  pthread_mutex_unlock(&pl_pin_lock);
+  return room;
 }
 
 bool pl_pinreg_request(uintptr_t base, size_t len, uintptr_t abase, size_t alen, CUcontext ctx) {
@@ -687,6 +719,7 @@ void pl_pinreg_atfork_child(void) {
   pthread_cond_init(&pl_pin_wake, NULL);
   pthread_cond_init(&pl_pin_done, NULL);
   memset(pl_pins, 0, sizeof pl_pins);
+  pl_nposts = pl_posts_running = 0;
   pl_nidx = 0;
   pl_slots_ready = false;
   pl_committed = 0;
@@ -710,7 +743,7 @@ void pl_pinreg_quiesce_for_test(void) {
   struct timespec ts = {0, 1000000};
   for (int i = 0; i < 20000; i++) {
     pthread_mutex_lock(&pl_pin_lock);
-    bool busy = false;
+    bool busy = pl_nposts > 0 || pl_posts_running > 0;
     uint64_t budget = pl_pin_budget();
     for (uint32_t k = 0; k < pl_nidx && !busy; k++) {
       pl_pin *e = &pl_pins[pl_idx[k]];

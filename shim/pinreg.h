@@ -96,6 +96,12 @@ void pl_pinreg_atfork_prepare(void);
 void pl_pinreg_atfork_parent(void);
 void pl_pinreg_atfork_child(void);
 
+/* Have the shim's thread call fn(arg) soon, off the program's threads:
+ * driver work another engine wants done before the program needs it (the
+ * staging pool's first chunks, pool.c).  False when it cannot be queued
+ * (no thread, exiting, forked child, 8 calls already waiting). */
+bool pl_pinreg_post(void (*fn)(void *), void *arg);
+
 /* At exit: nothing new is registered, the thread stops (what is
  * registered stays so: the process is ending, and an undo can wait on GPU
  * work). */

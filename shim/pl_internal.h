@@ -145,7 +145,9 @@ void *pl_real_dlsym(void *handle, const char *name);
  * PAGELOCK_API_LIST: the host-allocation calls the program itself makes, so
  * the shim's picture of pinned memory stays exact, and its pointer queries,
  * so the shim's own registrations stay invisible to it (hook_hostalloc.c);
- * and cuInit, so CUPTI starts before the first context (cupti.c).  Each
+ * cuInit, so CUPTI starts before the first context (cupti.c); and
+ * cuMemAlloc_v2, whose first call in a context starts the staging pool
+ * (pool.c).  Each
  * exact symbol a lookup can hand out: cudart asks for cuMemHostRegister at
  * 6050 and cuMemHostGetDevicePointer at 3020 (the _v2s), a program looking
  * up the bare names gets the originals. */
@@ -161,7 +163,8 @@ void *pl_real_dlsym(void *handle, const char *name);
   X(cuMemHostGetDevicePointer_v2) \
   X(cuMemHostGetDevicePointer)    \
   X(cuPointerGetAttribute)        \
-  X(cuPointerGetAttributes)
+  X(cuPointerGetAttributes)       \
+  X(cuMemAlloc_v2)
 
 enum pl_hook_id {
   PL_HOOK_HOSTALLOC_FIRST = PAGELOCK_API_COUNT - 1,
@@ -231,6 +234,9 @@ void pl_batch_entry(const pl_copy *c, size_t i, CUdeviceptr *dst, CUdeviceptr *s
  * (capturing stream, no context, engine disabled...); it may set
  * PAGELOCK_COPY_CAPTURE in c->flags. */
 bool pl_stage_copy(pl_copy *c, CUresult *r);
+/* The program allocated device memory in the current context: in the
+ * modes that stage, the context's pool starts building (pool.c). */
+void pl_stage_note_device_alloc(void);
 /* Write the engine's COUNTERS record (at exit, before END). */
 void pl_stage_write_counters(void);
 /* A forked child: CUDA is unusable there; the engine turns itself off. */

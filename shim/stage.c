@@ -809,6 +809,17 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
   return done;
 }
 
+void pl_stage_note_device_alloc(void) {
+  long mode = pl_opt_long(PL_OPT_MODE);
+  if (mode == PAGELOCK_MODE_OBSERVE || atomic_load_explicit(&pl_stage_off, memory_order_relaxed)) return;
+  const pl_stage_drv *d = pl_stage_drv_get();
+  CUcontext ctx = NULL;
+  if (d == NULL || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) return;
+  pl_in_shim++;
+  pl_pool_prewarm(ctx);
+  pl_in_shim--;
+}
+
 bool pl_stage_copy(pl_copy *c, CUresult *r) {
   if (atomic_load_explicit(&pl_stage_off, memory_order_relaxed)) return false;
   if (PL_UNLIKELY(!atomic_load_explicit(&pl_stage_used, memory_order_relaxed)))

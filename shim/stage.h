@@ -94,6 +94,10 @@ pl_pool *pl_pool_get(CUcontext ctx);
 /* False once the pool's context could not allocate pinned memory or
  * events: the engine declines that context's copies from then on. */
 bool pl_pool_usable(const pl_pool *p);
+/* The first time it is called for ctx (current), have the shim's thread
+ * build the first chunks of ctx's pool in the background (pool.c says
+ * why). */
+void pl_pool_prewarm(CUcontext ctx);
 /* Get a chunk whose previous use is complete, growing the pool within the
  * global bound when none is free, and polling for up to wait_ns otherwise.
  * grow: how many chunks the caller is about to need; a pool that must grow

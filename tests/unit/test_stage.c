@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "fakecuda.h"
+#include "pinreg.h"
 #include "pl_internal.h"
 #include "stage.h"
 #include "trace_read.h"
@@ -181,7 +182,7 @@ static bool bound_ok(void) {
   struct fakecuda_stats f;
   f_get_stats(&f);
   return s.pool.bytes <= s.pool.bound && s.pool.high_water <= s.pool.bound &&
-         f.host_alloc_bytes_live <= s.pool.bound;
+         f.registered_bytes_live <= s.pool.bound;
 }
 
 /* Native thunks like hook_copy.c's, for hand-built pl_copy structs. */
@@ -631,6 +632,53 @@ static void CUDA_CB free_probe_fn(void *arg) {
   pl_stage_stats s;
   pl_stage_get_stats(&s);
   atomic_store(&probe_free, (long long)s.pool.free_bytes);
+}
+
+/* A context's first device allocation (through the shim's cuMemAlloc_v2)
+ * has the shim's thread build half the pool in the background; the first
+ * staged copy then finds its chunks made.  Once per context, and never in
+ * observe mode. */
+static void test_prewarm(void **state) {
+  (void)state;
+  stage_env(POOL, CHUNK, 2000, "sync");
+  f_reset_call_counts();
+  CUdeviceptr dev;
+  assert_int_equal(cuMemAlloc_v2(&dev, POOL), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  pl_stage_stats st;
+  pl_stage_get_stats(&st);
+  struct fakecuda_stats fs;
+  f_get_stats(&fs);
+  assert_int_equal(st.pool.bytes, POOL / 2);
+  assert_int_equal(fs.registered_bytes_live, POOL / 2);
+  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 1);
+  CUdeviceptr dev2;
+  assert_int_equal(cuMemAlloc_v2(&dev2, POOL), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 1); /* once per context */
+  uint8_t *h = malloc(POOL / 4), *back = malloc(POOL / 4);
+  fill(h, POOL / 4, 7);
+  pl_copy c = mk_copy(PAGELOCK_API_cuMemcpyHtoD_v2, dev, HP(h), POOL / 4, NULL);
+  assert_int_equal(pl_copy_exec(&c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_STAGED);
+  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 1); /* no slab on the copy's path */
+  assert_int_equal(f_cuMemcpyDtoH_v2(back, dev, POOL / 4), CUDA_SUCCESS);
+  assert_int_equal(check_pat(back, POOL / 4, 7), POOL / 4);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev2), CUDA_SUCCESS);
+  /* observe: nothing is built */
+  stage_env(POOL, CHUNK, 2000, "sync");
+  setenv("PAGELOCK_MODE", "observe", 1);
+  pl_config_reset_for_test();
+  f_reset_call_counts();
+  assert_int_equal(cuMemAlloc_v2(&dev, POOL), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(f_call_count("cuMemHostRegister_v2"), 0);
+  pl_stage_get_stats(&st);
+  assert_int_equal(st.pool.bytes, 0);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+  free(h);
+  free(back);
 }
 
 /* Asynchronous device-to-host copies several times the pool, queued behind
@@ -1444,6 +1492,7 @@ int main(int argc, char **argv) {
   bool stressing = argc > 2 && strcmp(argv[1], "--stress") == 0;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_exact_h2d),
+      cmocka_unit_test(test_prewarm),
       cmocka_unit_test(test_exact_d2h_sync),
       cmocka_unit_test(test_exact_d2h_async),
       cmocka_unit_test(test_chunk_sizes),
