@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pagelock_trace.h"
+#include "pagelock/trace_format.h"
 
 struct plr_trace;
 

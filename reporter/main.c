@@ -4,7 +4,138 @@
 
 #include "cli.h"
 #include "launch.h"
-#include "pagelock_trace.h"
+#include "pagelock/trace_format.h"
+
+/* The options of include/pagelock/options.def, as --help lists them. */
+enum { PLR_OPT_CHOICE, PLR_OPT_LONG, PLR_OPT_SIZE, PLR_OPT_STRING, PLR_OPT_CLI };
+
+typedef struct plr_option_doc {
+  const char *name;
+  int type;
+  long def, min, max;
+  const char *values, *shown, *help;
+} plr_option_doc;
+
+static const plr_option_doc plr_option_docs[] = {
+#define PAGELOCK_OPTION(id, type, def, min, max, values, shown, help) \
+  {"PAGELOCK_" #id, PLR_OPT_##type, def, min, max, values, shown, help},
+#include "pagelock/options.def"
+#undef PAGELOCK_OPTION
+};
+
+/* 65536 -> "64K", as the option list writes sizes. */
+static void plr_size_str(long v, char *buf, size_t len) {
+  static const char units[] = "KMG";
+  int u = -1;
+  while (v >= 1024 && v % 1024 == 0 && u < 2) {
+    v /= 1024;
+    u++;
+  }
+  if (u < 0)
+    snprintf(buf, len, "%ld", v);
+  else
+    snprintf(buf, len, "%ld%c", v, units[u]);
+}
+
+/* Appends s to the help text being wrapped, without markdown's backticks;
+ * a '\n' in buf never happens: words are split on spaces only. */
+static void plr_cat_plain(char *buf, size_t len, const char *s) {
+  size_t n = strlen(buf);
+  for (; *s && n + 1 < len; s++)
+    if (*s != '`') buf[n++] = *s;
+  buf[n] = 0;
+}
+
+/* "  NAME                     text..." wrapped at 79 columns, continuation
+ * lines indented to the text's column (27). */
+static void plr_print_wrapped(FILE *out, const char *name, const char *text) {
+  enum { COL = 27, WIDTH = 79 };
+  int col = fprintf(out, "  %-24s ", name);
+  int first = 1;
+  for (const char *p = text; *p;) {
+    while (*p == ' ') p++;
+    size_t w = strcspn(p, " ");
+    if (w == 0) break;
+    if (!first && col + 1 + (int)w > WIDTH) {
+      fprintf(out, "\n%*s", COL, "");
+      col = COL;
+    } else if (!first) {
+      fputc(' ', out);
+      col++;
+    }
+    fwrite(p, 1, w, out);
+    col += (int)w;
+    first = 0;
+    p += w;
+  }
+  fputc('\n', out);
+}
+
+static void plr_usage_options(FILE *out) {
+  size_t n = sizeof plr_option_docs / sizeof plr_option_docs[0];
+  for (size_t i = 0; i < n; i++) {
+    const plr_option_doc *o = &plr_option_docs[i];
+    char text[1024] = "", def[64] = "", a[32], b[32];
+    switch (o->type) {
+    case PLR_OPT_CHOICE: {
+      const char *p = o->values;
+      for (long k = 0; k < o->def && p; k++) {
+        p = strchr(p, ',');
+        if (p) p++;
+      }
+      if (p) snprintf(def, sizeof def, "%.*s", (int)strcspn(p, ","), p);
+      for (const char *c = o->values; *c; c++) {
+        size_t l = strlen(text);
+        if (l + 1 < sizeof text) {
+          text[l] = *c == ',' ? '|' : *c;
+          text[l + 1] = 0;
+        }
+      }
+      break;
+    }
+    case PLR_OPT_LONG:
+      snprintf(def, sizeof def, "%ld", o->def);
+      snprintf(text, sizeof text, "%ld-%ld", o->min, o->max);
+      break;
+    case PLR_OPT_SIZE:
+      plr_size_str(o->def, def, sizeof def);
+      plr_size_str(o->min, a, sizeof a);
+      plr_size_str(o->max, b, sizeof b);
+      if (o->max > 0)
+        snprintf(text, sizeof text, "%s-%s", a, b);
+      else if (o->min > 0)
+        snprintf(text, sizeof text, "at least %s", a);
+      else
+        snprintf(text, sizeof text, "a size");
+      break;
+    default:
+      plr_cat_plain(text, sizeof text, o->values);
+      break;
+    }
+    /* The documented default without backticks: "(default 0; a quarter
+     * of physical memory)" for "`0` (a quarter of physical memory)", and
+     * "(default searched)" for a string's "(searched)". */
+    char shown[256] = "";
+    plr_cat_plain(shown, sizeof shown, o->shown);
+    const char *note = shown;
+    plr_cat_plain(text, sizeof text, " (default ");
+    if (def[0]) {
+      plr_cat_plain(text, sizeof text, def);
+      note = shown + strlen(def);
+      while (*note == ' ') note++;
+      if (*note) plr_cat_plain(text, sizeof text, "; ");
+    }
+    size_t l = strlen(note);
+    if (l >= 2 && note[0] == '(' && note[l - 1] == ')') {
+      shown[note - shown + l - 1] = 0;
+      note++;
+    }
+    plr_cat_plain(text, sizeof text, note);
+    plr_cat_plain(text, sizeof text, "): ");
+    plr_cat_plain(text, sizeof text, o->help);
+    plr_print_wrapped(out, o->name, text);
+  }
+}
 
 void plr_usage(FILE *out) {
   fprintf(out,
@@ -41,61 +172,8 @@ void plr_usage(FILE *out) {
           "\n"
           "environment (read by libpagelock.so once at start, unless marked "
           "CLI; a bad\n"
-          "value is reported and the default used; sizes take K, M or G):\n"
-          "  PAGELOCK_MODE            observe|stage|register|auto|off "
-          "(default observe);\n"
-          "                           run and demo refuse a bad value; "
-          "--mode wins\n"
-          "  PAGELOCK_OUTPUT          trace file pattern, %%p %%h %%r, %%%% "
-          "a percent sign\n"
-          "                           (default pagelock.%%p.trace); -o "
-          "wins\n"
-          "  PAGELOCK_LOG             quiet|error|warn|info|debug (default "
-          "warn)\n"
-          "  PAGELOCK_MANIFEST        file each traced process appends its "
-          "trace path to\n"
-          "                           (set by pagelock run and demo)\n"
-          "  PAGELOCK_BACKTRACE_DEPTH frames recorded per call stack, 0-16 "
-          "(default 8)\n"
-          "  PAGELOCK_TRACK_MIN       smallest host allocation tracked "
-          "(default 64K)\n"
-          "  PAGELOCK_STAGE_MIN       stage: smallest pageable copy staged "
-          "(default 1M)\n"
-          "  PAGELOCK_POOL_SIZE       stage: pinned pool, at least 1M "
-          "(default 64M)\n"
-          "  PAGELOCK_CHUNK_SIZE      stage: pinned chunk size, 64K-1G "
-          "(default 8M)\n"
-          "  PAGELOCK_COPY_THREADS    stage: host copy threads, 0-256, 0 = "
-          "auto (default 0)\n"
-          "  PAGELOCK_WAIT_US         stage: longest wait for a pool chunk "
-          "before the\n"
-          "                           native copy is used, 0-10000000 "
-          "(default 2000)\n"
-          "  PAGELOCK_D2H             stage, register, auto: sync|async "
-          "device-to-host\n"
-          "                           (default sync)\n"
-          "  PAGELOCK_H2D             register, auto: sync|async "
-          "host-to-device from a\n"
-          "                           registered buffer (default sync)\n"
-          "  PAGELOCK_REGISTER_BUDGET register, auto: most bytes page-locked "
-          "at once;\n"
-          "                           0 = a quarter of RAM (default 0)\n"
-          "  PAGELOCK_REGISTER_HOT    auto: percent of a buffer's size "
-          "copied before it is\n"
-          "                           registered, 0-100000 (default 100)\n"
-          "  PAGELOCK_CUPTI           GPU timing 1|on|yes|true, "
-          "0|off|no|false (default 1)\n"
-          "  PAGELOCK_CUPTI_LIB       path of libcupti.so (default: "
-          "searched)\n"
-          "  PAGELOCK_CUPTI_FLUSH_MS  how often CUPTI hands over its "
-          "records, 0-600000;\n"
-          "                           0 = when buffers fill and at exit "
-          "(default 1000)\n"
-          "  PAGELOCK_SHIM            CLI: the libpagelock.so to use (default: "
-          "beside\n"
-          "                           pagelock)\n"
-          "  PAGELOCK_NO_ADDR2LINE    CLI: 1 = reports use only names stored "
-          "in the trace\n");
+          "value is reported and the default used; sizes take K, M or G):\n");
+  plr_usage_options(out);
 }
 
 int main(int argc, char **argv) {

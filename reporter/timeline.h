@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "pagelock_trace.h"
+#include "pagelock/trace_format.h"
 
 /* Where a trace's bytes are, so a writer can read them again: a file, or
  * (fuzzer, tests) a buffer in memory. */

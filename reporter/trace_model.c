@@ -69,7 +69,7 @@ const char *plr_route_name(unsigned route) {
   return route < PLR_NROUTE ? names[route] : "unknown";
 }
 
-/* Indexed by pagelock_why; the order of the enum in pagelock_trace.h. */
+/* Indexed by pagelock_why; the order of the enum in trace_format.h. */
 static const char *const plr_why_names[PAGELOCK_WHY_COUNT] = {
     "unknown", "mode",    "small",  "shape",  "untracked", "shared",
     "cold",    "pending", "budget", "failed", "capture",   "edge"};

@@ -21,7 +21,7 @@
 #include <uthash.h>
 
 #include "gpu_analysis.h"
-#include "pagelock_trace.h"
+#include "pagelock/trace_format.h"
 #include "trace_read.h"
 
 #define PLR_NDIR 5 /* pagelock_dir values; out-of-range -> UNKNOWN */

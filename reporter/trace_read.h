@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "pagelock_trace.h"
+#include "pagelock/trace_format.h"
 
 /* Why plr_open refused a file. */
 typedef enum plr_open_status {

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdatomic.h>
 
-#include "pagelock_trace.h"
+#include "pagelock/trace_format.h"
 
 #define PL_EXPORT __attribute__((visibility("default")))
 #define PL_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -24,26 +24,11 @@
 
 /* ---- config.c: the PAGELOCK_* option table ---------------------------- */
 
+/* PL_OPT_MODE ... in the order of include/pagelock/options.def. */
 typedef enum pl_option_id {
-  PL_OPT_MODE,
-  PL_OPT_OUTPUT,
-  PL_OPT_LOG,
-  PL_OPT_MANIFEST,
-  PL_OPT_BACKTRACE_DEPTH,
-  PL_OPT_SHIM,
-  PL_OPT_TRACK_MIN,
-  PL_OPT_STAGE_MIN,
-  PL_OPT_POOL_SIZE,
-  PL_OPT_CHUNK_SIZE,
-  PL_OPT_COPY_THREADS,
-  PL_OPT_WAIT_US,
-  PL_OPT_D2H,
-  PL_OPT_H2D,
-  PL_OPT_REGISTER_BUDGET,
-  PL_OPT_REGISTER_HOT,
-  PL_OPT_CUPTI,
-  PL_OPT_CUPTI_LIB,
-  PL_OPT_CUPTI_FLUSH_MS,
+#define PAGELOCK_OPTION(id, type, def, min, max, values, shown, help) PL_OPT_##id,
+#include "pagelock/options.def"
+#undef PAGELOCK_OPTION
   PL_OPT_COUNT
 } pl_option_id;
 

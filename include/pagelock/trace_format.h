@@ -1,4 +1,4 @@
-/* pagelock_trace.h - the on-disk trace format, shared by the shim (writer)
+/* trace_format.h - the on-disk trace format, shared by the shim (writer)
  * and the reporter (reader).  Documented in docs/trace-format.md; any change
  * here bumps PAGELOCK_TRACE_VERSION and that document.
  *
@@ -7,8 +7,8 @@
  * so a reader can skip record types it does not know and stop cleanly at the
  * last complete record when the writer died mid-run.  All integers are
  * little-endian (the shim only runs on x86-64 and aarch64 Linux). */
-#ifndef PAGELOCK_TRACE_H
-#define PAGELOCK_TRACE_H
+#ifndef PAGELOCK_TRACE_FORMAT_H
+#define PAGELOCK_TRACE_FORMAT_H
 
 #include <stdint.h>
 
