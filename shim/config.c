@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,22 @@ static pl_option pl_options[PL_OPT_COUNT] = {
 };
 
 static atomic_int pl_config_state; /* 0 none, 1 parsing, 2 done */
+
+/* The table's own messages, as mimalloc's options.c owns its: the level is
+ * the table's PAGELOCK_LOG (read first), so config.c never calls log.c,
+ * which reads the level from here.  Every bad value is reported, not once
+ * per kind: each names a different variable. */
+static void pl_config_say(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pl_config_say(int level, const char *fmt, ...) {
+  int saved = errno;
+  if (level <= pl_options[PL_OPT_LOG].value) {
+    va_list ap;
+    va_start(ap, fmt);
+    pl_logline(fmt, &ap);
+    va_end(ap);
+  }
+  errno = saved;
+}
 
 bool pl_parse_size(const char *s, uint64_t *out) {
   if (s == NULL || !isdigit((unsigned char)*s)) return false;
@@ -104,7 +121,7 @@ static void pl_option_load(pl_option *o) {
       const char *p = o->choices;
       for (long k = 0; k < o->def && p; k++) { p = strchr(p, ','); if (p) p++; }
       if (p) { size_t n = strcspn(p, ","); if (n >= sizeof def) n = sizeof def - 1; memcpy(def, p, n); def[n] = 0; }
-      pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "invalid %s='%s' (valid: %s); using '%s'",
+      pl_config_say(PL_LOG_ERROR, "invalid %s='%s' (valid: %s); using '%s'",
              o->name, v, o->choices, def);
       return;
     }
@@ -116,7 +133,7 @@ static void pl_option_load(pl_option *o) {
         o->value = n;
         return;
       }
-      pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "invalid %s='%s' (valid: an integer from %ld to %ld); using %ld",
+      pl_config_say(PL_LOG_ERROR, "invalid %s='%s' (valid: an integer from %ld to %ld); using %ld",
              o->name, v, o->min, o->max, o->def);
       return;
     }
@@ -129,7 +146,7 @@ static void pl_option_load(pl_option *o) {
       char range[96] = "";
       if (o->max > 0) snprintf(range, sizeof range, " from %ld to %ld bytes", o->min, o->max);
       else if (o->min > 0) snprintf(range, sizeof range, " of at least %ld bytes", o->min);
-      pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "invalid %s='%s' (valid: a size%s, like 4096, 64K, 16M, 2G); using %ld",
+      pl_config_say(PL_LOG_ERROR, "invalid %s='%s' (valid: a size%s, like 4096, 64K, 16M, 2G); using %ld",
              o->name, v, range, o->def);
       return;
     }
@@ -146,7 +163,7 @@ static void pl_config_typo_guard(void) {
     for (int i = 0; i < PL_OPT_COUNT && !known; i++)
       known = strlen(pl_options[i].name) == len && strncmp(pl_options[i].name, *e, len) == 0;
     if (!known)
-      pl_log(PL_LOG_WARN, PL_LK_CONFIG, "unknown variable %.*s ignored (see 'pagelock --help' for the list)",
+      pl_config_say(PL_LOG_WARN, "unknown variable %.*s ignored (see 'pagelock --help' for the list)",
              (int)len, *e);
   }
 }

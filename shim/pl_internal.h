@@ -8,6 +8,7 @@
 #define PL_INTERNAL_H
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
@@ -21,6 +22,29 @@
 /* Initial-exec TLS: the cheapest access, and it never calls malloc (a
  * general-dynamic TLS access can, which is fatal inside a malloc hook). */
 #define PL_TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* ---- state.c: what every layer reads ------------------------------------ */
+
+/* True when the shim should do anything at all: not setuid, mode not off. */
+bool pl_active(void);
+/* The constructor found the shim should act (init.c). */
+void pl_state_enable(void);
+/* Shim-wide reentrancy guard: nonzero while the shim itself is running on
+ * this thread, so calls it makes never come back into its own hooks. */
+extern PL_TLS int pl_in_shim;
+uint32_t pl_gettid(void);
+/* A correlation id for one copy call (unique in the process, never 0). */
+uint64_t pl_next_correlation(void);
+/* Set a file-header flag before the file is created; the flags so far. */
+void pl_trace_set_flag(uint32_t flag);
+uint32_t pl_trace_flags(void);
+
+/* ---- logline.c: one line to stderr, whole -------------------------------- */
+
+/* "pagelock: ", fmt formatted, "\n", in one writev.  Never allocates,
+ * never touches stdout.  Callers decide whether to say it (log.c, and
+ * config.c for its own messages). */
+void pl_logline(const char *fmt, va_list *ap);
 
 /* ---- config.c: the PAGELOCK_* option table ---------------------------- */
 
@@ -83,13 +107,6 @@ void pl_log(int level, pl_log_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void pl_log_reset_for_test(void);
 
-/* ---- init.c ------------------------------------------------------------- */
-
-/* True when the shim should do anything at all: not setuid, mode not off. */
-bool pl_active(void);
-/* Shim-wide reentrancy guard: nonzero while the shim itself is running on
- * this thread, so calls it makes never come back into its own hooks. */
-extern PL_TLS int pl_in_shim;
 
 /* ---- driver.c: the real driver, loaded at run time ---------------------- */
 
@@ -116,19 +133,14 @@ const pl_driver *pl_driver_get(void);
 void *pl_driver_sym(const char *name);
 /* Tell the driver module which handle the program got for libcuda. */
 void pl_driver_note_handle(void *handle);
-
-/* ---- hook_dl.c ---------------------------------------------------------- */
-
 /* The real dlsym, found with dlvsym so that our own dlsym is skipped. */
 void *pl_real_dlsym(void *handle, const char *name);
-
-/* ---- hooks.c: the table of every wrapped driver symbol ------------------ */
 
 /* The other driver entry points the shim wraps, after the copy ids of
  * PAGELOCK_API_LIST: the host-allocation calls the program itself makes, so
  * the shim's picture of pinned memory stays exact, and its pointer queries,
  * so the shim's own registrations stay invisible to it (hook_hostalloc.c);
- * and cuInit, so CUPTI starts before the first context (cupti.c).  Each
+ * and cuInit, so CUPTI starts before the first context (hook_cupti.c).  Each
  * exact symbol a lookup can hand out: cudart asks for cuMemHostRegister at
  * 6050 and cuMemHostGetDevicePointer at 3020 (the _v2s), a program looking
  * up the bare names gets the originals. */
@@ -157,13 +169,49 @@ enum pl_hook_id {
 /* The real driver function behind hook id `id`, resolved lazily from the
  * program's libcuda; NULL if this driver lacks it. */
 void *pl_hook_real(int id);
+/* Hook id whose real driver function is `fn`, or -1. */
+int pl_hook_find_real(void *fn);
+extern const char *const pl_hook_names[PL_HOOK_COUNT];
+
+/* The entry points the engines call (stage.c, pool.c, autopin.c).  Every
+ * pointer comes from pl_driver_sym with the exact decorated name, so an
+ * engine never re-enters the shim's wrappers.  Optional entries
+ * (cuCtxGetId, cuThreadExchangeStreamCaptureMode, cuStreamGetCtx,
+ * cuStreamGetId) may be NULL on older or
+ * simulated drivers; the others are required for the engine to run. */
+typedef struct pl_stage_drv {
+  CUresult (*cuCtxGetCurrent)(CUcontext *);
+  CUresult (*cuCtxGetId)(CUcontext, unsigned long long *);
+  CUresult (*cuCtxPushCurrent)(CUcontext);
+  CUresult (*cuCtxPopCurrent)(CUcontext *);
+  CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
+  CUresult (*cuMemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
+  CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
+  CUresult (*cuStreamGetId[2])(CUstream, unsigned long long *); /* optional */
+  CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
+  CUresult (*cuMemFreeHost)(void *);
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuEventSynchronize)(CUevent);
+  /* [0] legacy default stream semantics, [1] the _ptsz per-thread twin */
+  CUresult (*cuStreamIsCapturing[2])(CUstream, CUstreamCaptureStatus *);
+  CUresult (*cuMemcpyHtoDAsync[2])(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*cuMemcpyDtoHAsync[2])(void *, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuEventRecord[2])(CUevent, CUstream);
+  CUresult (*cuLaunchHostFunc[2])(CUstream, CUhostFn, void *);
+} pl_stage_drv;
+
+/* The resolved table, or NULL when the driver is not loaded or lacks a
+ * required entry point.  Resolved once; safe from any thread. */
+const pl_stage_drv *pl_stage_drv_get(void);
+
+/* ---- hooks.c: the wrapper of every wrapped driver symbol ---------------- */
+
 /* Our wrapper for hook id `id`. */
 void *pl_hook_wrapper(int id);
 /* Hook id of an exact driver symbol name, or -1. */
 int pl_hook_find_name(const char *name);
-/* Hook id whose real driver function is `fn`, or -1. */
-int pl_hook_find_real(void *fn);
-extern const char *const pl_hook_names[PL_HOOK_COUNT];
 /* The wrappers, defined next to them (hook_copy.c, hook_hostalloc.c). */
 extern void *const pl_copy_wrappers[PAGELOCK_API_COUNT];
 extern void *const pl_hostalloc_wrappers[PL_HOOK_COUNT - PAGELOCK_API_COUNT];
@@ -195,11 +243,20 @@ struct pl_copy {
 /* Every wrapper ends here: classify, decide (observe/stage/...), run, record.
  * Returns exactly what the program must see. */
 CUresult pl_copy_exec(pl_copy *c);
-/* Fill a pl_copy's sides and bytes from a 3D descriptor (hook_copy.c). */
+/* Fill a pl_copy's sides and bytes from a 2D or 3D descriptor; a NULL
+ * descriptor is left for the driver to refuse. */
+void pl_fill_2d(pl_copy *c, const CUDA_MEMCPY2D *p);
 void pl_fill_3d(pl_copy *c, const CUDA_MEMCPY3D *p);
 /* A graph memcpy node was defined or changed (call already made, result r):
  * record it, flagged PAGELOCK_COPY_GRAPH_NODE.  Never touches the graph. */
 void pl_copy_note_graph(int api, const CUDA_MEMCPY3D *p, CUresult r, void *callsite);
+/* A batch call's arguments, as its wrapper saw them (c->args). */
+typedef struct pl_batch_args {
+  CUdeviceptr *dsts, *srcs;
+  size_t *sizes, count;
+  CUmemcpyAttributes *attrs;
+  size_t *attrs_idxs, num_attrs, *fail_idx;
+} pl_batch_args;
 /* Number of entries of a batch call, and entry i of it. */
 size_t pl_batch_count(const pl_copy *c);
 void pl_batch_entry(const pl_copy *c, size_t i, CUdeviceptr *dst, CUdeviceptr *src, size_t *n);
@@ -331,8 +388,11 @@ void pl_trace_write_many(const void *recs, size_t size);
 /* Append a record made of a fixed part and a NUL-terminated string. */
 void pl_trace_write_str(const void *fixed, size_t fixed_size, uint32_t type,
                         const char *str);
-/* Write modules, symbols, counters and END, then flush (at exit). */
-void pl_trace_finish(void);
+/* At exit: begin writes the MODULE records and returns true when the trace
+ * is open; the caller then writes what the modules above know (symbols,
+ * counters: init.c's pl_exit_trace), and end writes END and flushes. */
+bool pl_trace_finish_begin(void);
+void pl_trace_finish_end(void);
 /* fork: hold the trace lock across fork; the child drops the parent's file
  * and buffer and starts afresh. */
 void pl_trace_atfork_prepare(void);
@@ -354,8 +414,6 @@ bool pl_trace_expand(const char *pattern, char *out, size_t outsz);
 uint64_t pl_trace_start_ns(void);
 /* The path of the open trace file ("" if none yet). */
 const char *pl_trace_path(void);
-/* Set a file-header flag before the file is created. */
-void pl_trace_set_flag(uint32_t flag);
 /* A note for the report (once per text). */
 void pl_trace_note(uint32_t kind, const char *text);
 
@@ -453,10 +511,10 @@ bool pl_clock_calibrated(void);
  * machine cannot. */
 bool pl_clock_use_tsc_for_test(bool on);
 
-/* ---- util --------------------------------------------------------------- */
+/* ---- init.c: start and exit --------------------------------------------- */
 
-uint32_t pl_gettid(void);
-/* A correlation id for one copy call (unique in the process, never 0). */
-uint64_t pl_next_correlation(void);
+/* The trace's last records (modules, symbols, counters, END), at exit;
+ * tests call it to close a trace as the process would. */
+void pl_exit_trace(void);
 
 #endif

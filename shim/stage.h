@@ -1,44 +1,11 @@
 /* stage.h - the staging engine's internal interface (stage.c, pool.c,
  * workers.c).  Nothing here leaves the engine except the test hooks at the
- * end, which tests/unit/test_stage.c uses to check the pool bound. */
+ * end, which tests/unit/test_stage.c uses to check the pool bound.  The
+ * driver entry points it calls are driver.c's (pl_stage_drv_get). */
 #ifndef PL_STAGE_H
 #define PL_STAGE_H
 
 #include "pl_internal.h"
-
-/* ---- the real driver entry points the engine calls (stage.c) ----------- */
-
-/* Every pointer comes from pl_driver_sym with the exact decorated name, so
- * the engine never re-enters the shim's wrappers.  Optional entries
- * (cuCtxGetId, cuThreadExchangeStreamCaptureMode, cuStreamGetCtx,
- * cuStreamGetId) may be NULL on older or
- * simulated drivers; the others are required for the engine to run. */
-typedef struct pl_stage_drv {
-  CUresult (*cuCtxGetCurrent)(CUcontext *);
-  CUresult (*cuCtxGetId)(CUcontext, unsigned long long *);
-  CUresult (*cuCtxPushCurrent)(CUcontext);
-  CUresult (*cuCtxPopCurrent)(CUcontext *);
-  CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
-  CUresult (*cuMemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
-  CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
-  CUresult (*cuStreamGetId[2])(CUstream, unsigned long long *); /* optional */
-  CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
-  CUresult (*cuMemFreeHost)(void *);
-  CUresult (*cuEventCreate)(CUevent *, unsigned);
-  CUresult (*cuEventDestroy)(CUevent);
-  CUresult (*cuEventQuery)(CUevent);
-  CUresult (*cuEventSynchronize)(CUevent);
-  /* [0] legacy default stream semantics, [1] the _ptsz per-thread twin */
-  CUresult (*cuStreamIsCapturing[2])(CUstream, CUstreamCaptureStatus *);
-  CUresult (*cuMemcpyHtoDAsync[2])(CUdeviceptr, const void *, size_t, CUstream);
-  CUresult (*cuMemcpyDtoHAsync[2])(void *, CUdeviceptr, size_t, CUstream);
-  CUresult (*cuEventRecord[2])(CUevent, CUstream);
-  CUresult (*cuLaunchHostFunc[2])(CUstream, CUhostFn, void *);
-} pl_stage_drv;
-
-/* The resolved table, or NULL when the driver is not loaded or lacks a
- * required entry point.  Resolved once; safe from any thread. */
-const pl_stage_drv *pl_stage_drv_get(void);
 
 /* A spin-wait hint to the core (frees the sibling hyperthread). */
 static inline void pl_cpu_relax(void) {

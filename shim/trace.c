@@ -93,10 +93,7 @@ static bool pl_failed;          /* creation failed: stop trying */
 static char pl_path[PATH_MAX];
 static uint64_t pl_records, pl_dropped;
 static uint64_t pl_last_flush;
-static uint32_t pl_file_flags;
 static uint64_t pl_start_mono, pl_start_real;
-
-void pl_trace_set_flag(uint32_t flag) { __atomic_fetch_or(&pl_file_flags, flag, __ATOMIC_RELAXED); }
 
 const char *pl_trace_path(void) { return pl_path; }
 
@@ -615,7 +612,7 @@ static bool pl_open_locked(void) {
   h.pid = (uint64_t)getpid();
   h.start_realtime_ns = pl_start_real;
   h.start_mono_ns = pl_start_mono;
-  h.flags = __atomic_load_n(&pl_file_flags, __ATOMIC_RELAXED) | PAGELOCK_FILE_CHECKSUMS;
+  h.flags = pl_trace_flags() | PAGELOCK_FILE_CHECKSUMS;
   /* The header goes first, ahead of anything buffered. */
   sigset_t saved;
   pl_fd_lock_take(&saved);
@@ -914,15 +911,17 @@ static int pl_module_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
   return 0;
 }
 
-void pl_trace_finish(void) {
+bool pl_trace_finish_begin(void) {
   pthread_mutex_lock(&pl_trace_lock);
   pl_rings_drain_locked(); /* (this opens the file when they hold records) */
   bool open = pl_opened && !atomic_load(&pl_stopped);
   pthread_mutex_unlock(&pl_trace_lock);
-  if (!open) return; /* nothing was traced (no file), or the trace stopped */
+  if (!open) return false; /* nothing was traced (no file), or the trace stopped */
   dl_iterate_phdr(pl_module_cb, NULL);
-  pl_stack_write_symbols();
-  pl_stage_write_counters();
+  return true;
+}
+
+void pl_trace_finish_end(void) {
   pthread_mutex_lock(&pl_trace_lock);
   pl_rings_drain_locked(); /* what was copied meanwhile */
   pagelock_rec_end e;
