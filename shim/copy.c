@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "pl_internal.h"
+#include "clock.h"
 #include "pinreg.h"
 
 /* ---- descriptors: what a 2D, 3D or batch call copies --------------------- */

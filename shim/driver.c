@@ -72,6 +72,10 @@ const pl_driver *pl_driver_get(void) {
     pl_drv.cuCtxGetDevice = pl_real_dlsym(h, "cuCtxGetDevice");
     pl_drv.cuGetProcAddress = pl_real_dlsym(h, "cuGetProcAddress");
     pl_drv.cuGetProcAddress_v2 = pl_real_dlsym(h, "cuGetProcAddress_v2");
+    *(void **)&pl_drv.cuDeviceGetCount = pl_real_dlsym(h, "cuDeviceGetCount");
+    *(void **)&pl_drv.cuDeviceGet = pl_real_dlsym(h, "cuDeviceGet");
+    *(void **)&pl_drv.cuDeviceGetAttribute = pl_real_dlsym(h, "cuDeviceGetAttribute");
+    *(void **)&pl_drv.cuDeviceGetName = pl_real_dlsym(h, "cuDeviceGetName");
     /* tests/fakecuda exports its control API; say so in the trace, so no
      * reader mistakes simulated timings for measured ones. */
     pl_drv.simulated = pl_real_dlsym(h, "fakecuda_get_stats") != NULL;

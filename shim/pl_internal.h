@@ -23,6 +23,15 @@
  * general-dynamic TLS access can, which is fatal inside a malloc hook). */
 #define PL_TLS __thread __attribute__((tls_model("initial-exec")))
 
+/* A spin-wait hint to the core (frees the sibling hyperthread). */
+static inline void pl_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 /* ---- state.c: what every layer reads ------------------------------------ */
 
 /* True when the shim should do anything at all: not setuid, mode not off. */
@@ -122,6 +131,11 @@ typedef struct pl_driver {
   CUresult (*cuGetProcAddress)(const char *, void **, int, cuuint64_t);
   CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t,
                                   CUdriverProcAddressQueryResult *);
+  /* The devices, for the trace's DEVICE records (cupti.c); may be NULL. */
+  CUresult (*cuDeviceGetCount)(int *);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
   bool simulated; /* the loaded libcuda is tests/fakecuda */
 } pl_driver;
 
@@ -441,7 +455,7 @@ void pl_trace_fd_move(void);
 
 /* ---- cupti.c: GPU timestamps ------------------------------------------- */
 
-/* Start CUPTI once (cuInit wrapper, InitializeInjection); safe to call
+/* Start CUPTI once (hook_cupti.c's cuInit, InitializeInjection); safe to call
  * again and from CUPTI's own reentry. */
 void pl_cupti_ensure(void);
 /* True while CUPTI records are being collected. */
@@ -456,6 +470,16 @@ void pl_cupti_link_begin(uint64_t seq);
 void pl_cupti_link_end(void);
 /* A forked child: CUPTI is not usable there. */
 void pl_cupti_atfork_child(void);
+/* The real cuInit succeeded: write one DEVICE record per device, once. */
+void pl_cupti_driver_ready(void);
+/* The program subscribes to CUPTI itself: hand CUPTI over to it (unless
+ * the call is the shim's own). */
+void pl_cupti_program_subscribes(void);
+/* libcupti's cuptiSubscribe as the shim loaded it, or NULL. */
+void *pl_cupti_own_subscribe(void);
+
+/* ---- hook_cupti.c: the CUPTI entry points -------------------------------- */
+
 /* What dlsym hands out for a real cuptiSubscribe: our wrapper, which gives
  * CUPTI over to the program (remembering `real` to forward to). */
 void *pl_cupti_subscribe_wrapper(void *real);
@@ -478,38 +502,7 @@ void pl_clock_init(void);
  * is (a few ns per read instead of a clock_gettime).  Never steps back on
  * one thread; across threads, reads agree to within a few tens of ns. */
 uint64_t pl_now_ns(void);
-#if defined(__x86_64__)
-static inline uint64_t pl_rdtsc(void) {
-  uint32_t lo, hi;
-  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-  return ((uint64_t)hi << 32) | lo;
-}
-#else
-static inline uint64_t pl_rdtsc(void) { return 0; }
-#endif
-/* Timing one call: its start, and the map that timed it.  The end is read
- * against the same map, so it costs an rdtsc and a multiply (the call is
- * far shorter than the map's period, and the rate is the same). */
-typedef struct pl_stamp {
-  uint64_t ns;   /* the start, as pl_now_ns */
-  uint64_t tick; /* the TSC at the start, when mult != 0 */
-  uint64_t mult; /* ns per tick, 32.32 fixed point; 0: read the clock again */
-} pl_stamp;
-void pl_stamp_start(pl_stamp *st);
-uint64_t pl_stamp_elapsed_slow(const pl_stamp *st);
-/* Nanoseconds since pl_stamp_start(st); never negative. */
-static inline uint64_t pl_stamp_elapsed(const pl_stamp *st) {
-  if (PL_LIKELY(st->mult != 0))
-    return (uint64_t)(((unsigned __int128)(pl_rdtsc() - st->tick) * st->mult) >> 32);
-  return pl_stamp_elapsed_slow(st);
-}
-/* True when pl_now_ns maps the TSC; calibrated: and reads it (a rate is
- * known). */
-bool pl_clock_uses_tsc(void);
-bool pl_clock_calibrated(void);
-/* Tests: map the TSC (from now, with no rate yet) or stop; false when this
- * machine cannot. */
-bool pl_clock_use_tsc_for_test(bool on);
+/* Timing one call from the TSC: clock.h. */
 
 /* ---- init.c: start and exit --------------------------------------------- */
 

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "stage.h"
+#include "pool.h"
 
 /* Most chunks one slab holds (one event each is made up front). */
 #define PL_SLAB_MAX 64u

@@ -32,7 +32,7 @@
 #endif
 #include <unistd.h>
 
-#include "stage.h"
+#include "workers.h"
 
 /* Piece size: small enough that eight threads share a 1 MiB segment and
  * a straggler holds a segment up for ~25 us at most, big enough that

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "pl_internal.h"
+#include "clock.h"
 #include "trace_read.h"
 
 static void test_parse_size(void **state) {
