@@ -28,7 +28,7 @@ uint32_t pl_gettid(void) {
 /* Handed out in blocks, one atomic add per PL_CORR_BLOCK copies of a
  * thread instead of one per copy: an atomic add on a line every copying
  * thread writes costs ~10 ns on the GPU host.  Ids stay unique in the
- * process (0 is never one); across threads they are no longer in call
+ * process (0 is never one); across threads they are not in call
  * order, which nothing relies on (the reader joins on equality). */
 #define PL_CORR_BLOCK 1024
 uint64_t pl_next_correlation(void) {
