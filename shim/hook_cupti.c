@@ -26,8 +26,8 @@ typedef CUptiResult (*pl_subscribe_t)(CUpti_SubscriberHandle *, CUpti_CallbackFu
 /* The real cuptiSubscribe behind the program's dlsym of it (hook_dl.c). */
 static _Atomic(pl_subscribe_t) pl_app_subscribe;
 
-PL_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
-                                     void *userdata) {
+PL_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber,
+                                     CUpti_CallbackFunc callback, void *userdata) {
   pl_subscribe_t f = atomic_load(&pl_app_subscribe);
   if (f == NULL) f = (pl_subscribe_t)pl_real_dlsym(RTLD_NEXT, "cuptiSubscribe");
   if (f == NULL) f = (pl_subscribe_t)pl_cupti_own_subscribe();

@@ -82,15 +82,15 @@ static char *pl_line_room(pl_line *l, size_t need) {
 
 /* Format one conversion of a number with snprintf into scratch.  spec is
  * the conversion as written, with any '*' already replaced by numbers. */
-#define PL_LOG_NUM(type)                                             \
-  do {                                                               \
-    type v_ = va_arg(*ap, type);                                     \
-    char *o_ = pl_line_room(l, 128);                                 \
-    int k_ = snprintf(o_, 128, spec, v_);                            \
-    if (k_ < 0) k_ = 0;                                              \
-    if (k_ > 127) k_ = 127;                                          \
-    l->used += (size_t)k_;                                           \
-    pl_line_add(l, o_, (size_t)k_);                                  \
+#define PL_LOG_NUM(type)                  \
+  do {                                    \
+    type v_ = va_arg(*ap, type);          \
+    char *o_ = pl_line_room(l, 128);      \
+    int k_ = snprintf(o_, 128, spec, v_); \
+    if (k_ < 0) k_ = 0;                   \
+    if (k_ > 127) k_ = 127;               \
+    l->used += (size_t)k_;                \
+    pl_line_add(l, o_, (size_t)k_);       \
   } while (0)
 
 /* Walk fmt: literal runs and %s point at their bytes, numbers go through
@@ -122,7 +122,11 @@ static void pl_line_format(pl_line *l, const char *fmt, va_list *ap) {
     long width = -1, prec = -1;
     if (*p == '*') {
       width = va_arg(*ap, int);
-      if (width < 0) { left = true; width = -width; if (sn < 8) spec[sn++] = '-'; }
+      if (width < 0) {
+        left = true;
+        width = -width;
+        if (sn < 8) spec[sn++] = '-';
+      }
       p++;
     } else if (*p >= '0' && *p <= '9') {
       width = 0;
@@ -146,12 +150,33 @@ static void pl_line_format(pl_line *l, const char *fmt, va_list *ap) {
     if (nprec >= 0) sn += (size_t)snprintf(spec + sn, sizeof spec - sn, ".%ld", nprec);
     int len = 0; /* 1 h, 2 hh, 3 l, 4 ll, 5 j, 6 z, 7 t, 8 L */
     const char *lm = p;
-    if (*p == 'h') { len = 1; p++; if (*p == 'h') { len = 2; p++; } }
-    else if (*p == 'l') { len = 3; p++; if (*p == 'l') { len = 4; p++; } }
-    else if (*p == 'j') { len = 5; p++; }
-    else if (*p == 'z') { len = 6; p++; }
-    else if (*p == 't') { len = 7; p++; }
-    else if (*p == 'L') { len = 8; p++; }
+    if (*p == 'h') {
+      len = 1;
+      p++;
+      if (*p == 'h') {
+        len = 2;
+        p++;
+      }
+    } else if (*p == 'l') {
+      len = 3;
+      p++;
+      if (*p == 'l') {
+        len = 4;
+        p++;
+      }
+    } else if (*p == 'j') {
+      len = 5;
+      p++;
+    } else if (*p == 'z') {
+      len = 6;
+      p++;
+    } else if (*p == 't') {
+      len = 7;
+      p++;
+    } else if (*p == 'L') {
+      len = 8;
+      p++;
+    }
     memcpy(spec + sn, lm, (size_t)(p - lm));
     sn += (size_t)(p - lm);
     char conv = *p;
@@ -173,27 +198,52 @@ static void pl_line_format(pl_line *l, const char *fmt, va_list *ap) {
         if (left) pl_line_pad(l, w);
         break;
       }
-      case 'd': case 'i':
-        if (len == 3) PL_LOG_NUM(long);
-        else if (len == 4) PL_LOG_NUM(long long);
-        else if (len == 5) PL_LOG_NUM(intmax_t);
-        else if (len == 6) PL_LOG_NUM(ssize_t);
-        else if (len == 7) PL_LOG_NUM(ptrdiff_t);
-        else PL_LOG_NUM(int); /* h and hh arrive promoted to int */
+      case 'd':
+      case 'i':
+        if (len == 3)
+          PL_LOG_NUM(long);
+        else if (len == 4)
+          PL_LOG_NUM(long long);
+        else if (len == 5)
+          PL_LOG_NUM(intmax_t);
+        else if (len == 6)
+          PL_LOG_NUM(ssize_t);
+        else if (len == 7)
+          PL_LOG_NUM(ptrdiff_t);
+        else
+          PL_LOG_NUM(int); /* h and hh arrive promoted to int */
         break;
-      case 'u': case 'o': case 'x': case 'X':
-        if (len == 3) PL_LOG_NUM(unsigned long);
-        else if (len == 4) PL_LOG_NUM(unsigned long long);
-        else if (len == 5) PL_LOG_NUM(uintmax_t);
-        else if (len == 6) PL_LOG_NUM(size_t);
-        else if (len == 7) PL_LOG_NUM(ptrdiff_t);
-        else PL_LOG_NUM(unsigned);
+      case 'u':
+      case 'o':
+      case 'x':
+      case 'X':
+        if (len == 3)
+          PL_LOG_NUM(unsigned long);
+        else if (len == 4)
+          PL_LOG_NUM(unsigned long long);
+        else if (len == 5)
+          PL_LOG_NUM(uintmax_t);
+        else if (len == 6)
+          PL_LOG_NUM(size_t);
+        else if (len == 7)
+          PL_LOG_NUM(ptrdiff_t);
+        else
+          PL_LOG_NUM(unsigned);
         break;
       case 'c': PL_LOG_NUM(int); break;
       case 'p': PL_LOG_NUM(void *); break;
-      case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': case 'a': case 'A':
-        if (len == 8) PL_LOG_NUM(long double);
-        else PL_LOG_NUM(double);
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+      case 'g':
+      case 'G':
+      case 'a':
+      case 'A':
+        if (len == 8)
+          PL_LOG_NUM(long double);
+        else
+          PL_LOG_NUM(double);
         break;
       default: /* %n and unknown conversions: printed as written */
         pl_line_add(l, start, (size_t)(p - start));

@@ -81,40 +81,38 @@ static void plr_usage_options(FILE *out) {
     const plr_option_doc *o = &plr_option_docs[i];
     char text[1024] = "", def[64] = "", a[32], b[32];
     switch (o->type) {
-    case PLR_OPT_CHOICE: {
-      const char *p = o->values;
-      for (long k = 0; k < o->def && p; k++) {
-        p = strchr(p, ',');
-        if (p) p++;
-      }
-      if (p) snprintf(def, sizeof def, "%.*s", (int)strcspn(p, ","), p);
-      for (const char *c = o->values; *c; c++) {
-        size_t l = strlen(text);
-        if (l + 1 < sizeof text) {
-          text[l] = *c == ',' ? '|' : *c;
-          text[l + 1] = 0;
+      case PLR_OPT_CHOICE: {
+        const char *p = o->values;
+        for (long k = 0; k < o->def && p; k++) {
+          p = strchr(p, ',');
+          if (p) p++;
         }
+        if (p) snprintf(def, sizeof def, "%.*s", (int)strcspn(p, ","), p);
+        for (const char *c = o->values; *c; c++) {
+          size_t l = strlen(text);
+          if (l + 1 < sizeof text) {
+            text[l] = *c == ',' ? '|' : *c;
+            text[l + 1] = 0;
+          }
+        }
+        break;
       }
-      break;
-    }
-    case PLR_OPT_LONG:
-      snprintf(def, sizeof def, "%ld", o->def);
-      snprintf(text, sizeof text, "%ld-%ld", o->min, o->max);
-      break;
-    case PLR_OPT_SIZE:
-      plr_size_str(o->def, def, sizeof def);
-      plr_size_str(o->min, a, sizeof a);
-      plr_size_str(o->max, b, sizeof b);
-      if (o->max > 0)
-        snprintf(text, sizeof text, "%s-%s", a, b);
-      else if (o->min > 0)
-        snprintf(text, sizeof text, "at least %s", a);
-      else
-        snprintf(text, sizeof text, "a size");
-      break;
-    default:
-      plr_cat_plain(text, sizeof text, o->values);
-      break;
+      case PLR_OPT_LONG:
+        snprintf(def, sizeof def, "%ld", o->def);
+        snprintf(text, sizeof text, "%ld-%ld", o->min, o->max);
+        break;
+      case PLR_OPT_SIZE:
+        plr_size_str(o->def, def, sizeof def);
+        plr_size_str(o->min, a, sizeof a);
+        plr_size_str(o->max, b, sizeof b);
+        if (o->max > 0)
+          snprintf(text, sizeof text, "%s-%s", a, b);
+        else if (o->min > 0)
+          snprintf(text, sizeof text, "at least %s", a);
+        else
+          snprintf(text, sizeof text, "a size");
+        break;
+      default: plr_cat_plain(text, sizeof text, o->values); break;
     }
     /* The documented default without backticks: "(default 0; a quarter
      * of physical memory)" for "`0` (a quarter of physical memory)", and
@@ -194,8 +192,7 @@ int plr_format_parse(const char *name, int allow_views, plr_format *f) {
   return 0;
 }
 
-int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o,
-                       int allow_quick, int *done) {
+int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o, int allow_quick, int *done) {
   *done = 0;
   const char *mode = NULL;
   o->mode = "observe";
@@ -277,9 +274,9 @@ void plr_print_trace_list(FILE *out, char *const *paths, size_t n) {
 int plr_run_status(const plr_launch_result *res, size_t failed) {
   if (res->status != 0 || (!failed && !res->lost)) return res->status;
   if (failed)
-    fprintf(stderr, "pagelock: the program exited 0, but %zu trace%s it "
-            "wrote could not be reported: exit status %d\n", failed,
-            failed == 1 ? "" : "s", PLR_EXIT_USAGE);
+    fprintf(stderr,
+            "pagelock: the program exited 0, but %zu trace%s it "
+            "wrote could not be reported: exit status %d\n",
+            failed, failed == 1 ? "" : "s", PLR_EXIT_USAGE);
   return PLR_EXIT_USAGE;
 }
-

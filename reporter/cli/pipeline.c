@@ -16,14 +16,11 @@ void plr_process_warnings(FILE *err, const plr_process *p) {
    * messages quote it: escaped, as the report's names are (escape.h). */
   char msg[4096], esc[4 * sizeof msg];
   plr_trace_partial_message(t, msg, sizeof msg);
-  if (msg[0])
-    fprintf(err, "pagelock: warning: %s\n",
-            plr_text_escape(msg, esc, sizeof esc));
+  if (msg[0]) fprintf(err, "pagelock: warning: %s\n", plr_text_escape(msg, esc, sizeof esc));
   plr_text_escape(t->path, esc, sizeof esc);
   if (t->malformed_records)
-    fprintf(err,
-            "pagelock: warning: '%s': %llu malformed records were skipped\n",
-            esc, (unsigned long long)t->malformed_records);
+    fprintf(err, "pagelock: warning: '%s': %llu malformed records were skipped\n", esc,
+            (unsigned long long)t->malformed_records);
   if (t->have_counters && t->counters.dropped_records)
     fprintf(err,
             "pagelock: warning: '%s': the shim dropped %llu records: counts "
@@ -50,9 +47,8 @@ int plr_load_process(plr_process *p, const char *path) {
 }
 
 /* The view formats read the traces again: they need where each is. */
-static void plr_write_views(FILE *out, const plr_process *ps,
-                            char *const *paths, const size_t *idx, size_t n,
-                            plr_format format) {
+static void plr_write_views(FILE *out, const plr_process *ps, char *const *paths, const size_t *idx,
+                            size_t n, plr_format format) {
   plr_source *src = calloc(n ? n : 1, sizeof *src);
   if (!src) {
     fprintf(stderr, "pagelock: out of memory\n");
@@ -66,8 +62,8 @@ static void plr_write_views(FILE *out, const plr_process *ps,
   free(src);
 }
 
-size_t plr_report_paths(FILE *out, char *const *paths, size_t n,
-                        plr_format format, size_t *failed) {
+size_t plr_report_paths(FILE *out, char *const *paths, size_t n, plr_format format,
+                        size_t *failed) {
   *failed = 0;
   plr_process *ps = n ? calloc(n, sizeof *ps) : NULL;
   size_t *idx = n ? calloc(n, sizeof *idx) : NULL;
@@ -98,16 +94,12 @@ size_t plr_report_paths(FILE *out, char *const *paths, size_t n,
   /* Machine formats are written even for no trace, so a consumer always
    * gets a well-formed document. */
   switch (format) {
-  case PLR_FORMAT_JSON:
-    plr_report_json(out, ps, ok);
-    break;
-  case PLR_FORMAT_HTML:
-  case PLR_FORMAT_CHROME:
-    plr_write_views(out, ps, paths, idx, ok, format);
-    break;
-  case PLR_FORMAT_TEXT:
-    if (ok) plr_report_text(out, ps, ok);
-    break;
+    case PLR_FORMAT_JSON: plr_report_json(out, ps, ok); break;
+    case PLR_FORMAT_HTML:
+    case PLR_FORMAT_CHROME: plr_write_views(out, ps, paths, idx, ok, format); break;
+    case PLR_FORMAT_TEXT:
+      if (ok) plr_report_text(out, ps, ok);
+      break;
   }
   fflush(out);
   for (size_t i = 0; i < ok; i++) plr_process_free(&ps[i]);
@@ -115,4 +107,3 @@ size_t plr_report_paths(FILE *out, char *const *paths, size_t n,
   free(idx);
   return ok;
 }
-

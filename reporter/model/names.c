@@ -6,8 +6,7 @@
 #include "trace_model.h"
 
 const char *plr_mode_name(uint32_t mode) {
-  static const char *const names[] = {"observe", "stage", "register", "auto",
-                                      "off"};
+  static const char *const names[] = {"observe", "stage", "register", "auto", "off"};
   return mode < sizeof names / sizeof names[0] ? names[mode] : "unknown";
 }
 
@@ -17,20 +16,16 @@ const char *plr_dir_name(unsigned dir) {
 }
 
 const char *plr_mem_name(unsigned mem) {
-  static const char *const names[] = {"unknown", "pageable", "pinned",
-                                      "registered", "managed", "device",
-                                      "array"};
+  static const char *const names[] = {"unknown", "pageable", "pinned", "registered",
+                                      "managed", "device",   "array"};
   return mem < PLR_NMEM ? names[mem] : names[0];
 }
 
 const char *plr_note_kind_name(uint32_t kind) {
   switch (kind) {
-  case PAGELOCK_NOTE_WARNING:
-    return "warning";
-  case PAGELOCK_NOTE_NO_GPU_TIMING:
-    return "no-gpu-timing";
-  default:
-    return "info";
+    case PAGELOCK_NOTE_WARNING: return "warning";
+    case PAGELOCK_NOTE_NO_GPU_TIMING: return "no-gpu-timing";
+    default: return "info";
   }
 }
 
@@ -60,13 +55,9 @@ static const char *const plr_why_texts[PAGELOCK_WHY_COUNT] = {
     "edge: only the buffer's partial first or last page",
 };
 
-const char *plr_why_name(unsigned why) {
-  return plr_why_names[why < PAGELOCK_WHY_COUNT ? why : 0];
-}
+const char *plr_why_name(unsigned why) { return plr_why_names[why < PAGELOCK_WHY_COUNT ? why : 0]; }
 
-const char *plr_why_text(unsigned why) {
-  return plr_why_texts[why < PAGELOCK_WHY_COUNT ? why : 0];
-}
+const char *plr_why_text(unsigned why) { return plr_why_texts[why < PAGELOCK_WHY_COUNT ? why : 0]; }
 
 const char *plr_cdir_name(unsigned cdir) {
   static const char *const n[] = {"H2D", "D2H", "other"};
@@ -74,8 +65,7 @@ const char *plr_cdir_name(unsigned cdir) {
 }
 
 const char *plr_size_bucket_name(unsigned b) {
-  static const char *const n[] = {"<64K",     "64K-1M",    "1M-16M",
-                                  "16M-64M",  "64M-256M",  ">=256M"};
+  static const char *const n[] = {"<64K", "64K-1M", "1M-16M", "16M-64M", "64M-256M", ">=256M"};
   return b < PLR_NSIZE_BUCKETS ? n[b] : "?";
 }
 
@@ -86,37 +76,27 @@ const char *plr_gpu_status_name(uint32_t status) {
 }
 
 const char *plr_gpu_copy_name(unsigned k) {
-  static const char *const n[] = {"unknown", "HtoD", "DtoH", "HtoA",
-                                  "AtoH",    "AtoA", "AtoD", "DtoA",
-                                  "DtoD",    "HtoH", "PtoP"};
+  static const char *const n[] = {"unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                  "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
   return k < sizeof n / sizeof n[0] ? n[k] : n[0];
 }
 
 const char *plr_gpu_mem_name(unsigned m) {
-  static const char *const n[] = {"unknown", "pageable", "pinned",
-                                  "device",  "array",    "managed",
-                                  "device-static", "managed-static"};
+  static const char *const n[] = {"unknown", "pageable", "pinned",        "device",
+                                  "array",   "managed",  "device-static", "managed-static"};
   return m < sizeof n / sizeof n[0] ? n[m] : n[0];
 }
 
 const char *plr_verdict_kind_name(uint32_t kind) {
   switch (kind) {
-  case PLR_VERDICT_MADE_SYNC:
-    return "made-sync";
-  case PLR_VERDICT_SAME_STREAM:
-    return "same-stream";
-  case PLR_VERDICT_ONE_ENGINE:
-    return "one-engine";
-  case PLR_VERDICT_PAGEABLE_SYNC:
-    return "pageable-sync";
-  case PLR_VERDICT_NO_GPU_TIMING:
-    return "no-gpu-timing";
-  case PLR_VERDICT_IDLE:
-    return "idle";
-  case PLR_VERDICT_GOOD:
-    return "good";
-  default:
-    return "unknown";
+    case PLR_VERDICT_MADE_SYNC: return "made-sync";
+    case PLR_VERDICT_SAME_STREAM: return "same-stream";
+    case PLR_VERDICT_ONE_ENGINE: return "one-engine";
+    case PLR_VERDICT_PAGEABLE_SYNC: return "pageable-sync";
+    case PLR_VERDICT_NO_GPU_TIMING: return "no-gpu-timing";
+    case PLR_VERDICT_IDLE: return "idle";
+    case PLR_VERDICT_GOOD: return "good";
+    default: return "unknown";
   }
 }
 
@@ -127,14 +107,11 @@ static const char *const plr_api_symbols[] = {
 };
 
 const char *plr_api_symbol(unsigned api) {
-  return api < sizeof plr_api_symbols / sizeof plr_api_symbols[0]
-             ? plr_api_symbols[api]
-             : "copy";
+  return api < sizeof plr_api_symbols / sizeof plr_api_symbols[0] ? plr_api_symbols[api] : "copy";
 }
 
-
 const char *plr_copy_flag_name(unsigned bit) {
-  static const char *const n[] = {"async",   "ptds",  "staged",     "capture",
-                                  "batch",   "fallback", "registered", "graph_node"};
+  static const char *const n[] = {"async", "ptds",     "staged",     "capture",
+                                  "batch", "fallback", "registered", "graph_node"};
   return bit < sizeof n / sizeof n[0] ? n[bit] : NULL;
 }

@@ -7,8 +7,7 @@
 #include <stdint.h>
 
 /* Copy directions the analysis separates. */
-enum plr_cdir { PLR_CDIR_H2D = 0, PLR_CDIR_D2H = 1, PLR_CDIR_OTHER = 2,
-                PLR_NCDIR = 3 };
+enum plr_cdir { PLR_CDIR_H2D = 0, PLR_CDIR_D2H = 1, PLR_CDIR_OTHER = 2, PLR_NCDIR = 3 };
 const char *plr_cdir_name(unsigned cdir); /* "H2D", "D2H", "other" */
 
 /* A plr_size_bucket (stats.h): "<64K", "64K-1M", ... */

@@ -37,8 +37,10 @@ static void plr_sort_spans(plr_span *v, size_t n, unsigned depth) {
     plr_span p = v[mid];
     ptrdiff_t i = -1, j = (ptrdiff_t)n;
     for (;;) {
-      do i++; while (plr_span_lt(&v[i], &p));
-      do j--; while (plr_span_lt(&p, &v[j]));
+      do i++;
+      while (plr_span_lt(&v[i], &p));
+      do j--;
+      while (plr_span_lt(&p, &v[j]));
       if (i >= j) break;
       PLR_SWAP(v[i], v[j]);
     }
@@ -87,8 +89,7 @@ uint64_t plr_spans_total(const plr_span *v, size_t n) {
   return t;
 }
 
-uint64_t plr_spans_intersect_total(const plr_span *a, size_t na,
-                                   const plr_span *b, size_t nb) {
+uint64_t plr_spans_intersect_total(const plr_span *a, size_t na, const plr_span *b, size_t nb) {
   uint64_t t = 0;
   size_t i = 0, j = 0;
   while (i < na && j < nb) {
@@ -104,8 +105,7 @@ uint64_t plr_spans_intersect_total(const plr_span *a, size_t na,
   return t;
 }
 
-size_t plr_spans_union(const plr_span *a, size_t na, const plr_span *b,
-                       size_t nb, plr_span *out) {
+size_t plr_spans_union(const plr_span *a, size_t na, const plr_span *b, size_t nb, plr_span *out) {
   size_t i = 0, j = 0, m = 0;
   while (i < na || j < nb) {
     plr_span s;
@@ -140,9 +140,8 @@ static size_t plr_top_gap(plr_span *top, size_t n, size_t max, plr_span g) {
   return keep + 1;
 }
 
-size_t plr_spans_gaps(const plr_span *u, size_t n, plr_span window,
-                      uint64_t threshold, plr_span *top, size_t max,
-                      uint64_t *count, uint64_t *total) {
+size_t plr_spans_gaps(const plr_span *u, size_t n, plr_span window, uint64_t threshold,
+                      plr_span *top, size_t max, uint64_t *count, uint64_t *total) {
   size_t kept = 0;
   *count = 0;
   *total = 0;
@@ -160,4 +159,3 @@ size_t plr_spans_gaps(const plr_span *u, size_t n, plr_span window,
   }
   return kept;
 }
-

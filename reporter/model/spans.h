@@ -16,21 +16,18 @@ typedef struct plr_span {
  * returning the new count.  The measures take normalized sets. */
 size_t plr_spans_normalize(plr_span *v, size_t n);
 uint64_t plr_spans_total(const plr_span *v, size_t n);
-uint64_t plr_spans_intersect_total(const plr_span *a, size_t na,
-                                   const plr_span *b, size_t nb);
+uint64_t plr_spans_intersect_total(const plr_span *a, size_t na, const plr_span *b, size_t nb);
 /* plr_spans_normalize also drops empty spans (start >= end):
  * they cover nothing, and keeping them would split idle gaps.
  * plr_spans_union writes the union of two normalized sets, normalized, to
  * out (room for na + nb) and returns its count. */
-size_t plr_spans_union(const plr_span *a, size_t na, const plr_span *b,
-                       size_t nb, plr_span *out);
+size_t plr_spans_union(const plr_span *a, size_t na, const plr_span *b, size_t nb, plr_span *out);
 /* Idle gaps: the parts of window that the normalized set u does
  * not cover, of length >= threshold.  Keeps the max longest in top
  * (longest first, earlier first among equals) and returns how many were
  * kept; *count and *total get the number and summed length of all of
  * them. */
-size_t plr_spans_gaps(const plr_span *u, size_t n, plr_span window,
-                      uint64_t threshold, plr_span *top, size_t max,
-                      uint64_t *count, uint64_t *total);
+size_t plr_spans_gaps(const plr_span *u, size_t n, plr_span window, uint64_t threshold,
+                      plr_span *top, size_t max, uint64_t *count, uint64_t *total);
 
 #endif

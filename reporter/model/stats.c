@@ -53,8 +53,10 @@ static double plr_select(double *v, size_t n, size_t k) {
     double p = v[mid];
     ptrdiff_t i = (ptrdiff_t)lo - 1, j = (ptrdiff_t)hi + 1;
     for (;;) {
-      do i++; while (v[i] < p);
-      do j--; while (p < v[j]);
+      do i++;
+      while (v[i] < p);
+      do j--;
+      while (p < v[j]);
       if (i >= j) break;
       PLR_SWAP(v[i], v[j]);
     }
@@ -84,4 +86,3 @@ double plr_p10_select(double *v, size_t n) {
   if (!n) return 0;
   return plr_select(v, n, (n + 9) / 10 - 1);
 }
-

@@ -23,8 +23,7 @@ int plr_counters_registration(const struct pagelock_rec_counters *c);
  * plr_fmt_counters ("12 ranges registered (65.000 ms), 12 unregistered, 3
  * evicted, 0 failed; 0 B still registered at exit, high water 1.0 GiB of a
  * 32.0 GiB budget"; no budget part when the trace has none). */
-void plr_fmt_register_counters(const struct pagelock_rec_counters *c,
-                               char *buf, size_t len);
+void plr_fmt_register_counters(const struct pagelock_rec_counters *c, char *buf, size_t len);
 
 /* Comma-separated direction names of a plr_site dirs mask ("H2D,D2H"). */
 void plr_fmt_dirs(uint32_t dirs, char *buf, size_t len);

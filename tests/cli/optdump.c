@@ -49,47 +49,46 @@ int main(void) {
     const opt *o = &opts[i];
     char def[64] = "", values[256] = "", a[32], b[32];
     switch (o->type) {
-    case T_CHOICE: {
-      const char *p = o->values;
-      for (long k = 0; k < o->def && p; k++) {
-        p = strchr(p, ',');
-        if (p) p++;
+      case T_CHOICE: {
+        const char *p = o->values;
+        for (long k = 0; k < o->def && p; k++) {
+          p = strchr(p, ',');
+          if (p) p++;
+        }
+        if (p) snprintf(def, sizeof def, "%.*s", (int)strcspn(p, ","), p);
+        for (p = o->values; *p;) {
+          size_t w = strcspn(p, ",");
+          size_t l = strlen(values);
+          snprintf(values + l, sizeof values - l, "%s`%.*s`", l ? ", " : "", (int)w, p);
+          p += w;
+          if (*p == ',') p++;
+        }
+        break;
       }
-      if (p) snprintf(def, sizeof def, "%.*s", (int)strcspn(p, ","), p);
-      for (p = o->values; *p;) {
-        size_t w = strcspn(p, ",");
-        size_t l = strlen(values);
-        snprintf(values + l, sizeof values - l, "%s`%.*s`", l ? ", " : "", (int)w, p);
-        p += w;
-        if (*p == ',') p++;
-      }
-      break;
-    }
-    case T_LONG:
-      snprintf(def, sizeof def, "%ld", o->def);
-      snprintf(values, sizeof values, "%ld-%ld", o->min, o->max);
-      break;
-    case T_SIZE:
-      size_str(o->def, def, sizeof def);
-      size_str(o->min, a, sizeof a);
-      size_str(o->max, b, sizeof b);
-      if (o->max > 0)
-        snprintf(values, sizeof values, "%s-%s", a, b);
-      else if (o->min > 0)
-        snprintf(values, sizeof values, "at least %s", a);
-      else
-        snprintf(values, sizeof values, "a size");
-      break;
-    default:
-      snprintf(values, sizeof values, "%s", o->values);
-      break;
+      case T_LONG:
+        snprintf(def, sizeof def, "%ld", o->def);
+        snprintf(values, sizeof values, "%ld-%ld", o->min, o->max);
+        break;
+      case T_SIZE:
+        size_str(o->def, def, sizeof def);
+        size_str(o->min, a, sizeof a);
+        size_str(o->max, b, sizeof b);
+        if (o->max > 0)
+          snprintf(values, sizeof values, "%s-%s", a, b);
+        else if (o->min > 0)
+          snprintf(values, sizeof values, "at least %s", a);
+        else
+          snprintf(values, sizeof values, "a size");
+        break;
+      default: snprintf(values, sizeof values, "%s", o->values); break;
     }
     if (def[0]) {
       char want[80];
       snprintf(want, sizeof want, "`%s`", def);
       if (strncmp(o->shown, want, strlen(want)) != 0 ||
           (o->shown[strlen(want)] != 0 && o->shown[strlen(want)] != ' ')) {
-        fprintf(stderr, "optdump: PAGELOCK_%s shows the default %s, but it is %s\n", o->id, o->shown, want);
+        fprintf(stderr, "optdump: PAGELOCK_%s shows the default %s, but it is %s\n", o->id,
+                o->shown, want);
         bad = 1;
       }
     }
