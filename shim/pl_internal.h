@@ -3,7 +3,8 @@
  * Naming: pagelock_* is public (exported or in the trace format), pl_* is
  * internal to libpagelock.so.  Everything here has hidden visibility; the
  * only exported symbols are the interposed libc/driver entry points, marked
- * PL_EXPORT where they are defined. */
+ * PL_EXPORT where they are defined, in shim/hook_*.c only (the lint_exports
+ * test checks). */
 #ifndef PL_INTERNAL_H
 #define PL_INTERNAL_H
 

@@ -8,6 +8,10 @@
 
 #define PLR_VERSION "0.1.0"
 
+/* Exit statuses of the CLI itself (the child's own status passes through). */
+#define PLR_EXIT_USAGE 2
+#define PLR_EXIT_NOT_FOUND 127
+
 typedef enum plr_format {
   PLR_FORMAT_TEXT,
   PLR_FORMAT_JSON,

@@ -18,6 +18,7 @@
 
 #include <uthash.h>
 
+#include "cli.h"
 #include "names.h"
 #include "pagelock/trace_format.h"
 

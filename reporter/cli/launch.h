@@ -5,10 +5,6 @@
 
 #include <stddef.h>
 
-/* Exit statuses of the CLI itself (the child's own status passes through). */
-#define PLR_EXIT_USAGE 2
-#define PLR_EXIT_NOT_FOUND 127
-
 typedef struct plr_launch {
   const char *mode;       /* validated PAGELOCK_MODE value */
   const char *output;     /* -o pattern, NULL for the shim's default */
