@@ -1,6 +1,6 @@
 # The demo workload, built twice from one source so that one build serves a
 # GPU machine and a machine without one; `pagelock demo` asks libcuda for a
-# device and picks (reporter/cmd_demo.c):
+# device and picks (reporter/cli/cmd_demo.c):
 #   pagelock-demo           the toolkit's static runtime: the real GPU.  It
 #                           links no libcuda (it gets the driver API through
 #                           cudaGetDriverEntryPointByVersion), so it builds
@@ -8,7 +8,7 @@
 #                           dependency on one.
 #   fakecuda/pagelock-demo  the fake runtime of tests/fakecuda, run with the
 #                           fake driver first in LD_LIBRARY_PATH.
-set(PL_DEMO_SRC ${CMAKE_SOURCE_DIR}/reporter/demo/pagelock_demo.c)
+set(PL_DEMO_SRC ${CMAKE_SOURCE_DIR}/demo/pagelock_demo.c)
 
 add_executable(pagelock-demo-fake ${PL_DEMO_SRC})
 set_target_properties(pagelock-demo-fake PROPERTIES OUTPUT_NAME pagelock-demo

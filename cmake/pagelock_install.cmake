@@ -6,7 +6,7 @@
 #                                           `pagelock demo` without a GPU
 #   P/share/doc/pagelock/                   README.md and docs/
 #   P/share/man/man1/pagelock.1.gz          from `pagelock --help` (help2man)
-# The CLI finds its files from its own path (reporter/pkgdir.c), so the
+# The CLI finds its files from its own path (reporter/cli/pkgdir.c), so the
 # tree works under any prefix and from any working directory.
 include(GNUInstallDirs)
 set(PAGELOCK_MAINTAINER "pagelock maintainers <pagelock@localhost>" CACHE STRING
@@ -14,11 +14,11 @@ set(PAGELOCK_MAINTAINER "pagelock maintainers <pagelock@localhost>" CACHE STRING
 set(PAGELOCK_PKGLIBDIR ${CMAKE_INSTALL_LIBDIR}/pagelock)
 file(RELATIVE_PATH PL_BIN_TO_PKGLIB /${CMAKE_INSTALL_BINDIR} /${PAGELOCK_PKGLIBDIR})
 # The CLI's parts that only the installed layout and `doctor` need.
-target_sources(pagelock_cli PRIVATE ${CMAKE_SOURCE_DIR}/reporter/pkgdir.c
-  ${CMAKE_SOURCE_DIR}/reporter/cmd_doctor.c)
+target_sources(pagelock_cli PRIVATE ${CMAKE_SOURCE_DIR}/reporter/cli/pkgdir.c
+  ${CMAKE_SOURCE_DIR}/reporter/cli/cmd_doctor.c)
 target_include_directories(pagelock_cli PRIVATE ${PAGELOCK_CUPTI_INCLUDE})
 target_compile_definitions(pagelock_cli PRIVATE PLR_PKGLIBDIR_REL="${PL_BIN_TO_PKGLIB}")
-target_compile_definitions(pl_reader PUBLIC PAGELOCK_VERSION="${PROJECT_VERSION}")
+target_compile_definitions(plr_read PUBLIC PAGELOCK_VERSION="${PROJECT_VERSION}")
 
 install(TARGETS pagelock_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS pagelock LIBRARY DESTINATION ${PAGELOCK_PKGLIBDIR})

@@ -22,10 +22,12 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "pl_internal.h"
+#include "clock.h"
 
 #define PL_CLK_PERIOD_NS 100000000ull /* 100 ms: a 0.1 ppm rate error is 10 ns */
 #define PL_CLK_BASE_NS 10000000ull    /* the shortest span a rate is measured over */
@@ -152,7 +154,9 @@ static bool pl_clk_kernel_tsc(void) {
   if (fd < 0) return false;
   char b[16];
   ssize_t n = read(fd, b, sizeof b - 1);
-  close(fd);
+  /* The system call, not close(3): that name is the shim's own wrapper
+   * (hook_fd.c), and the clock sits below every hook. */
+  syscall(SYS_close, fd);
   return n >= 3 && memcmp(b, "tsc", 3) == 0 && (n == 3 || b[3] == '\n');
 }
 

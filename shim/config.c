@@ -1,7 +1,9 @@
 /* config.c - the PAGELOCK_* option table, parsed once.
  *
- * One table (like mimalloc's options.c) so that the README's configuration
- * section, the typo guard and the parser can never disagree.  Values are read
+ * One table (like mimalloc's options.c), built from
+ * include/pagelock/options.def, the list `pagelock --help` and the README's
+ * configuration table come from too, so that none of them can disagree with
+ * the parser or the typo guard.  Values are read
  * with getenv at load time; a bad value never stops the program: it is
  * reported once, naming the variable and the accepted values, and the safe
  * default is used. */
@@ -10,12 +12,13 @@
 #include <errno.h>
 #include <stdio.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pl_internal.h"
 
-typedef enum { PL_T_CHOICE, PL_T_LONG, PL_T_SIZE, PL_T_STRING } pl_opt_type;
+typedef enum { PL_T_CHOICE, PL_T_LONG, PL_T_SIZE, PL_T_STRING, PL_T_CLI } pl_opt_type;
 
 typedef struct pl_option {
   const char *name;        /* environment variable */
@@ -28,39 +31,35 @@ typedef struct pl_option {
   bool init;
 } pl_option;
 
+/* The list's choice defaults are indexes: they must name the enums the shim
+ * compares against. */
+_Static_assert(PAGELOCK_MODE_OBSERVE == 0 && PL_LOG_WARN == 2 && PL_D2H_SYNC == 0 && PL_H2D_SYNC == 0,
+               "include/pagelock/options.def: a choice default no longer matches its enum");
+
 static pl_option pl_options[PL_OPT_COUNT] = {
-  [PL_OPT_MODE] = {"PAGELOCK_MODE", PL_T_CHOICE, PAGELOCK_MODE_OBSERVE, 0, 0,
-                   "observe,stage,register,auto,off", 0, NULL, false},
-  [PL_OPT_OUTPUT] = {"PAGELOCK_OUTPUT", PL_T_STRING, 0, 0, 0, NULL, 0, NULL, false},
-  [PL_OPT_LOG] = {"PAGELOCK_LOG", PL_T_CHOICE, PL_LOG_WARN, 0, 0,
-                  "quiet,error,warn,info,debug", 0, NULL, false},
-  [PL_OPT_MANIFEST] = {"PAGELOCK_MANIFEST", PL_T_STRING, 0, 0, 0, NULL, 0, NULL, false},
-  [PL_OPT_BACKTRACE_DEPTH] = {"PAGELOCK_BACKTRACE_DEPTH", PL_T_LONG, 8, 0,
-                              PAGELOCK_MAX_FRAMES, NULL, 0, NULL, false},
-  /* Read by the CLI only; listed so the typo guard knows it. */
-  [PL_OPT_SHIM] = {"PAGELOCK_SHIM", PL_T_STRING, 0, 0, 0, NULL, 0, NULL, false},
-  [PL_OPT_TRACK_MIN] = {"PAGELOCK_TRACK_MIN", PL_T_SIZE, 64 << 10, 0, 0, NULL, 0, NULL, false},
-  [PL_OPT_STAGE_MIN] = {"PAGELOCK_STAGE_MIN", PL_T_SIZE, 1l << 20, 0, 0, NULL, 0, NULL, false},
-  [PL_OPT_POOL_SIZE] = {"PAGELOCK_POOL_SIZE", PL_T_SIZE, 64l << 20, 1 << 20, 0, NULL, 0, NULL, false},
-  [PL_OPT_CHUNK_SIZE] = {"PAGELOCK_CHUNK_SIZE", PL_T_SIZE, 8l << 20, 64 << 10, 1l << 30, NULL, 0, NULL, false},
-  [PL_OPT_COPY_THREADS] = {"PAGELOCK_COPY_THREADS", PL_T_LONG, 0, 0, 256, NULL, 0, NULL, false},
-  [PL_OPT_WAIT_US] = {"PAGELOCK_WAIT_US", PL_T_LONG, 2000, 0, 10000000, NULL, 0, NULL, false},
-  [PL_OPT_D2H] = {"PAGELOCK_D2H", PL_T_CHOICE, PL_D2H_SYNC, 0, 0, "sync,async", 0, NULL, false},
-  [PL_OPT_H2D] = {"PAGELOCK_H2D", PL_T_CHOICE, PL_H2D_SYNC, 0, 0, "sync,async", 0, NULL, false},
-  /* 0: a quarter of physical memory (pinreg.c). */
-  [PL_OPT_REGISTER_BUDGET] = {"PAGELOCK_REGISTER_BUDGET", PL_T_SIZE, 0, 0, 0, NULL, 0, NULL, false},
-  [PL_OPT_REGISTER_HOT] = {"PAGELOCK_REGISTER_HOT", PL_T_LONG, 100, 0, 100000, NULL, 0, NULL, false},
-  /* Odd indexes mean on (cupti.c tests value % 2), so every spelling pairs up. */
-  [PL_OPT_CUPTI] = {"PAGELOCK_CUPTI", PL_T_CHOICE, 1, 0, 0, "0,1,off,on,no,yes,false,true", 0, NULL, false},
-  [PL_OPT_CUPTI_LIB] = {"PAGELOCK_CUPTI_LIB", PL_T_STRING, 0, 0, 0, NULL, 0, NULL, false},
-  [PL_OPT_CUPTI_FLUSH_MS] = {"PAGELOCK_CUPTI_FLUSH_MS", PL_T_LONG, 1000, 0, 600000, NULL, 0, NULL, false},
+#define PAGELOCK_OPTION(id, type, def, min, max, values, shown, help) \
+  [PL_OPT_##id] = {"PAGELOCK_" #id, PL_T_##type, def, min, max, values, 0, NULL, false},
+#include "pagelock/options.def"
+#undef PAGELOCK_OPTION
 };
 
-/* Names the shim does not read but other parts of pagelock set; listed so
- * the typo guard stays quiet about them. */
-static const char *const pl_known_extra[] = {"PAGELOCK_NO_ADDR2LINE", NULL};
-
 static atomic_int pl_config_state; /* 0 none, 1 parsing, 2 done */
+
+/* The table's own messages, as mimalloc's options.c owns its: the level is
+ * the table's PAGELOCK_LOG (read first), so config.c never calls log.c,
+ * which reads the level from here.  Every bad value is reported, not once
+ * per kind: each names a different variable. */
+static void pl_config_say(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pl_config_say(int level, const char *fmt, ...) {
+  int saved = errno;
+  if (level <= pl_options[PL_OPT_LOG].value) {
+    va_list ap;
+    va_start(ap, fmt);
+    pl_logline(fmt, &ap);
+    va_end(ap);
+  }
+  errno = saved;
+}
 
 bool pl_parse_size(const char *s, uint64_t *out) {
   if (s == NULL || !isdigit((unsigned char)*s)) return false;
@@ -112,6 +111,8 @@ static void pl_option_load(pl_option *o) {
     case PL_T_STRING:
       o->str = *v ? v : NULL;
       return;
+    case PL_T_CLI: /* the pagelock CLI's: known to the typo guard only */
+      return;
     case PL_T_CHOICE: {
       int i = pl_choice_index(o->choices, v);
       if (i >= 0) { o->value = i; return; }
@@ -120,7 +121,7 @@ static void pl_option_load(pl_option *o) {
       const char *p = o->choices;
       for (long k = 0; k < o->def && p; k++) { p = strchr(p, ','); if (p) p++; }
       if (p) { size_t n = strcspn(p, ","); if (n >= sizeof def) n = sizeof def - 1; memcpy(def, p, n); def[n] = 0; }
-      pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "invalid %s='%s' (valid: %s); using '%s'",
+      pl_config_say(PL_LOG_ERROR, "invalid %s='%s' (valid: %s); using '%s'",
              o->name, v, o->choices, def);
       return;
     }
@@ -132,7 +133,7 @@ static void pl_option_load(pl_option *o) {
         o->value = n;
         return;
       }
-      pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "invalid %s='%s' (valid: an integer from %ld to %ld); using %ld",
+      pl_config_say(PL_LOG_ERROR, "invalid %s='%s' (valid: an integer from %ld to %ld); using %ld",
              o->name, v, o->min, o->max, o->def);
       return;
     }
@@ -145,7 +146,7 @@ static void pl_option_load(pl_option *o) {
       char range[96] = "";
       if (o->max > 0) snprintf(range, sizeof range, " from %ld to %ld bytes", o->min, o->max);
       else if (o->min > 0) snprintf(range, sizeof range, " of at least %ld bytes", o->min);
-      pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "invalid %s='%s' (valid: a size%s, like 4096, 64K, 16M, 2G); using %ld",
+      pl_config_say(PL_LOG_ERROR, "invalid %s='%s' (valid: a size%s, like 4096, 64K, 16M, 2G); using %ld",
              o->name, v, range, o->def);
       return;
     }
@@ -161,10 +162,8 @@ static void pl_config_typo_guard(void) {
     bool known = false;
     for (int i = 0; i < PL_OPT_COUNT && !known; i++)
       known = strlen(pl_options[i].name) == len && strncmp(pl_options[i].name, *e, len) == 0;
-    for (int i = 0; pl_known_extra[i] && !known; i++)
-      known = strlen(pl_known_extra[i]) == len && strncmp(pl_known_extra[i], *e, len) == 0;
     if (!known)
-      pl_log(PL_LOG_WARN, PL_LK_CONFIG, "unknown variable %.*s ignored (see 'pagelock --help' for the list)",
+      pl_config_say(PL_LOG_WARN, "unknown variable %.*s ignored (see 'pagelock --help' for the list)",
              (int)len, *e);
   }
 }

@@ -13,7 +13,51 @@
 #include <string.h>
 
 #include "pl_internal.h"
+#include "clock.h"
 #include "pinreg.h"
+
+/* ---- descriptors: what a 2D, 3D or batch call copies --------------------- */
+
+/* The memory kind a 2D/3D descriptor names for one side, and the address
+ * to classify when the kind must be asked of the driver. */
+static uint8_t pl_side(CUmemorytype t, const void *host, CUdeviceptr dev, CUdeviceptr *probe) {
+  switch (t) {
+    case CU_MEMORYTYPE_HOST: *probe = (CUdeviceptr)(uintptr_t)host; return PAGELOCK_MEM_UNKNOWN;
+    case CU_MEMORYTYPE_UNIFIED: *probe = dev; return PAGELOCK_MEM_UNKNOWN;
+    case CU_MEMORYTYPE_ARRAY: *probe = 0; return PAGELOCK_MEM_ARRAY;
+    default: *probe = 0; return PAGELOCK_MEM_DEVICE;
+  }
+}
+
+/* Fill a pl_copy from a 2D descriptor; NULL descriptors go to the driver,
+ * which reports the error the program expects. */
+void pl_fill_2d(pl_copy *c, const CUDA_MEMCPY2D *p) {
+  c->args = p;
+  if (p == NULL) return;
+  c->bytes = p->WidthInBytes * p->Height;
+  c->src_mem = pl_side(p->srcMemoryType, p->srcHost, p->srcDevice, &c->src);
+  c->dst_mem = pl_side(p->dstMemoryType, p->dstHost, p->dstDevice, &c->dst);
+}
+void pl_fill_3d(pl_copy *c, const CUDA_MEMCPY3D *p) {
+  c->args = p;
+  if (p == NULL) return;
+  c->bytes = p->WidthInBytes * p->Height * p->Depth;
+  c->src_mem = pl_side(p->srcMemoryType, p->srcHost, p->srcDevice, &c->src);
+  c->dst_mem = pl_side(p->dstMemoryType, p->dstHost, p->dstDevice, &c->dst);
+}
+
+void pl_batch_entry(const pl_copy *c, size_t i, CUdeviceptr *dst, CUdeviceptr *src, size_t *n) {
+  const pl_batch_args *a = c->args;
+  *dst = a->dsts ? a->dsts[i] : 0;
+  *src = a->srcs ? a->srcs[i] : 0;
+  *n = a->sizes ? a->sizes[i] : 0;
+}
+size_t pl_batch_count(const pl_copy *c) {
+  const pl_batch_args *a = c->args;
+  return a ? a->count : 0;
+}
+
+/* ---- the decision --------------------------------------------------------- */
 
 /* The host side's memory kind, given both sides' kinds and the direction. */
 static uint8_t pl_host_side(int dir, uint8_t src_mem, uint8_t dst_mem) {

@@ -684,10 +684,12 @@ void pl_cupti_atfork_child(void) {
 /* One DEVICE record per device, once the driver is initialised: the copy
  * engine count decides whether uploads and downloads can overlap. */
 static void pl_write_devices(void) {
-  CUresult (*count)(int *) = pl_driver_sym("cuDeviceGetCount");
-  CUresult (*get)(CUdevice *, int) = pl_driver_sym("cuDeviceGet");
-  CUresult (*attr)(int *, CUdevice_attribute, CUdevice) = pl_driver_sym("cuDeviceGetAttribute");
-  CUresult (*name)(char *, int, CUdevice) = pl_driver_sym("cuDeviceGetName");
+  const pl_driver *drv = pl_driver_get();
+  if (drv == NULL) return;
+  CUresult (*count)(int *) = drv->cuDeviceGetCount;
+  CUresult (*get)(CUdevice *, int) = drv->cuDeviceGet;
+  CUresult (*attr)(int *, CUdevice_attribute, CUdevice) = drv->cuDeviceGetAttribute;
+  CUresult (*name)(char *, int, CUdevice) = drv->cuDeviceGetName;
   int n = 0;
   if (count == NULL || get == NULL || count(&n) != CUDA_SUCCESS) return;
   for (int i = 0; i < n && i < 64; i++) {
@@ -706,26 +708,7 @@ static void pl_write_devices(void) {
   }
 }
 
-typedef CUresult (*pl_init_t)(unsigned int);
-
-PL_EXPORT CUresult cuInit(unsigned int flags) {
-  pl_init_t f = (pl_init_t)pl_hook_real(PL_HOOK_cuInit);
-  if (f == NULL) return CUDA_ERROR_NOT_FOUND;
-  pl_cupti_ensure();
-  CUresult r = f(flags);
-  if (r == CUDA_SUCCESS && pl_active() && !pl_in_shim && !atomic_load(&pl_cupti_child)) {
-    pl_in_shim++;
-    pthread_once(&pl_devices_once, pl_write_devices);
-    pl_in_shim--;
-  }
-  return r;
-}
-
 /* ---- sharing CUPTI with the program -------------------------------------- */
-
-typedef CUptiResult (*pl_subscribe_t)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
-/* The real cuptiSubscribe behind the program's dlsym of it (hook_dl.c). */
-static _Atomic(pl_subscribe_t) pl_app_subscribe;
 
 /* CUPTI takes one subscriber per process.  When the program starts its own
  * client (the PyTorch profiler, a tool injected by nsys) after ours, it
@@ -753,26 +736,16 @@ static void pl_cupti_yield(void) {
   pl_in_shim--;
 }
 
-PL_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
-                                     void *userdata) {
-  pl_subscribe_t f = atomic_load(&pl_app_subscribe);
-  if (f == NULL) f = (pl_subscribe_t)pl_real_dlsym(RTLD_NEXT, "cuptiSubscribe");
-  if (f == NULL) f = pl_cu.Subscribe;
-  if (f == NULL) return CUPTI_ERROR_NOT_INITIALIZED;
+void pl_cupti_program_subscribes(void) {
   if (!pl_tls_starting && !pl_in_shim) pl_cupti_yield();
-  return f(subscriber, callback, userdata);
 }
 
-void *pl_cupti_subscribe_wrapper(void *real) {
-  if (real == NULL || real == (void *)cuptiSubscribe) return real;
-  atomic_store(&pl_app_subscribe, (pl_subscribe_t)real);
-  return (void *)cuptiSubscribe;
-}
+void *pl_cupti_own_subscribe(void) { return (void *)pl_cu.Subscribe; }
 
-/* The driver's tool entry point (CUDA_INJECTION64_PATH): called inside the
- * first cuInit, before any context exists.  Returns 1: a zero return makes
- * the driver treat the injection as failed. */
-PL_EXPORT int InitializeInjection(void) {
-  pl_cupti_ensure();
-  return 1;
+void pl_cupti_driver_ready(void) {
+  if (pl_active() && !pl_in_shim && !atomic_load(&pl_cupti_child)) {
+    pl_in_shim++;
+    pthread_once(&pl_devices_once, pl_write_devices);
+    pl_in_shim--;
+  }
 }

@@ -1,4 +1,5 @@
-/* driver.c - the real CUDA driver, as the shim itself uses it.
+/* driver.c - the real CUDA driver, as the shim itself uses it: the one
+ * place that looks up libcuda (and the real dlsym), for every module.
  *
  * The shim never links libcuda: one build must serve programs built against
  * any cudart, and a program that never touches CUDA must not get the driver
@@ -10,6 +11,28 @@
 #include <pthread.h>
 
 #include "pl_internal.h"
+
+/* ---- the real dlsym ------------------------------------------------------ */
+
+typedef void *(*pl_dlsym_fn)(void *, const char *);
+static _Atomic(pl_dlsym_fn) pl_dlsym_real;
+
+void *pl_real_dlsym(void *handle, const char *name) {
+  pl_dlsym_fn f = atomic_load_explicit(&pl_dlsym_real, memory_order_acquire);
+  if (PL_UNLIKELY(f == NULL)) {
+    /* dlvsym is not interposed, so it reaches libc's dlsym without
+     * recursing into ours.  glibc 2.34 moved dlsym into libc with a new
+     * version node; older systems only have the original one. */
+    f = (pl_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (f == NULL) f = (pl_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    if (f == NULL) f = (pl_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17"); /* aarch64 */
+    if (f == NULL) return NULL;
+    atomic_store_explicit(&pl_dlsym_real, f, memory_order_release);
+  }
+  return f(handle, name);
+}
+
+/* ---- the driver ---------------------------------------------------------- */
 
 static pl_driver pl_drv;
 static _Atomic(const pl_driver *) pl_drv_ready;
@@ -49,6 +72,10 @@ const pl_driver *pl_driver_get(void) {
     pl_drv.cuCtxGetDevice = pl_real_dlsym(h, "cuCtxGetDevice");
     pl_drv.cuGetProcAddress = pl_real_dlsym(h, "cuGetProcAddress");
     pl_drv.cuGetProcAddress_v2 = pl_real_dlsym(h, "cuGetProcAddress_v2");
+    *(void **)&pl_drv.cuDeviceGetCount = pl_real_dlsym(h, "cuDeviceGetCount");
+    *(void **)&pl_drv.cuDeviceGet = pl_real_dlsym(h, "cuDeviceGet");
+    *(void **)&pl_drv.cuDeviceGetAttribute = pl_real_dlsym(h, "cuDeviceGetAttribute");
+    *(void **)&pl_drv.cuDeviceGetName = pl_real_dlsym(h, "cuDeviceGetName");
     /* tests/fakecuda exports its control API; say so in the trace, so no
      * reader mistakes simulated timings for measured ones. */
     pl_drv.simulated = pl_real_dlsym(h, "fakecuda_get_stats") != NULL;
@@ -57,4 +84,97 @@ const pl_driver *pl_driver_get(void) {
   }
   pthread_mutex_unlock(&pl_drv_lock);
   return &pl_drv;
+}
+
+/* ---- the real function behind every wrapped symbol ----------------------- */
+
+const char *const pl_hook_names[PL_HOOK_COUNT] = {
+#define PL_NAME(n) #n,
+    PAGELOCK_API_LIST(PL_NAME) PL_HOSTALLOC_LIST(PL_NAME)
+#undef PL_NAME
+};
+
+static void *_Atomic pl_real[PL_HOOK_COUNT];
+static atomic_bool pl_real_all;
+
+void *pl_hook_real(int id) {
+  void *f = atomic_load_explicit(&pl_real[id], memory_order_acquire);
+  if (PL_LIKELY(f != NULL)) return f;
+  f = pl_driver_sym(pl_hook_names[id]);
+  if (f) atomic_store_explicit(&pl_real[id], f, memory_order_release);
+  return f;
+}
+
+/* Resolve every real pointer once, so answers of cuGetProcAddress can be
+ * mapped back to their exact symbol. */
+static void pl_hook_resolve_all(void) {
+  if (atomic_load(&pl_real_all)) return;
+  if (pl_driver_get() == NULL) return;
+  for (int i = 0; i < PL_HOOK_COUNT; i++) (void)pl_hook_real(i);
+  atomic_store(&pl_real_all, true);
+}
+
+int pl_hook_find_real(void *fn) {
+  if (fn == NULL) return -1;
+  pl_hook_resolve_all();
+  for (int i = 0; i < PL_HOOK_COUNT; i++)
+    if (atomic_load_explicit(&pl_real[i], memory_order_relaxed) == fn) return i;
+  return -1;
+}
+
+/* ---- the entry points the engines call (stage, pool, autopin) ------------ */
+
+static pl_stage_drv pl_sd;
+static atomic_int pl_sd_state; /* 0 unresolved, 1 ready, -1 unusable */
+static pthread_mutex_t pl_sd_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Resolve one exact name; *missing is set when a required one is absent. */
+static void *pl_sd_sym(const char *name, bool required, bool *missing) {
+  void *f = pl_driver_sym(name);
+  if (f == NULL && required) {
+    if (!*missing)
+      pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR, "driver lacks %s: staging disabled, copies pass through", name);
+    *missing = true;
+  }
+  return f;
+}
+
+const pl_stage_drv *pl_stage_drv_get(void) {
+  int st = atomic_load_explicit(&pl_sd_state, memory_order_acquire);
+  if (PL_LIKELY(st == 1)) return &pl_sd;
+  if (st < 0) return NULL;
+  pthread_mutex_lock(&pl_sd_lock);
+  if (atomic_load(&pl_sd_state) == 0 && pl_driver_get() != NULL) {
+    bool miss = false;
+#define PL_SYM(field, name, req) *(void **)&pl_sd.field = pl_sd_sym(name, req, &miss)
+    PL_SYM(cuCtxGetCurrent, "cuCtxGetCurrent", true);
+    PL_SYM(cuCtxGetId, "cuCtxGetId", false);
+    PL_SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2", true);
+    PL_SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2", true);
+    PL_SYM(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", false);
+    PL_SYM(cuStreamGetCtx, "cuStreamGetCtx", false);
+    PL_SYM(cuStreamGetId[0], "cuStreamGetId", false);
+    PL_SYM(cuStreamGetId[1], "cuStreamGetId_ptsz", false);
+    PL_SYM(cuMemGetAddressRange, "cuMemGetAddressRange_v2", true);
+    PL_SYM(cuMemHostRegister, "cuMemHostRegister_v2", true);
+    PL_SYM(cuMemHostUnregister, "cuMemHostUnregister", true);
+    PL_SYM(cuEventCreate, "cuEventCreate", true);
+    PL_SYM(cuEventDestroy, "cuEventDestroy_v2", true);
+    PL_SYM(cuEventQuery, "cuEventQuery", true);
+    PL_SYM(cuEventSynchronize, "cuEventSynchronize", true);
+    PL_SYM(cuStreamIsCapturing[0], "cuStreamIsCapturing", true);
+    PL_SYM(cuStreamIsCapturing[1], "cuStreamIsCapturing_ptsz", true);
+    PL_SYM(cuMemcpyHtoDAsync[0], "cuMemcpyHtoDAsync_v2", true);
+    PL_SYM(cuMemcpyHtoDAsync[1], "cuMemcpyHtoDAsync_v2_ptsz", true);
+    PL_SYM(cuMemcpyDtoHAsync[0], "cuMemcpyDtoHAsync_v2", true);
+    PL_SYM(cuMemcpyDtoHAsync[1], "cuMemcpyDtoHAsync_v2_ptsz", true);
+    PL_SYM(cuEventRecord[0], "cuEventRecord", true);
+    PL_SYM(cuEventRecord[1], "cuEventRecord_ptsz", true);
+    PL_SYM(cuLaunchHostFunc[0], "cuLaunchHostFunc", true);
+    PL_SYM(cuLaunchHostFunc[1], "cuLaunchHostFunc_ptsz", true);
+#undef PL_SYM
+    atomic_store_explicit(&pl_sd_state, miss ? -1 : 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&pl_sd_lock);
+  return atomic_load(&pl_sd_state) == 1 ? &pl_sd : NULL;
 }

@@ -123,17 +123,6 @@ PL_WRAP_ANY_ASYNC(cuMemcpyAsync_ptsz, PAGELOCK_COPY_PTDS)
 
 /* ---- 2D / 3D ----------------------------------------------------------- */
 
-/* The memory kind a 2D/3D descriptor names for one side, and the address
- * to classify when the kind must be asked of the driver. */
-static uint8_t pl_side(CUmemorytype t, const void *host, CUdeviceptr dev, CUdeviceptr *probe) {
-  switch (t) {
-    case CU_MEMORYTYPE_HOST: *probe = (CUdeviceptr)(uintptr_t)host; return PAGELOCK_MEM_UNKNOWN;
-    case CU_MEMORYTYPE_UNIFIED: *probe = dev; return PAGELOCK_MEM_UNKNOWN;
-    case CU_MEMORYTYPE_ARRAY: *probe = 0; return PAGELOCK_MEM_ARRAY;
-    default: *probe = 0; return PAGELOCK_MEM_DEVICE;
-  }
-}
-
 static CUresult pl_native_2d(const pl_copy *c) {
   PL_REAL(c->api, pl_2d_t);
   return f((const CUDA_MEMCPY2D *)c->args);
@@ -149,23 +138,6 @@ static CUresult pl_native_3d(const pl_copy *c) {
 static CUresult pl_native_3d_async(const pl_copy *c) {
   PL_REAL(c->api, pl_3d_async_t);
   return f((const CUDA_MEMCPY3D *)c->args, c->stream);
-}
-
-/* Fill a pl_copy from a 2D descriptor; NULL descriptors go to the driver,
- * which reports the error the program expects. */
-static void pl_fill_2d(pl_copy *c, const CUDA_MEMCPY2D *p) {
-  c->args = p;
-  if (p == NULL) return;
-  c->bytes = p->WidthInBytes * p->Height;
-  c->src_mem = pl_side(p->srcMemoryType, p->srcHost, p->srcDevice, &c->src);
-  c->dst_mem = pl_side(p->dstMemoryType, p->dstHost, p->dstDevice, &c->dst);
-}
-void pl_fill_3d(pl_copy *c, const CUDA_MEMCPY3D *p) {
-  c->args = p;
-  if (p == NULL) return;
-  c->bytes = p->WidthInBytes * p->Height * p->Depth;
-  c->src_mem = pl_side(p->srcMemoryType, p->srcHost, p->srcDevice, &c->src);
-  c->dst_mem = pl_side(p->dstMemoryType, p->dstHost, p->dstDevice, &c->dst);
 }
 
 #define PL_WRAP_2D(NAME, FLAGS, FILL, NATIVE, T)                                  \
@@ -195,13 +167,6 @@ PL_WRAP_2D_ASYNC(cuMemcpy3DAsync_v2, 0, pl_fill_3d, pl_native_3d_async, CUDA_MEM
 PL_WRAP_2D_ASYNC(cuMemcpy3DAsync_v2_ptsz, PAGELOCK_COPY_PTDS, pl_fill_3d, pl_native_3d_async, CUDA_MEMCPY3D)
 
 /* ---- batches ------------------------------------------------------------ */
-
-typedef struct pl_batch_args {
-  CUdeviceptr *dsts, *srcs;
-  size_t *sizes, count;
-  CUmemcpyAttributes *attrs;
-  size_t *attrs_idxs, num_attrs, *fail_idx;
-} pl_batch_args;
 
 static CUresult pl_native_batch(const pl_copy *c) {
   const pl_batch_args *a = c->args;
@@ -241,17 +206,6 @@ PL_WRAP_BATCH(cuMemcpyBatchAsync, 0)
 PL_WRAP_BATCH(cuMemcpyBatchAsync_ptsz, PAGELOCK_COPY_PTDS)
 PL_WRAP_BATCH_V2(cuMemcpyBatchAsync_v2, 0)
 PL_WRAP_BATCH_V2(cuMemcpyBatchAsync_v2_ptsz, PAGELOCK_COPY_PTDS)
-
-void pl_batch_entry(const pl_copy *c, size_t i, CUdeviceptr *dst, CUdeviceptr *src, size_t *n) {
-  const pl_batch_args *a = c->args;
-  *dst = a->dsts ? a->dsts[i] : 0;
-  *src = a->srcs ? a->srcs[i] : 0;
-  *n = a->sizes ? a->sizes[i] : 0;
-}
-size_t pl_batch_count(const pl_copy *c) {
-  const pl_batch_args *a = c->args;
-  return a ? a->count : 0;
-}
 
 /* ---- graph memcpy nodes: logged, never changed ------------------------- */
 

@@ -14,24 +14,6 @@
 
 #include "pl_internal.h"
 
-typedef void *(*pl_dlsym_fn)(void *, const char *);
-static _Atomic(pl_dlsym_fn) pl_dlsym_real;
-
-void *pl_real_dlsym(void *handle, const char *name) {
-  pl_dlsym_fn f = atomic_load_explicit(&pl_dlsym_real, memory_order_acquire);
-  if (PL_UNLIKELY(f == NULL)) {
-    /* dlvsym is not interposed, so it reaches libc's dlsym without
-     * recursing into ours.  glibc 2.34 moved dlsym into libc with a new
-     * version node; older systems only have the original one. */
-    f = (pl_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (f == NULL) f = (pl_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    if (f == NULL) f = (pl_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17"); /* aarch64 */
-    if (f == NULL) return NULL;
-    atomic_store_explicit(&pl_dlsym_real, f, memory_order_release);
-  }
-  return f(handle, name);
-}
-
 #ifndef PL_UNIT_TEST
 /* dlsym(RTLD_NEXT, name) on behalf of `caller`.  glibc resolves RTLD_NEXT
  * relative to the object containing the return address; forwarded from

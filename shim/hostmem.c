@@ -253,10 +253,3 @@ void pl_hostmem_atfork_child(void) {
   pthread_mutex_init(&pl_hm_lock, &a);
   pthread_mutexattr_destroy(&a);
 }
-
-/* Exported for tests and debugging: 1 when the registry's invariants hold.
- * Counts of tracked allocations and program-pinned ranges go to the
- * pointers when they are not NULL. */
-PL_EXPORT int pagelock_registry_check(size_t *tracked, size_t *pinned) {
-  return pl_hostmem_check(tracked, pinned) ? 1 : 0;
-}

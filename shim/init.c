@@ -1,43 +1,17 @@
 /* init.c - load, fork and exit.
  *
+ * The order of start and exit, and nothing else: every module is called
+ * from here, and nothing calls in (the state they share is state.c's).
  * The constructor only parses the configuration and arms the fork handlers:
  * it must not touch CUDA (the program may never use it) nor allocate more
  * than libc already does.  Everything else starts lazily on the first hook. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sys/auxv.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pl_internal.h"
 #include "pinreg.h"
-
-PL_TLS int pl_in_shim;
-static bool pl_enabled;
-static atomic_uint_fast64_t pl_correlation;
-
-bool pl_active(void) { return pl_enabled; }
-
-uint32_t pl_gettid(void) {
-  static PL_TLS uint32_t tid;
-  if (PL_UNLIKELY(tid == 0)) tid = (uint32_t)syscall(SYS_gettid);
-  return tid;
-}
-
-/* Handed out in blocks, one atomic add per PL_CORR_BLOCK copies of a
- * thread instead of one per copy: an atomic add on a line every copying
- * thread writes costs ~10 ns on the GPU host.  Ids stay unique in the
- * process (0 is never one); across threads they are no longer in call
- * order, which nothing relies on (the reader joins on equality). */
-#define PL_CORR_BLOCK 1024
-uint64_t pl_next_correlation(void) {
-  static PL_TLS uint64_t next, end;
-  if (PL_UNLIKELY(next == end)) {
-    next = atomic_fetch_add(&pl_correlation, PL_CORR_BLOCK) + 1;
-    end = next + PL_CORR_BLOCK;
-  }
-  return next++;
-}
 
 /* Every shim lock is held across fork, in the one order the shim takes
  * them (stack -> trace; registry alone; registrations alone), so the child
@@ -65,6 +39,15 @@ static void pl_atfork_child(void) {
   pl_trace_atfork_child();
 }
 
+void pl_exit_trace(void) {
+  /* The trace writer calls nothing above it: what the engines and the
+   * stack table know goes in between its first and last records. */
+  if (!pl_trace_finish_begin()) return;
+  pl_stack_write_symbols();
+  pl_stage_write_counters();
+  pl_trace_finish_end();
+}
+
 __attribute__((constructor)) static void pl_init(void) {
 #ifndef PL_UNIT_TEST
   /* First, and whatever the mode: the mmap hooks pass calls on in every
@@ -84,18 +67,18 @@ __attribute__((constructor)) static void pl_init(void) {
   if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OFF) return;
   pthread_atfork(pl_atfork_prepare, pl_atfork_parent, pl_atfork_child);
   pl_py_init();
-  pl_enabled = true;
+  pl_state_enable();
 #ifndef PL_UNIT_TEST
   pl_alloc_enable();
 #endif
 }
 
 __attribute__((destructor)) static void pl_fini(void) {
-  if (!pl_enabled) return;
+  if (!pl_active()) return;
   pl_in_shim++;
   /* Registrations stay: the process is ending, and an undo may wait on
    * GPU work. */
   pl_pinreg_stop();
-  pl_trace_finish();
+  pl_exit_trace();
   pl_in_shim--;
 }

@@ -3,17 +3,19 @@
  * Naming: pagelock_* is public (exported or in the trace format), pl_* is
  * internal to libpagelock.so.  Everything here has hidden visibility; the
  * only exported symbols are the interposed libc/driver entry points, marked
- * PL_EXPORT where they are defined. */
+ * PL_EXPORT where they are defined, in shim/hook_*.c only (the lint_exports
+ * test checks). */
 #ifndef PL_INTERNAL_H
 #define PL_INTERNAL_H
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 
-#include "pagelock_trace.h"
+#include "pagelock/trace_format.h"
 
 #define PL_EXPORT __attribute__((visibility("default")))
 #define PL_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -22,28 +24,45 @@
  * general-dynamic TLS access can, which is fatal inside a malloc hook). */
 #define PL_TLS __thread __attribute__((tls_model("initial-exec")))
 
+/* A spin-wait hint to the core (frees the sibling hyperthread). */
+static inline void pl_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- state.c: what every layer reads ------------------------------------ */
+
+/* True when the shim should do anything at all: not setuid, mode not off. */
+bool pl_active(void);
+/* The constructor found the shim should act (init.c). */
+void pl_state_enable(void);
+/* Shim-wide reentrancy guard: nonzero while the shim itself is running on
+ * this thread, so calls it makes never come back into its own hooks. */
+extern PL_TLS int pl_in_shim;
+uint32_t pl_gettid(void);
+/* A correlation id for one copy call (unique in the process, never 0). */
+uint64_t pl_next_correlation(void);
+/* Set a file-header flag before the file is created; the flags so far. */
+void pl_trace_set_flag(uint32_t flag);
+uint32_t pl_trace_flags(void);
+
+/* ---- logline.c: one line to stderr, whole -------------------------------- */
+
+/* "pagelock: ", fmt formatted, "\n", in one writev.  Never allocates,
+ * never touches stdout.  Callers decide whether to say it (log.c, and
+ * config.c for its own messages). */
+void pl_logline(const char *fmt, va_list *ap);
+
 /* ---- config.c: the PAGELOCK_* option table ---------------------------- */
 
+/* PL_OPT_MODE ... in the order of include/pagelock/options.def. */
 typedef enum pl_option_id {
-  PL_OPT_MODE,
-  PL_OPT_OUTPUT,
-  PL_OPT_LOG,
-  PL_OPT_MANIFEST,
-  PL_OPT_BACKTRACE_DEPTH,
-  PL_OPT_SHIM,
-  PL_OPT_TRACK_MIN,
-  PL_OPT_STAGE_MIN,
-  PL_OPT_POOL_SIZE,
-  PL_OPT_CHUNK_SIZE,
-  PL_OPT_COPY_THREADS,
-  PL_OPT_WAIT_US,
-  PL_OPT_D2H,
-  PL_OPT_H2D,
-  PL_OPT_REGISTER_BUDGET,
-  PL_OPT_REGISTER_HOT,
-  PL_OPT_CUPTI,
-  PL_OPT_CUPTI_LIB,
-  PL_OPT_CUPTI_FLUSH_MS,
+#define PAGELOCK_OPTION(id, type, def, min, max, values, shown, help) PL_OPT_##id,
+#include "pagelock/options.def"
+#undef PAGELOCK_OPTION
   PL_OPT_COUNT
 } pl_option_id;
 
@@ -100,13 +119,6 @@ void pl_log(int level, pl_log_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void pl_log_reset_for_test(void);
 
-/* ---- init.c ------------------------------------------------------------- */
-
-/* True when the shim should do anything at all: not setuid, mode not off. */
-bool pl_active(void);
-/* Shim-wide reentrancy guard: nonzero while the shim itself is running on
- * this thread, so calls it makes never come back into its own hooks. */
-extern PL_TLS int pl_in_shim;
 
 /* ---- driver.c: the real driver, loaded at run time ---------------------- */
 
@@ -122,6 +134,11 @@ typedef struct pl_driver {
   CUresult (*cuGetProcAddress)(const char *, void **, int, cuuint64_t);
   CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t,
                                   CUdriverProcAddressQueryResult *);
+  /* The devices, for the trace's DEVICE records (cupti.c); may be NULL. */
+  CUresult (*cuDeviceGetCount)(int *);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
   bool simulated; /* the loaded libcuda is tests/fakecuda */
 } pl_driver;
 
@@ -133,19 +150,14 @@ const pl_driver *pl_driver_get(void);
 void *pl_driver_sym(const char *name);
 /* Tell the driver module which handle the program got for libcuda. */
 void pl_driver_note_handle(void *handle);
-
-/* ---- hook_dl.c ---------------------------------------------------------- */
-
 /* The real dlsym, found with dlvsym so that our own dlsym is skipped. */
 void *pl_real_dlsym(void *handle, const char *name);
-
-/* ---- hooks.c: the table of every wrapped driver symbol ------------------ */
 
 /* The other driver entry points the shim wraps, after the copy ids of
  * PAGELOCK_API_LIST: the host-allocation calls the program itself makes, so
  * the shim's picture of pinned memory stays exact, and its pointer queries,
  * so the shim's own registrations stay invisible to it (hook_hostalloc.c);
- * cuInit, so CUPTI starts before the first context (cupti.c); and
+ * cuInit, so CUPTI starts before the first context (hook_cupti.c); and
  * cuMemAlloc_v2, whose first call in a context starts the staging pool
  * (pool.c).  Each
  * exact symbol a lookup can hand out: cudart asks for cuMemHostRegister at
@@ -177,13 +189,49 @@ enum pl_hook_id {
 /* The real driver function behind hook id `id`, resolved lazily from the
  * program's libcuda; NULL if this driver lacks it. */
 void *pl_hook_real(int id);
+/* Hook id whose real driver function is `fn`, or -1. */
+int pl_hook_find_real(void *fn);
+extern const char *const pl_hook_names[PL_HOOK_COUNT];
+
+/* The entry points the engines call (stage.c, pool.c, autopin.c).  Every
+ * pointer comes from pl_driver_sym with the exact decorated name, so an
+ * engine never re-enters the shim's wrappers.  Optional entries
+ * (cuCtxGetId, cuThreadExchangeStreamCaptureMode, cuStreamGetCtx,
+ * cuStreamGetId) may be NULL on older or
+ * simulated drivers; the others are required for the engine to run. */
+typedef struct pl_stage_drv {
+  CUresult (*cuCtxGetCurrent)(CUcontext *);
+  CUresult (*cuCtxGetId)(CUcontext, unsigned long long *);
+  CUresult (*cuCtxPushCurrent)(CUcontext);
+  CUresult (*cuCtxPopCurrent)(CUcontext *);
+  CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
+  CUresult (*cuMemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
+  CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
+  CUresult (*cuStreamGetId[2])(CUstream, unsigned long long *); /* optional */
+  CUresult (*cuMemHostRegister)(void *, size_t, unsigned);
+  CUresult (*cuMemHostUnregister)(void *);
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuEventSynchronize)(CUevent);
+  /* [0] legacy default stream semantics, [1] the _ptsz per-thread twin */
+  CUresult (*cuStreamIsCapturing[2])(CUstream, CUstreamCaptureStatus *);
+  CUresult (*cuMemcpyHtoDAsync[2])(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*cuMemcpyDtoHAsync[2])(void *, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuEventRecord[2])(CUevent, CUstream);
+  CUresult (*cuLaunchHostFunc[2])(CUstream, CUhostFn, void *);
+} pl_stage_drv;
+
+/* The resolved table, or NULL when the driver is not loaded or lacks a
+ * required entry point.  Resolved once; safe from any thread. */
+const pl_stage_drv *pl_stage_drv_get(void);
+
+/* ---- hooks.c: the wrapper of every wrapped driver symbol ---------------- */
+
 /* Our wrapper for hook id `id`. */
 void *pl_hook_wrapper(int id);
 /* Hook id of an exact driver symbol name, or -1. */
 int pl_hook_find_name(const char *name);
-/* Hook id whose real driver function is `fn`, or -1. */
-int pl_hook_find_real(void *fn);
-extern const char *const pl_hook_names[PL_HOOK_COUNT];
 /* The wrappers, defined next to them (hook_copy.c, hook_hostalloc.c). */
 extern void *const pl_copy_wrappers[PAGELOCK_API_COUNT];
 extern void *const pl_hostalloc_wrappers[PL_HOOK_COUNT - PAGELOCK_API_COUNT];
@@ -215,11 +263,20 @@ struct pl_copy {
 /* Every wrapper ends here: classify, decide (observe/stage/...), run, record.
  * Returns exactly what the program must see. */
 CUresult pl_copy_exec(pl_copy *c);
-/* Fill a pl_copy's sides and bytes from a 3D descriptor (hook_copy.c). */
+/* Fill a pl_copy's sides and bytes from a 2D or 3D descriptor; a NULL
+ * descriptor is left for the driver to refuse. */
+void pl_fill_2d(pl_copy *c, const CUDA_MEMCPY2D *p);
 void pl_fill_3d(pl_copy *c, const CUDA_MEMCPY3D *p);
 /* A graph memcpy node was defined or changed (call already made, result r):
  * record it, flagged PAGELOCK_COPY_GRAPH_NODE.  Never touches the graph. */
 void pl_copy_note_graph(int api, const CUDA_MEMCPY3D *p, CUresult r, void *callsite);
+/* A batch call's arguments, as its wrapper saw them (c->args). */
+typedef struct pl_batch_args {
+  CUdeviceptr *dsts, *srcs;
+  size_t *sizes, count;
+  CUmemcpyAttributes *attrs;
+  size_t *attrs_idxs, num_attrs, *fail_idx;
+} pl_batch_args;
 /* Number of entries of a batch call, and entry i of it. */
 size_t pl_batch_count(const pl_copy *c);
 void pl_batch_entry(const pl_copy *c, size_t i, CUdeviceptr *dst, CUdeviceptr *src, size_t *n);
@@ -383,8 +440,11 @@ void pl_trace_write_many(const void *recs, size_t size);
 /* Append a record made of a fixed part and a NUL-terminated string. */
 void pl_trace_write_str(const void *fixed, size_t fixed_size, uint32_t type,
                         const char *str);
-/* Write modules, symbols, counters and END, then flush (at exit). */
-void pl_trace_finish(void);
+/* At exit: begin writes the MODULE records and returns true when the trace
+ * is open; the caller then writes what the modules above know (symbols,
+ * counters: init.c's pl_exit_trace), and end writes END and flushes. */
+bool pl_trace_finish_begin(void);
+void pl_trace_finish_end(void);
 /* fork: hold the trace lock across fork; the child drops the parent's file
  * and buffer and starts afresh. */
 void pl_trace_atfork_prepare(void);
@@ -406,8 +466,6 @@ bool pl_trace_expand(const char *pattern, char *out, size_t outsz);
 uint64_t pl_trace_start_ns(void);
 /* The path of the open trace file ("" if none yet). */
 const char *pl_trace_path(void);
-/* Set a file-header flag before the file is created. */
-void pl_trace_set_flag(uint32_t flag);
 /* A note for the report (once per text). */
 void pl_trace_note(uint32_t kind, const char *text);
 
@@ -435,7 +493,7 @@ void pl_trace_fd_move(void);
 
 /* ---- cupti.c: GPU timestamps ------------------------------------------- */
 
-/* Start CUPTI once (cuInit wrapper, InitializeInjection); safe to call
+/* Start CUPTI once (hook_cupti.c's cuInit, InitializeInjection); safe to call
  * again and from CUPTI's own reentry. */
 void pl_cupti_ensure(void);
 /* True while CUPTI records are being collected. */
@@ -450,6 +508,16 @@ void pl_cupti_link_begin(uint64_t seq);
 void pl_cupti_link_end(void);
 /* A forked child: CUPTI is not usable there. */
 void pl_cupti_atfork_child(void);
+/* The real cuInit succeeded: write one DEVICE record per device, once. */
+void pl_cupti_driver_ready(void);
+/* The program subscribes to CUPTI itself: hand CUPTI over to it (unless
+ * the call is the shim's own). */
+void pl_cupti_program_subscribes(void);
+/* libcupti's cuptiSubscribe as the shim loaded it, or NULL. */
+void *pl_cupti_own_subscribe(void);
+
+/* ---- hook_cupti.c: the CUPTI entry points -------------------------------- */
+
 /* What dlsym hands out for a real cuptiSubscribe: our wrapper, which gives
  * CUPTI over to the program (remembering `real` to forward to). */
 void *pl_cupti_subscribe_wrapper(void *real);
@@ -472,43 +540,12 @@ void pl_clock_init(void);
  * is (a few ns per read instead of a clock_gettime).  Never steps back on
  * one thread; across threads, reads agree to within a few tens of ns. */
 uint64_t pl_now_ns(void);
-#if defined(__x86_64__)
-static inline uint64_t pl_rdtsc(void) {
-  uint32_t lo, hi;
-  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-  return ((uint64_t)hi << 32) | lo;
-}
-#else
-static inline uint64_t pl_rdtsc(void) { return 0; }
-#endif
-/* Timing one call: its start, and the map that timed it.  The end is read
- * against the same map, so it costs an rdtsc and a multiply (the call is
- * far shorter than the map's period, and the rate is the same). */
-typedef struct pl_stamp {
-  uint64_t ns;   /* the start, as pl_now_ns */
-  uint64_t tick; /* the TSC at the start, when mult != 0 */
-  uint64_t mult; /* ns per tick, 32.32 fixed point; 0: read the clock again */
-} pl_stamp;
-void pl_stamp_start(pl_stamp *st);
-uint64_t pl_stamp_elapsed_slow(const pl_stamp *st);
-/* Nanoseconds since pl_stamp_start(st); never negative. */
-static inline uint64_t pl_stamp_elapsed(const pl_stamp *st) {
-  if (PL_LIKELY(st->mult != 0))
-    return (uint64_t)(((unsigned __int128)(pl_rdtsc() - st->tick) * st->mult) >> 32);
-  return pl_stamp_elapsed_slow(st);
-}
-/* True when pl_now_ns maps the TSC; calibrated: and reads it (a rate is
- * known). */
-bool pl_clock_uses_tsc(void);
-bool pl_clock_calibrated(void);
-/* Tests: map the TSC (from now, with no rate yet) or stop; false when this
- * machine cannot. */
-bool pl_clock_use_tsc_for_test(bool on);
+/* Timing one call from the TSC: clock.h. */
 
-/* ---- util --------------------------------------------------------------- */
+/* ---- init.c: start and exit --------------------------------------------- */
 
-uint32_t pl_gettid(void);
-/* A correlation id for one copy call (unique in the process, never 0). */
-uint64_t pl_next_correlation(void);
+/* The trace's last records (modules, symbols, counters, END), at exit;
+ * tests call it to close a trace as the process would. */
+void pl_exit_trace(void);
 
 #endif

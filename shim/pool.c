@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "pinreg.h"
-#include "stage.h"
+#include "pool.h"
 
 /* Most chunks one slab holds (one event each is made up front). */
 #define PL_SLAB_MAX 64u

@@ -80,63 +80,6 @@
 #define PL_NT_HELPERS 4u
 #endif
 
-/* ---- the driver ---------------------------------------------------------- */
-
-static pl_stage_drv pl_sd;
-static atomic_int pl_sd_state; /* 0 unresolved, 1 ready, -1 unusable */
-static pthread_mutex_t pl_sd_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Resolve one exact name; *missing is set when a required one is absent. */
-static void *pl_sd_sym(const char *name, bool required, bool *missing) {
-  void *f = pl_driver_sym(name);
-  if (f == NULL && required) {
-    if (!*missing)
-      pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR, "driver lacks %s: staging disabled, copies pass through", name);
-    *missing = true;
-  }
-  return f;
-}
-
-const pl_stage_drv *pl_stage_drv_get(void) {
-  int st = atomic_load_explicit(&pl_sd_state, memory_order_acquire);
-  if (PL_LIKELY(st == 1)) return &pl_sd;
-  if (st < 0) return NULL;
-  pthread_mutex_lock(&pl_sd_lock);
-  if (atomic_load(&pl_sd_state) == 0 && pl_driver_get() != NULL) {
-    bool miss = false;
-#define PL_SYM(field, name, req) *(void **)&pl_sd.field = pl_sd_sym(name, req, &miss)
-    PL_SYM(cuCtxGetCurrent, "cuCtxGetCurrent", true);
-    PL_SYM(cuCtxGetId, "cuCtxGetId", false);
-    PL_SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2", true);
-    PL_SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2", true);
-    PL_SYM(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", false);
-    PL_SYM(cuStreamGetCtx, "cuStreamGetCtx", false);
-    PL_SYM(cuStreamGetId[0], "cuStreamGetId", false);
-    PL_SYM(cuStreamGetId[1], "cuStreamGetId_ptsz", false);
-    PL_SYM(cuMemGetAddressRange, "cuMemGetAddressRange_v2", true);
-    PL_SYM(cuMemHostRegister, "cuMemHostRegister_v2", true);
-    PL_SYM(cuMemHostUnregister, "cuMemHostUnregister", true);
-    PL_SYM(cuEventCreate, "cuEventCreate", true);
-    PL_SYM(cuEventDestroy, "cuEventDestroy_v2", true);
-    PL_SYM(cuEventQuery, "cuEventQuery", true);
-    PL_SYM(cuEventSynchronize, "cuEventSynchronize", true);
-    PL_SYM(cuStreamIsCapturing[0], "cuStreamIsCapturing", true);
-    PL_SYM(cuStreamIsCapturing[1], "cuStreamIsCapturing_ptsz", true);
-    PL_SYM(cuMemcpyHtoDAsync[0], "cuMemcpyHtoDAsync_v2", true);
-    PL_SYM(cuMemcpyHtoDAsync[1], "cuMemcpyHtoDAsync_v2_ptsz", true);
-    PL_SYM(cuMemcpyDtoHAsync[0], "cuMemcpyDtoHAsync_v2", true);
-    PL_SYM(cuMemcpyDtoHAsync[1], "cuMemcpyDtoHAsync_v2_ptsz", true);
-    PL_SYM(cuEventRecord[0], "cuEventRecord", true);
-    PL_SYM(cuEventRecord[1], "cuEventRecord_ptsz", true);
-    PL_SYM(cuLaunchHostFunc[0], "cuLaunchHostFunc", true);
-    PL_SYM(cuLaunchHostFunc[1], "cuLaunchHostFunc_ptsz", true);
-#undef PL_SYM
-    atomic_store_explicit(&pl_sd_state, miss ? -1 : 1, memory_order_release);
-  }
-  pthread_mutex_unlock(&pl_sd_lock);
-  return atomic_load(&pl_sd_state) == 1 ? &pl_sd : NULL;
-}
-
 /* ---- state and counters -------------------------------------------------- */
 
 static atomic_bool pl_stage_off;  /* forked child: CUDA is unusable there */

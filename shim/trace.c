@@ -35,11 +35,16 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "pl_internal.h"
+
+/* The trace's own descriptors close with the system call: close(3) in the
+ * shim is its own wrapper (hook_fd.c), a layer above the trace writer. */
+static void pl_own_close(int fd) { (void)syscall(SYS_close, fd); }
 
 #define PL_TRACE_BUF (256u << 10)
 #define PL_FLUSH_NS 1000000000ull
@@ -93,10 +98,7 @@ static bool pl_failed;          /* creation failed: stop trying */
 static char pl_path[PATH_MAX];
 static uint64_t pl_records, pl_dropped;
 static uint64_t pl_last_flush;
-static uint32_t pl_file_flags;
 static uint64_t pl_start_mono, pl_start_real;
-
-void pl_trace_set_flag(uint32_t flag) { __atomic_fetch_or(&pl_file_flags, flag, __ATOMIC_RELAXED); }
 
 const char *pl_trace_path(void) { return pl_path; }
 
@@ -166,7 +168,7 @@ static void pl_manifest_add(const char *path) {
     return;
   }
   int ok = fstat(pfd, &st);
-  close(pfd);
+  pl_own_close(pfd);
   if (ok != 0 || !S_ISREG(st.st_mode)) {
     const char *what = ok != 0 ? "unknown" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISLNK(st.st_mode) ? "a symbolic link"
                        : S_ISDIR(st.st_mode) ? "a directory" : S_ISSOCK(st.st_mode) ? "a socket"
@@ -185,7 +187,7 @@ static void pl_manifest_add(const char *path) {
   if (fstat(fd, &st2) != 0 || st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
     pl_log(PL_LOG_WARN, PL_LK_MANIFEST,
            "the manifest was replaced while being opened; this trace is not listed: PAGELOCK_MANIFEST='%s'", m);
-    close(fd);
+    pl_own_close(fd);
     return;
   }
   char line[PATH_MAX + 2];
@@ -193,7 +195,7 @@ static void pl_manifest_add(const char *path) {
   if (n > 0 && (size_t)n < sizeof line && write(fd, line, (size_t)n) != n)
     pl_log(PL_LOG_WARN, PL_LK_MANIFEST, "cannot write the manifest (%s); this trace is not listed: PAGELOCK_MANIFEST='%s'",
            strerror(errno), m);
-  close(fd);
+  pl_own_close(fd);
 }
 
 /* ---- the file --------------------------------------------------------
@@ -261,7 +263,7 @@ static int pl_fd_up(int fd) {
   if (fd >= floor) return fd;
   int hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
   if (hi < 0) return fd;
-  close(fd);
+  pl_own_close(fd);
   return hi;
 }
 
@@ -313,7 +315,7 @@ static void pl_stop_locked(int fd, uint32_t flag) {
   if (pl_fd >= 0) {
     int old = pl_fd;
     pl_fd_forget();
-    if (pl_fd_is_file(old)) close(old);
+    if (pl_fd_is_file(old)) pl_own_close(old);
   }
 }
 
@@ -339,13 +341,13 @@ static bool pl_fd_recover_locked(void) {
     why = "cannot be opened again";
   } else if (fstat(fd, &st) != 0 || (uint64_t)st.st_dev != atomic_load(&pl_fd_dev) ||
              (uint64_t)st.st_ino != atomic_load(&pl_fd_ino)) {
-    close(fd);
+    pl_own_close(fd);
     fd = -1;
     why = "is another file now";
   } else if ((uint64_t)st.st_size < pl_file_off) {
     why = "was cut short";
     if (st.st_size < (off_t)sizeof(pagelock_file_header)) {
-      close(fd); /* no header left to flag */
+      pl_own_close(fd); /* no header left to flag */
       fd = -1;
     }
   } else if ((st.st_size > (off_t)pl_file_off && ftruncate(fd, (off_t)pl_file_off) != 0) ||
@@ -363,7 +365,7 @@ static bool pl_fd_recover_locked(void) {
          "the program closed the trace's descriptor and the trace file %s; the trace stops at byte %llu: '%s'",
          reason, (unsigned long long)pl_file_off, pl_path);
   pl_stop_locked(fd, PAGELOCK_FILE_STOP_FD_LOST);
-  if (fd >= 0) close(fd);
+  if (fd >= 0) pl_own_close(fd);
   return false;
 }
 
@@ -582,7 +584,7 @@ static bool pl_open_locked(void) {
   struct stat st;
   if (fd >= 0 && fstat(fd, &st) != 0) {
     int e = errno;
-    close(fd);
+    pl_own_close(fd);
     fd = -1;
     errno = e;
   }
@@ -615,7 +617,7 @@ static bool pl_open_locked(void) {
   h.pid = (uint64_t)getpid();
   h.start_realtime_ns = pl_start_real;
   h.start_mono_ns = pl_start_mono;
-  h.flags = __atomic_load_n(&pl_file_flags, __ATOMIC_RELAXED) | PAGELOCK_FILE_CHECKSUMS;
+  h.flags = pl_trace_flags() | PAGELOCK_FILE_CHECKSUMS;
   /* The header goes first, ahead of anything buffered. */
   sigset_t saved;
   pl_fd_lock_take(&saved);
@@ -914,15 +916,17 @@ static int pl_module_cb(struct dl_phdr_info *info, size_t sz, void *arg) {
   return 0;
 }
 
-void pl_trace_finish(void) {
+bool pl_trace_finish_begin(void) {
   pthread_mutex_lock(&pl_trace_lock);
   pl_rings_drain_locked(); /* (this opens the file when they hold records) */
   bool open = pl_opened && !atomic_load(&pl_stopped);
   pthread_mutex_unlock(&pl_trace_lock);
-  if (!open) return; /* nothing was traced (no file), or the trace stopped */
+  if (!open) return false; /* nothing was traced (no file), or the trace stopped */
   dl_iterate_phdr(pl_module_cb, NULL);
-  pl_stack_write_symbols();
-  pl_stage_write_counters();
+  return true;
+}
+
+void pl_trace_finish_end(void) {
   pthread_mutex_lock(&pl_trace_lock);
   pl_rings_drain_locked(); /* what was copied meanwhile */
   pagelock_rec_end e;
@@ -953,13 +957,14 @@ void pl_trace_atfork_parent(void) {
 void pl_trace_atfork_child(void) {
   /* The parent's buffered records are the parent's to write; the child
    * starts its own file (with its own pid) on its first record.  Its copy
-   * of the parent's descriptor goes (the number first, so that the close
-   * wrapper lets it through), unless the number holds something else. */
+   * of the parent's descriptor goes (the number first, so that the
+   * program's close finds nothing of the trace's), unless the number holds
+   * something else. */
   pthread_mutex_init(&pl_trace_lock, NULL);
   pthread_mutex_init(&pl_fd_lock, NULL);
   int fd = pl_fd;
   pl_fd_forget();
-  if (fd >= 0 && pl_fd_is_file(fd)) close(fd);
+  if (fd >= 0 && pl_fd_is_file(fd)) pl_own_close(fd);
   pl_opened = false;
   pl_file_off = 0;
   atomic_store(&pl_stopped, false);

@@ -6,7 +6,7 @@
  * GB/s: without parallel copies the host side would be the bottleneck of
  * every staged copy.
  *
- * A job (stage.h) is a sequence of segments, each cut into pieces that
+ * A job (workers.h) is a sequence of segments, each cut into pieces that
  * the threads claim with one atomic counter, in order.  The job's owner
  * publishes segment k+1 while segment k is still being copied and waits
  * for segments in order, so a pipelined upload has no barrier between
@@ -32,7 +32,7 @@
 #endif
 #include <unistd.h>
 
-#include "stage.h"
+#include "workers.h"
 
 /* Piece size: small enough that eight threads share a 1 MiB segment and
  * a straggler holds a segment up for ~25 us at most, big enough that

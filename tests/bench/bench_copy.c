@@ -49,7 +49,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "../../reporter/demo/spin_ptx.h"
+#include "../../demo/spin_ptx.h"
 #define BENCH_NAME "bench_copy"
 #include "bench_util.h"
 

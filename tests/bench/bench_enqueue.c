@@ -17,7 +17,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "../../reporter/demo/spin_ptx.h"
+#include "../../demo/spin_ptx.h"
 #define BENCH_NAME "bench_enqueue"
 #include "bench_util.h"
 

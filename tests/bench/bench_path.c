@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "pl_internal.h"
+#include "clock.h"
 #define BENCH_NAME "bench_path"
 #include "bench_util.h"
 

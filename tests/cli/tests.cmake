@@ -2,14 +2,12 @@
 # mktrace writes synthetic traces; run.sh holds the cases.
 add_executable(pl_mktrace ${CMAKE_CURRENT_LIST_DIR}/mktrace.c)
 target_include_directories(pl_mktrace PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/../../shim)
+  ${PAGELOCK_INCLUDE})
 
-# The shim's option table, printed for the help/README drift check.
-# optdump.c compiles config.c in (its table is static); the rest comes
-# from the shim's static library.
+# README's configuration table, written from include/pagelock/options.def
+# (cli_help_options compares the two).
 add_executable(pl_optdump ${CMAKE_CURRENT_LIST_DIR}/optdump.c)
-target_compile_definitions(pl_optdump PRIVATE PL_UNIT_TEST=1)
-target_link_libraries(pl_optdump PRIVATE pagelock_core)
+target_include_directories(pl_optdump PRIVATE ${PAGELOCK_INCLUDE})
 
 set(PL_CLI_CASES usage version exit_status signal not_found not_executable
     bad_mode no_program unwritable_output report_missing report_not_trace
@@ -29,7 +27,7 @@ endforeach()
 
 # Views (html, chrome) and compare, over version-2 traces with GPU records.
 add_executable(pl_mkgputrace ${CMAKE_CURRENT_LIST_DIR}/mkgputrace.c)
-target_include_directories(pl_mkgputrace PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../../shim)
+target_include_directories(pl_mkgputrace PRIVATE ${PAGELOCK_INCLUDE})
 foreach(c chrome_basic chrome_staged chrome_multi chrome_no_gpu html_basic
     html_stdout_multi html_no_gpu html_large report_output_errors compare_text
     compare_json compare_runs compare_errors report_bad_header report_damaged

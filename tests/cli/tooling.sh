@@ -107,7 +107,7 @@ demo_output_env)
   ! ls "$T"/elsewhere/env2.*.trace >/dev/null 2>&1 || fail "-o did not win over PAGELOCK_OUTPUT"
   ;;
 version)
-  tv=$(sed -n 's/^#define PAGELOCK_TRACE_VERSION \([0-9]*\)u$/\1/p' "$SRC/shim/pagelock_trace.h")
+  tv=$(sed -n 's/^#define PAGELOCK_TRACE_VERSION \([0-9]*\)u$/\1/p' "$SRC/include/pagelock/trace_format.h")
   pv=$(sed -n 's/^project(pagelock VERSION \([0-9.]*\) .*/\1/p' "$SRC/CMakeLists.txt")
   run 0 "$B/pagelock" --version
   [ "$(cat "$T/out")" = "pagelock $pv (trace format $tv)" ] || fail "--version: '$(cat "$T/out")', want 'pagelock $pv (trace format $tv)'"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pagelock_trace.h"
+#include "pagelock/trace_format.h"
 
 typedef struct tb {
   unsigned char *p;

@@ -22,10 +22,11 @@
 #include <string.h>
 
 #include "analysis.h"
+#include "cli.h"
 #include "compare.h"
 #include "escape.h"
 #include "gpu_analysis.h"
-#include "report_views.h"
+#include "report.h"
 
 /* ---- a strict JSON syntax checker (RFC 8259) ----------------------------
  * Small on purpose: recursion depth is bounded by the writers' nesting. */

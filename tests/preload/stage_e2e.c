@@ -29,7 +29,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "../../reporter/demo/spin_ptx.h"
+#include "../../demo/spin_ptx.h"
 
 #define MB ((size_t)1 << 20)
 

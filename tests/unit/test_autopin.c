@@ -1261,7 +1261,7 @@ static void test_counters_record(void **state) {
   assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);  /* REGISTERED */
   assert_int_equal(down(V_SYNC, b.p, dev, n, NULL, &c), CUDA_SUCCESS); /* REGISTERED */
   blk_free(&b);
-  pl_trace_finish();
+  pl_exit_trace();
   pl_trace_reset_for_test();
   plr_reader r;
   assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);

@@ -17,6 +17,7 @@
 #include "analysis.h"
 #include "callsite.h"
 #include "gpu_analysis.h"
+#include "report.h"
 #include "trace_builder.h"
 #include "trace_model.h"
 #include "trace_read.h"

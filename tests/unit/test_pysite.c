@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "analysis.h"
-#include "report_views.h"
+#include "report.h"
 #include "trace_builder.h"
 
 static int load(plr_trace *t, const tb *b) {

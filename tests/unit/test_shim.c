@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "pl_internal.h"
+#include "clock.h"
 #include "trace_read.h"
 
 static void test_parse_size(void **state) {
@@ -128,7 +129,7 @@ static void write_trace(const char *path, int n) {
     pl_trace_write(&c, sizeof c);
   }
   pl_trace_note(PAGELOCK_NOTE_WARNING, "a note");
-  pl_trace_finish();
+  pl_exit_trace();
   pl_trace_reset_for_test(); /* close it */
   unsetenv("PAGELOCK_OUTPUT");
   pl_config_reset_for_test();
@@ -257,7 +258,7 @@ static void trace_threads(unsigned rings) {
   for (uint64_t i = 0; i < TW_MAIN; i++) put_copy(TW_THREADS - 1, i);
   for (int t = 0; t < TW_THREADS - 1; t++) pthread_join(th[t], NULL);
   assert_true(pl_trace_writer_running());
-  pl_trace_finish();
+  pl_exit_trace();
   plr_reader r;
   assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
   plr_record rec;
@@ -468,7 +469,7 @@ static void test_trace_fd_taken(void **state) {
   assert_int_equal(write(t, "forty bytes of the program's own data..\n", 40), 40);
   for (int i = 100; i < 200; i++) put_copy(1, (uint64_t)i);
   capture_begin();
-  pl_trace_finish();
+  pl_exit_trace();
   char err[4096];
   capture_end(err, sizeof err);
   assert_string_equal(err, "");
@@ -502,7 +503,7 @@ static void test_trace_fd_lost(void **state) {
   pl_log_reset_for_test();
   capture_begin();
   for (int i = 1; i < 100; i++) put_copy(1, (uint64_t)i);
-  pl_trace_finish();
+  pl_exit_trace();
   capture_end(err, sizeof err);
   snprintf(want, sizeof want, "pagelock: the program closed the trace's descriptor and the trace file cannot be opened "
            "again: No such file or directory; the trace stops at byte 64: '%s'\n", path);
@@ -527,7 +528,7 @@ static void test_trace_fd_lost(void **state) {
   assert_int_equal(truncate(path, st.st_size - 8), 0);
   pl_log_reset_for_test();
   capture_begin();
-  pl_trace_finish();
+  pl_exit_trace();
   capture_end(err, sizeof err);
   assert_non_null(strstr(err, "the trace file was cut short; the trace stops at byte"));
   size_t n;
@@ -560,7 +561,7 @@ static void test_trace_file_size_limit(void **state) {
   c.h.type = PAGELOCK_REC_COPY;
   c.h.size = sizeof c;
   for (int i = 0; i < 5000; i++) pl_trace_write(&c, sizeof c);
-  pl_trace_finish();
+  pl_exit_trace();
   capture_end(err, sizeof err);
   setrlimit(RLIMIT_FSIZE, &old);
   signal(SIGXFSZ, xfsz);

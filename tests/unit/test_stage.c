@@ -1451,7 +1451,7 @@ static void test_counters_record(void **state) {
   one_h2d(&b, V_ASYNC, 700 * KB, 0, 0, 95);
   one_d2h(&b, V_SYNC, 300 * KB, 0, 0, 96, false);
   bufs_fini(&b);
-  pl_trace_finish();
+  pl_exit_trace();
   pl_trace_reset_for_test(); /* close it */
   plr_reader r;
   assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);

@@ -1,0 +1,150 @@
+/* analysis.c - from a loaded trace to the tables the writers print. */
+#include "analysis.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "units.h"
+
+int plr_use_tools_from_env(void) {
+  const char *v = getenv("PAGELOCK_NO_ADDR2LINE");
+  return !(v && v[0] && strcmp(v, "0") != 0);
+}
+
+/* 1 when s (may be NULL) contains w. */
+static int plr_has(const char *s, const char *w) { return s && strstr(s, w); }
+
+int plr_row_framework(const plr_row *r) {
+  const plr_frame *f = r ? r->frame : NULL;
+  if (!f) return PLR_FW_NONE;
+  const char *path = f->mod ? f->mod->path : NULL;
+  /* libtorch_cpu/libtorch_cuda and libc10 hold PyTorch's allocators
+   * (c10::alloc_cpu) and copy kernels; CuPy and Numba ship as Python
+   * packages whose extension modules carry their names. */
+  if (plr_has(f->module, "libtorch") || plr_has(f->module, "libc10") ||
+      plr_has(path, "/torch/") || plr_has(f->func, "c10::") ||
+      plr_has(f->func, "at::"))
+    return PLR_FW_TORCH;
+  if (plr_has(f->module, "cupy") || plr_has(path, "/cupy") ||
+      plr_has(f->func, "cupy"))
+    return PLR_FW_CUPY;
+  if (plr_has(f->module, "numba") || plr_has(path, "/numba/") ||
+      plr_has(f->func, "numba"))
+    return PLR_FW_NUMBA;
+  return PLR_FW_NONE;
+}
+
+/* Part of x proportional to part / whole. */
+static uint64_t plr_share(uint64_t x, uint64_t part, uint64_t whole) {
+  if (!whole || part >= whole) return x;
+  return (uint64_t)((double)x * (double)part / (double)whole);
+}
+
+void plr_site_advice(const plr_process *p, const plr_row *alloc,
+                     const plr_row *call, char *buf, size_t len) {
+  const plr_trace *t = &p->t;
+  const plr_row *r = alloc && alloc->addr ? alloc : call;
+  char site[256] = "";
+  /* The Python line when the stack has one (pysite.c), else the native site. */
+  if (r && r->addr) plr_row_site_format(r, site, sizeof site);
+  int fw = plr_row_framework(alloc && alloc->addr ? alloc : NULL);
+  if (fw == PLR_FW_NONE) fw = plr_row_framework(call);
+  int shared = r && r->shared.count;
+  const char *at = alloc && alloc->addr ? "allocated at" : "copied at";
+  int k;
+  /* Cut rather than overflow: a long C++ name still leaves the advice
+   * readable. */
+  switch (fw) {
+  case PLR_FW_TORCH:
+    k = shared ? snprintf(buf, len, "the buffer %s %.160s is a batch from "
+                          "DataLoader workers (shared memory): pass "
+                          "pin_memory=True to the DataLoader", at, site)
+               : snprintf(buf, len, "the tensor %s %.160s is PyTorch's: call "
+                          "tensor.pin_memory() once if it lives long, or pass "
+                          "pin_memory=True to the DataLoader that makes it",
+                          at, site);
+    break;
+  case PLR_FW_CUPY:
+    k = snprintf(buf, len, "allocate the array %s %.160s with "
+                 "cupyx.empty_pinned (CuPy's pinned host memory)", at, site);
+    break;
+  case PLR_FW_NUMBA:
+    k = snprintf(buf, len, "allocate the array %s %.160s with "
+                 "numba.cuda.pinned_array", at, site);
+    break;
+  default:
+    k = snprintf(buf, len, "pin the buffer %s %.160s (cudaHostAlloc / "
+                 "cudaHostRegister)", at, site);
+    break;
+  }
+  if (k < 0 || (size_t)k >= len || !r) return;
+  /* What --mode=auto does with this site, and the time at stake: the
+   * row's time above pinned, for the copies auto moves. */
+  char ms[32];
+  uint64_t left = r->would_save_ns > 0 ? (uint64_t)r->would_save_ns : 0;
+  uint32_t mode = t->have_process ? t->mode : PAGELOCK_MODE_OBSERVE;
+  if (mode == PAGELOCK_MODE_AUTO || mode == PAGELOCK_MODE_REGISTER) {
+    plr_fmt_ms(left, ms, sizeof ms);
+    snprintf(buf + k, len - (size_t)k, "; --mode=%s registered %" PRIu64
+             " and staged %" PRIu64 " of its %" PRIu64 " copies, %s ms left "
+             "against pinned", mode == PAGELOCK_MODE_AUTO ? "auto" : "register",
+             r->routes[PLR_ROUTE_REGISTER].count,
+             r->routes[PLR_ROUTE_STAGE].count, r->b.count, ms);
+    return;
+  }
+  if (!r->big.count) {
+    snprintf(buf + k, len - (size_t)k, "; --mode=auto would pass its copies "
+             "through (all below PAGELOCK_STAGE_MIN, 1 MiB) and save nothing");
+    return;
+  }
+  plr_fmt_ms(plr_share(left, r->big.host_ns, r->b.host_ns), ms, sizeof ms);
+  if (shared || !(alloc && alloc->addr))
+    snprintf(buf + k, len - (size_t)k, "; --mode=auto would stage its "
+             "copies of 1 MiB or more through pinned chunks (%s memory is "
+             "never registered): up to %s ms less %s", shared ? "shared" :
+             "untracked", ms, mode == PAGELOCK_MODE_STAGE ? "left" : "blocked");
+  else
+    snprintf(buf + k, len - (size_t)k, "; --mode=auto would register the "
+             "buffer once it is copied often enough (PAGELOCK_REGISTER_HOT) "
+             "and copy it at pinned speed: up to %s ms less blocked", ms);
+}
+
+/* Names the allocation site to pin in the made-sync verdict's advice:
+ * the site whose buffers cost the most made-synchronous host time, in its
+ * framework's words, with what --mode=auto would do about it. */
+static void plr_name_alloc_site(plr_process *p) {
+  const plr_row *r = plr_rows_worst_made_sync(&p->allocs);
+  const plr_row *c = plr_rows_worst_made_sync(&p->calls);
+  if ((!r || !r->addr) && (!c || !c->addr)) return;
+  for (size_t i = 0; i < p->gpu.nverdicts; i++) {
+    plr_verdict *v = &p->gpu.verdicts[i];
+    if (v->kind != PLR_VERDICT_MADE_SYNC) continue;
+    plr_site_advice(p, r, c, v->advice, sizeof v->advice);
+  }
+}
+
+int plr_process_analyze(plr_process *p, int use_tools) {
+  plr_sym_init(&p->sym, &p->t, use_tools);
+  p->calls.v = p->allocs.v = NULL;
+  p->calls.n = p->allocs.n = 0;
+  memset(&p->gpu, 0, sizeof p->gpu);
+  if (plr_sites_want(&p->t, &p->sym)) return -1;
+  plr_sym_resolve(&p->sym);
+  if (plr_sites_build(&p->t, &p->sym, PLR_SITE_CALL, &p->calls)) return -1;
+  if (plr_sites_build(&p->t, &p->sym, PLR_SITE_ALLOC, &p->allocs)) return -1;
+  if (plr_gpu_analyze(&p->t, p->gap_threshold_ns, &p->gpu)) return -1;
+  plr_rows_apply_gpu(&p->calls, &p->gpu);
+  plr_rows_apply_gpu(&p->allocs, &p->gpu);
+  plr_name_alloc_site(p);
+  return 0;
+}
+
+void plr_process_free(plr_process *p) {
+  plr_gpu_report_free(&p->gpu);
+  plr_rows_free(&p->calls);
+  plr_rows_free(&p->allocs);
+  plr_sym_free(&p->sym);
+  plr_trace_free(&p->t);
+}
+

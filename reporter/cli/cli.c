@@ -1,0 +1,286 @@
+/* cli.c - what every command shares: the usage text (its environment part
+ * from include/pagelock/options.def), option parsing, and the exit status
+ * of run and demo. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "escape.h"
+#include "launch.h"
+#include "pagelock/trace_format.h"
+
+/* The options of include/pagelock/options.def, as --help lists them. */
+enum { PLR_OPT_CHOICE, PLR_OPT_LONG, PLR_OPT_SIZE, PLR_OPT_STRING, PLR_OPT_CLI };
+
+typedef struct plr_option_doc {
+  const char *name;
+  int type;
+  long def, min, max;
+  const char *values, *shown, *help;
+} plr_option_doc;
+
+static const plr_option_doc plr_option_docs[] = {
+#define PAGELOCK_OPTION(id, type, def, min, max, values, shown, help) \
+  {"PAGELOCK_" #id, PLR_OPT_##type, def, min, max, values, shown, help},
+#include "pagelock/options.def"
+#undef PAGELOCK_OPTION
+};
+
+/* 65536 -> "64K", as the option list writes sizes. */
+static void plr_size_str(long v, char *buf, size_t len) {
+  static const char units[] = "KMG";
+  int u = -1;
+  while (v >= 1024 && v % 1024 == 0 && u < 2) {
+    v /= 1024;
+    u++;
+  }
+  if (u < 0)
+    snprintf(buf, len, "%ld", v);
+  else
+    snprintf(buf, len, "%ld%c", v, units[u]);
+}
+
+/* Appends s to the help text being wrapped, without markdown's backticks;
+ * a '\n' in buf never happens: words are split on spaces only. */
+static void plr_cat_plain(char *buf, size_t len, const char *s) {
+  size_t n = strlen(buf);
+  for (; *s && n + 1 < len; s++)
+    if (*s != '`') buf[n++] = *s;
+  buf[n] = 0;
+}
+
+/* "  NAME                     text..." wrapped at 79 columns, continuation
+ * lines indented to the text's column (27). */
+static void plr_print_wrapped(FILE *out, const char *name, const char *text) {
+  enum { COL = 27, WIDTH = 79 };
+  int col = fprintf(out, "  %-24s ", name);
+  int first = 1;
+  for (const char *p = text; *p;) {
+    while (*p == ' ') p++;
+    size_t w = strcspn(p, " ");
+    if (w == 0) break;
+    if (!first && col + 1 + (int)w > WIDTH) {
+      fprintf(out, "\n%*s", COL, "");
+      col = COL;
+    } else if (!first) {
+      fputc(' ', out);
+      col++;
+    }
+    fwrite(p, 1, w, out);
+    col += (int)w;
+    first = 0;
+    p += w;
+  }
+  fputc('\n', out);
+}
+
+static void plr_usage_options(FILE *out) {
+  size_t n = sizeof plr_option_docs / sizeof plr_option_docs[0];
+  for (size_t i = 0; i < n; i++) {
+    const plr_option_doc *o = &plr_option_docs[i];
+    char text[1024] = "", def[64] = "", a[32], b[32];
+    switch (o->type) {
+      case PLR_OPT_CHOICE: {
+        const char *p = o->values;
+        for (long k = 0; k < o->def && p; k++) {
+          p = strchr(p, ',');
+          if (p) p++;
+        }
+        if (p) snprintf(def, sizeof def, "%.*s", (int)strcspn(p, ","), p);
+        for (const char *c = o->values; *c; c++) {
+          size_t l = strlen(text);
+          if (l + 1 < sizeof text) {
+            text[l] = *c == ',' ? '|' : *c;
+            text[l + 1] = 0;
+          }
+        }
+        break;
+      }
+      case PLR_OPT_LONG:
+        snprintf(def, sizeof def, "%ld", o->def);
+        snprintf(text, sizeof text, "%ld-%ld", o->min, o->max);
+        break;
+      case PLR_OPT_SIZE:
+        plr_size_str(o->def, def, sizeof def);
+        plr_size_str(o->min, a, sizeof a);
+        plr_size_str(o->max, b, sizeof b);
+        if (o->max > 0)
+          snprintf(text, sizeof text, "%s-%s", a, b);
+        else if (o->min > 0)
+          snprintf(text, sizeof text, "at least %s", a);
+        else
+          snprintf(text, sizeof text, "a size");
+        break;
+      default: plr_cat_plain(text, sizeof text, o->values); break;
+    }
+    /* The documented default without backticks: "(default 0; a quarter
+     * of physical memory)" for "`0` (a quarter of physical memory)", and
+     * "(default searched)" for a string's "(searched)". */
+    char shown[256] = "";
+    plr_cat_plain(shown, sizeof shown, o->shown);
+    const char *note = shown;
+    plr_cat_plain(text, sizeof text, " (default ");
+    if (def[0]) {
+      plr_cat_plain(text, sizeof text, def);
+      note = shown + strlen(def);
+      while (*note == ' ') note++;
+      if (*note) plr_cat_plain(text, sizeof text, "; ");
+    }
+    size_t l = strlen(note);
+    if (l >= 2 && note[0] == '(' && note[l - 1] == ')') {
+      shown[note - shown + l - 1] = 0;
+      note++;
+    }
+    plr_cat_plain(text, sizeof text, note);
+    plr_cat_plain(text, sizeof text, "): ");
+    plr_cat_plain(text, sizeof text, o->help);
+    plr_print_wrapped(out, o->name, text);
+  }
+}
+
+void plr_usage(FILE *out) {
+  fprintf(out,
+          "usage: pagelock run [--mode M] [-o PATTERN] [--] program [args...]\n"
+          "       pagelock report [--format text|json|html|chrome] [-o FILE] "
+          "FILE...\n"
+          "       pagelock compare [--format text|json] BEFORE AFTER\n"
+          "       pagelock compare [--format text|json] BEFORE... -- "
+          "AFTER...\n"
+          "       pagelock demo [--mode M] [-o PATTERN] [--quick]\n"
+          "       pagelock doctor [PROGRAM]\n"
+          "       pagelock --help | --version\n"
+          "\n"
+          "  run     run a CUDA program with libpagelock.so preloaded, then\n"
+          "          print a report of its host<->device copies to stderr\n"
+          "  report  report on trace files written by an earlier run\n"
+          "  compare two runs side by side (each a trace, several traces, or\n"
+          "          a directory of *.trace files), with after/before "
+          "ratios\n"
+          "  demo    run the bundled workload (over fake CUDA when no GPU\n"
+          "          answers) and print its report\n"
+          "  doctor  check this machine (GPU, CUPTI, limits, clock) and, given\n"
+          "          a program, whether the shim can reach it; exits 1 when\n"
+          "          something blocks recording\n"
+          "\n"
+          "  --mode M      observe (default), stage, register, auto or off;\n"
+          "                without it, PAGELOCK_MODE counts\n"
+          "  -o PATTERN    trace file name; %%p pid, %%h host, %%r rank\n"
+          "                (default: pagelock.%%p.trace in the current "
+          "directory)\n"
+          "  --format F    text (default), json, html (one self-contained "
+          "page with\n"
+          "                timelines) or chrome (trace events for Perfetto "
+          "or\n"
+          "                chrome://tracing)\n"
+          "  -o FILE       report: write the report to FILE instead of "
+          "stdout\n"
+          "\n"
+          "environment (read by libpagelock.so once at start, unless marked "
+          "CLI; a bad\n"
+          "value is reported and the default used; sizes take K, M or G):\n");
+  plr_usage_options(out);
+}
+
+int plr_format_parse(const char *name, int allow_views, plr_format *f) {
+  if (strcmp(name, "text") == 0)
+    *f = PLR_FORMAT_TEXT;
+  else if (strcmp(name, "json") == 0)
+    *f = PLR_FORMAT_JSON;
+  else if (allow_views && strcmp(name, "html") == 0)
+    *f = PLR_FORMAT_HTML;
+  else if (allow_views && strcmp(name, "chrome") == 0)
+    *f = PLR_FORMAT_CHROME;
+  else
+    return -1;
+  return 0;
+}
+
+int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o, int allow_quick, int *done) {
+  *done = 0;
+  const char *mode = NULL;
+  o->mode = "observe";
+  o->output = NULL;
+  o->quick = 0;
+  for (; *i < argc; (*i)++) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--") == 0) {
+      (*i)++;
+      break;
+    }
+    if (a[0] != '-' || !a[1]) break;
+    int is_out = strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0;
+    if (is_out || strcmp(a, "--mode") == 0 || strcmp(a, "-m") == 0) {
+      if (*i + 1 >= argc) {
+        fprintf(stderr, "pagelock: %s needs a value\n", a);
+        return 2;
+      }
+      const char *v = argv[++(*i)];
+      if (is_out)
+        o->output = v;
+      else
+        mode = v;
+    } else if (strncmp(a, "--mode=", 7) == 0) {
+      mode = a + 7;
+    } else if (strncmp(a, "--output=", 9) == 0) {
+      o->output = a + 9;
+    } else if (strncmp(a, "-o", 2) == 0) {
+      o->output = a + 2;
+    } else if (allow_quick && strcmp(a, "--quick") == 0) {
+      o->quick = 1;
+    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      plr_usage(stdout);
+      *done = 1;
+      return 0;
+    } else {
+      fprintf(stderr, "pagelock: unknown option '%s'\n", a);
+      plr_usage(stderr);
+      return 2;
+    }
+  }
+  /* The environment counts as the shim would read it, unless --mode says
+   * otherwise; a bad value stops here rather than in every traced process
+   * (where the shim would warn and observe). */
+  const char *env = getenv("PAGELOCK_MODE");
+  if (mode) {
+    o->mode = plr_mode_canonical(mode);
+    if (!o->mode) return plr_mode_error("--mode", mode);
+  } else if (env && env[0]) {
+    o->mode = plr_mode_canonical(env);
+    if (!o->mode) return plr_mode_error("PAGELOCK_MODE", env);
+  }
+  if (o->output && !o->output[0]) {
+    fprintf(stderr, "pagelock: -o needs a non-empty pattern\n");
+    return 2;
+  }
+  return 0;
+}
+
+void plr_print_trace_list(FILE *out, char *const *paths, size_t n) {
+  if (!n) {
+    fprintf(out,
+            "pagelock: no trace was written (the program made no CUDA "
+            "copies, or the shim was not loaded: statically linked and "
+            "setuid programs ignore LD_PRELOAD)\n");
+    return;
+  }
+  /* A listed file that is gone was already reported as unreadable.  The
+   * paths are the manifest's, any bytes the program's pattern produced:
+   * escaped (escape.h). */
+  for (size_t i = 0; i < n; i++)
+    if (access(paths[i], F_OK) == 0) {
+      fputs("pagelock: trace written to ", out);
+      plr_text_puts(out, paths[i]);
+      fputc('\n', out);
+    }
+}
+
+int plr_run_status(const plr_launch_result *res, size_t failed) {
+  if (res->status != 0 || (!failed && !res->lost)) return res->status;
+  if (failed)
+    fprintf(stderr,
+            "pagelock: the program exited 0, but %zu trace%s it "
+            "wrote could not be reported: exit status %d\n",
+            failed, failed == 1 ? "" : "s", PLR_EXIT_USAGE);
+  return PLR_EXIT_USAGE;
+}

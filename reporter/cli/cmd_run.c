@@ -1,0 +1,35 @@
+/* cmd_run.c - `pagelock run`: the program under the shim, then the report
+ * on stderr (stdout belongs to the program). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "escape.h"
+#include "launch.h"
+
+int plr_cmd_run(int argc, char **argv) {
+  int i = 1, done;
+  plr_run_opts o;
+  int rc = plr_parse_run_opts(argc, argv, &i, &o, 0, &done);
+  if (rc || done) return rc;
+  if (i >= argc) {
+    fprintf(stderr, "pagelock: run: no program given\n");
+    plr_usage(stderr);
+    return PLR_EXIT_USAGE;
+  }
+  plr_launch l = {o.mode, o.output, NULL, argv + i};
+  plr_launch_result res;
+  rc = plr_launch_run(&l, &res);
+  if (rc) return rc;
+  size_t failed = 0;
+  if (res.ntraces) {
+    fputc('\n', stderr);
+    plr_report_paths(stderr, res.traces, res.ntraces, PLR_FORMAT_TEXT,
+                     &failed);
+  }
+  plr_print_trace_list(stderr, res.traces, res.ntraces);
+  int status = plr_run_status(&res, failed);
+  plr_launch_result_free(&res);
+  return status;
+}

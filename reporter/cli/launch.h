@@ -1,0 +1,50 @@
+/* launch.h - runs a program under the shim and collects the traces it
+ * wrote: the part `pagelock run` and `pagelock demo` share. */
+#ifndef PLR_LAUNCH_H
+#define PLR_LAUNCH_H
+
+#include <stddef.h>
+
+typedef struct plr_launch {
+  const char *mode;       /* validated PAGELOCK_MODE value */
+  const char *output;     /* -o pattern, NULL for the shim's default */
+  const char *ld_prepend; /* directory put first in LD_LIBRARY_PATH, or NULL */
+  char *const *argv;      /* program and arguments, NULL-terminated */
+} plr_launch;
+
+typedef struct plr_launch_result {
+  int status;     /* the child's exit status, 128+N when killed by N */
+  char **traces;  /* absolute trace paths from the manifest, deduplicated */
+  size_t ntraces;
+  int lost;       /* the manifest could not be read (said on stderr) */
+} plr_launch_result;
+
+/* Checks the program, the output directory and the shim, runs the program
+ * with the shim first in LD_PRELOAD and waits for it, then reads the
+ * manifest.  While it waits, SIGINT and SIGQUIT are ignored, as time(1)
+ * does: a terminal's ^C and ^\ reach the whole foreground process group,
+ * so the program gets them itself and decides, and pagelock lives on to
+ * report what it wrote; SIGTERM and SIGHUP are forwarded to the program.
+ * Returns 0 with *res filled when the program ran, or the CLI's exit
+ * status after printing why it could not (nothing to free then). */
+int plr_launch_run(const plr_launch *l, plr_launch_result *res);
+
+void plr_launch_result_free(plr_launch_result *res);
+
+/* The canonical name of mode (observe|stage|register|auto|off), matched
+ * without regard to case as the shim does; NULL for anything else. */
+const char *plr_mode_canonical(const char *mode);
+
+/* Prints the invalid mode message, source being "--mode" or
+ * "PAGELOCK_MODE"; returns PLR_EXIT_USAGE. */
+int plr_mode_error(const char *source, const char *mode);
+
+/* s with control characters written as \n, \r, \t or \xNN, so a message
+ * about it stays on one line; truncated to fit len. */
+void plr_escape_ctl(const char *s, char *buf, size_t len);
+
+/* Directory holding the pagelock executable (from /proc/self/exe), into
+ * buf; returns -1 when it cannot be found. */
+int plr_self_dir(char *buf, size_t len);
+
+#endif

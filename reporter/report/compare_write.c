@@ -1,0 +1,133 @@
+/* compare_write.c - `pagelock compare`'s two writers: an aligned text table
+ * and one JSON object, over the rows analysis/compare.c computes. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "compare.h"
+#include "report.h"
+#include "units.h"
+
+#define PLR_CMP_SCHEMA_VERSION 1
+
+/* A value as text in its unit ("-" when not measured). */
+static void plr_cmp_fmt(const plr_cmp_val *v, plr_cmp_unit u, char *buf, size_t len) {
+  if (!v->have) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  switch (u) {
+    case PLR_UNIT_COUNT: snprintf(buf, len, "%.0f", v->v); break;
+    case PLR_UNIT_MS: snprintf(buf, len, "%.3f ms", v->v / 1e6); break;
+    case PLR_UNIT_BYTES:
+      /* Converting a double at or past 2^64 is undefined; sums of a corrupt
+       * trace's byte counts get there. */
+      plr_fmt_bytes(v->v < 18446744073709551616.0 ? (uint64_t)v->v : UINT64_MAX, buf, len);
+      break;
+    case PLR_UNIT_PCT: snprintf(buf, len, "%.1f%%", v->v); break;
+    case PLR_UNIT_GBPS: snprintf(buf, len, "%.2f", v->v); break;
+  }
+}
+
+/* after/before as "0.25x"; a percentage compares as a difference in
+ * points.  "-" when either side is missing or before is 0. */
+static void plr_cmp_ratio(const plr_cmp_row *r, char *buf, size_t len) {
+  if (!r->a.have || !r->b.have) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  if (r->unit == PLR_UNIT_PCT) {
+    snprintf(buf, len, "%+.1f pts", r->a.v - r->b.v);
+    return;
+  }
+  if (r->b.v == 0) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  snprintf(buf, len, "%.2fx", r->a.v / r->b.v);
+}
+
+/* The text table: label, before, after, after/before. */
+static void plr_cmp_text(FILE *out, const plr_compare_side *b, const plr_compare_side *a,
+                         const plr_cmp_row *rows, size_t n) {
+  fprintf(out, "%-32s %16s %16s %14s\n", "", "before", "after", "after/before");
+  fprintf(out, "%-32s %16zu %16zu\n", "traces", b->traces, a->traces);
+  for (size_t i = 0; i < n; i++) {
+    char bv[48], av[48], ra[48];
+    plr_cmp_fmt(&rows[i].b, rows[i].unit, bv, sizeof bv);
+    plr_cmp_fmt(&rows[i].a, rows[i].unit, av, sizeof av);
+    plr_cmp_ratio(&rows[i], ra, sizeof ra);
+    fprintf(out, "%-32s %16s %16s %14s\n", rows[i].label, bv, av, ra);
+  }
+  if (!b->gpu_traces || !a->gpu_traces)
+    fprintf(out,
+            "\nexposed and hidden copy time need GPU timing (CUPTI) in "
+            "both runs: '-' where a run has none.\n");
+}
+
+/* One value in JSON: null when not measured. */
+static void plr_cmp_json_val(FILE *out, const plr_cmp_val *v, plr_cmp_unit u) {
+  if (!v->have)
+    fputs("null", out);
+  else if (u == PLR_UNIT_PCT || u == PLR_UNIT_GBPS)
+    fprintf(out, "%.3f", v->v);
+  else
+    fprintf(out, "%.0f", v->v);
+}
+
+/* "before"/"after": every row's value under its key, plus raw sums. */
+static void plr_cmp_json_side(FILE *out, const char *name, const plr_compare_side *s,
+                              const plr_cmp_row *rows, size_t n, int after) {
+  fprintf(out, "  \"%s\": {\"traces\": %zu, \"gpu_traces\": %" PRIu64, name, s->traces,
+          s->gpu_traces);
+  for (size_t i = 0; i < n; i++) {
+    fprintf(out, ", \"%s\": ", rows[i].key);
+    plr_cmp_json_val(out, after ? &rows[i].a : &rows[i].b, rows[i].unit);
+  }
+  fprintf(out,
+          ", \"pageable_bytes\": %" PRIu64 ", \"staged_copies\": %" PRIu64
+          ", \"copy_busy_ns\": %" PRIu64 ", \"copy_hidden_ns\": %" PRIu64
+          ", \"kernel_busy_ns\": %" PRIu64 ",\n    \"routes\": {",
+          s->pageable_bytes, s->staged_copies, s->copy_busy_ns, s->copy_hidden_ns,
+          s->kernel_busy_ns);
+  /* The report's totals.routes shape, summed over the side's traces. */
+  for (int r = 0; r < PLR_NROUTE; r++)
+    fprintf(out, "%s\"%s\": {\"copies\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", r ? ", " : "",
+            plr_route_name((unsigned)r), s->route_copies[r], s->route_bytes[r]);
+  fputs("}}", out);
+}
+
+/* The JSON document: both sides and the ratios. */
+static void plr_cmp_json(FILE *out, const plr_compare_side *b, const plr_compare_side *a,
+                         const plr_cmp_row *rows, size_t n) {
+  fprintf(out,
+          "{\n  \"schema\": \"pagelock-compare\", \"schema_version\": "
+          "%d,\n",
+          PLR_CMP_SCHEMA_VERSION);
+  plr_cmp_json_side(out, "before", b, rows, n, 0);
+  fputs(",\n", out);
+  plr_cmp_json_side(out, "after", a, rows, n, 1);
+  /* Ratios after/before; percentages as a difference in points. */
+  fputs(",\n  \"ratios\": {", out);
+  for (size_t i = 0; i < n; i++) {
+    const plr_cmp_row *r = &rows[i];
+    fprintf(out, "%s\"%s%s\": ", i ? ", " : "", r->key,
+            r->unit == PLR_UNIT_PCT ? "_delta_pts" : "");
+    if (!r->a.have || !r->b.have || (r->unit != PLR_UNIT_PCT && r->b.v == 0))
+      fputs("null", out);
+    else if (r->unit == PLR_UNIT_PCT)
+      fprintf(out, "%.3f", r->a.v - r->b.v);
+    else
+      fprintf(out, "%.4f", r->a.v / r->b.v);
+  }
+  fputs("}\n}\n", out);
+}
+
+void plr_compare_write(FILE *out, int json, const plr_compare_side *before,
+                       const plr_compare_side *after) {
+  plr_cmp_row rows[PLR_CMP_MAX_ROWS];
+  size_t n = plr_compare_rows(before, after, rows);
+  if (json)
+    plr_cmp_json(out, before, after, rows, n);
+  else
+    plr_cmp_text(out, before, after, rows, n);
+}

@@ -1,0 +1,62 @@
+/* format.c - the sentences and lists the text and HTML reports share
+ * (format.h). */
+#include "format.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trace_model.h"
+#include "units.h"
+
+void plr_fmt_dirs(uint32_t dirs, char *buf, size_t len) {
+  size_t used = 0;
+  if (len) buf[0] = 0;
+  /* Known directions first so "unknown" only trails when mixed in. */
+  static const unsigned order[] = {PAGELOCK_DIR_H2D, PAGELOCK_DIR_D2H, PAGELOCK_DIR_D2D,
+                                   PAGELOCK_DIR_H2H, PAGELOCK_DIR_UNKNOWN};
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+    if (!(dirs & (1u << order[i]))) continue;
+    int k = snprintf(buf + used, len > used ? len - used : 0, "%s%s", used ? "," : "",
+                     plr_dir_name(order[i]));
+    if (k < 0) return;
+    used += (size_t)k;
+  }
+  if (used == 0) snprintf(buf, len, "-");
+}
+
+void plr_fmt_counters(const pagelock_rec_counters *c, char *buf, size_t len) {
+  char staged[32], pass[32], hw[32], pool[32], ms[32];
+  plr_fmt_bytes(c->bytes_staged, staged, sizeof staged);
+  plr_fmt_bytes(c->bytes_passthrough, pass, sizeof pass);
+  plr_fmt_bytes(c->pool_high_water, hw, sizeof hw);
+  plr_fmt_bytes(c->pool_bytes, pool, sizeof pool);
+  plr_fmt_ms(c->wait_ns, ms, sizeof ms);
+  snprintf(buf, len,
+           "%s staged, %s passed through, %" PRIu64 " fallbacks, %" PRIu64
+           " waits for a pool slot (%s ms), pool high water %s of %s",
+           staged, pass, c->fallbacks, c->waits, ms, hw, pool);
+}
+
+int plr_counters_staging(const pagelock_rec_counters *c) { return c->bytes_staged || c->fallbacks; }
+
+int plr_counters_registration(const pagelock_rec_counters *c) {
+  /* The budget alone is configuration, not activity. */
+  return c->registrations || c->unregistrations || c->evictions || c->register_failures ||
+         c->register_ns || c->registered_bytes || c->registered_bytes_high_water;
+}
+
+void plr_fmt_register_counters(const pagelock_rec_counters *c, char *buf, size_t len) {
+  char ms[32], now[32], hw[32], budget[32];
+  plr_fmt_ms(c->register_ns, ms, sizeof ms);
+  plr_fmt_bytes(c->registered_bytes, now, sizeof now);
+  plr_fmt_bytes(c->registered_bytes_high_water, hw, sizeof hw);
+  plr_fmt_bytes(c->register_budget, budget, sizeof budget);
+  int n = snprintf(buf, len,
+                   "%" PRIu64 " ranges registered (%s ms), %" PRIu64 " unregistered, %" PRIu64
+                   " evicted, %" PRIu64 " failed; %s still registered at exit, high water %s",
+                   c->registrations, ms, c->unregistrations, c->evictions, c->register_failures,
+                   now, hw);
+  if (c->register_budget && n > 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, " of a %s budget", budget);
+}

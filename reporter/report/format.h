@@ -1,0 +1,31 @@
+/* format.h - the counters and direction lists as the text and HTML
+ * reports write them. */
+#ifndef PLR_FORMAT_H
+#define PLR_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The staging engine's counters as one sentence without a leading capital
+ * or final stop ("512.0 MiB staged, 0 B passed through, ... of 64.0 MiB"),
+ * shared by the text and HTML reports. */
+struct pagelock_rec_counters;
+void plr_fmt_counters(const struct pagelock_rec_counters *c, char *buf, size_t len);
+
+/* Whether the counters show staging (bytes staged, fallbacks) and
+ * registration (any count, time or byte figure of the registration
+ * engine; its budget alone is configuration): their lines are printed
+ * only then. */
+int plr_counters_staging(const struct pagelock_rec_counters *c);
+int plr_counters_registration(const struct pagelock_rec_counters *c);
+
+/* The registration engine's counters as one sentence, as
+ * plr_fmt_counters ("12 ranges registered (65.000 ms), 12 unregistered, 3
+ * evicted, 0 failed; 0 B still registered at exit, high water 1.0 GiB of a
+ * 32.0 GiB budget"; no budget part when the trace has none). */
+void plr_fmt_register_counters(const struct pagelock_rec_counters *c, char *buf, size_t len);
+
+/* Comma-separated direction names of a plr_site dirs mask ("H2D,D2H"). */
+void plr_fmt_dirs(uint32_t dirs, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,51 @@
+/* hook_cupti.c - the CUPTI entry points the shim exports: cuInit (so CUPTI
+ * starts before the first context), cuptiSubscribe (so a program's own
+ * CUPTI client, a profiler, gets CUPTI as it would without pagelock) and
+ * InitializeInjection (the driver's tool hook, CUDA_INJECTION64_PATH).
+ * Each forwards to cupti.c, which never knows how it was reached. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+
+#include "pl_internal.h"
+
+#include <cupti_callbacks.h>
+#include <cupti_result.h>
+
+typedef CUresult (*pl_init_t)(unsigned int);
+
+PL_EXPORT CUresult cuInit(unsigned int flags) {
+  pl_init_t f = (pl_init_t)pl_hook_real(PL_HOOK_cuInit);
+  if (f == NULL) return CUDA_ERROR_NOT_FOUND;
+  pl_cupti_ensure();
+  CUresult r = f(flags);
+  if (r == CUDA_SUCCESS) pl_cupti_driver_ready();
+  return r;
+}
+
+typedef CUptiResult (*pl_subscribe_t)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+/* The real cuptiSubscribe behind the program's dlsym of it (hook_dl.c). */
+static _Atomic(pl_subscribe_t) pl_app_subscribe;
+
+PL_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber,
+                                     CUpti_CallbackFunc callback, void *userdata) {
+  pl_subscribe_t f = atomic_load(&pl_app_subscribe);
+  if (f == NULL) f = (pl_subscribe_t)pl_real_dlsym(RTLD_NEXT, "cuptiSubscribe");
+  if (f == NULL) f = (pl_subscribe_t)pl_cupti_own_subscribe();
+  if (f == NULL) return CUPTI_ERROR_NOT_INITIALIZED;
+  pl_cupti_program_subscribes();
+  return f(subscriber, callback, userdata);
+}
+
+void *pl_cupti_subscribe_wrapper(void *real) {
+  if (real == NULL || real == (void *)cuptiSubscribe) return real;
+  atomic_store(&pl_app_subscribe, (pl_subscribe_t)real);
+  return (void *)cuptiSubscribe;
+}
+
+/* The driver's tool entry point (CUDA_INJECTION64_PATH): called inside the
+ * first cuInit, before any context exists.  Returns 1: a zero return makes
+ * the driver treat the injection as failed. */
+PL_EXPORT int InitializeInjection(void) {
+  pl_cupti_ensure();
+  return 1;
+}
