@@ -33,16 +33,14 @@ static struct {
   CUresult (*ModuleLoadData)(CUmodule *, const void *);
   CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
   CUresult (*ModuleUnload)(CUmodule);
-  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
-                           unsigned, unsigned, unsigned, CUstream, void **,
-                           void **);
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, CUstream, void **, void **);
 } drv;
 
 /* Exits 1 with the failing call's text when a runtime call fails. */
 static void check_rt(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return;
-  fprintf(stderr, "pagelock-demo: %s failed: %s (%d)\n", what,
-          cudaGetErrorString(e), (int)e);
+  fprintf(stderr, "pagelock-demo: %s failed: %s (%d)\n", what, cudaGetErrorString(e), (int)e);
   exit(1);
 }
 
@@ -50,8 +48,7 @@ static void check_rt(cudaError_t e, const char *what) {
 static void check_drv(CUresult r, const char *what) {
   if (r == CUDA_SUCCESS) return;
   const char *s = NULL;
-  if (!drv.GetErrorString || drv.GetErrorString(r, &s) != CUDA_SUCCESS || !s)
-    s = "unknown error";
+  if (!drv.GetErrorString || drv.GetErrorString(r, &s) != CUDA_SUCCESS || !s) s = "unknown error";
   fprintf(stderr, "pagelock-demo: %s failed: %s (%d)\n", what, s, (int)r);
   exit(1);
 }
@@ -95,14 +92,13 @@ typedef struct demo {
 static void launch_spin(demo *d) {
   unsigned long long ns = SPIN_NS;
   void *params[] = {&ns};
-  DRV(drv.LaunchKernel(d->spin, 1, 1, 1, 1, 1, 1, 0, (CUstream)d->stream,
-                       params, NULL));
+  DRV(drv.LaunchKernel(d->spin, 1, 1, 1, 1, 1, 1, 0, (CUstream)d->stream, params, NULL));
 }
 
 /* iters x {H2D BIG from src, spin, D2H BIG into dst} on one stream, then a
  * round-trip check.  Returns the phase's wall time in ms. */
-static double run_phase(demo *d, unsigned char *src, unsigned char *dst,
-                        int iters, unsigned seed, const char *name) {
+static double run_phase(demo *d, unsigned char *src, unsigned char *dst, int iters, unsigned seed,
+                        const char *name) {
   fill(src, BIG, seed);
   memset(dst, 0, BIG);
   double t0 = now_ms();
@@ -119,8 +115,7 @@ static double run_phase(demo *d, unsigned char *src, unsigned char *dst,
 
 /* 4 KiB copies from each kind of host memory, sync and async, so the
  * report shows every kind it knows. */
-static double small_copies(demo *d, unsigned char *pageable,
-                           unsigned char *pinned) {
+static double small_copies(demo *d, unsigned char *pageable, unsigned char *pinned) {
   unsigned char *reg = aligned_alloc(SMALL, SMALL);
   unsigned char *back = malloc(SMALL);
   void *dev2 = NULL;
@@ -136,16 +131,14 @@ static double small_copies(demo *d, unsigned char *pageable,
   for (int k = 0; k < 3; k++) {
     fill(hosts[k], SMALL, 100 + k);
     RT(cudaMemcpy(d->dev, hosts[k], SMALL, cudaMemcpyHostToDevice));
-    RT(cudaMemcpyAsync(dev2, d->dev, SMALL, cudaMemcpyDeviceToDevice,
-                       d->stream));
+    RT(cudaMemcpyAsync(dev2, d->dev, SMALL, cudaMemcpyDeviceToDevice, d->stream));
     RT(cudaStreamSynchronize(d->stream));
     memset(back, 0, SMALL);
     RT(cudaMemcpy(back, dev2, SMALL, cudaMemcpyDeviceToHost));
     verify(hosts[k], back, SMALL, names[k]);
     memcpy(back, hosts[k], SMALL);
     memset(hosts[k], 0, SMALL);
-    RT(cudaMemcpyAsync(hosts[k], dev2, SMALL, cudaMemcpyDeviceToHost,
-                       d->stream));
+    RT(cudaMemcpyAsync(hosts[k], dev2, SMALL, cudaMemcpyDeviceToHost, d->stream));
     RT(cudaStreamSynchronize(d->stream));
     verify(back, hosts[k], SMALL, names[k]);
   }
@@ -159,9 +152,8 @@ static double small_copies(demo *d, unsigned char *pageable,
 
 /* Fills drv, after the runtime has initialised (cudaSetDevice). */
 static void resolve_driver(void) {
-#define PL_DEMO_RESOLVE(field, name)                                        \
-  RT(cudaGetDriverEntryPointByVersion(name, (void **)&drv.field, 12000,     \
-                                      cudaEnableDefault, NULL))
+#define PL_DEMO_RESOLVE(field, name) \
+  RT(cudaGetDriverEntryPointByVersion(name, (void **)&drv.field, 12000, cudaEnableDefault, NULL))
   PL_DEMO_RESOLVE(GetErrorString, "cuGetErrorString");
   PL_DEMO_RESOLVE(ModuleLoadData, "cuModuleLoadData");
   PL_DEMO_RESOLVE(ModuleGetFunction, "cuModuleGetFunction");
@@ -202,8 +194,10 @@ int main(int argc, char **argv) {
   RT(cudaMallocHost(&pn_src, BIG));
   RT(cudaMallocHost(&pn_dst, BIG));
 
-  printf("pagelock-demo: %d x (H2D 32 MiB, 2 ms kernel, D2H 32 MiB) on one "
-         "stream\n", iters);
+  printf(
+      "pagelock-demo: %d x (H2D 32 MiB, 2 ms kernel, D2H 32 MiB) on one "
+      "stream\n",
+      iters);
   fflush(stdout);
   double pg = run_phase(&d, pg_src, pg_dst, iters, 1, "pageable phase");
   printf("  pageable (malloc):        %9.2f ms\n", pg);

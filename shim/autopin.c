@@ -155,7 +155,9 @@ static CUresult pl_wait_stream(const pl_stage_drv *d, CUcontext ctx, CUstream s,
 }
 
 /* The stream the copy's work goes on, and which twin of each call. */
-static CUstream pl_copy_stream(const pl_copy *c) { return (c->flags & PAGELOCK_COPY_ASYNC) ? c->stream : NULL; }
+static CUstream pl_copy_stream(const pl_copy *c) {
+  return (c->flags & PAGELOCK_COPY_ASYNC) ? c->stream : NULL;
+}
 static int pl_copy_pt(const pl_copy *c) { return (c->flags & PAGELOCK_COPY_PTDS) ? 1 : 0; }
 
 static bool pl_capturing(const pl_stage_drv *d, const pl_copy *c) {
@@ -187,7 +189,8 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
     route = PL_ROUTE_REGISTER;
   } else if (mode == PAGELOCK_MODE_AUTO && !big) {
     c->why = PAGELOCK_WHY_SMALL;
-  } else if (!pl_hostmem_lookup(h, &abase, &alen, &kind) || (kind & PL_ORIGIN_MASK) == PL_ORIGIN_MAPONLY) {
+  } else if (!pl_hostmem_lookup(h, &abase, &alen, &kind) ||
+             (kind & PL_ORIGIN_MASK) == PL_ORIGIN_MAPONLY) {
     c->why = PAGELOCK_WHY_UNTRACKED;
   } else if ((kind & PL_ORIGIN_MASK) == PL_ORIGIN_SHARED) {
     c->why = PAGELOCK_WHY_SHARED;
@@ -204,7 +207,8 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
     uint64_t heat = mode == PAGELOCK_MODE_AUTO ? pl_heat_add(abase, alen, b - a) : 0;
     const pl_stage_drv *d = pl_ap_drv();
     CUcontext ctx = NULL;
-    if (mode == PAGELOCK_MODE_AUTO && heat * 100 < (uint64_t)pl_opt_long(PL_OPT_REGISTER_HOT) * alen) {
+    if (mode == PAGELOCK_MODE_AUTO &&
+        heat * 100 < (uint64_t)pl_opt_long(PL_OPT_REGISTER_HOT) * alen) {
       c->why = PAGELOCK_WHY_COLD;
     } else if (d == NULL || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) {
       c->why = PAGELOCK_WHY_FAILED; /* no context: the native call reports it */
@@ -262,8 +266,8 @@ static size_t pl_tail_bytes(size_t span) {
  * after the head's mark.  Should the engine decline (no pool, capture),
  * they go as the head did, from the registration, and the mark moves
  * after them. */
-static CUresult pl_tail_copy(const pl_stage_drv *d, const pl_copy *c, size_t off, size_t len, CUevent *mark,
-                             CUcontext ctx, CUstream s, int pt) {
+static CUresult pl_tail_copy(const pl_stage_drv *d, const pl_copy *c, size_t off, size_t len,
+                             CUevent *mark, CUcontext ctx, CUstream s, int pt) {
   pl_copy part = *c;
   part.dst += off;
   part.src += off;
@@ -281,7 +285,8 @@ static CUresult pl_tail_copy(const pl_stage_drv *d, const pl_copy *c, size_t off
 static bool pl_can_run(const pl_stage_drv *d, pl_copy *c, CUcontext *ctx) {
   if (d->cuCtxGetCurrent(ctx) != CUDA_SUCCESS || *ctx == NULL) return false;
   CUstream s = pl_copy_stream(c);
-  if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && d->cuStreamGetCtx != NULL) {
+  if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD &&
+      d->cuStreamGetCtx != NULL) {
     CUcontext sctx = NULL;
     if (d->cuStreamGetCtx(s, &sctx) != CUDA_SUCCESS || sctx != *ctx) return false;
   }
@@ -328,7 +333,8 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
                   : pl_native_part(c, lo, c->bytes - lo);
       /* Last: a pageable edge may make the driver wait for the stream, and
        * that must not include the tail's DMA. */
-      if (queued && tail && *r == CUDA_SUCCESS) *r = pl_tail_copy(d, c, mid, tail, &mark, ctx, s, pt);
+      if (queued && tail && *r == CUDA_SUCCESS)
+        *r = pl_tail_copy(d, c, mid, tail, &mark, ctx, s, pt);
     }
     if (queued) {
       c->flags |= PAGELOCK_COPY_REGISTERED;
@@ -359,7 +365,8 @@ CUresult pl_autopin_native(pl_copy *c) {
   size_t n = c->bytes, alen, pg = pl_page();
   int kind;
   if (n == 0 || !pl_hostmem_lookup(h, &abase, &alen, &kind)) return c->native(c);
-  uintptr_t edge[2] = {(abase + pg - 1) & ~(uintptr_t)(pg - 1), (abase + alen) & ~(uintptr_t)(pg - 1)};
+  uintptr_t edge[2] = {(abase + pg - 1) & ~(uintptr_t)(pg - 1),
+                       (abase + alen) & ~(uintptr_t)(pg - 1)};
   size_t at = 0;
   for (int k = 0; k < 2; k++) {
     if (edge[k] <= h + at || edge[k] >= h + n) continue;

@@ -78,7 +78,8 @@ static uint64_t pl_clock_refresh(void) {
   uint64_t now = n, t = t1 + (t2 - t1) / 2;
   /* A pair read across a preemption would skew the rate: only a tight
    * pair (a few microseconds at any TSC rate) is used. */
-  if (t2 - t1 < PL_CLK_PAIR_TICKS && t > pl_clk_rt && n > pl_clk_rn && n - pl_clk_rn >= PL_CLK_BASE_NS) {
+  if (t2 - t1 < PL_CLK_PAIR_TICKS && t > pl_clk_rt && n > pl_clk_rn &&
+      n - pl_clk_rn >= PL_CLK_BASE_NS) {
     /* The rate since the last real reading: 32.32 fixed-point ns a tick. */
     uint64_t rate = (uint64_t)(((unsigned __int128)(n - pl_clk_rn) << 32) / (t - pl_clk_rt));
     uint64_t ticks = rate ? (uint64_t)(((unsigned __int128)PL_CLK_PERIOD_NS << 32) / rate) : 0;
@@ -94,7 +95,8 @@ static uint64_t pl_clock_refresh(void) {
                    pl_clk_map(t - t0, atomic_load_explicit(&pl_clk.mult, memory_order_relaxed));
       if (v > n && v - n < PL_CLK_PERIOD_NS / 2) start = v;
     }
-    uint64_t mult = ticks ? (uint64_t)(((unsigned __int128)(n + PL_CLK_PERIOD_NS - start) << 32) / ticks) : 0;
+    uint64_t mult =
+        ticks ? (uint64_t)(((unsigned __int128)(n + PL_CLK_PERIOD_NS - start) << 32) / ticks) : 0;
     if (mult != 0) {
       pl_clk_set(t, start, mult, ticks);
       now = start;
@@ -126,7 +128,8 @@ static inline uint64_t pl_clock_read(uint64_t *tick, uint64_t *mult) {
   uint64_t t = pl_rdtsc();
   /* t < t0 (an anchor newer than our tick) wraps to a huge distance and
    * takes the slow way too. */
-  if (PL_LIKELY(!(s & 1) && atomic_load_explicit(&pl_clk.seq, memory_order_relaxed) == s && t - t0 < span)) {
+  if (PL_LIKELY(!(s & 1) && atomic_load_explicit(&pl_clk.seq, memory_order_relaxed) == s &&
+                t - t0 < span)) {
     *tick = t;
     *mult = m;
     uint64_t v = n0 + pl_clk_map(t - t0, m);
@@ -150,7 +153,8 @@ uint64_t pl_stamp_elapsed_slow(const pl_stamp *st) {
 
 /* The kernel's clocksource is the TSC. */
 static bool pl_clk_kernel_tsc(void) {
-  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char b[16];
   ssize_t n = read(fd, b, sizeof b - 1);
@@ -196,10 +200,13 @@ void pl_clock_init(void) {
   bool tsc = pl_clk_kernel_tsc();
   if (tsc && pl_clk_rdtsc_cheaper()) pl_clk_start();
   if (!tsc)
-    pl_log(PL_LOG_DEBUG, PL_LK_CONFIG, "timing with clock_gettime: the kernel's clocksource is not the TSC");
+    pl_log(PL_LOG_DEBUG, PL_LK_CONFIG,
+           "timing with clock_gettime: the kernel's clocksource is not the TSC");
   else
-    pl_log(PL_LOG_DEBUG, PL_LK_CONFIG, "timing with %s: a read costs %.1f ns with rdtsc, %.1f ns with clock_gettime",
-           pl_clk_tsc ? "the TSC" : "clock_gettime", (double)pl_clk_cost_tsc / 16, (double)pl_clk_cost_clock / 16);
+    pl_log(PL_LOG_DEBUG, PL_LK_CONFIG,
+           "timing with %s: a read costs %.1f ns with rdtsc, %.1f ns with clock_gettime",
+           pl_clk_tsc ? "the TSC" : "clock_gettime", (double)pl_clk_cost_tsc / 16,
+           (double)pl_clk_cost_clock / 16);
 #endif
 }
 
@@ -209,8 +216,10 @@ bool pl_clock_calibrated(void) { return pl_clk_tsc && atomic_load(&pl_clk.span) 
 
 bool pl_clock_use_tsc_for_test(bool on) {
 #if defined(__x86_64__)
-  if (on) pl_clk_start();
-  else pl_clk_tsc = false;
+  if (on)
+    pl_clk_start();
+  else
+    pl_clk_tsc = false;
   return true;
 #else
   return !on;

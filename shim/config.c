@@ -21,11 +21,11 @@
 typedef enum { PL_T_CHOICE, PL_T_LONG, PL_T_SIZE, PL_T_STRING, PL_T_CLI } pl_opt_type;
 
 typedef struct pl_option {
-  const char *name;        /* environment variable */
+  const char *name; /* environment variable */
   pl_opt_type type;
-  long def;                /* default (choice index or number) */
-  long min, max;           /* range for numbers */
-  const char *choices;     /* comma-separated, for PL_T_CHOICE */
+  long def;            /* default (choice index or number) */
+  long min, max;       /* range for numbers */
+  const char *choices; /* comma-separated, for PL_T_CHOICE */
   long value;
   const char *str;
   bool init;
@@ -33,7 +33,8 @@ typedef struct pl_option {
 
 /* The list's choice defaults are indexes: they must name the enums the shim
  * compares against. */
-_Static_assert(PAGELOCK_MODE_OBSERVE == 0 && PL_LOG_WARN == 2 && PL_D2H_SYNC == 0 && PL_H2D_SYNC == 0,
+_Static_assert(PAGELOCK_MODE_OBSERVE == 0 && PL_LOG_WARN == 2 && PL_D2H_SYNC == 0 &&
+                   PL_H2D_SYNC == 0,
                "include/pagelock/options.def: a choice default no longer matches its enum");
 
 static pl_option pl_options[PL_OPT_COUNT] = {
@@ -70,12 +71,24 @@ bool pl_parse_size(const char *s, uint64_t *out) {
   uint64_t mul = 1;
   switch (*end) {
     case '\0': break;
-    case 'k': case 'K': mul = 1ull << 10; end++; break;
-    case 'm': case 'M': mul = 1ull << 20; end++; break;
-    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    case 'k':
+    case 'K':
+      mul = 1ull << 10;
+      end++;
+      break;
+    case 'm':
+    case 'M':
+      mul = 1ull << 20;
+      end++;
+      break;
+    case 'g':
+    case 'G':
+      mul = 1ull << 30;
+      end++;
+      break;
     default: return false;
   }
-  if (*end == 'i' || *end == 'I') end++;  /* accept KiB/MiB spellings */
+  if (*end == 'i' || *end == 'I') end++; /* accept KiB/MiB spellings */
   if (*end == 'b' || *end == 'B') end++;
   if (*end != '\0') return false;
   if (v > UINT64_MAX / mul) return false;
@@ -108,21 +121,29 @@ static void pl_option_load(pl_option *o) {
   o->init = true;
   if (v == NULL) return;
   switch (o->type) {
-    case PL_T_STRING:
-      o->str = *v ? v : NULL;
-      return;
-    case PL_T_CLI: /* the pagelock CLI's: known to the typo guard only */
-      return;
+    case PL_T_STRING: o->str = *v ? v : NULL; return;
+    case PL_T_CLI: /* the pagelock CLI's: known to the typo guard only */ return;
     case PL_T_CHOICE: {
       int i = pl_choice_index(o->choices, v);
-      if (i >= 0) { o->value = i; return; }
+      if (i >= 0) {
+        o->value = i;
+        return;
+      }
       char def[32] = "";
       /* name the default by its position in the list */
       const char *p = o->choices;
-      for (long k = 0; k < o->def && p; k++) { p = strchr(p, ','); if (p) p++; }
-      if (p) { size_t n = strcspn(p, ","); if (n >= sizeof def) n = sizeof def - 1; memcpy(def, p, n); def[n] = 0; }
-      pl_config_say(PL_LOG_ERROR, "invalid %s='%s' (valid: %s); using '%s'",
-             o->name, v, o->choices, def);
+      for (long k = 0; k < o->def && p; k++) {
+        p = strchr(p, ',');
+        if (p) p++;
+      }
+      if (p) {
+        size_t n = strcspn(p, ",");
+        if (n >= sizeof def) n = sizeof def - 1;
+        memcpy(def, p, n);
+        def[n] = 0;
+      }
+      pl_config_say(PL_LOG_ERROR, "invalid %s='%s' (valid: %s); using '%s'", o->name, v, o->choices,
+                    def);
       return;
     }
     case PL_T_LONG: {
@@ -134,20 +155,24 @@ static void pl_option_load(pl_option *o) {
         return;
       }
       pl_config_say(PL_LOG_ERROR, "invalid %s='%s' (valid: an integer from %ld to %ld); using %ld",
-             o->name, v, o->min, o->max, o->def);
+                    o->name, v, o->min, o->max, o->def);
       return;
     }
     case PL_T_SIZE: {
       uint64_t n;
-      if (pl_parse_size(v, &n) && (long long)n >= o->min && (o->max == 0 || n <= (uint64_t)o->max)) {
+      if (pl_parse_size(v, &n) && (long long)n >= o->min &&
+          (o->max == 0 || n <= (uint64_t)o->max)) {
         o->value = (long)n;
         return;
       }
       char range[96] = "";
-      if (o->max > 0) snprintf(range, sizeof range, " from %ld to %ld bytes", o->min, o->max);
-      else if (o->min > 0) snprintf(range, sizeof range, " of at least %ld bytes", o->min);
-      pl_config_say(PL_LOG_ERROR, "invalid %s='%s' (valid: a size%s, like 4096, 64K, 16M, 2G); using %ld",
-             o->name, v, range, o->def);
+      if (o->max > 0)
+        snprintf(range, sizeof range, " from %ld to %ld bytes", o->min, o->max);
+      else if (o->min > 0)
+        snprintf(range, sizeof range, " of at least %ld bytes", o->min);
+      pl_config_say(PL_LOG_ERROR,
+                    "invalid %s='%s' (valid: a size%s, like 4096, 64K, 16M, 2G); using %ld",
+                    o->name, v, range, o->def);
       return;
     }
   }
@@ -163,8 +188,9 @@ static void pl_config_typo_guard(void) {
     for (int i = 0; i < PL_OPT_COUNT && !known; i++)
       known = strlen(pl_options[i].name) == len && strncmp(pl_options[i].name, *e, len) == 0;
     if (!known)
-      pl_config_say(PL_LOG_WARN, "unknown variable %.*s ignored (see 'pagelock --help' for the list)",
-             (int)len, *e);
+      pl_config_say(PL_LOG_WARN,
+                    "unknown variable %.*s ignored (see 'pagelock --help' for the list)", (int)len,
+                    *e);
   }
 }
 
@@ -172,7 +198,7 @@ void pl_config_init(void) {
   int expected = 0;
   if (!atomic_compare_exchange_strong(&pl_config_state, &expected, 1)) {
     /* Another thread is parsing: the table is tiny, wait for it. */
-    while (atomic_load(&pl_config_state) != 2) { }
+    while (atomic_load(&pl_config_state) != 2) {}
     return;
   }
   /* The log level decides whether the others' errors print: read it first. */
@@ -194,7 +220,8 @@ long pl_opt_long(pl_option_id id) {
 }
 
 const char *pl_opt_str(pl_option_id id) {
-  if (PL_UNLIKELY(atomic_load_explicit(&pl_config_state, memory_order_acquire) != 2)) pl_config_init();
+  if (PL_UNLIKELY(atomic_load_explicit(&pl_config_state, memory_order_acquire) != 2))
+    pl_config_init();
   return pl_options[id].str;
 }
 

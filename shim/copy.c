@@ -80,7 +80,8 @@ static int pl_direction(uint8_t src_mem, uint8_t dst_mem) {
   if (sh && dh) return PAGELOCK_DIR_H2H;
   if (sh) return PAGELOCK_DIR_H2D;
   if (dh) return PAGELOCK_DIR_D2H;
-  if (src_mem == PAGELOCK_MEM_UNKNOWN || dst_mem == PAGELOCK_MEM_UNKNOWN) return PAGELOCK_DIR_UNKNOWN;
+  if (src_mem == PAGELOCK_MEM_UNKNOWN || dst_mem == PAGELOCK_MEM_UNKNOWN)
+    return PAGELOCK_DIR_UNKNOWN;
   return PAGELOCK_DIR_D2D;
 }
 
@@ -88,8 +89,10 @@ static int pl_direction(uint8_t src_mem, uint8_t dst_mem) {
  * the allocation site of the host side when the registry knows it. */
 static void pl_classify(pl_copy *c) {
   uint32_t ss = 0, ds = 0;
-  if (c->src_mem == PAGELOCK_MEM_UNKNOWN && c->src) c->src_mem = (uint8_t)pl_hostmem_classify_site(c->src, &ss);
-  if (c->dst_mem == PAGELOCK_MEM_UNKNOWN && c->dst) c->dst_mem = (uint8_t)pl_hostmem_classify_site(c->dst, &ds);
+  if (c->src_mem == PAGELOCK_MEM_UNKNOWN && c->src)
+    c->src_mem = (uint8_t)pl_hostmem_classify_site(c->src, &ss);
+  if (c->dst_mem == PAGELOCK_MEM_UNKNOWN && c->dst)
+    c->dst_mem = (uint8_t)pl_hostmem_classify_site(c->dst, &ds);
   if (c->dir == PAGELOCK_DIR_UNKNOWN) c->dir = pl_direction(c->src_mem, c->dst_mem);
   c->alloc_stack = c->dir == PAGELOCK_DIR_D2H ? ds : ss;
 }
@@ -117,7 +120,9 @@ static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult 
   rec->src_mem = c->src_mem;
   rec->dst_mem = c->dst_mem;
   rec->host_mem = pl_host_side(c->dir, c->src_mem, c->dst_mem);
-  rec->host_ptr = c->dir == PAGELOCK_DIR_D2H ? c->dst : c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_H2H ? c->src : 0;
+  rec->host_ptr = c->dir == PAGELOCK_DIR_D2H                                 ? c->dst
+                  : c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_H2H ? c->src
+                                                                             : 0;
   rec->callsite = (uint64_t)(uintptr_t)c->callsite;
   rec->correlation = corr;
   rec->tid = tid;
@@ -132,13 +137,16 @@ static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult 
   pl_trace_copy_end();
 }
 
-static bool pl_registers(long mode) { return mode == PAGELOCK_MODE_REGISTER || mode == PAGELOCK_MODE_AUTO; }
+static bool pl_registers(long mode) {
+  return mode == PAGELOCK_MODE_REGISTER || mode == PAGELOCK_MODE_AUTO;
+}
 
 /* Why a pageable host<->device copy of a shape the engines do not take
  * (2D, 3D, batch) was not registered; 0 for any other copy. */
 static uint8_t pl_why_shape(const pl_copy *c, long mode) {
   uint8_t host = pl_host_side(c->dir, c->src_mem, c->dst_mem);
-  if (host != PAGELOCK_MEM_PAGEABLE || (c->dir != PAGELOCK_DIR_H2D && c->dir != PAGELOCK_DIR_D2H)) return 0;
+  if (host != PAGELOCK_MEM_PAGEABLE || (c->dir != PAGELOCK_DIR_H2D && c->dir != PAGELOCK_DIR_D2H))
+    return 0;
   return pl_registers(mode) ? PAGELOCK_WHY_SHAPE : PAGELOCK_WHY_MODE;
 }
 
@@ -148,9 +156,12 @@ static bool pl_host_extent(const pl_copy *c, uintptr_t *p, size_t *n) {
   size_t x, y, z, pitch, height, w, h, depth;
   const void *host;
   switch (c->api) {
-    case PAGELOCK_API_cuMemcpy2D_v2: case PAGELOCK_API_cuMemcpy2D_v2_ptds:
-    case PAGELOCK_API_cuMemcpy2DUnaligned_v2: case PAGELOCK_API_cuMemcpy2DUnaligned_v2_ptds:
-    case PAGELOCK_API_cuMemcpy2DAsync_v2: case PAGELOCK_API_cuMemcpy2DAsync_v2_ptsz: {
+    case PAGELOCK_API_cuMemcpy2D_v2:
+    case PAGELOCK_API_cuMemcpy2D_v2_ptds:
+    case PAGELOCK_API_cuMemcpy2DUnaligned_v2:
+    case PAGELOCK_API_cuMemcpy2DUnaligned_v2_ptds:
+    case PAGELOCK_API_cuMemcpy2DAsync_v2:
+    case PAGELOCK_API_cuMemcpy2DAsync_v2_ptsz: {
       const CUDA_MEMCPY2D *a = c->args;
       host = src ? a->srcHost : a->dstHost;
       x = src ? a->srcXInBytes : a->dstXInBytes;
@@ -159,8 +170,10 @@ static bool pl_host_extent(const pl_copy *c, uintptr_t *p, size_t *n) {
       z = 0, height = 0, w = a->WidthInBytes, h = a->Height, depth = 1;
       break;
     }
-    case PAGELOCK_API_cuMemcpy3D_v2: case PAGELOCK_API_cuMemcpy3D_v2_ptds:
-    case PAGELOCK_API_cuMemcpy3DAsync_v2: case PAGELOCK_API_cuMemcpy3DAsync_v2_ptsz: {
+    case PAGELOCK_API_cuMemcpy3D_v2:
+    case PAGELOCK_API_cuMemcpy3D_v2_ptds:
+    case PAGELOCK_API_cuMemcpy3DAsync_v2:
+    case PAGELOCK_API_cuMemcpy3DAsync_v2_ptsz: {
       const CUDA_MEMCPY3D *a = c->args;
       host = src ? a->srcHost : a->dstHost;
       x = src ? a->srcXInBytes : a->dstXInBytes;
@@ -171,8 +184,7 @@ static bool pl_host_extent(const pl_copy *c, uintptr_t *p, size_t *n) {
       w = a->WidthInBytes, h = a->Height, depth = a->Depth;
       break;
     }
-    default:
-      return false;
+    default: return false;
   }
   if (w == 0 || h == 0 || depth == 0) return false;
   if (pitch < w) pitch = w;
@@ -251,7 +263,8 @@ CUresult pl_copy_exec(pl_copy *c) {
    * still decline (capturing stream, no context), and then the original
    * call runs. */
   long mode = pl_opt_long(PL_OPT_MODE);
-  bool onedim = host == PAGELOCK_MEM_PAGEABLE && (c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_D2H);
+  bool onedim =
+      host == PAGELOCK_MEM_PAGEABLE && (c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_D2H);
   c->why = pl_why_shape(c, mode);
   pl_cupti_corr_begin();
   pl_stamp st;

@@ -49,8 +49,10 @@ typedef struct pl_cupti_api {
   CUptiResult (*GetVersion)(uint32_t *);
   CUptiResult (*GetResultString)(CUptiResult, const char **);
   CUptiResult (*Subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
-  CUptiResult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
-  CUptiResult (*ActivityRegisterCallbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+  CUptiResult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                CUpti_CallbackId);
+  CUptiResult (*ActivityRegisterCallbacks)(CUpti_BuffersCallbackRequestFunc,
+                                           CUpti_BuffersCallbackCompleteFunc);
   CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle);
   CUptiResult (*ActivityDisable)(CUpti_ActivityKind);
   CUptiResult (*ActivityEnable)(CUpti_ActivityKind);
@@ -66,10 +68,13 @@ static pl_cupti_api pl_cu;
 static CUpti_SubscriberHandle pl_sub;
 /* Never CUPTI_ACTIVITY_KIND_KERNEL: it serialises kernels.  The first four
  * are the point; the rest is a bonus. */
-static const CUpti_ActivityKind pl_kinds[] = {
-    CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMCPY2,         CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+static const CUpti_ActivityKind pl_kinds[] = {CUPTI_ACTIVITY_KIND_MEMCPY,
+                                              CUPTI_ACTIVITY_KIND_MEMCPY2,
+                                              CUPTI_ACTIVITY_KIND_MEMSET,
+                                              CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                              CUPTI_ACTIVITY_KIND_OVERHEAD,
+                                              CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                              CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 static pthread_once_t pl_cupti_once = PTHREAD_ONCE_INIT;
 static pthread_once_t pl_devices_once = PTHREAD_ONCE_INIT;
 static atomic_bool pl_cupti_on;    /* records are flowing */
@@ -96,7 +101,10 @@ static pthread_mutex_t pl_compact_lock = PTHREAD_MUTEX_INITIALIZER;
  * open-addressed table twice the size of the most names we keep: a
  * PyTorch run has hundreds of kernels and millions of kernel records. */
 #define PL_NAME_SLOTS (2 * PL_CUPTI_MAX_NAMES)
-static struct { const char *ptr; uint32_t id; } pl_names[PL_NAME_SLOTS];
+static struct {
+  const char *ptr;
+  uint32_t id;
+} pl_names[PL_NAME_SLOTS];
 static uint32_t pl_nnames;
 
 /* ---- the copy path's side ---------------------------------------------- */
@@ -176,7 +184,8 @@ static void pl_write_status(void) {
 }
 
 /* GPU timing is unavailable: say why, once, in the log and the trace. */
-static void pl_cupti_fail(uint32_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pl_cupti_fail(uint32_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void pl_cupti_fail(uint32_t status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -198,9 +207,7 @@ static const char *pl_cupti_err(CUptiResult r) {
 
 /* ---- finding libcupti -------------------------------------------------- */
 
-static void *pl_try_open(const char *path) {
-  return dlopen(path, RTLD_NOW | RTLD_LOCAL);
-}
+static void *pl_try_open(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
 
 /* A loaded libcudart's directory: PyTorch and CuPy wheels keep libcupti in
  * a sibling package of their cudart. */
@@ -223,7 +230,8 @@ static void *pl_cupti_open(char *err, size_t errsz) {
   const char *lib = pl_opt_str(PL_OPT_CUPTI_LIB);
   if (lib) {
     void *h = pl_try_open(lib);
-    if (h == NULL) snprintf(err, errsz, "PAGELOCK_CUPTI_LIB='%s' cannot be loaded: %s", lib, dlerror());
+    if (h == NULL)
+      snprintf(err, errsz, "PAGELOCK_CUPTI_LIB='%s' cannot be loaded: %s", lib, dlerror());
     return h;
   }
   static const char *const names[] = {"libcupti.so.13", "libcupti.so", NULL};
@@ -270,7 +278,8 @@ static void CUPTIAPI pl_buffer_requested(uint8_t **buffer, size_t *size, size_t 
       /* mmap, not malloc: the buffer must not look like a tracked heap
        * allocation of the program's, and CUPTI wants 8-byte alignment. */
       pl_in_shim++;
-      void *p = mmap(NULL, PL_CUPTI_BUFSZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      void *p =
+          mmap(NULL, PL_CUPTI_BUFSZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       pl_in_shim--;
       if (p == MAP_FAILED) {
         atomic_fetch_and(&pl_buf_busy, ~bit);
@@ -336,19 +345,19 @@ static uint32_t pl_name_id(pl_batch *b, const char *name) {
 }
 
 /* MEMCPY and MEMCPY2 records name their common fields alike. */
-#define PL_COPY_FIELDS(m)                                                             \
-  do {                                                                                \
-    g->copy_kind = (m)->copyKind;                                                     \
-    g->src_kind = (m)->srcKind;                                                       \
-    g->dst_kind = (m)->dstKind;                                                       \
+#define PL_COPY_FIELDS(m)                                                                \
+  do {                                                                                   \
+    g->copy_kind = (m)->copyKind;                                                        \
+    g->src_kind = (m)->srcKind;                                                          \
+    g->dst_kind = (m)->dstKind;                                                          \
     g->flags = ((m)->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? PAGELOCK_GPU_ASYNC : 0; \
-    g->bytes = (m)->bytes;                                                            \
-    g->start_ns = (m)->start;                                                         \
-    g->end_ns = (m)->end;                                                             \
-    g->device = (m)->deviceId;                                                        \
-    g->context = (m)->contextId;                                                      \
-    g->stream = (m)->streamId;                                                        \
-    g->correlation = (m)->correlationId;                                              \
+    g->bytes = (m)->bytes;                                                               \
+    g->start_ns = (m)->start;                                                            \
+    g->end_ns = (m)->end;                                                                \
+    g->device = (m)->deviceId;                                                           \
+    g->context = (m)->contextId;                                                         \
+    g->stream = (m)->streamId;                                                           \
+    g->correlation = (m)->correlationId;                                                 \
   } while (0)
 
 /* One CUPTI record into our format; false for kinds we do not keep. */
@@ -408,7 +417,8 @@ static bool pl_convert(pl_batch *b, const CUpti_Activity *a, pagelock_rec_gpu *g
       g->name_id = (uint32_t)o->overheadKind;
       g->start_ns = o->start;
       g->end_ns = o->end;
-      if (o->objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS || o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD)
+      if (o->objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS ||
+          o->objectKind == CUPTI_ACTIVITY_OBJECT_THREAD)
         g->thread = o->objectId.pt.threadId;
       g->correlation = o->correlationId;
       return true;
@@ -434,13 +444,12 @@ static bool pl_convert(pl_batch *b, const CUpti_Activity *a, pagelock_rec_gpu *g
       }
       return false;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 
-static void CUPTIAPI pl_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
-                                         size_t valid) {
+static void CUPTIAPI pl_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                                         size_t size, size_t valid) {
   (void)size;
   pl_in_shim++;
   if (!atomic_load(&pl_cupti_child) && buffer && valid) {
@@ -462,7 +471,8 @@ static void CUPTIAPI pl_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t
     atomic_fetch_add(&pl_n_records, n);
   }
   size_t dropped = 0;
-  if (pl_cu.ActivityGetNumDroppedRecords && pl_cu.ActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+  if (pl_cu.ActivityGetNumDroppedRecords &&
+      pl_cu.ActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
     atomic_fetch_add(&pl_n_dropped, dropped);
   atomic_fetch_add(&pl_n_buffers, 1);
   pl_buffer_release(buffer);
@@ -522,7 +532,8 @@ static void pl_start_flusher(void) {
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&a, 64 << 10);
   if (pthread_create(&t, &a, pl_flusher, NULL) != 0)
-    pl_log(PL_LOG_WARN, PL_LK_CUPTI, "cannot start the GPU record flusher: records arrive when buffers fill and at exit");
+    pl_log(PL_LOG_WARN, PL_LK_CUPTI,
+           "cannot start the GPU record flusher: records arrive when buffers fill and at exit");
   pthread_attr_destroy(&a);
 }
 
@@ -541,28 +552,30 @@ static void pl_cupti_exit(void) {
   pl_in_shim--;
 }
 
-#define PL_CUPTI_SYM(field, name)                                         \
-  do {                                                                    \
-    *(void **)&pl_cu.field = pl_real_dlsym(h, name);                      \
-    if (pl_cu.field == NULL && required) {                                \
+#define PL_CUPTI_SYM(field, name)                                             \
+  do {                                                                        \
+    *(void **)&pl_cu.field = pl_real_dlsym(h, name);                          \
+    if (pl_cu.field == NULL && required) {                                    \
       pl_cupti_fail(PAGELOCK_GPU_TIMING_VERSION, "libcupti has no %s", name); \
-      return;                                                             \
-    }                                                                     \
+      return;                                                                 \
+    }                                                                         \
   } while (0)
 
 /* The copy entry points whose calls we correlate: every wrapped copy API
  * (the graph-node calls queue nothing). */
 static const CUpti_CallbackId pl_copy_cbids[] = {
 #define PL_CBID(name) CUPTI_DRIVER_TRACE_CBID_##name,
-    PL_CBID(cuMemcpyHtoD_v2) PL_CBID(cuMemcpyHtoD_v2_ptds) PL_CBID(cuMemcpyDtoH_v2)
-    PL_CBID(cuMemcpyDtoH_v2_ptds) PL_CBID(cuMemcpyHtoDAsync_v2) PL_CBID(cuMemcpyHtoDAsync_v2_ptsz)
-    PL_CBID(cuMemcpyDtoHAsync_v2) PL_CBID(cuMemcpyDtoHAsync_v2_ptsz) PL_CBID(cuMemcpy)
-    PL_CBID(cuMemcpy_ptds) PL_CBID(cuMemcpyAsync) PL_CBID(cuMemcpyAsync_ptsz) PL_CBID(cuMemcpy2D_v2)
-    PL_CBID(cuMemcpy2D_v2_ptds) PL_CBID(cuMemcpy2DUnaligned_v2) PL_CBID(cuMemcpy2DUnaligned_v2_ptds)
-    PL_CBID(cuMemcpy2DAsync_v2) PL_CBID(cuMemcpy2DAsync_v2_ptsz) PL_CBID(cuMemcpy3D_v2)
-    PL_CBID(cuMemcpy3D_v2_ptds) PL_CBID(cuMemcpy3DAsync_v2) PL_CBID(cuMemcpy3DAsync_v2_ptsz)
-    PL_CBID(cuMemcpyBatchAsync) PL_CBID(cuMemcpyBatchAsync_ptsz) PL_CBID(cuMemcpyBatchAsync_v2)
-    PL_CBID(cuMemcpyBatchAsync_v2_ptsz)
+    PL_CBID(cuMemcpyHtoD_v2) PL_CBID(cuMemcpyHtoD_v2_ptds) PL_CBID(cuMemcpyDtoH_v2) PL_CBID(
+        cuMemcpyDtoH_v2_ptds) PL_CBID(cuMemcpyHtoDAsync_v2) PL_CBID(cuMemcpyHtoDAsync_v2_ptsz)
+        PL_CBID(cuMemcpyDtoHAsync_v2) PL_CBID(cuMemcpyDtoHAsync_v2_ptsz) PL_CBID(cuMemcpy)
+            PL_CBID(cuMemcpy_ptds) PL_CBID(cuMemcpyAsync) PL_CBID(cuMemcpyAsync_ptsz)
+                PL_CBID(cuMemcpy2D_v2) PL_CBID(cuMemcpy2D_v2_ptds) PL_CBID(cuMemcpy2DUnaligned_v2)
+                    PL_CBID(cuMemcpy2DUnaligned_v2_ptds) PL_CBID(cuMemcpy2DAsync_v2)
+                        PL_CBID(cuMemcpy2DAsync_v2_ptsz) PL_CBID(cuMemcpy3D_v2)
+                            PL_CBID(cuMemcpy3D_v2_ptds) PL_CBID(cuMemcpy3DAsync_v2)
+                                PL_CBID(cuMemcpy3DAsync_v2_ptsz) PL_CBID(cuMemcpyBatchAsync)
+                                    PL_CBID(cuMemcpyBatchAsync_ptsz) PL_CBID(cuMemcpyBatchAsync_v2)
+                                        PL_CBID(cuMemcpyBatchAsync_v2_ptsz)
 #undef PL_CBID
 };
 
@@ -610,19 +623,24 @@ static void pl_cupti_start(void) {
 
   /* Record layouts change between CUPTI major versions; we read the CUDA 13
    * ones. */
-  if (pl_cu.GetVersion(&pl_cupti_version) != CUPTI_SUCCESS || pl_cupti_version / 10000 != CUPTI_API_VERSION / 10000) {
-    pl_cupti_fail(PAGELOCK_GPU_TIMING_VERSION, "libcupti API version %u; this pagelock reads CUDA %d CUPTI (%d)",
+  if (pl_cu.GetVersion(&pl_cupti_version) != CUPTI_SUCCESS ||
+      pl_cupti_version / 10000 != CUPTI_API_VERSION / 10000) {
+    pl_cupti_fail(PAGELOCK_GPU_TIMING_VERSION,
+                  "libcupti API version %u; this pagelock reads CUDA %d CUPTI (%d)",
                   pl_cupti_version, CUPTI_API_VERSION / 10000, CUPTI_API_VERSION);
     return;
   }
   CUptiResult r = pl_cu.Subscribe(&pl_sub, pl_cupti_callback, NULL);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    pl_cupti_fail(PAGELOCK_GPU_TIMING_BUSY,
-                  "another CUPTI client (nsys, ncu or a profiler) is attached; copies are still intercepted");
+    pl_cupti_fail(
+        PAGELOCK_GPU_TIMING_BUSY,
+        "another CUPTI client (nsys, ncu or a profiler) is attached; copies are still intercepted");
     return;
   }
-  if (r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_INVALID_DEVICE || r == CUPTI_ERROR_NOT_SUPPORTED) {
-    pl_cupti_fail(PAGELOCK_GPU_TIMING_VERSION, "libcupti does not work with this driver: %s", pl_cupti_err(r));
+  if (r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_INVALID_DEVICE ||
+      r == CUPTI_ERROR_NOT_SUPPORTED) {
+    pl_cupti_fail(PAGELOCK_GPU_TIMING_VERSION, "libcupti does not work with this driver: %s",
+                  pl_cupti_err(r));
     return;
   }
   if (r != CUPTI_SUCCESS) {
@@ -644,9 +662,11 @@ static void pl_cupti_start(void) {
   for (size_t i = 0; i < sizeof pl_kinds / sizeof pl_kinds[0]; i++) {
     r = pl_cu.ActivityEnable(pl_kinds[i]);
     if (r != CUPTI_SUCCESS && i < 4) {
-      uint32_t st = r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_INVALID_DEVICE ? PAGELOCK_GPU_TIMING_VERSION
-                    : r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED              ? PAGELOCK_GPU_TIMING_BUSY
-                                                                                      : PAGELOCK_GPU_TIMING_ERROR;
+      uint32_t st = r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_INVALID_DEVICE
+                        ? PAGELOCK_GPU_TIMING_VERSION
+                    : r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                        ? PAGELOCK_GPU_TIMING_BUSY
+                        : PAGELOCK_GPU_TIMING_ERROR;
       pl_cupti_undo(i);
       pl_cupti_fail(st, "cuptiActivityEnable(%d): %s", (int)pl_kinds[i], pl_cupti_err(r));
       return;
@@ -699,8 +719,10 @@ static void pl_write_devices(void) {
     memset(&d, 0, sizeof d);
     d.device = (uint32_t)i;
     int v = 0;
-    if (attr && attr(&v, CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, dev) == CUDA_SUCCESS) d.copy_engines = (uint32_t)v;
-    if (attr && attr(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS) d.sm_count = (uint32_t)v;
+    if (attr && attr(&v, CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, dev) == CUDA_SUCCESS)
+      d.copy_engines = (uint32_t)v;
+    if (attr && attr(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS)
+      d.sm_count = (uint32_t)v;
     char nm[128] = "";
     if (name == NULL || name(nm, sizeof nm, dev) != CUDA_SUCCESS) nm[0] = 0;
     nm[sizeof nm - 1] = 0;
@@ -726,10 +748,11 @@ static void pl_cupti_yield(void) {
     if (pl_cu.Unsubscribe) pl_cu.Unsubscribe(pl_sub);
     pl_write_clock();
     pthread_mutex_unlock(&pl_flush_lock);
-    pl_cupti_fail(PAGELOCK_GPU_TIMING_BUSY,
-                  "the program started its own CUPTI client (a profiler) %.3f s into the trace; GPU timing "
-                  "stops there, copies are still intercepted",
-                  (double)(pl_now_ns() - pl_trace_start_ns()) / 1e9);
+    pl_cupti_fail(
+        PAGELOCK_GPU_TIMING_BUSY,
+        "the program started its own CUPTI client (a profiler) %.3f s into the trace; GPU timing "
+        "stops there, copies are still intercepted",
+        (double)(pl_now_ns() - pl_trace_start_ns()) / 1e9);
   } else {
     pthread_mutex_unlock(&pl_flush_lock);
   }

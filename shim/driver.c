@@ -133,7 +133,8 @@ static void *pl_sd_sym(const char *name, bool required, bool *missing) {
   void *f = pl_driver_sym(name);
   if (f == NULL && required) {
     if (!*missing)
-      pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR, "driver lacks %s: staging disabled, copies pass through", name);
+      pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR,
+             "driver lacks %s: staging disabled, copies pass through", name);
     *missing = true;
   }
   return f;

@@ -42,7 +42,8 @@ static PL_TLS pl_range *pl_tcache[PL_TCACHE];
 static PL_TLS int pl_tcache_n;
 
 static void *pl_raw_map(size_t n) {
-  void *m = (void *)syscall(SYS_mmap, NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *m = (void *)syscall(SYS_mmap, NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                            -1, 0);
   return m == MAP_FAILED ? NULL : m;
 }
 
@@ -53,7 +54,10 @@ static pl_range *pl_node_get(void) {
     pthread_mutex_lock(&pl_node_lock);
     if (pl_free_list == NULL) {
       pl_range *slab = pl_raw_map(sizeof(pl_range) * PL_NODE_SLAB);
-      for (int i = 0; slab && i < PL_NODE_SLAB; i++) { slab[i].left = pl_free_list; pl_free_list = &slab[i]; }
+      for (int i = 0; slab && i < PL_NODE_SLAB; i++) {
+        slab[i].left = pl_free_list;
+        pl_free_list = &slab[i];
+      }
     }
     while (pl_tcache_n < PL_TCACHE / 2 && pl_free_list) {
       pl_tcache[pl_tcache_n++] = pl_free_list;
@@ -72,7 +76,10 @@ static pl_range *pl_node_get(void) {
 }
 
 static void pl_node_put(pl_range *n) {
-  if (pl_tcache_n < PL_TCACHE) { pl_tcache[pl_tcache_n++] = n; return; }
+  if (pl_tcache_n < PL_TCACHE) {
+    pl_tcache[pl_tcache_n++] = n;
+    return;
+  }
   pthread_mutex_lock(&pl_node_lock);
   n->left = pl_free_list;
   pl_free_list = n;
@@ -137,8 +144,10 @@ static void pl_start_bit(uintptr_t g, bool on) {
   if (leaf == NULL) return;
   uintptr_t i = g & PL_LEAF_MASK;
   uint64_t bit = (uint64_t)1 << (i & 63);
-  if (on) atomic_fetch_or_explicit(&pl_leaf_bits(leaf)[i >> 6], bit, memory_order_release);
-  else atomic_fetch_and_explicit(&pl_leaf_bits(leaf)[i >> 6], ~bit, memory_order_release);
+  if (on)
+    atomic_fetch_or_explicit(&pl_leaf_bits(leaf)[i >> 6], bit, memory_order_release);
+  else
+    atomic_fetch_and_explicit(&pl_leaf_bits(leaf)[i >> 6], ~bit, memory_order_release);
 }
 
 /* The highest granule in [lo, hi] where a range starts, or UINTPTR_MAX.
@@ -216,7 +225,10 @@ pl_range *pl_granmap_insert(uintptr_t base, size_t size) {
   for (uintptr_t ge = (base + size - 1) >> pl_shift, g = ge; g > g0;) {
     uintptr_t lo = g - g0 > PL_GM_SPAN - 1 ? g - (PL_GM_SPAN - 1) : g0 + 1;
     uintptr_t x = pl_last_start(lo, g);
-    if (x == UINTPTR_MAX) { g = lo - 1; continue; }
+    if (x == UINTPTR_MAX) {
+      g = lo - 1;
+      continue;
+    }
     pl_gslot *s = pl_gm_slot(x);
     for (int k = 0; s && k < 2; k++) {
       pl_range *cur = atomic_load_explicit(&s->s[k], memory_order_acquire);
@@ -337,7 +349,8 @@ static bool pl_walk(size_t *count) {
         if (g == r0)
           for (uintptr_t u = r0 + 1; u <= r1; u++) {
             pl_gslot *su = pl_slot(u, false);
-            if (su == NULL || (atomic_load(&su->s[0]) != r && atomic_load(&su->s[1]) != r)) ok = false;
+            if (su == NULL || (atomic_load(&su->s[0]) != r && atomic_load(&su->s[1]) != r))
+              ok = false;
           }
       }
       if (a && b && (a == b || pl_overlaps(a, b->base, b->size))) ok = false;

@@ -113,7 +113,7 @@ static bool pl_foreign_heap;
 static pl_next_alloc pl_next;
 static atomic_int pl_next_state; /* 0 unresolved, 1 resolving, 2 ready */
 static PL_TLS int pl_resolving;
-static atomic_bool pl_tracking;   /* set once the shim is initialised */
+static atomic_bool pl_tracking; /* set once the shim is initialised */
 /* The next allocator is glibc's (>= 2.33): its free keeps errno itself
  * (a preloaded jemalloc or tcmalloc may not, and then we keep it), and the
  * chunk header just below a block gives its size, so most frees can be told
@@ -186,9 +186,16 @@ static __attribute__((noinline)) bool pl_next_resolve(void) {
   pl_resolving = 1;
   pl_next_alloc n;
 #define PL_NEXT(f) n.f = pl_real_dlsym(RTLD_NEXT, #f)
-  PL_NEXT(malloc); PL_NEXT(free); PL_NEXT(calloc); PL_NEXT(realloc);
-  PL_NEXT(posix_memalign); PL_NEXT(aligned_alloc); PL_NEXT(memalign);
-  PL_NEXT(valloc); PL_NEXT(pvalloc); PL_NEXT(malloc_usable_size);
+  PL_NEXT(malloc);
+  PL_NEXT(free);
+  PL_NEXT(calloc);
+  PL_NEXT(realloc);
+  PL_NEXT(posix_memalign);
+  PL_NEXT(aligned_alloc);
+  PL_NEXT(memalign);
+  PL_NEXT(valloc);
+  PL_NEXT(pvalloc);
+  PL_NEXT(malloc_usable_size);
 #undef PL_NEXT
   pl_resolving = 0;
   if (n.malloc == NULL || n.free == NULL || n.calloc == NULL || n.realloc == NULL) return false;
@@ -258,7 +265,8 @@ static bool pl_is_libc(const struct link_map *lm) {
  * shim's or the program's own (whose mmap calls are the program's). */
 static void pl_note_allocator_text(void *fn, struct link_map *self, int slot) {
   struct link_map *lm = pl_object_of(fn);
-  if (lm == NULL || lm == self || lm->l_name == NULL || lm->l_name[0] == 0 || pl_is_libc(lm)) return;
+  if (lm == NULL || lm == self || lm->l_name == NULL || lm->l_name[0] == 0 || pl_is_libc(lm))
+    return;
   pl_text_find f = {.addr = (uintptr_t)fn};
   dl_iterate_phdr(pl_text_cb, &f);
   pl_alloc_text[slot] = f.text;
@@ -267,7 +275,8 @@ static void pl_note_allocator_text(void *fn, struct link_map *self, int slot) {
 /* A mapping made from the allocator's own code. */
 static inline bool pl_from_allocator(const void *ra) {
   uintptr_t a = (uintptr_t)ra;
-  return a - pl_alloc_text[0].lo < pl_alloc_text[0].len || a - pl_alloc_text[1].lo < pl_alloc_text[1].len;
+  return a - pl_alloc_text[0].lo < pl_alloc_text[0].len ||
+         a - pl_alloc_text[1].lo < pl_alloc_text[1].len;
 }
 
 /* When the program's malloc (or mmap) is not ours, because an allocator
@@ -280,12 +289,15 @@ static void pl_check_owners(struct link_map *self) {
   struct link_map *heap = pl_object_of(m), *map = pl_object_of(mm);
   /* glibc ahead of us: the shim was not preloaded at all (loaded by the
    * driver as a CUDA injection), and then no copy is hooked either. */
-  bool h = heap != NULL && heap != self && !pl_is_libc(heap), p = map != NULL && map != self && !pl_is_libc(map);
+  bool h = heap != NULL && heap != self && !pl_is_libc(heap),
+       p = map != NULL && map != self && !pl_is_libc(map);
   if (!h && !p) return;
   if (h) pl_note_allocator_text(m, self, 1);
   pl_foreign_heap = pl_foreign_heap || h;
   struct link_map *who = h ? heap : map;
-  const char *what = h && p ? "malloc'd and mmap'd buffers" : h ? "malloc'd buffers" : "mmap'd buffers";
+  const char *what = h && p ? "malloc'd and mmap'd buffers"
+                     : h    ? "malloc'd buffers"
+                            : "mmap'd buffers";
   const char *me = self && self->l_name ? pl_base_name(self->l_name) : "libpagelock.so";
   char text[400];
   if (who->l_name != NULL && who->l_name[0] != 0)
@@ -294,9 +306,10 @@ static void pl_check_owners(struct link_map *self) {
              "put %s first in LD_PRELOAD (`pagelock run` does this)",
              what, pl_base_name(who->l_name), me, me);
   else
-    snprintf(text, sizeof text,
-             "allocation sites are missing for %s because the program (%s) defines %s itself, ahead of %s",
-             what, program_invocation_short_name, h ? "malloc" : "mmap", me);
+    snprintf(
+        text, sizeof text,
+        "allocation sites are missing for %s because the program (%s) defines %s itself, ahead of %s",
+        what, program_invocation_short_name, h ? "malloc" : "mmap", me);
   pl_stack_note(PAGELOCK_NOTE_WARNING, text);
 }
 
@@ -331,7 +344,8 @@ void pl_alloc_enable(void) {
  * and sp a stack address in the hook's frame: together they let a repeated
  * allocation from the same place skip the unwind (pl_stack_capture_at). */
 static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
-  if (p == NULL || n < pl_track_min || pl_in_shim || !atomic_load_explicit(&pl_tracking, memory_order_relaxed))
+  if (p == NULL || n < pl_track_min || pl_in_shim ||
+      !atomic_load_explicit(&pl_tracking, memory_order_relaxed))
     return;
   pl_in_shim++;
   /* Skip pl_track: the innermost frame kept is the hook's caller's call. */
@@ -480,13 +494,16 @@ PL_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
   return r;
 }
 
-#define PL_ALIGNED_HOOK(name, ...)                                          \
-  do {                                                                      \
-    if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 4096);     \
-    if (pl_next.name == NULL) { errno = ENOMEM; return NULL; }              \
-    void *p = pl_next.name(__VA_ARGS__);                                    \
-    if (n >= pl_track_min) pl_track(p, n, PL_SITE);                                  \
-    return p;                                                               \
+#define PL_ALIGNED_HOOK(name, ...)                                     \
+  do {                                                                 \
+    if (PL_UNLIKELY(!pl_next_ready())) return pl_arena_alloc(n, 4096); \
+    if (pl_next.name == NULL) {                                        \
+      errno = ENOMEM;                                                  \
+      return NULL;                                                     \
+    }                                                                  \
+    void *p = pl_next.name(__VA_ARGS__);                               \
+    if (n >= pl_track_min) pl_track(p, n, PL_SITE);                    \
+    return p;                                                          \
   } while (0)
 
 PL_EXPORT void *aligned_alloc(size_t align, size_t n) { PL_ALIGNED_HOOK(aligned_alloc, align, n); }
@@ -601,13 +618,16 @@ PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
   }
   pl_release(old, old_len);
   if ((flags & MREMAP_FIXED) && new_addr != NULL) pl_release(new_addr, new_len);
-  void *p = PL_LIKELY(pl_map_resolved()) ? pl_map.mremap(old, old_len, new_len, flags, new_addr)
-                                         : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
+  void *p = PL_LIKELY(pl_map_resolved())
+                ? pl_map.mremap(old, old_len, new_len, flags, new_addr)
+                : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
   if (tracking) {
     int saved = errno;
     const void *ra = __builtin_return_address(0);
-    if (p != MAP_FAILED) pl_track_mapping(p, new_len, ra, origin);
-    else pl_track_mapping(old, old_len, ra, origin); /* unchanged: keep knowing it */
+    if (p != MAP_FAILED)
+      pl_track_mapping(p, new_len, ra, origin);
+    else
+      pl_track_mapping(old, old_len, ra, origin); /* unchanged: keep knowing it */
     errno = saved;
   }
   return p;

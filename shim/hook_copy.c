@@ -13,8 +13,8 @@
 
 /* A driver entry point missing from this driver: the program could only
  * have reached our wrapper through the PLT of a newer libcuda. */
-#define PL_REAL(api, type) \
-  type f = (type)pl_hook_real(api);  \
+#define PL_REAL(api, type)          \
+  type f = (type)pl_hook_real(api); \
   if (f == NULL) return CUDA_ERROR_NOT_FOUND
 
 #define PL_CALLSITE __builtin_return_address(0)
@@ -31,8 +31,8 @@ typedef CUresult (*pl_2d_t)(const CUDA_MEMCPY2D *);
 typedef CUresult (*pl_2d_async_t)(const CUDA_MEMCPY2D *, CUstream);
 typedef CUresult (*pl_3d_t)(const CUDA_MEMCPY3D *);
 typedef CUresult (*pl_3d_async_t)(const CUDA_MEMCPY3D *, CUstream);
-typedef CUresult (*pl_batch_t)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
-                               CUmemcpyAttributes *, size_t *, size_t, size_t *, CUstream);
+typedef CUresult (*pl_batch_t)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
+                               size_t *, size_t, size_t *, CUstream);
 typedef CUresult (*pl_batch_v2_t)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t,
                                   CUmemcpyAttributes *, size_t *, size_t, CUstream);
 
@@ -61,50 +61,82 @@ static CUresult pl_native_any_async(const pl_copy *c) {
   return f(c->dst, c->src, c->bytes, c->stream);
 }
 
-#define PL_WRAP_HTOD(NAME, FLAGS)                                                   \
-  PL_EXPORT CUresult NAME(CUdeviceptr dst, const void *src, size_t n) {             \
-    pl_copy c = {.api = PAGELOCK_API_##NAME, .flags = (FLAGS), .dir = PAGELOCK_DIR_H2D, \
-                 .dst = dst, .src = (CUdeviceptr)(uintptr_t)src, .bytes = n,        \
-                 .callsite = PL_CALLSITE, .native = pl_native_htod,                 \
-                 .dst_mem = PAGELOCK_MEM_DEVICE};                                   \
-    return pl_copy_exec(&c);                                                        \
+#define PL_WRAP_HTOD(NAME, FLAGS)                                       \
+  PL_EXPORT CUresult NAME(CUdeviceptr dst, const void *src, size_t n) { \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                            \
+                 .flags = (FLAGS),                                      \
+                 .dir = PAGELOCK_DIR_H2D,                               \
+                 .dst = dst,                                            \
+                 .src = (CUdeviceptr)(uintptr_t)src,                    \
+                 .bytes = n,                                            \
+                 .callsite = PL_CALLSITE,                               \
+                 .native = pl_native_htod,                              \
+                 .dst_mem = PAGELOCK_MEM_DEVICE};                       \
+    return pl_copy_exec(&c);                                            \
   }
 #define PL_WRAP_HTOD_ASYNC(NAME, FLAGS)                                             \
   PL_EXPORT CUresult NAME(CUdeviceptr dst, const void *src, size_t n, CUstream s) { \
-    pl_copy c = {.api = PAGELOCK_API_##NAME, .flags = (FLAGS) | PAGELOCK_COPY_ASYNC, \
-                 .dir = PAGELOCK_DIR_H2D, .dst = dst, .src = (CUdeviceptr)(uintptr_t)src, \
-                 .bytes = n, .stream = s, .callsite = PL_CALLSITE,                  \
-                 .native = pl_native_htod_async, .dst_mem = PAGELOCK_MEM_DEVICE};   \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                                        \
+                 .flags = (FLAGS) | PAGELOCK_COPY_ASYNC,                            \
+                 .dir = PAGELOCK_DIR_H2D,                                           \
+                 .dst = dst,                                                        \
+                 .src = (CUdeviceptr)(uintptr_t)src,                                \
+                 .bytes = n,                                                        \
+                 .stream = s,                                                       \
+                 .callsite = PL_CALLSITE,                                           \
+                 .native = pl_native_htod_async,                                    \
+                 .dst_mem = PAGELOCK_MEM_DEVICE};                                   \
     return pl_copy_exec(&c);                                                        \
   }
-#define PL_WRAP_DTOH(NAME, FLAGS)                                                   \
-  PL_EXPORT CUresult NAME(void *dst, CUdeviceptr src, size_t n) {                   \
-    pl_copy c = {.api = PAGELOCK_API_##NAME, .flags = (FLAGS), .dir = PAGELOCK_DIR_D2H, \
-                 .dst = (CUdeviceptr)(uintptr_t)dst, .src = src, .bytes = n,        \
-                 .callsite = PL_CALLSITE, .native = pl_native_dtoh,                 \
-                 .src_mem = PAGELOCK_MEM_DEVICE};                                   \
-    return pl_copy_exec(&c);                                                        \
+#define PL_WRAP_DTOH(NAME, FLAGS)                                 \
+  PL_EXPORT CUresult NAME(void *dst, CUdeviceptr src, size_t n) { \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                      \
+                 .flags = (FLAGS),                                \
+                 .dir = PAGELOCK_DIR_D2H,                         \
+                 .dst = (CUdeviceptr)(uintptr_t)dst,              \
+                 .src = src,                                      \
+                 .bytes = n,                                      \
+                 .callsite = PL_CALLSITE,                         \
+                 .native = pl_native_dtoh,                        \
+                 .src_mem = PAGELOCK_MEM_DEVICE};                 \
+    return pl_copy_exec(&c);                                      \
   }
-#define PL_WRAP_DTOH_ASYNC(NAME, FLAGS)                                             \
-  PL_EXPORT CUresult NAME(void *dst, CUdeviceptr src, size_t n, CUstream s) {       \
-    pl_copy c = {.api = PAGELOCK_API_##NAME, .flags = (FLAGS) | PAGELOCK_COPY_ASYNC, \
-                 .dir = PAGELOCK_DIR_D2H, .dst = (CUdeviceptr)(uintptr_t)dst, .src = src, \
-                 .bytes = n, .stream = s, .callsite = PL_CALLSITE,                  \
-                 .native = pl_native_dtoh_async, .src_mem = PAGELOCK_MEM_DEVICE};   \
-    return pl_copy_exec(&c);                                                        \
+#define PL_WRAP_DTOH_ASYNC(NAME, FLAGS)                                       \
+  PL_EXPORT CUresult NAME(void *dst, CUdeviceptr src, size_t n, CUstream s) { \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                                  \
+                 .flags = (FLAGS) | PAGELOCK_COPY_ASYNC,                      \
+                 .dir = PAGELOCK_DIR_D2H,                                     \
+                 .dst = (CUdeviceptr)(uintptr_t)dst,                          \
+                 .src = src,                                                  \
+                 .bytes = n,                                                  \
+                 .stream = s,                                                 \
+                 .callsite = PL_CALLSITE,                                     \
+                 .native = pl_native_dtoh_async,                              \
+                 .src_mem = PAGELOCK_MEM_DEVICE};                             \
+    return pl_copy_exec(&c);                                                  \
   }
 /* cuMemcpy/cuMemcpyAsync: unified addressing, either side may be host. */
-#define PL_WRAP_ANY(NAME, FLAGS)                                                    \
-  PL_EXPORT CUresult NAME(CUdeviceptr dst, CUdeviceptr src, size_t n) {             \
-    pl_copy c = {.api = PAGELOCK_API_##NAME, .flags = (FLAGS), .dst = dst, .src = src, \
-                 .bytes = n, .callsite = PL_CALLSITE, .native = pl_native_any};     \
-    return pl_copy_exec(&c);                                                        \
+#define PL_WRAP_ANY(NAME, FLAGS)                                        \
+  PL_EXPORT CUresult NAME(CUdeviceptr dst, CUdeviceptr src, size_t n) { \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                            \
+                 .flags = (FLAGS),                                      \
+                 .dst = dst,                                            \
+                 .src = src,                                            \
+                 .bytes = n,                                            \
+                 .callsite = PL_CALLSITE,                               \
+                 .native = pl_native_any};                              \
+    return pl_copy_exec(&c);                                            \
   }
 #define PL_WRAP_ANY_ASYNC(NAME, FLAGS)                                              \
   PL_EXPORT CUresult NAME(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { \
-    pl_copy c = {.api = PAGELOCK_API_##NAME, .flags = (FLAGS) | PAGELOCK_COPY_ASYNC, \
-                 .dst = dst, .src = src, .bytes = n, .stream = s,                   \
-                 .callsite = PL_CALLSITE, .native = pl_native_any_async};           \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                                        \
+                 .flags = (FLAGS) | PAGELOCK_COPY_ASYNC,                            \
+                 .dst = dst,                                                        \
+                 .src = src,                                                        \
+                 .bytes = n,                                                        \
+                 .stream = s,                                                       \
+                 .callsite = PL_CALLSITE,                                           \
+                 .native = pl_native_any_async};                                    \
     return pl_copy_exec(&c);                                                        \
   }
 
@@ -140,19 +172,22 @@ static CUresult pl_native_3d_async(const pl_copy *c) {
   return f((const CUDA_MEMCPY3D *)c->args, c->stream);
 }
 
-#define PL_WRAP_2D(NAME, FLAGS, FILL, NATIVE, T)                                  \
-  PL_EXPORT CUresult NAME(const T *p) {                                           \
-    pl_copy c = {.api = PAGELOCK_API_##NAME, .flags = (FLAGS),                    \
-                 .callsite = PL_CALLSITE, .native = NATIVE};                      \
-    FILL(&c, p);                                                                  \
-    return pl_copy_exec(&c);                                                      \
+#define PL_WRAP_2D(NAME, FLAGS, FILL, NATIVE, T)                                                  \
+  PL_EXPORT CUresult NAME(const T *p) {                                                           \
+    pl_copy c = {                                                                                 \
+        .api = PAGELOCK_API_##NAME, .flags = (FLAGS), .callsite = PL_CALLSITE, .native = NATIVE}; \
+    FILL(&c, p);                                                                                  \
+    return pl_copy_exec(&c);                                                                      \
   }
-#define PL_WRAP_2D_ASYNC(NAME, FLAGS, FILL, NATIVE, T)                            \
-  PL_EXPORT CUresult NAME(const T *p, CUstream s) {                               \
-    pl_copy c = {.api = PAGELOCK_API_##NAME, .flags = (FLAGS) | PAGELOCK_COPY_ASYNC, \
-                 .stream = s, .callsite = PL_CALLSITE, .native = NATIVE};         \
-    FILL(&c, p);                                                                  \
-    return pl_copy_exec(&c);                                                      \
+#define PL_WRAP_2D_ASYNC(NAME, FLAGS, FILL, NATIVE, T)   \
+  PL_EXPORT CUresult NAME(const T *p, CUstream s) {      \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,             \
+                 .flags = (FLAGS) | PAGELOCK_COPY_ASYNC, \
+                 .stream = s,                            \
+                 .callsite = PL_CALLSITE,                \
+                 .native = NATIVE};                      \
+    FILL(&c, p);                                         \
+    return pl_copy_exec(&c);                             \
   }
 
 PL_WRAP_2D(cuMemcpy2D_v2, 0, pl_fill_2d, pl_native_2d, CUDA_MEMCPY2D)
@@ -160,46 +195,52 @@ PL_WRAP_2D(cuMemcpy2D_v2_ptds, PAGELOCK_COPY_PTDS, pl_fill_2d, pl_native_2d, CUD
 PL_WRAP_2D(cuMemcpy2DUnaligned_v2, 0, pl_fill_2d, pl_native_2d, CUDA_MEMCPY2D)
 PL_WRAP_2D(cuMemcpy2DUnaligned_v2_ptds, PAGELOCK_COPY_PTDS, pl_fill_2d, pl_native_2d, CUDA_MEMCPY2D)
 PL_WRAP_2D_ASYNC(cuMemcpy2DAsync_v2, 0, pl_fill_2d, pl_native_2d_async, CUDA_MEMCPY2D)
-PL_WRAP_2D_ASYNC(cuMemcpy2DAsync_v2_ptsz, PAGELOCK_COPY_PTDS, pl_fill_2d, pl_native_2d_async, CUDA_MEMCPY2D)
+PL_WRAP_2D_ASYNC(cuMemcpy2DAsync_v2_ptsz, PAGELOCK_COPY_PTDS, pl_fill_2d, pl_native_2d_async,
+                 CUDA_MEMCPY2D)
 PL_WRAP_2D(cuMemcpy3D_v2, 0, pl_fill_3d, pl_native_3d, CUDA_MEMCPY3D)
 PL_WRAP_2D(cuMemcpy3D_v2_ptds, PAGELOCK_COPY_PTDS, pl_fill_3d, pl_native_3d, CUDA_MEMCPY3D)
 PL_WRAP_2D_ASYNC(cuMemcpy3DAsync_v2, 0, pl_fill_3d, pl_native_3d_async, CUDA_MEMCPY3D)
-PL_WRAP_2D_ASYNC(cuMemcpy3DAsync_v2_ptsz, PAGELOCK_COPY_PTDS, pl_fill_3d, pl_native_3d_async, CUDA_MEMCPY3D)
+PL_WRAP_2D_ASYNC(cuMemcpy3DAsync_v2_ptsz, PAGELOCK_COPY_PTDS, pl_fill_3d, pl_native_3d_async,
+                 CUDA_MEMCPY3D)
 
 /* ---- batches ------------------------------------------------------------ */
 
 static CUresult pl_native_batch(const pl_copy *c) {
   const pl_batch_args *a = c->args;
   PL_REAL(c->api, pl_batch_t);
-  return f(a->dsts, a->srcs, a->sizes, a->count, a->attrs, a->attrs_idxs, a->num_attrs,
-           a->fail_idx, c->stream);
+  return f(a->dsts, a->srcs, a->sizes, a->count, a->attrs, a->attrs_idxs, a->num_attrs, a->fail_idx,
+           c->stream);
 }
 static CUresult pl_native_batch_v2(const pl_copy *c) {
   const pl_batch_args *a = c->args;
   PL_REAL(c->api, pl_batch_v2_t);
-  return f(a->dsts, a->srcs, a->sizes, a->count, a->attrs, a->attrs_idxs, a->num_attrs,
-           c->stream);
+  return f(a->dsts, a->srcs, a->sizes, a->count, a->attrs, a->attrs_idxs, a->num_attrs, c->stream);
 }
 
-#define PL_WRAP_BATCH(NAME, FLAGS)                                                 \
-  PL_EXPORT CUresult NAME(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,     \
-                          size_t count, CUmemcpyAttributes *attrs, size_t *idxs,   \
-                          size_t nattrs, size_t *fail_idx, CUstream s) {           \
-    pl_batch_args a = {dsts, srcs, sizes, count, attrs, idxs, nattrs, fail_idx};   \
-    pl_copy c = {.api = PAGELOCK_API_##NAME, .flags = (FLAGS) | PAGELOCK_COPY_ASYNC | \
-                 PAGELOCK_COPY_BATCH, .stream = s, .callsite = PL_CALLSITE,        \
-                 .args = &a, .native = pl_native_batch};                           \
-    return pl_copy_exec(&c);                                                       \
+#define PL_WRAP_BATCH(NAME, FLAGS)                                                           \
+  PL_EXPORT CUresult NAME(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, \
+                          CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs,            \
+                          size_t *fail_idx, CUstream s) {                                    \
+    pl_batch_args a = {dsts, srcs, sizes, count, attrs, idxs, nattrs, fail_idx};             \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                                                 \
+                 .flags = (FLAGS) | PAGELOCK_COPY_ASYNC | PAGELOCK_COPY_BATCH,               \
+                 .stream = s,                                                                \
+                 .callsite = PL_CALLSITE,                                                    \
+                 .args = &a,                                                                 \
+                 .native = pl_native_batch};                                                 \
+    return pl_copy_exec(&c);                                                                 \
   }
-#define PL_WRAP_BATCH_V2(NAME, FLAGS)                                              \
-  PL_EXPORT CUresult NAME(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,     \
-                          size_t count, CUmemcpyAttributes *attrs, size_t *idxs,   \
-                          size_t nattrs, CUstream s) {                             \
-    pl_batch_args a = {dsts, srcs, sizes, count, attrs, idxs, nattrs, NULL};       \
-    pl_copy c = {.api = PAGELOCK_API_##NAME, .flags = (FLAGS) | PAGELOCK_COPY_ASYNC | \
-                 PAGELOCK_COPY_BATCH, .stream = s, .callsite = PL_CALLSITE,        \
-                 .args = &a, .native = pl_native_batch_v2};                        \
-    return pl_copy_exec(&c);                                                       \
+#define PL_WRAP_BATCH_V2(NAME, FLAGS)                                                           \
+  PL_EXPORT CUresult NAME(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,    \
+                          CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, CUstream s) { \
+    pl_batch_args a = {dsts, srcs, sizes, count, attrs, idxs, nattrs, NULL};                    \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                                                    \
+                 .flags = (FLAGS) | PAGELOCK_COPY_ASYNC | PAGELOCK_COPY_BATCH,                  \
+                 .stream = s,                                                                   \
+                 .callsite = PL_CALLSITE,                                                       \
+                 .args = &a,                                                                    \
+                 .native = pl_native_batch_v2};                                                 \
+    return pl_copy_exec(&c);                                                                    \
   }
 
 PL_WRAP_BATCH(cuMemcpyBatchAsync, 0)
@@ -257,7 +298,8 @@ PL_EXPORT CUresult cuGraphAddNode(CUgraphNode *ph, CUgraph g, const CUgraphNode 
 }
 
 PL_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
-                                     const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *np) {
+                                     const CUgraphEdgeData *edges, size_t n,
+                                     CUgraphNodeParams *np) {
   PL_REAL(PAGELOCK_API_cuGraphAddNode_v2, pl_gaddnode2_t);
   CUresult r = f(ph, g, deps, edges, n, np);
   pl_copy_note_graph(PAGELOCK_API_cuGraphAddNode_v2, pl_node_memcpy(np), r, PL_CALLSITE);
@@ -271,7 +313,8 @@ PL_EXPORT CUresult cuGraphNodeSetParams(CUgraphNode node, CUgraphNodeParams *np)
   return r;
 }
 
-PL_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec x, CUgraphNode node, CUgraphNodeParams *np) {
+PL_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec x, CUgraphNode node,
+                                            CUgraphNodeParams *np) {
   PL_REAL(PAGELOCK_API_cuGraphExecNodeSetParams, pl_gxnodeset_t);
   CUresult r = f(x, node, np);
   pl_copy_note_graph(PAGELOCK_API_cuGraphExecNodeSetParams, pl_node_memcpy(np), r, PL_CALLSITE);

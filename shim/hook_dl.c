@@ -76,9 +76,12 @@ PL_EXPORT void *dlsym(void *handle, const char *name) {
   pl_in_shim++;
   pl_driver_note_handle(handle);
   void *w = r;
-  if (strcmp(name, "cuGetProcAddress_v2") == 0) w = (void *)pl_getproc_v2;
-  else if (strcmp(name, "cuGetProcAddress") == 0) w = (void *)pl_getproc_v1;
-  else if (strcmp(name, "cuptiSubscribe") == 0) w = pl_active() ? pl_cupti_subscribe_wrapper(r) : r;
+  if (strcmp(name, "cuGetProcAddress_v2") == 0)
+    w = (void *)pl_getproc_v2;
+  else if (strcmp(name, "cuGetProcAddress") == 0)
+    w = (void *)pl_getproc_v1;
+  else if (strcmp(name, "cuptiSubscribe") == 0)
+    w = pl_active() ? pl_cupti_subscribe_wrapper(r) : r;
   else {
     int api = pl_hook_find_name(name);
     if (api >= 0 && pl_active()) w = pl_hook_wrapper(api);
@@ -114,8 +117,8 @@ static CUresult pl_getproc_v1(const char *symbol, void **pfn, int ver, cuuint64_
 }
 
 /* Programs linked with -lcuda call these through the PLT. */
-PL_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver,
-                                       cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+PL_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver, cuuint64_t flags,
+                                       CUdriverProcAddressQueryResult *status) {
   return pl_getproc_v2(symbol, pfn, ver, flags, status);
 }
 

@@ -58,7 +58,9 @@ static int pl_sys_dup2(int oldfd, int newfd) {
   if (oldfd == newfd) return fcntl(oldfd, F_GETFD) < 0 ? -1 : newfd;
   return (int)syscall(SYS_dup3, oldfd, newfd, 0);
 }
-static int pl_sys_dup3(int oldfd, int newfd, int flags) { return (int)syscall(SYS_dup3, oldfd, newfd, flags); }
+static int pl_sys_dup3(int oldfd, int newfd, int flags) {
+  return (int)syscall(SYS_dup3, oldfd, newfd, flags);
+}
 static void pl_fallback_closefrom(int lowfd);
 
 __attribute__((constructor)) static void pl_fd_init(void) {
@@ -75,11 +77,11 @@ __attribute__((constructor)) static void pl_fd_init(void) {
   atomic_store(&pl_next_dup3, f ? (pl_dup3_fn)f : pl_sys_dup3);
 }
 
-#define PL_NEXT(name, sys)                                                      \
-  ({                                                                            \
-    __typeof__(atomic_load(&pl_next_##name)) f_ =                               \
-        atomic_load_explicit(&pl_next_##name, memory_order_relaxed);            \
-    PL_LIKELY(f_ != NULL) ? f_ : sys;                                           \
+#define PL_NEXT(name, sys)                                           \
+  ({                                                                 \
+    __typeof__(atomic_load(&pl_next_##name)) f_ =                    \
+        atomic_load_explicit(&pl_next_##name, memory_order_relaxed); \
+    PL_LIKELY(f_ != NULL) ? f_ : sys;                                \
   })
 #define PL_NEXT_CLOSE PL_NEXT(close, pl_sys_close)
 #define PL_NEXT_CLOSE_RANGE PL_NEXT(close_range, pl_sys_close_range)
@@ -118,13 +120,15 @@ PL_EXPORT int close_range(unsigned first, unsigned last, int flags) {
   int t = atomic_load_explicit(&pl_trace_fd, memory_order_relaxed);
   /* Only a range that closes the trace's number needs the slow path;
    * CLOSE_RANGE_CLOEXEC closes nothing (and the trace is close-on-exec). */
-  if (PL_LIKELY(t < 0 || (unsigned)t < first || (unsigned)t > last || (flags & CLOSE_RANGE_CLOEXEC)))
+  if (PL_LIKELY(t < 0 || (unsigned)t < first || (unsigned)t > last ||
+                (flags & CLOSE_RANGE_CLOEXEC)))
     return PL_NEXT_CLOSE_RANGE(first, last, flags);
   sigset_t saved;
   t = pl_trace_fd_lock(&saved);
   if (t < 0) return PL_NEXT_CLOSE_RANGE(first, last, flags);
-  int r = (unsigned)t < first || (unsigned)t > last ? PL_NEXT_CLOSE_RANGE(first, last, flags)
-                                                    : pl_close_around(first, last, flags, (unsigned)t);
+  int r = (unsigned)t < first || (unsigned)t > last
+              ? PL_NEXT_CLOSE_RANGE(first, last, flags)
+              : pl_close_around(first, last, flags, (unsigned)t);
   int e = errno;
   pl_trace_fd_unlock(&saved);
   errno = e;

@@ -140,7 +140,8 @@ static CUresult pl_host_register(int id, void *p, size_t n, unsigned int flags) 
    * wrapping) is left to it. */
   if (p != NULL && n > 0 && n <= UINTPTR_MAX - (uintptr_t)p && !pl_in_shim && pl_active()) {
     long mode = pl_opt_long(PL_OPT_MODE);
-    if (mode == PAGELOCK_MODE_REGISTER || mode == PAGELOCK_MODE_AUTO) pl_pinreg_yield((uintptr_t)p, n);
+    if (mode == PAGELOCK_MODE_REGISTER || mode == PAGELOCK_MODE_AUTO)
+      pl_pinreg_yield((uintptr_t)p, n);
   }
   CUresult r = f(p, n, flags);
   if (r == CUDA_SUCCESS && p && !pl_in_shim && pl_active())

@@ -10,7 +10,8 @@
 #include "pl_internal.h"
 
 void *pl_hook_wrapper(int id) {
-  return id < PAGELOCK_API_COUNT ? pl_copy_wrappers[id] : pl_hostalloc_wrappers[id - PAGELOCK_API_COUNT];
+  return id < PAGELOCK_API_COUNT ? pl_copy_wrappers[id]
+                                 : pl_hostalloc_wrappers[id - PAGELOCK_API_COUNT];
 }
 
 int pl_hook_find_name(const char *name) {

@@ -37,11 +37,13 @@ static int pl_hostmem_query(CUdeviceptr p) {
   /* The attributes are written as enums and bools of driver-chosen width;
    * zeroed 8-byte slots read correctly for any of them (little endian). */
   uint64_t type = 0, managed = 0;
-  CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
+  CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                  CU_POINTER_ATTRIBUTE_IS_MANAGED};
   void *data[2] = {&type, &managed};
   CUresult r = d->cuPointerGetAttributes(2, attrs, data, p);
   if (r != CUDA_SUCCESS) {
-    pl_log(PL_LOG_INFO, PL_LK_ATTR_QUERY, "pointer attribute query failed (%d); copy recorded as unknown", (int)r);
+    pl_log(PL_LOG_INFO, PL_LK_ATTR_QUERY,
+           "pointer attribute query failed (%d); copy recorded as unknown", (int)r);
     return PAGELOCK_MEM_UNKNOWN;
   }
   if ((uint32_t)managed) return PAGELOCK_MEM_MANAGED;
@@ -99,7 +101,8 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
    * holds, so it goes first (a loop of pinned copies costs no more).
    * Pinned memory carries no allocation site: the report lists sites for
    * pageable memory only. */
-  if (pl_pos.gen == gen && (uintptr_t)p - pl_pos.base < pl_pos.end - pl_pos.base) return pl_pos.kind;
+  if (pl_pos.gen == gen && (uintptr_t)p - pl_pos.base < pl_pos.end - pl_pos.base)
+    return pl_pos.kind;
   /* Fast path, no lock: a tracked range whose cached driver answer is still
    * current (any page-locking change since bumps the generation). */
   pl_range *t = pl_granmap_find((uintptr_t)p);
@@ -122,8 +125,10 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
   int kind = r ? r->kind : PAGELOCK_MEM_UNKNOWN;
   /* The generation read above, not the current one: a change since then
    * must not be hidden behind an entry that looks current. */
-  if (r) pl_pos = (pl_pos_entry){.base = r->base, .end = r->base + r->size, .gen = gen, .kind = kind};
-  bool shim = r == NULL && pl_shimreg.root != NULL && pl_rangemap_find(&pl_shimreg, (uintptr_t)p) != NULL;
+  if (r)
+    pl_pos = (pl_pos_entry){.base = r->base, .end = r->base + r->size, .gen = gen, .kind = kind};
+  bool shim =
+      r == NULL && pl_shimreg.root != NULL && pl_rangemap_find(&pl_shimreg, (uintptr_t)p) != NULL;
   pthread_mutex_unlock(&pl_hm_lock);
   if (kind != PAGELOCK_MEM_UNKNOWN) {
     if (alloc_stack) *alloc_stack = 0; /* as the memo answers */
@@ -136,7 +141,8 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
    * when asked again; an undo bumps the generation, so no answer taken
    * while it was registered is cached. */
   kind = shim ? PAGELOCK_MEM_PAGEABLE : pl_hostmem_query(p);
-  if (kind == PAGELOCK_MEM_PINNED && pl_hostmem_shim_has((uintptr_t)p)) kind = PAGELOCK_MEM_PAGEABLE;
+  if (kind == PAGELOCK_MEM_PINNED && pl_hostmem_shim_has((uintptr_t)p))
+    kind = PAGELOCK_MEM_PAGEABLE;
   if (t == NULL && kind == PAGELOCK_MEM_PAGEABLE) {
     neg->page = page;
     neg->gen = gen;
@@ -162,7 +168,9 @@ size_t pl_hostmem_init(size_t track_min) {
   return pl_granmap_init(track_min) ? pl_granmap_granule() : 0;
 }
 
-void pl_hostmem_track(void *p, size_t n, uint32_t stack_id) { pl_hostmem_track_as(p, n, stack_id, PL_ORIGIN_HEAP); }
+void pl_hostmem_track(void *p, size_t n, uint32_t stack_id) {
+  pl_hostmem_track_as(p, n, stack_id, PL_ORIGIN_HEAP);
+}
 
 void pl_hostmem_track_as(void *p, size_t n, uint32_t stack_id, int origin) {
   pl_range *r = pl_granmap_insert((uintptr_t)p, n);

@@ -77,18 +77,18 @@ enum pl_pin_state {
 };
 
 typedef struct pl_pin {
-  uintptr_t base, end;   /* the registered interior */
-  uintptr_t abase;       /* the allocation */
+  uintptr_t base, end; /* the registered interior */
+  uintptr_t abase;     /* the allocation */
   size_t alen;
-  CUcontext ctx;         /* the requesting copy's context */
-  uint64_t used_ns;      /* last held (eviction order) */
-  void *free_ptr;        /* a free() handed over: next_free(free_ptr) after the undo */
+  CUcontext ctx;    /* the requesting copy's context */
+  uint64_t used_ns; /* last held (eviction order) */
+  void *free_ptr;   /* a free() handed over: next_free(free_ptr) after the undo */
   void (*free_fn)(void *);
   uint32_t holds;
   uint8_t state;
-  bool dying;            /* released while REGISTERING: undo once registered */
-  bool graph;            /* a graph refers to it: never evicted */
-  bool evict;            /* this undo is an eviction */
+  bool dying; /* released while REGISTERING: undo once registered */
+  bool graph; /* a graph refers to it: never evicted */
+  bool evict; /* this undo is an eviction */
 } pl_pin;
 
 typedef struct pl_fence {
@@ -111,14 +111,14 @@ static pthread_cond_t pl_pin_wake = PTHREAD_COND_INITIALIZER; /* the thread: wor
 static pthread_cond_t pl_pin_done = PTHREAD_COND_INITIALIZER; /* waiters: a slot changed state */
 
 /* Under pl_pin_lock: */
-static pl_pin pl_pins[PL_PIN_SLOTS];     /* [0] unused: slot 0 means "none" */
-static uint32_t pl_idx[PL_PIN_SLOTS];    /* slots not free, by base */
+static pl_pin pl_pins[PL_PIN_SLOTS];  /* [0] unused: slot 0 means "none" */
+static uint32_t pl_idx[PL_PIN_SLOTS]; /* slots not free, by base */
 static uint32_t pl_nidx;
-static uint32_t pl_spare[PL_PIN_SLOTS];  /* free slot numbers */
+static uint32_t pl_spare[PL_PIN_SLOTS]; /* free slot numbers */
 static uint32_t pl_nspare;
 static bool pl_slots_ready;
-static uint64_t pl_committed;            /* REQUESTED, REGISTERING, LIVE (not dying) */
-static uint64_t pl_kicks;                /* bumped whenever the thread may have work */
+static uint64_t pl_committed; /* REQUESTED, REGISTERING, LIVE (not dying) */
+static uint64_t pl_kicks;     /* bumped whenever the thread may have work */
 /* Calls other engines hand to the thread (pl_pinreg_post), oldest first. */
 #define PL_POSTS 8
 static struct {
@@ -130,13 +130,14 @@ static pl_fence pl_fences[PL_FENCES];
 static pl_pin_drv pl_pd;
 
 /* Read without the lock: */
-static atomic_uint pl_pin_count;          /* slots not free: pl_pinreg_any */
-static atomic_uint_fast64_t pl_drv_bytes, pl_drv_high; /* held by the driver (or being registered) */
+static atomic_uint pl_pin_count; /* slots not free: pl_pinreg_any */
+static atomic_uint_fast64_t pl_drv_bytes,
+    pl_drv_high; /* held by the driver (or being registered) */
 static atomic_uint_fast64_t pl_n_reg, pl_n_unreg, pl_n_evict, pl_n_fail, pl_reg_ns;
-static atomic_int pl_thread_state;        /* 0 none, 1 starting, 2 running, -1 cannot */
-static atomic_bool pl_pin_off;            /* forked child, or exiting */
-static atomic_bool pl_pin_used;           /* something was requested: COUNTERS carry it */
-static atomic_uint_fast64_t pl_budget;    /* 0 until first needed */
+static atomic_int pl_thread_state;     /* 0 none, 1 starting, 2 running, -1 cannot */
+static atomic_bool pl_pin_off;         /* forked child, or exiting */
+static atomic_bool pl_pin_used;        /* something was requested: COUNTERS carry it */
+static atomic_uint_fast64_t pl_budget; /* 0 until first needed */
 static PL_TLS bool pl_on_pin_thread;
 static atomic_uint_fast64_t pl_idle_ns = PL_PIN_IDLE_NS;
 
@@ -175,8 +176,10 @@ static uint32_t pl_idx_after(uintptr_t p) {
   uint32_t lo = 0, hi = pl_nidx;
   while (lo < hi) {
     uint32_t mid = (lo + hi) / 2;
-    if (pl_pins[pl_idx[mid]].end <= p) lo = mid + 1;
-    else hi = mid;
+    if (pl_pins[pl_idx[mid]].end <= p)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -220,7 +223,8 @@ static void pl_kick(void) {
 
 static bool pl_fenced(uintptr_t base, uintptr_t end, uint64_t now) {
   for (unsigned i = 0; i < PL_FENCES; i++)
-    if (pl_fences[i].until_ns > now && pl_fences[i].base < end && base < pl_fences[i].end) return true;
+    if (pl_fences[i].until_ns > now && pl_fences[i].base < end && base < pl_fences[i].end)
+      return true;
   return false;
 }
 
@@ -264,8 +268,8 @@ static void pl_undo_now(uint32_t s) {
   CUresult r = pl_drv_unregister(base, e->ctx);
   pl_hostmem_shim_remove(base);
   if (r != CUDA_SUCCESS && !atomic_load(&pl_pin_off))
-    pl_log(PL_LOG_WARN, PL_LK_UNREGISTER, "could not undo a registration of its own (error %d); continuing",
-           (int)r);
+    pl_log(PL_LOG_WARN, PL_LK_UNREGISTER,
+           "could not undo a registration of its own (error %d); continuing", (int)r);
   pthread_mutex_lock(&pl_pin_lock);
   atomic_fetch_sub(&pl_drv_bytes, e->end - e->base);
   PL_ADD(pl_n_unreg, 1);
@@ -368,7 +372,7 @@ static uint32_t pl_next_job(bool *undo) {
     e->state = PL_PS_REGISTERING;
     uint64_t b = atomic_fetch_add(&pl_drv_bytes, e->end - e->base) + (e->end - e->base);
     uint64_t hw = atomic_load(&pl_drv_high);
-    while (b > hw && !atomic_compare_exchange_weak(&pl_drv_high, &hw, b)) { }
+    while (b > hw && !atomic_compare_exchange_weak(&pl_drv_high, &hw, b)) {}
     *undo = false;
   }
   return reg;
@@ -403,8 +407,10 @@ static void *pl_pin_main(void *arg) {
     uint32_t s;
     while ((s = pl_next_job(&undo)) != 0 && !atomic_load(&pl_pin_stop)) {
       pthread_mutex_unlock(&pl_pin_lock);
-      if (undo) pl_undo_now(s);
-      else pl_register_now(s);
+      if (undo)
+        pl_undo_now(s);
+      else
+        pl_register_now(s);
       pthread_mutex_lock(&pl_pin_lock);
       seen = pl_kicks;
     }
@@ -452,7 +458,8 @@ static bool pl_pin_start(void) {
     pthread_attr_destroy(&a);
   }
   if (rc != 0)
-    pl_log(PL_LOG_WARN, PL_LK_PIN_THREAD, "cannot start the registration thread: copies are staged instead");
+    pl_log(PL_LOG_WARN, PL_LK_PIN_THREAD,
+           "cannot start the registration thread: copies are staged instead");
   atomic_store_explicit(&pl_thread_state, rc == 0 ? 2 : -1, memory_order_release);
   return rc == 0;
 }
@@ -610,9 +617,8 @@ static void pl_release_range(uintptr_t p, size_t n) {
           pthread_mutex_lock(&pl_pin_lock);
           continue;
         }
-        break; /* a copy in flight holds it: wait for its end */
-      default:
-        break; /* UNDOING elsewhere: wait */
+        break;        /* a copy in flight holds it: wait for its end */
+      default: break; /* UNDOING elsewhere: wait */
     }
     pthread_cond_wait(&pl_pin_done, &pl_pin_lock);
   }
@@ -750,7 +756,8 @@ void pl_pinreg_quiesce_for_test(void) {
       /* A request that does not fit yet waits for room, not for the thread. */
       busy = e->state == PL_PS_REGISTERING || e->state == PL_PS_UNDOING ||
              (e->state == PL_PS_UNDO && e->holds == 0) ||
-             (e->state == PL_PS_REQUESTED && atomic_load(&pl_drv_bytes) + (e->end - e->base) <= budget);
+             (e->state == PL_PS_REQUESTED &&
+              atomic_load(&pl_drv_bytes) + (e->end - e->base) <= budget);
     }
     pthread_mutex_unlock(&pl_pin_lock);
     if (!busy) return;
@@ -774,4 +781,6 @@ void pl_pinreg_reset_for_test(void) {
   atomic_store(&pl_pin_off, false);
 }
 
-void pl_pinreg_set_idle_for_test(uint64_t ns) { atomic_store(&pl_idle_ns, ns ? ns : PL_PIN_IDLE_NS); }
+void pl_pinreg_set_idle_for_test(uint64_t ns) {
+  atomic_store(&pl_idle_ns, ns ? ns : PL_PIN_IDLE_NS);
+}

@@ -119,7 +119,6 @@ void pl_log(int level, pl_log_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void pl_log_reset_for_test(void);
 
-
 /* ---- driver.c: the real driver, loaded at run time ---------------------- */
 
 /* Raw driver names: the shim defines the exact decorated symbols itself
@@ -183,7 +182,7 @@ enum pl_hook_id {
 #define PL_HOOK_ENUM(name) PL_HOOK_##name,
   PL_HOSTALLOC_LIST(PL_HOOK_ENUM)
 #undef PL_HOOK_ENUM
-  PL_HOOK_COUNT
+      PL_HOOK_COUNT
 };
 
 /* The real driver function behind hook id `id`, resolved lazily from the
@@ -245,19 +244,19 @@ typedef CUresult (*pl_native_fn)(const pl_copy *c);
 
 struct pl_copy {
   int api;
-  uint32_t flags;           /* PAGELOCK_COPY_* known from the entry point */
-  uint64_t seq;             /* the COPY record's correlation (set by pl_copy_exec) */
-  int dir;                  /* pagelock_dir, UNKNOWN until classified */
-  CUdeviceptr dst, src;     /* as passed; host pointers cast */
+  uint32_t flags;       /* PAGELOCK_COPY_* known from the entry point */
+  uint64_t seq;         /* the COPY record's correlation (set by pl_copy_exec) */
+  int dir;              /* pagelock_dir, UNKNOWN until classified */
+  CUdeviceptr dst, src; /* as passed; host pointers cast */
   size_t bytes;
   CUstream stream;
   void *callsite;
-  const void *args;         /* entry-point specific (2D/3D/batch params) */
+  const void *args; /* entry-point specific (2D/3D/batch params) */
   pl_native_fn native;
   /* filled by classification */
   uint8_t src_mem, dst_mem;
-  uint8_t why;              /* pagelock_why: why a pageable copy was not registered */
-  uint32_t alloc_stack;     /* allocation site of the host side, 0 unknown */
+  uint8_t why;          /* pagelock_why: why a pageable copy was not registered */
+  uint32_t alloc_stack; /* allocation site of the host side, 0 unknown */
 };
 
 /* Every wrapper ends here: classify, decide (observe/stage/...), run, record.
@@ -438,8 +437,7 @@ void pl_trace_copy_end(void);
 /* Append several whole records at once (one lock round). */
 void pl_trace_write_many(const void *recs, size_t size);
 /* Append a record made of a fixed part and a NUL-terminated string. */
-void pl_trace_write_str(const void *fixed, size_t fixed_size, uint32_t type,
-                        const char *str);
+void pl_trace_write_str(const void *fixed, size_t fixed_size, uint32_t type, const char *str);
 /* At exit: begin writes the MODULE records and returns true when the trace
  * is open; the caller then writes what the modules above know (symbols,
  * counters: init.c's pl_exit_trace), and end writes END and flushes. */

@@ -48,12 +48,12 @@ struct pl_pool {
   CUcontext ctx;
   unsigned long long ctx_id; /* cuCtxGetId: a handle value can be reused */
   pthread_mutex_t lock;
-  pl_chunk *head, *tail;     /* free chunks, oldest first; under lock */
-  pl_chunk *flight;          /* chunks a host function will free; under lock */
+  pl_chunk *head, *tail;      /* free chunks, oldest first; under lock */
+  pl_chunk *flight;           /* chunks a host function will free; under lock */
   atomic_uint_fast64_t bytes; /* owned: free, in use or quarantined */
   atomic_bool disabled;
-  atomic_bool prewarm;       /* its first chunks were asked of the shim's thread */
-  pl_pool *next;             /* registry link, immutable once published */
+  atomic_bool prewarm; /* its first chunks were asked of the shim's thread */
+  pl_pool *next;       /* registry link, immutable once published */
 };
 
 static _Atomic(pl_pool *) pl_pools;
@@ -102,7 +102,9 @@ pl_pool *pl_pool_get(CUcontext ctx) {
   return p;
 }
 
-bool pl_pool_usable(const pl_pool *p) { return !atomic_load_explicit(&p->disabled, memory_order_relaxed); }
+bool pl_pool_usable(const pl_pool *p) {
+  return !atomic_load_explicit(&p->disabled, memory_order_relaxed);
+}
 
 /* Chunk size for a pool bounded by `bound`: the configured size, but at
  * most half the bound, since with a single chunk nothing overlaps. */
@@ -120,7 +122,7 @@ static bool pl_reserve(uint64_t size, uint64_t bound) {
     next = cur + size;
   } while (!atomic_compare_exchange_weak(&pl_bytes, &cur, next));
   uint64_t h = atomic_load(&pl_high);
-  while (next > h && !atomic_compare_exchange_weak(&pl_high, &h, next)) { }
+  while (next > h && !atomic_compare_exchange_weak(&pl_high, &h, next)) {}
   return true;
 }
 
@@ -145,7 +147,10 @@ static pl_chunk *pl_take_free(pl_pool *p, CUresult *err, bool *busy) {
         *busy = true;
         continue;
       }
-      if (q != CUDA_SUCCESS) { *err = q; break; }
+      if (q != CUDA_SUCCESS) {
+        *err = q;
+        break;
+      }
       c->pending = false;
     }
     got = c;
@@ -171,8 +176,9 @@ static pl_chunk *pl_take_free(pl_pool *p, CUresult *err, bool *busy) {
  * event: retrying on every copy would only repeat the failure. */
 static void pl_pool_disable(pl_pool *p, const char *what, CUresult r) {
   atomic_store(&p->disabled, true);
-  pl_log(PL_LOG_WARN, PL_LK_STAGE_POOL, "%s failed (error %d): staging disabled for this context, copies pass through",
-         what, (int)r);
+  pl_log(PL_LOG_WARN, PL_LK_STAGE_POOL,
+         "%s failed (error %d): staging disabled for this context, copies pass through", what,
+         (int)r);
 }
 
 /* Move an idle chunk of a pool above its share into p, which is below its
@@ -222,7 +228,8 @@ static void pl_sys_unmap(void *p, size_t n) {
  * shorter.  On failure nothing is left mapped. */
 static CUresult pl_slab_map(const pl_stage_drv *d, pl_slab *slab, size_t bytes) {
   size_t span = bytes + PL_HUGE;
-  void *m = (void *)syscall(SYS_mmap, NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *m = (void *)syscall(SYS_mmap, NULL, span, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   uintptr_t base = ((uintptr_t)m + PL_HUGE - 1) & ~(uintptr_t)(PL_HUGE - 1);
   pl_sys_unmap(m, base - (uintptr_t)m);
@@ -277,7 +284,8 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
   unsigned nev = 0;
   if (r == CUDA_SUCCESS) {
     what = "cuEventCreate";
-    while (nev < k && (r = d->cuEventCreate(&ev[nev], CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS) nev++;
+    while (nev < k && (r = d->cuEventCreate(&ev[nev], CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS)
+      nev++;
     if (r != CUDA_SUCCESS) {
       while (nev > 0) d->cuEventDestroy(ev[--nev]);
       pl_slab_unmap(d, slab);
@@ -291,8 +299,9 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
     /* A pool that has chunks keeps them: its copies wait for one, as at
      * the bound, rather than all passing through from now on. */
     if (atomic_load(&p->bytes) > 0) {
-      pl_log(PL_LOG_WARN, PL_LK_STAGE_GROW, "%s failed (error %d): the staging pool stays at %" PRIu64 " MiB", what,
-             (int)r, (uint64_t)atomic_load(&p->bytes) >> 20);
+      pl_log(PL_LOG_WARN, PL_LK_STAGE_GROW,
+             "%s failed (error %d): the staging pool stays at %" PRIu64 " MiB", what, (int)r,
+             (uint64_t)atomic_load(&p->bytes) >> 20);
       return 0;
     }
     pl_pool_disable(p, what, r);
@@ -344,7 +353,8 @@ static void pl_pool_prewarm_run(void *arg) {
 
 void pl_pool_prewarm(CUcontext ctx) {
   pl_pool *p = pl_pool_get(ctx);
-  if (p == NULL || !pl_pool_usable(p) || atomic_load_explicit(&p->prewarm, memory_order_relaxed)) return;
+  if (p == NULL || !pl_pool_usable(p) || atomic_load_explicit(&p->prewarm, memory_order_relaxed))
+    return;
   if (atomic_exchange(&p->prewarm, true) || atomic_load(&p->bytes) > 0) return;
   pl_pinreg_post(pl_pool_prewarm_run, p);
 }
@@ -370,14 +380,17 @@ static void pl_backoff(uint64_t waited_ns, uint64_t left_ns) {
   nanosleep(&ts, NULL);
 }
 
-pl_acq pl_pool_acquire(pl_pool *p, unsigned grow, uint64_t wait_ns, pl_chunk **out, uint64_t *waited_ns,
-                       bool *busy, CUresult *err) {
+pl_acq pl_pool_acquire(pl_pool *p, unsigned grow, uint64_t wait_ns, pl_chunk **out,
+                       uint64_t *waited_ns, bool *busy, CUresult *err) {
   uint64_t t0 = 0;
   *waited_ns = 0;
   *busy = false;
   for (;;) {
     pl_chunk *c = pl_take_free(p, err, busy);
-    if (c) { *out = c; break; }
+    if (c) {
+      *out = c;
+      break;
+    }
     if (*err != CUDA_SUCCESS) return PL_ACQ_ERROR;
     int g = pl_pool_grow(p, grow, out, err);
     if (g > 0) break;
@@ -400,8 +413,10 @@ void pl_pool_release(pl_chunk *c, bool pending) {
   c->pending = pending;
   c->next = NULL;
   pthread_mutex_lock(&p->lock);
-  if (p->tail) p->tail->next = c;
-  else p->head = c;
+  if (p->tail)
+    p->tail->next = c;
+  else
+    p->head = c;
   p->tail = c;
   pthread_mutex_unlock(&p->lock);
 }
@@ -457,14 +472,17 @@ void pl_pool_land(pl_chunk *c, uint64_t ticket) {
     if (c->flying) pl_unfly(p, c);
     c->pending = false;
     c->next = NULL;
-    if (p->tail) p->tail->next = c;
-    else p->head = c;
+    if (p->tail)
+      p->tail->next = c;
+    else
+      p->head = c;
     p->tail = c;
   }
   pthread_mutex_unlock(&p->lock);
 }
 
-unsigned pl_pool_take_flight(pl_pool *p, unsigned long long stream_id, pl_chunk **out, unsigned max) {
+unsigned pl_pool_take_flight(pl_pool *p, unsigned long long stream_id, pl_chunk **out,
+                             unsigned max) {
   unsigned n = 0;
   if (stream_id == 0 || max == 0) return 0;
   pthread_mutex_lock(&p->lock);
@@ -482,7 +500,8 @@ unsigned pl_pool_take_flight(pl_pool *p, unsigned long long stream_id, pl_chunk 
 void pl_pool_quarantine(pl_chunk *c) {
   /* Its DMA may still run: freeing or reusing it could corrupt memory.
    * The chunk struct stays allocated on purpose. */
-  pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR, "a staging chunk could not be tracked (event record failed); it is retired");
+  pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR,
+         "a staging chunk could not be tracked (event record failed); it is retired");
   (void)c;
 }
 

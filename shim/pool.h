@@ -17,22 +17,22 @@ typedef struct pl_chunk pl_chunk;
 typedef struct pl_slab {
   void *base;
   size_t bytes;
-  unsigned live;       /* chunks not yet freed (tests only free them) */
+  unsigned live; /* chunks not yet freed (tests only free them) */
 } pl_slab;
 
 struct pl_chunk {
-  void *host;          /* inside slab->base, registered PORTABLE */
+  void *host; /* inside slab->base, registered PORTABLE */
   size_t size;
   pl_slab *slab;
-  CUevent ev;          /* recorded after the last use on its stream */
-  bool pending;        /* ev recorded and not yet seen complete */
+  CUevent ev;   /* recorded after the last use on its stream */
+  bool pending; /* ev recorded and not yet seen complete */
   pl_pool *pool;
-  pl_chunk *next;      /* free or flight list link, under the pool lock */
-  pl_chunk *all_next;  /* every chunk ever made, for the life of the process */
+  pl_chunk *next;     /* free or flight list link, under the pool lock */
+  pl_chunk *all_next; /* every chunk ever made, for the life of the process */
   /* asynchronous device-to-host copies, under the pool lock: */
-  uint64_t ticket;     /* nonzero: the host function holding it frees it */
+  uint64_t ticket;              /* nonzero: the host function holding it frees it */
   unsigned long long stream_id; /* flying: the stream of that host function */
-  bool flying;         /* on the pool's flight list (linked by next) */
+  bool flying;                  /* on the pool's flight list (linked by next) */
 };
 
 typedef enum pl_acq {
@@ -60,8 +60,8 @@ void pl_pool_prewarm(CUcontext ctx);
  * it never blocks in the driver.  *waited_ns gets the time spent polling;
  * *busy says whether earlier work on the pool's chunks was found still
  * running (the device is behind: the caller's copy is bound by the DMA). */
-pl_acq pl_pool_acquire(pl_pool *p, unsigned grow, uint64_t wait_ns, pl_chunk **out, uint64_t *waited_ns, bool *busy,
-                       CUresult *err);
+pl_acq pl_pool_acquire(pl_pool *p, unsigned grow, uint64_t wait_ns, pl_chunk **out,
+                       uint64_t *waited_ns, bool *busy, CUresult *err);
 /* Whether b's memory directly follows a's, in one allocation. */
 static inline bool pl_chunk_adjacent(const pl_chunk *a, const pl_chunk *b) {
   return a->slab == b->slab && (const char *)a->host + a->size == (const char *)b->host;
@@ -99,7 +99,8 @@ void pl_pool_land(pl_chunk *c, uint64_t ticket);
 /* Take up to max chunks of p flying on stream stream_id (nonzero) into
  * out; returns how many.  The caller owns them, and their last queued use
  * is still ahead on that stream. */
-unsigned pl_pool_take_flight(pl_pool *p, unsigned long long stream_id, pl_chunk **out, unsigned max);
+unsigned pl_pool_take_flight(pl_pool *p, unsigned long long stream_id, pl_chunk **out,
+                             unsigned max);
 
 typedef struct pl_pool_stats {
   uint64_t bytes;      /* pinned bytes held by all pools now */

@@ -79,7 +79,8 @@ static atomic_uint pl_py_gen;
 void pl_py_unmapped(void) {
   unsigned g = atomic_fetch_add_explicit(&pl_py_gen, 1, memory_order_acq_rel) + 1;
   if ((g & ((1u << 18) - 1)) == 0)
-    for (size_t i = 0; i < PL_PY_PAGES; i++) atomic_store_explicit(&pl_py_pages[i], 0, memory_order_relaxed);
+    for (size_t i = 0; i < PL_PY_PAGES; i++)
+      atomic_store_explicit(&pl_py_pages[i], 0, memory_order_relaxed);
 }
 
 static bool pl_py_page_ok(uint64_t page) {
@@ -87,7 +88,9 @@ static bool pl_py_page_ok(uint64_t page) {
   uint64_t key = page | (gen << 45);
   size_t h = (size_t)((page * 0x9E3779B97F4A7C15ull) >> 54);
   for (size_t i = 0; i < 4; i++)
-    if (atomic_load_explicit(&pl_py_pages[(h + i) & (PL_PY_PAGES - 1)], memory_order_relaxed) == key) return true;
+    if (atomic_load_explicit(&pl_py_pages[(h + i) & (PL_PY_PAGES - 1)], memory_order_relaxed) ==
+        key)
+      return true;
   /* One byte read through the kernel: fails (EFAULT) instead of faulting
    * on a page that is not mapped or not readable. */
   char b;
@@ -100,14 +103,16 @@ static bool pl_py_page_ok(uint64_t page) {
       /* Not strerror: it may translate, and allocate, inside a hook. */
       snprintf(pl_py_why, sizeof pl_py_why,
                "Python frames are not recorded: the kernel refused process_vm_readv (%s); "
-               "call and allocation sites show native frames only", errno == ENOSYS ? "ENOSYS" : "EPERM");
+               "call and allocation sites show native frames only",
+               errno == ENOSYS ? "ENOSYS" : "EPERM");
       __atomic_store_n(&pl_py_state, PL_PY_UNSUPPORTED, __ATOMIC_RELEASE);
     }
     errno = saved;
     return false;
   }
   errno = saved;
-  atomic_store_explicit(&pl_py_pages[(h + (page & 3)) & (PL_PY_PAGES - 1)], key, memory_order_relaxed);
+  atomic_store_explicit(&pl_py_pages[(h + (page & 3)) & (PL_PY_PAGES - 1)], key,
+                        memory_order_relaxed);
   return true;
 }
 
@@ -175,17 +180,22 @@ static void pl_py_str(uintptr_t s, char *out, size_t cap) {
   if (len && !pl_py_readable(data, (size_t)len * kind)) return;
   size_t o = 0;
   for (int64_t i = 0; i < len; i++) {
-    uint32_t c = kind == 1 ? *(const uint8_t *)(data + (size_t)i)
-               : kind == 2 ? *(const uint16_t *)(data + 2 * (size_t)i)
-                           : *(const uint32_t *)(data + 4 * (size_t)i);
+    uint32_t c = kind == 1   ? *(const uint8_t *)(data + (size_t)i)
+                 : kind == 2 ? *(const uint16_t *)(data + 2 * (size_t)i)
+                             : *(const uint32_t *)(data + 4 * (size_t)i);
     unsigned char u[4];
     size_t k;
-    if (c < 0x80) u[0] = (unsigned char)c, k = 1;
-    else if (c < 0x800) u[0] = (unsigned char)(0xc0 | c >> 6), u[1] = (unsigned char)(0x80 | (c & 0x3f)), k = 2;
-    else if (c < 0x10000) u[0] = (unsigned char)(0xe0 | c >> 12), u[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f)),
-                          u[2] = (unsigned char)(0x80 | (c & 0x3f)), k = 3;
-    else u[0] = (unsigned char)(0xf0 | c >> 18), u[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3f)),
-         u[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3f)), u[3] = (unsigned char)(0x80 | (c & 0x3f)), k = 4;
+    if (c < 0x80)
+      u[0] = (unsigned char)c, k = 1;
+    else if (c < 0x800)
+      u[0] = (unsigned char)(0xc0 | c >> 6), u[1] = (unsigned char)(0x80 | (c & 0x3f)), k = 2;
+    else if (c < 0x10000)
+      u[0] = (unsigned char)(0xe0 | c >> 12), u[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f)),
+      u[2] = (unsigned char)(0x80 | (c & 0x3f)), k = 3;
+    else
+      u[0] = (unsigned char)(0xf0 | c >> 18), u[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3f)),
+      u[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3f)), u[3] = (unsigned char)(0x80 | (c & 0x3f)),
+      k = 4;
     if (o + k + 1 > cap) break;
     memcpy(out + o, u, k);
     o += k;
@@ -200,8 +210,8 @@ static bool pl_py_is_library(const char *f) {
   const char *sp = strstr(f, "/site-packages/");
   if (sp == NULL) sp = strstr(f, "/dist-packages/");
   if (sp != NULL) {
-    static const char *const pkgs[] = {"torch/", "numpy/", "cupy/", "cupyx/", "cupy_backends/",
-                                       "numba/", "jax/", "jaxlib/"};
+    static const char *const pkgs[] = {"torch/",         "numpy/", "cupy/", "cupyx/",
+                                       "cupy_backends/", "numba/", "jax/",  "jaxlib/"};
     const char *pkg = strchr(sp + 1, '/') + 1;
     for (size_t i = 0; i < sizeof pkgs / sizeof pkgs[0]; i++)
       if (strncmp(pkg, pkgs[i], strlen(pkgs[i])) == 0) return true;
@@ -248,7 +258,8 @@ static uint32_t pl_py_code_id(uintptr_t co) {
       }
     }
     if (st != PL_CODE_READY) continue;
-    if (c->addr == co && c->filename == fn && c->name == nm && c->linetable == lt && c->firstlineno == first)
+    if (c->addr == co && c->filename == fn && c->name == nm && c->linetable == lt &&
+        c->firstlineno == first)
       return idx + 1;
   }
   return 0;
@@ -287,8 +298,10 @@ static int32_t pl_py_addr2line(const uint8_t *t, size_t n, int32_t first, int64_
       t += 2;
       start = stop;
       stop += sdelta;
-      if (ldelta == -128) cur = -1;
-      else line += ldelta, cur = line;
+      if (ldelta == -128)
+        cur = -1;
+      else
+        line += ldelta, cur = line;
       if (start != stop && addrq >= start && addrq < stop) return cur > 0 ? cur : first;
     }
     return first;
@@ -320,7 +333,9 @@ static int32_t pl_py_line(uint32_t id, int64_t addrq) {
   const pl_py_code *c = &pl_py_codes[id - 1];
   bool memo = addrq >= 0 && addrq < (1 << 25);
   uint64_t key = ((uint64_t)id << 51) | ((uint64_t)(memo ? addrq : 0) << 26);
-  size_t slot = (size_t)(((uint64_t)id * 0x9E3779B97F4A7C15ull ^ (uint64_t)addrq * 0xBF58476D1CE4E5B9ull) >> 51);
+  size_t slot =
+      (size_t)(((uint64_t)id * 0x9E3779B97F4A7C15ull ^ (uint64_t)addrq * 0xBF58476D1CE4E5B9ull) >>
+               51);
   if (memo) {
     uint64_t e = atomic_load_explicit(&pl_py_lines[slot], memory_order_relaxed);
     if ((e & ~((1ull << 26) - 1)) == key) return (int32_t)(e & ((1ull << 26) - 1));
@@ -329,7 +344,8 @@ static int32_t pl_py_line(uint32_t id, int64_t addrq) {
   int64_t n = pl_rd64(lt + PL_PY_OB_SIZE); /* the bytes object was validated with the code */
   int32_t line = c->firstlineno;
   if (n > 0 && n < (1 << 24) && pl_py_readable(lt + PL_PY_BYTES_SVAL, (size_t)n))
-    line = pl_py_addr2line((const uint8_t *)(lt + PL_PY_BYTES_SVAL), (size_t)n, c->firstlineno, addrq);
+    line =
+        pl_py_addr2line((const uint8_t *)(lt + PL_PY_BYTES_SVAL), (size_t)n, c->firstlineno, addrq);
   if (memo && line >= 0 && line < (1 << 26))
     atomic_store_explicit(&pl_py_lines[slot], key | (uint64_t)line, memory_order_relaxed);
   return line;
@@ -353,7 +369,8 @@ bool pl_py_capture(pl_pystack *out) {
   unsigned nlib = 0;
   uintptr_t tortoise = fr;
   unsigned power = 1, lam = 1;
-  size_t code_span = (size_t)(L->co_linetable > L->co_filename ? L->co_linetable : L->co_filename) + 8;
+  size_t code_span =
+      (size_t)(L->co_linetable > L->co_filename ? L->co_linetable : L->co_filename) + 8;
   for (int steps = 0; fr != 0 && steps < PL_PY_WALK; steps++) {
     if (fr & 7) break;
     uintptr_t prev, co;
@@ -377,7 +394,8 @@ bool pl_py_capture(pl_pystack *out) {
          * (3.11-3.12 prev_instr), as a byte offset into the code. */
         uintptr_t ip = pl_rdp(fr + L->fr_instr), base = co + L->co_code_adaptive;
         int64_t units = pl_rd64(co + PL_PY_OB_SIZE);
-        if (ip >= base && ip < base + 2 * (uint64_t)(units > 0 ? units : 0)) addrq = (int64_t)(ip - base);
+        if (ip >= base && ip < base + 2 * (uint64_t)(units > 0 ? units : 0))
+          addrq = (int64_t)(ip - base);
       }
     }
     if (co != 0 && pl_py_is(co, pl_py_code_type, code_span)) {
@@ -426,7 +444,8 @@ uint64_t pl_py_hash(const pl_pystack *s) {
 static bool pl_py_note_written; /* under the stack lock */
 
 void pl_py_note(void) {
-  if (pl_py_note_written || __atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) != PL_PY_UNSUPPORTED) return;
+  if (pl_py_note_written || __atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) != PL_PY_UNSUPPORTED)
+    return;
   pl_trace_note(PAGELOCK_NOTE_WARNING, pl_py_why);
   pl_py_note_written = true;
 }
@@ -495,14 +514,18 @@ void pl_py_init(void) {
     major = (unsigned)(*hex >> 24) & 0xff;
     minor = (unsigned)(*hex >> 16) & 0xff;
   } else {
-    const char *(*getver)(void) = (const char *(*)(void))pl_real_dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    const char *(*getver)(void) =
+        (const char *(*)(void))pl_real_dlsym(RTLD_DEFAULT, "Py_GetVersion");
     if (getver == NULL || sscanf(getver(), "%u.%u", &major, &minor) != 2) major = minor = 0;
   }
-  const char *fmt_new = "Python frames are not recorded: Python 3.%u%s is not one pagelock reads "
-                        "(CPython 3.10-3.13 with the GIL); call and allocation sites show native frames only";
+  const char *fmt_new =
+      "Python frames are not recorded: Python 3.%u%s is not one pagelock reads "
+      "(CPython 3.10-3.13 with the GIL); call and allocation sites show native frames only";
   if (major != 3 || pl_py_is_init == NULL || pl_py_code_type == 0 || pl_py_str_type == 0 ||
       pl_py_bytes_type == 0 || (minor == 10 && pl_py_frame_type == 0)) {
-    pl_py_unsupported(fmt_new, minor, major == 3 ? " (some interpreter symbols are missing)" : " (or not CPython 3)");
+    pl_py_unsupported(
+        fmt_new, minor,
+        major == 3 ? " (some interpreter symbols are missing)" : " (or not CPython 3)");
     return;
   }
   if (minor >= 13) {
@@ -515,7 +538,8 @@ void pl_py_init(void) {
       pl_py_unsupported(fmt_new, minor, "");
       return;
     }
-    if (d == NULL || memcmp(d->cookie, "xdebugpy", 8) != 0 || ((d->version >> 16) & 0xffff) != 0x030d) {
+    if (d == NULL || memcmp(d->cookie, "xdebugpy", 8) != 0 ||
+        ((d->version >> 16) & 0xffff) != 0x030d) {
       pl_py_unsupported(fmt_new, minor, " (its _Py_DebugOffsets are missing)");
       return;
     }

@@ -23,7 +23,7 @@
 #define PL_PY_NONE 0xffffu /* a field this version does not have */
 
 typedef struct pl_py_layout {
-  unsigned minor;           /* 3.minor */
+  unsigned minor; /* 3.minor */
   /* PyThreadState: 3.10 frame (PyFrameObject *), 3.11-3.12 cframe
    * (_PyCFrame *, whose current_frame is ts_cframe_frame), 3.13
    * current_frame (_PyInterpreterFrame *). */
@@ -70,30 +70,52 @@ typedef struct pl_py_debug_offsets_313 {
   char cookie[8];
   uint64_t version;
   uint64_t free_threaded;
-  struct { uint64_t size, finalizing, interpreters_head; } runtime_state;
+  struct {
+    uint64_t size, finalizing, interpreters_head;
+  } runtime_state;
   struct {
     uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins, ceval_gil,
         gil_runtime_state, gil_runtime_state_enabled, gil_runtime_state_locked,
         gil_runtime_state_holder;
   } interpreter_state;
   struct {
-    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
-        datastack_chunk, status;
+    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk,
+        status;
   } thread_state;
-  struct { uint64_t size, previous, executable, instr_ptr, localsplus, owner; } interpreter_frame;
+  struct {
+    uint64_t size, previous, executable, instr_ptr, localsplus, owner;
+  } interpreter_frame;
   struct {
     uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
         localspluskinds, co_code_adaptive;
   } code_object;
-  struct { uint64_t size, ob_type; } pyobject;
-  struct { uint64_t size, tp_name, tp_repr, tp_flags; } type_object;
-  struct { uint64_t size, ob_item, ob_size; } tuple_object;
-  struct { uint64_t size, ob_item, ob_size; } list_object;
-  struct { uint64_t size, ma_keys, ma_values; } dict_object;
-  struct { uint64_t size, ob_fval; } float_object;
-  struct { uint64_t size, lv_tag, ob_digit; } long_object;
-  struct { uint64_t size, ob_size, ob_sval; } bytes_object;
-  struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
+  struct {
+    uint64_t size, ob_type;
+  } pyobject;
+  struct {
+    uint64_t size, tp_name, tp_repr, tp_flags;
+  } type_object;
+  struct {
+    uint64_t size, ob_item, ob_size;
+  } tuple_object;
+  struct {
+    uint64_t size, ob_item, ob_size;
+  } list_object;
+  struct {
+    uint64_t size, ma_keys, ma_values;
+  } dict_object;
+  struct {
+    uint64_t size, ob_fval;
+  } float_object;
+  struct {
+    uint64_t size, lv_tag, ob_digit;
+  } long_object;
+  struct {
+    uint64_t size, ob_size, ob_sval;
+  } bytes_object;
+  struct {
+    uint64_t size, state, length, asciiobject_size;
+  } unicode_object;
 } pl_py_debug_offsets_313;
 
 #endif

@@ -21,7 +21,9 @@ static uint64_t pl_rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint32_t pl_rand(void) {
   uint64_t x = pl_rng_state;
-  x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
   pl_rng_state = x;
   return (uint32_t)(x >> 16);
 }
@@ -53,15 +55,26 @@ static void pl_node_free(pl_range *n) {
 
 /* Split t into keys < base (*l) and keys >= base (*r). */
 static void pl_split(pl_range *t, uintptr_t base, pl_range **l, pl_range **r) {
-  if (t == NULL) { *l = *r = NULL; return; }
-  if (t->base < base) { pl_split(t->right, base, &t->right, r); *l = t; }
-  else { pl_split(t->left, base, l, &t->left); *r = t; }
+  if (t == NULL) {
+    *l = *r = NULL;
+    return;
+  }
+  if (t->base < base) {
+    pl_split(t->right, base, &t->right, r);
+    *l = t;
+  } else {
+    pl_split(t->left, base, l, &t->left);
+    *r = t;
+  }
 }
 
 static pl_range *pl_merge(pl_range *l, pl_range *r) {
   if (l == NULL) return r;
   if (r == NULL) return l;
-  if (l->prio > r->prio) { l->right = pl_merge(l->right, r); return l; }
+  if (l->prio > r->prio) {
+    l->right = pl_merge(l->right, r);
+    return l;
+  }
   r->left = pl_merge(l, r->left);
   return r;
 }
@@ -69,8 +82,11 @@ static pl_range *pl_merge(pl_range *l, pl_range *r) {
 pl_range *pl_rangemap_find(const pl_rangemap *m, uintptr_t p) {
   pl_range *t = m->root, *best = NULL;
   while (t) {
-    if (t->base <= p) { best = t; t = t->right; }
-    else t = t->left;
+    if (t->base <= p) {
+      best = t;
+      t = t->right;
+    } else
+      t = t->left;
   }
   return best && p - best->base < best->size ? best : NULL;
 }
@@ -82,8 +98,11 @@ static pl_range *pl_first_overlap(const pl_rangemap *m, uintptr_t p, uintptr_t e
   if (f) return f;
   pl_range *t = m->root, *best = NULL; /* smallest base >= p */
   while (t) {
-    if (t->base >= p) { best = t; t = t->left; }
-    else t = t->right;
+    if (t->base >= p) {
+      best = t;
+      t = t->left;
+    } else
+      t = t->right;
   }
   return best && best->base < end ? best : NULL;
 }
@@ -92,7 +111,10 @@ static void pl_erase_node(pl_rangemap *m, uintptr_t base) {
   pl_range *l, *mid, *r;
   pl_split(m->root, base, &l, &mid);
   pl_split(mid, base + 1, &mid, &r);
-  if (mid) { pl_node_free(mid); m->count--; }
+  if (mid) {
+    pl_node_free(mid);
+    m->count--;
+  }
   m->root = pl_merge(l, r);
 }
 
@@ -137,7 +159,8 @@ static bool pl_check(const pl_range *t, uintptr_t lo, uintptr_t hi, size_t *coun
   if (t->left && t->left->prio > t->prio) return false;
   if (t->right && t->right->prio > t->prio) return false;
   uintptr_t end = t->base + t->size;
-  return pl_check(t->left, lo, t->base, count) && pl_check(t->right, end < t->base ? UINTPTR_MAX : end, hi, count);
+  return pl_check(t->left, lo, t->base, count) &&
+         pl_check(t->right, end < t->base ? UINTPTR_MAX : end, hi, count);
 }
 
 bool pl_rangemap_check(const pl_rangemap *m) {

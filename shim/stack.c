@@ -97,7 +97,8 @@ static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py) {
     uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
     if (st == PL_SLOT_EMPTY) {
       /* Keep a quarter free so probes stay short. */
-      if (atomic_load_explicit(&pl_stack_count, memory_order_relaxed) >= PL_STACK_SLOTS * 3 / 4) break;
+      if (atomic_load_explicit(&pl_stack_count, memory_order_relaxed) >= PL_STACK_SLOTS * 3 / 4)
+        break;
       if (!atomic_compare_exchange_strong(&s->state, &st, PL_SLOT_BUSY)) {
         if (st != PL_SLOT_READY) continue; /* another thread's, not ready yet */
       } else {
@@ -118,11 +119,12 @@ static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py) {
       }
     }
     if (st != PL_SLOT_READY) continue;
-    if (s->hash == h && s->depth == (uint32_t)n && memcmp(s->frames, f, sizeof(void *) * (size_t)n) == 0 &&
-        pl_py_same(&s->py, py))
+    if (s->hash == h && s->depth == (uint32_t)n &&
+        memcmp(s->frames, f, sizeof(void *) * (size_t)n) == 0 && pl_py_same(&s->py, py))
       return s->id;
   }
-  pl_log(PL_LOG_INFO, PL_LK_STACK_TABLE_FULL, "too many distinct call stacks; later ones are not recorded");
+  pl_log(PL_LOG_INFO, PL_LK_STACK_TABLE_FULL,
+         "too many distinct call stacks; later ones are not recorded");
   return 0;
 }
 
@@ -139,7 +141,12 @@ uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp) {
   pl_stack_memo *m = pl_memo_slot(r, p ^ ph);
   if (m->id != 0 && m->ra == r && m->sp == p && m->py == ph) return m->id;
   uint32_t id = pl_stack_capture(skip + 1);
-  if (id != 0) { m->ra = r; m->sp = p; m->py = ph; m->id = id; }
+  if (id != 0) {
+    m->ra = r;
+    m->sp = p;
+    m->py = ph;
+    m->id = id;
+  }
   return id;
 }
 
@@ -166,7 +173,12 @@ uint32_t pl_stack_capture_ra(const void *ra) {
    * the middle of its own bookkeeping (pymalloc's arenas among them). */
   static const pl_pystack none;
   uint32_t id = pl_stack_intern(&f, 1, &none);
-  if (id != 0) { m->ra = r; m->sp = 1; m->py = 0; m->id = id; }
+  if (id != 0) {
+    m->ra = r;
+    m->sp = 1;
+    m->py = 0;
+    m->id = id;
+  }
   return id;
 }
 
@@ -202,7 +214,10 @@ void pl_stack_emit(uint32_t id) {
     /* Written under the lock so no record can refer to the id before its
      * STACK record is in the file.  The slot is READY: its frames no
      * longer change. */
-    struct { pagelock_rec_stack r; uint64_t frames[PAGELOCK_MAX_FRAMES]; } rec;
+    struct {
+      pagelock_rec_stack r;
+      uint64_t frames[PAGELOCK_MAX_FRAMES];
+    } rec;
     memset(&rec, 0, sizeof rec);
     rec.r.h.type = PAGELOCK_REC_STACK;
     rec.r.h.size = (uint32_t)(sizeof rec.r + sizeof(uint64_t) * s->depth);
@@ -227,7 +242,8 @@ void pl_stack_write_symbols(void) {
   pthread_mutex_lock(&pl_emit_lock);
   for (uint32_t i = 0; i < PL_STACK_SLOTS; i++) {
     pl_stack_slot *s = &pl_stacks[i];
-    if (atomic_load_explicit(&s->state, memory_order_acquire) != PL_SLOT_READY || !s->emitted) continue;
+    if (atomic_load_explicit(&s->state, memory_order_acquire) != PL_SLOT_READY || !s->emitted)
+      continue;
     for (uint32_t k = 0; k < s->depth; k++) addrs[n++] = (uintptr_t)s->frames[k];
   }
   pthread_mutex_unlock(&pl_emit_lock);

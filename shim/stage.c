@@ -84,8 +84,8 @@
 
 static atomic_bool pl_stage_off;  /* forked child: CUDA is unusable there */
 static atomic_bool pl_stage_used; /* write COUNTERS only if we ever ran */
-static atomic_uint_fast64_t pl_n_copies, pl_n_plain, pl_n_throttled, pl_n_staged, pl_n_pass, pl_n_fallbacks,
-    pl_n_waits, pl_n_wait_ns;
+static atomic_uint_fast64_t pl_n_copies, pl_n_plain, pl_n_throttled, pl_n_staged, pl_n_pass,
+    pl_n_fallbacks, pl_n_waits, pl_n_wait_ns;
 
 #define PL_ADD(ctr, v) atomic_fetch_add_explicit(&(ctr), (v), memory_order_relaxed)
 
@@ -97,12 +97,13 @@ typedef struct pl_run {
   CUstream stream; /* the stream the chunks go on: c->stream, or 0 for sync calls */
   int pt;          /* 1: _ptsz twins, so stream 0 stays the per-thread stream */
   uint64_t wait_ns;
-  size_t staged;   /* bytes moved through chunks so far */
-  bool busy;       /* the last chunk acquired found earlier work still running */
+  size_t staged; /* bytes moved through chunks so far */
+  bool busy;     /* the last chunk acquired found earlier work still running */
 } pl_run;
 
 /* Get a chunk for run x, counting the wait; grow: see pl_pool_acquire. */
-static pl_acq pl_run_acquire(pl_run *x, unsigned grow, uint64_t wait_ns, pl_chunk **out, CUresult *err) {
+static pl_acq pl_run_acquire(pl_run *x, unsigned grow, uint64_t wait_ns, pl_chunk **out,
+                             CUresult *err) {
   uint64_t waited;
   pl_acq a = pl_pool_acquire(x->pool, grow, wait_ns, out, &waited, &x->busy, err);
   if (waited) {
@@ -110,7 +111,8 @@ static pl_acq pl_run_acquire(pl_run *x, unsigned grow, uint64_t wait_ns, pl_chun
     PL_ADD(pl_n_wait_ns, waited);
   }
   if (a == PL_ACQ_ERROR)
-    pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR, "staging chunk unavailable (error %d); copy passes through", (int)*err);
+    pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR,
+           "staging chunk unavailable (error %d); copy passes through", (int)*err);
   return a;
 }
 
@@ -125,16 +127,18 @@ static CUresult pl_run_fallback(pl_run *x, size_t off, bool timed_out) {
   PL_ADD(pl_n_fallbacks, 1);
   PL_ADD(pl_n_pass, rest.bytes);
   if (timed_out)
-    pl_log(PL_LOG_INFO, PL_LK_STAGE_FALLBACK,
-           "no staging chunk freed within PAGELOCK_WAIT_US=%ld us; the rest of the copy passes through (raise PAGELOCK_POOL_SIZE if this repeats)",
-           pl_opt_long(PL_OPT_WAIT_US));
+    pl_log(
+        PL_LOG_INFO, PL_LK_STAGE_FALLBACK,
+        "no staging chunk freed within PAGELOCK_WAIT_US=%ld us; the rest of the copy passes through (raise PAGELOCK_POOL_SIZE if this repeats)",
+        pl_opt_long(PL_OPT_WAIT_US));
   return x->c->native(&rest);
 }
 
 /* Log a driver call of the engine failing mid-copy (the copy itself is
  * finished by the native call). */
 static void pl_run_error(const char *what, CUresult r) {
-  pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR, "%s failed inside the staging engine (error %d); the rest of the copy passes through",
+  pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR,
+         "%s failed inside the staging engine (error %d); the rest of the copy passes through",
          what, (int)r);
 }
 
@@ -164,10 +168,10 @@ static size_t pl_h2d_piece(size_t left, size_t chunk, size_t *ramp) {
  * small pieces share one chunk instead of taking one each, so a 16 MiB
  * copy holds 3 chunks, not 7, and copies back to back find chunks free. */
 typedef struct pl_held {
-  pl_chunk *ch;     /* NULL once given back */
-  size_t used;      /* bytes of the chunk taken by slices */
+  pl_chunk *ch;      /* NULL once given back */
+  size_t used;       /* bytes of the chunk taken by slices */
   unsigned pub, iss; /* slices published, and enqueued */
-  bool closed;      /* takes no more slices */
+  bool closed;       /* takes no more slices */
 } pl_held;
 #define PL_HELD (PL_JOB_SLOTS + 1) /* every unenqueued slice's chunk, and the current one */
 
@@ -177,7 +181,7 @@ typedef struct pl_up {
   bool sync;
   pl_held held[PL_HELD]; /* live entries [h0, h1), by absolute number % PL_HELD */
   unsigned h0, h1;
-  pl_chunk *last;        /* sync: the final chunk, kept until its DMA is done */
+  pl_chunk *last; /* sync: the final chunk, kept until its DMA is done */
 } pl_up;
 
 /* Give back held chunk h, all of whose slices are enqueued: it is free
@@ -217,10 +221,10 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   const pl_stage_drv *d = x->d;
   pl_copy *c = x->c;
   const char *src = (const char *)(uintptr_t)c->src;
-  size_t off = 0;        /* bytes whose DMA is enqueued */
-  size_t pub = 0;        /* bytes handed to the copy threads */
+  size_t off = 0; /* bytes whose DMA is enqueued */
+  size_t pub = 0; /* bytes handed to the copy threads */
   unsigned npub = 0, niss = 0;
-  unsigned seg_h[PL_JOB_SLOTS];  /* segment k: its held chunk (absolute number) */
+  unsigned seg_h[PL_JOB_SLOTS]; /* segment k: its held chunk (absolute number) */
   size_t ramp = 0;
   bool timed_out = false, stop = false, declined = false;
   bool nt = PL_NT(c->bytes > (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE));
@@ -233,10 +237,15 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
     /* Publish ahead.  Only an empty pipeline waits for a chunk: with
      * segments in flight, enqueueing them frees chunks sooner. */
     while (pub < c->bytes && npub - niss < PL_JOB_SLOTS) {
-      pl_held *h = u.h1 > u.h0 && !u.held[(u.h1 - 1) % PL_HELD].closed ? &u.held[(u.h1 - 1) % PL_HELD] : NULL;
+      pl_held *h = u.h1 > u.h0 && !u.held[(u.h1 - 1) % PL_HELD].closed
+                       ? &u.held[(u.h1 - 1) % PL_HELD]
+                       : NULL;
       size_t next_ramp = ramp, len = h ? pl_h2d_piece(c->bytes - pub, h->ch->size, &next_ramp) : 0;
       if (h == NULL || h->used + len > h->ch->size) {
-        if (h && !pl_up_close(&u, h)) { stop = true; break; }
+        if (h && !pl_up_close(&u, h)) {
+          stop = true;
+          break;
+        }
         bool empty = npub == niss;
         pl_chunk *ch;
         CUresult e;
@@ -279,8 +288,10 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
     niss++;
     CUresult e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, slice, len, x->stream);
     if (e != CUDA_SUCCESS) {
-      if (off == 0) declined = true; /* the native call reports it */
-      else pl_run_error("cuMemcpyHtoDAsync", e);
+      if (off == 0)
+        declined = true; /* the native call reports it */
+      else
+        pl_run_error("cuMemcpyHtoDAsync", e);
       break;
     }
     off += len;
@@ -296,8 +307,10 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   for (unsigned i = u.h0; i < u.h1; i++) {
     pl_held *h = &u.held[i % PL_HELD];
     if (h->ch == NULL) continue;
-    if (h->iss > 0) pl_up_finish(&u, h, false);
-    else pl_pool_release(h->ch, false);
+    if (h->iss > 0)
+      pl_up_finish(&u, h, false);
+    else
+      pl_pool_release(h->ch, false);
     h->ch = NULL;
   }
   if (declined) return false;
@@ -364,7 +377,12 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
        * someone else's chunk. */
       pl_acq a = pl_run_acquire(x, 1, count ? 0 : x->wait_ns, &ch, &e);
       if (a == PL_ACQ_TIMEOUT && count) break;
-      if (a != PL_ACQ_OK) { stop = true; timed_out = a == PL_ACQ_TIMEOUT; errored = !timed_out; break; }
+      if (a != PL_ACQ_OK) {
+        stop = true;
+        timed_out = a == PL_ACQ_TIMEOUT;
+        errored = !timed_out;
+        break;
+      }
       size_t len = c->bytes - issued < ch->size ? c->bytes - issued : ch->size;
       e = d->cuMemcpyDtoHAsync[x->pt](ch->host, c->src + issued, len, x->stream);
       if (e != CUDA_SUCCESS) {
@@ -471,8 +489,10 @@ static pl_outs *pl_outs_new(size_t n) {
 
 static void pl_outs_free(pl_outs *o) {
   pthread_mutex_lock(&pl_outs_lock);
-  if (o->prev) o->prev->next = o->next;
-  else pl_outs_live = o->next;
+  if (o->prev)
+    o->prev->next = o->next;
+  else
+    pl_outs_live = o->next;
   if (o->next) o->next->prev = o->prev;
   pthread_mutex_unlock(&pl_outs_lock);
   free(o);
@@ -491,7 +511,8 @@ static void CUDA_CB pl_copyout(void *arg) {
      * memcpy, so the copy threads split it once. */
     unsigned k = i + 1;
     size_t len = o->e[i].n;
-    while (k < o->n && o->e[k - 1].n == o->e[k - 1].ch->size && pl_chunk_adjacent(o->e[k - 1].ch, o->e[k].ch) &&
+    while (k < o->n && o->e[k - 1].n == o->e[k - 1].ch->size &&
+           pl_chunk_adjacent(o->e[k - 1].ch, o->e[k].ch) &&
            o->e[k - 1].dst + o->e[k - 1].n == o->e[k].dst)
       len += o->e[k++].n;
     pl_workers_memcpy(o->e[i].dst, o->e[i].ch->host, len, true, o->nt);
@@ -516,9 +537,12 @@ typedef struct pl_ring {
 static void pl_d2h_abandon(pl_run *x, pl_ring *h) {
   for (unsigned j = 0; j < h->n; j++) {
     if (h->theirs[j]) continue;
-    if (!h->used[j]) pl_pool_release(h->ch[j], false);
-    else if (x->d->cuEventRecord[x->pt](h->ch[j]->ev, x->stream) == CUDA_SUCCESS) pl_pool_release(h->ch[j], true);
-    else pl_pool_quarantine(h->ch[j]);
+    if (!h->used[j])
+      pl_pool_release(h->ch[j], false);
+    else if (x->d->cuEventRecord[x->pt](h->ch[j]->ev, x->stream) == CUDA_SUCCESS)
+      pl_pool_release(h->ch[j], true);
+    else
+      pl_pool_quarantine(h->ch[j]);
   }
 }
 
@@ -569,8 +593,9 @@ static void pl_ring_sort(pl_ring *h) {
     pl_chunk *c = h->ch[i];
     bool u = h->used[i];
     unsigned j = i;
-    for (; j > 0 && ((uintptr_t)h->ch[j - 1]->slab > (uintptr_t)c->slab ||
-                     (h->ch[j - 1]->slab == c->slab && (uintptr_t)h->ch[j - 1]->host > (uintptr_t)c->host));
+    for (; j > 0 &&
+           ((uintptr_t)h->ch[j - 1]->slab > (uintptr_t)c->slab ||
+            (h->ch[j - 1]->slab == c->slab && (uintptr_t)h->ch[j - 1]->host > (uintptr_t)c->host));
          j--) {
       h->ch[j] = h->ch[j - 1];
       h->used[j] = h->used[j - 1];
@@ -632,7 +657,8 @@ static bool pl_d2h_async(pl_run *x, CUresult *r) {
 
   bool nt = pl_stage_out_stream(c->bytes);
   unsigned long long sid = 0;
-  if (d->cuStreamGetId[x->pt] == NULL || d->cuStreamGetId[x->pt](x->stream, &sid) != CUDA_SUCCESS) sid = 0;
+  if (d->cuStreamGetId[x->pt] == NULL || d->cuStreamGetId[x->pt](x->stream, &sid) != CUDA_SUCCESS)
+    sid = 0;
   pl_ring h = {0};
   bool timed_out = false;
   if (!pl_d2h_take(x, sid, size, pieces, &h, &timed_out)) return false;
@@ -650,9 +676,11 @@ static bool pl_d2h_async(pl_run *x, CUresult *r) {
     /* One DMA per run of chunks back to back in memory: enqueuing costs
      * the caller ~2 us per call whatever its size (docs/benchmarks.md). */
     for (size_t i = first, k; i < first + round; i = k) {
-      for (k = i + 1; k < first + round && pl_chunk_adjacent(h.ch[(k - 1) % h.n], h.ch[k % h.n]); k++) { }
+      for (k = i + 1; k < first + round && pl_chunk_adjacent(h.ch[(k - 1) % h.n], h.ch[k % h.n]);
+           k++) {}
       size_t at = i * size, end = k * size < c->bytes ? k * size : c->bytes;
-      CUresult e = d->cuMemcpyDtoHAsync[x->pt](h.ch[i % h.n]->host, c->src + at, end - at, x->stream);
+      CUresult e =
+          d->cuMemcpyDtoHAsync[x->pt](h.ch[i % h.n]->host, c->src + at, end - at, x->stream);
       if (e != CUDA_SUCCESS) {
         if (queued) pl_run_error("cuMemcpyDtoHAsync", e);
         break;
@@ -741,9 +769,12 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
                    pl_opt_long(PL_OPT_D2H) == PL_D2H_ASYNC;
   pl_note_kind(((uintptr_t)x.stream << 3) | 4u | ((uintptr_t)x.pt << 1) | (uintptr_t)async_d2h);
   bool done;
-  if (c->dir == PAGELOCK_DIR_H2D) done = pl_h2d(&x, r);
-  else if (async_d2h) done = pl_d2h_async(&x, r);
-  else done = pl_d2h_sync(&x, r);
+  if (c->dir == PAGELOCK_DIR_H2D)
+    done = pl_h2d(&x, r);
+  else if (async_d2h)
+    done = pl_d2h_async(&x, r);
+  else
+    done = pl_d2h_sync(&x, r);
   if (x.staged) {
     c->flags |= PAGELOCK_COPY_STAGED;
     PL_ADD(pl_n_copies, 1);
@@ -754,7 +785,8 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
 
 void pl_stage_note_device_alloc(void) {
   long mode = pl_opt_long(PL_OPT_MODE);
-  if (mode == PAGELOCK_MODE_OBSERVE || atomic_load_explicit(&pl_stage_off, memory_order_relaxed)) return;
+  if (mode == PAGELOCK_MODE_OBSERVE || atomic_load_explicit(&pl_stage_off, memory_order_relaxed))
+    return;
   const pl_stage_drv *d = pl_stage_drv_get();
   CUcontext ctx = NULL;
   if (d == NULL || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) return;

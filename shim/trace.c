@@ -83,18 +83,18 @@ typedef struct pl_ring {
 } pl_ring;
 static pl_ring pl_rings[PL_RINGS];
 static unsigned pl_rings_max = PL_RINGS; /* lowered by tests */
-static unsigned pl_rings_used;            /* slots ever handed out (trace lock) */
+static unsigned pl_rings_used;           /* slots ever handed out (trace lock) */
 /* A forked child empties every ring and bumps the epoch, which makes each
  * thread's ring pointer stale: the forking thread takes a ring anew. */
 static _Atomic unsigned pl_ring_epoch = 1;
 static PL_TLS pl_ring *pl_my_ring;
 static PL_TLS unsigned pl_my_epoch; /* a ring was sought in this epoch (NULL: none free) */
 static PL_TLS uint64_t pl_my_head;
-static PL_TLS bool pl_my_shared;    /* this record went to the shared buffer */
+static PL_TLS bool pl_my_shared; /* this record went to the shared buffer */
 static pthread_key_t pl_ring_key;
 static pthread_once_t pl_ring_once = PTHREAD_ONCE_INIT;
-static bool pl_opened;          /* the file was created (trace lock) */
-static bool pl_failed;          /* creation failed: stop trying */
+static bool pl_opened; /* the file was created (trace lock) */
+static bool pl_failed; /* creation failed: stop trying */
 static char pl_path[PATH_MAX];
 static uint64_t pl_records, pl_dropped;
 static uint64_t pl_last_flush;
@@ -106,7 +106,8 @@ uint64_t pl_trace_start_ns(void) { return pl_start_mono; }
 
 /* The job rank from the usual launchers, or -1. */
 static int pl_rank(void) {
-  static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+  static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
+                                     NULL};
   for (int i = 0; vars[i]; i++) {
     const char *v = getenv(vars[i]);
     if (v && *v) {
@@ -123,10 +124,15 @@ bool pl_trace_expand(const char *pattern, char *out, size_t outsz) {
   char tmp[HOST_NAME_MAX + 32];
   for (const char *p = pattern; *p; p++) {
     const char *add = tmp;
-    if (*p != '%') { tmp[0] = *p; tmp[1] = 0; }
-    else {
+    if (*p != '%') {
+      tmp[0] = *p;
+      tmp[1] = 0;
+    } else {
       switch (p[1]) {
-        case 'p': snprintf(tmp, sizeof tmp, "%d", (int)getpid()); p++; break;
+        case 'p':
+          snprintf(tmp, sizeof tmp, "%d", (int)getpid());
+          p++;
+          break;
         case 'h':
           if (gethostname(tmp, sizeof tmp - 1) != 0) strcpy(tmp, "host");
           tmp[sizeof tmp - 1] = 0;
@@ -134,11 +140,17 @@ bool pl_trace_expand(const char *pattern, char *out, size_t outsz) {
           break;
         case 'r': {
           int r = pl_rank();
-          if (r >= 0) snprintf(tmp, sizeof tmp, "%d", r); else strcpy(tmp, "0");
+          if (r >= 0)
+            snprintf(tmp, sizeof tmp, "%d", r);
+          else
+            strcpy(tmp, "0");
           p++;
           break;
         }
-        case '%': strcpy(tmp, "%"); p++; break;
+        case '%':
+          strcpy(tmp, "%");
+          p++;
+          break;
         default: strcpy(tmp, "%"); break; /* a lone % stays literal */
       }
     }
@@ -163,37 +175,47 @@ static void pl_manifest_add(const char *path) {
   struct stat st, st2;
   int pfd = open(m, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   if (pfd < 0) {
-    pl_log(PL_LOG_WARN, PL_LK_MANIFEST, "cannot open the manifest (%s); this trace is not listed: PAGELOCK_MANIFEST='%s'",
+    pl_log(PL_LOG_WARN, PL_LK_MANIFEST,
+           "cannot open the manifest (%s); this trace is not listed: PAGELOCK_MANIFEST='%s'",
            strerror(errno), m);
     return;
   }
   int ok = fstat(pfd, &st);
   pl_own_close(pfd);
   if (ok != 0 || !S_ISREG(st.st_mode)) {
-    const char *what = ok != 0 ? "unknown" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISLNK(st.st_mode) ? "a symbolic link"
-                       : S_ISDIR(st.st_mode) ? "a directory" : S_ISSOCK(st.st_mode) ? "a socket"
-                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a regular file";
-    pl_log(PL_LOG_WARN, PL_LK_MANIFEST,
-           "the manifest is %s, not a regular file (as `pagelock run` makes); this trace is not listed: PAGELOCK_MANIFEST='%s'",
-           what, m);
+    const char *what = ok != 0                                      ? "unknown"
+                       : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                       : S_ISLNK(st.st_mode)                        ? "a symbolic link"
+                       : S_ISDIR(st.st_mode)                        ? "a directory"
+                       : S_ISSOCK(st.st_mode)                       ? "a socket"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                    : "not a regular file";
+    pl_log(
+        PL_LOG_WARN, PL_LK_MANIFEST,
+        "the manifest is %s, not a regular file (as `pagelock run` makes); this trace is not listed: PAGELOCK_MANIFEST='%s'",
+        what, m);
     return;
   }
   int fd = open(m, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
-    pl_log(PL_LOG_WARN, PL_LK_MANIFEST, "cannot open the manifest (%s); this trace is not listed: PAGELOCK_MANIFEST='%s'",
+    pl_log(PL_LOG_WARN, PL_LK_MANIFEST,
+           "cannot open the manifest (%s); this trace is not listed: PAGELOCK_MANIFEST='%s'",
            strerror(errno), m);
     return;
   }
   if (fstat(fd, &st2) != 0 || st2.st_dev != st.st_dev || st2.st_ino != st.st_ino) {
-    pl_log(PL_LOG_WARN, PL_LK_MANIFEST,
-           "the manifest was replaced while being opened; this trace is not listed: PAGELOCK_MANIFEST='%s'", m);
+    pl_log(
+        PL_LOG_WARN, PL_LK_MANIFEST,
+        "the manifest was replaced while being opened; this trace is not listed: PAGELOCK_MANIFEST='%s'",
+        m);
     pl_own_close(fd);
     return;
   }
   char line[PATH_MAX + 2];
   int n = snprintf(line, sizeof line, "%s\n", path);
   if (n > 0 && (size_t)n < sizeof line && write(fd, line, (size_t)n) != n)
-    pl_log(PL_LOG_WARN, PL_LK_MANIFEST, "cannot write the manifest (%s); this trace is not listed: PAGELOCK_MANIFEST='%s'",
+    pl_log(PL_LOG_WARN, PL_LK_MANIFEST,
+           "cannot write the manifest (%s); this trace is not listed: PAGELOCK_MANIFEST='%s'",
            strerror(errno), m);
   pl_own_close(fd);
 }
@@ -237,15 +259,15 @@ static void pl_manifest_add(const char *path) {
  * (the writer thread blocks every signal anyway). */
 #define PL_FD_FLOOR 768
 static pthread_mutex_t pl_fd_lock = PTHREAD_MUTEX_INITIALIZER;
-static int pl_fd = -1;                 /* the descriptor (pl_fd_lock) */
-_Atomic int pl_trace_fd = -1;          /* the same number, for the wrappers */
+static int pl_fd = -1;                        /* the descriptor (pl_fd_lock) */
+_Atomic int pl_trace_fd = -1;                 /* the same number, for the wrappers */
 static _Atomic uint64_t pl_fd_dev, pl_fd_ino; /* its file */
-static _Atomic int pl_fd_pid;          /* the process whose table holds it */
+static _Atomic int pl_fd_pid;                 /* the process whose table holds it */
 /* Bytes in the file, every one of them part of a whole record (the
  * header, then blocks).  The next block starts here. */
 static uint64_t pl_file_off;
-static uint32_t pl_hdr_flags;          /* the header's flags word as written */
-static _Atomic bool pl_stopped;        /* the writer stopped for good */
+static uint32_t pl_hdr_flags;   /* the header's flags word as written */
+static _Atomic bool pl_stopped; /* the writer stopped for good */
 
 static bool pl_fd_is_file(int fd) {
   struct stat st;
@@ -258,7 +280,8 @@ static bool pl_fd_is_file(int fd) {
 static int pl_fd_up(int fd) {
   int floor = PL_FD_FLOOR;
   struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= (rlim_t)floor)
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur <= (rlim_t)floor)
     floor = (int)(rl.rlim_cur / 4 * 3);
   if (fd >= floor) return fd;
   int hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
@@ -361,9 +384,10 @@ static bool pl_fd_recover_locked(void) {
   }
   char reason[128];
   snprintf(reason, sizeof reason, "%s%s%s", why, err ? ": " : "", err ? strerror(err) : "");
-  pl_log(PL_LOG_ERROR, PL_LK_TRACE_FD,
-         "the program closed the trace's descriptor and the trace file %s; the trace stops at byte %llu: '%s'",
-         reason, (unsigned long long)pl_file_off, pl_path);
+  pl_log(
+      PL_LOG_ERROR, PL_LK_TRACE_FD,
+      "the program closed the trace's descriptor and the trace file %s; the trace stops at byte %llu: '%s'",
+      reason, (unsigned long long)pl_file_off, pl_path);
   pl_stop_locked(fd, PAGELOCK_FILE_STOP_FD_LOST);
   if (fd >= 0) pl_own_close(fd);
   return false;
@@ -392,11 +416,13 @@ static uint64_t pl_fsize_room(void) {
 
 /* Why the writer stopped, reason first (fd lock held). */
 static void pl_log_stop(int err) {
-  const char *what = err == EFBIG ? "the file size limit (RLIMIT_FSIZE) is reached"
+  const char *what = err == EFBIG    ? "the file size limit (RLIMIT_FSIZE) is reached"
                      : err == EDQUOT ? "the disk quota is exceeded"
-                     : err == ENOSPC ? "the disk is full" : "cannot write the trace";
-  pl_log(PL_LOG_ERROR, PL_LK_TRACE_WRITE, "%s (%s): the trace stops at its last whole record, byte %llu: '%s'",
-         what, strerror(err), (unsigned long long)pl_file_off, pl_path);
+                     : err == ENOSPC ? "the disk is full"
+                                     : "cannot write the trace";
+  pl_log(PL_LOG_ERROR, PL_LK_TRACE_WRITE,
+         "%s (%s): the trace stops at its last whole record, byte %llu: '%s'", what, strerror(err),
+         (unsigned long long)pl_file_off, pl_path);
 }
 
 /* Write the header (fd lock held, the file just created): false, the file
@@ -408,8 +434,10 @@ static bool pl_write_header_locked(const pagelock_file_header *h) {
   while (err == 0 && done < sizeof *h) {
     ssize_t w = write(pl_fd, (const char *)h + done, sizeof *h - done);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) err = w < 0 ? errno : ENOSPC;
-    else done += (size_t)w;
+    if (w <= 0)
+      err = w < 0 ? errno : ENOSPC;
+    else
+      done += (size_t)w;
   }
   if (err == 0) {
     pl_file_off = sizeof *h;
@@ -433,8 +461,10 @@ static void pl_block_write_locked(const char *b, size_t n) {
        * block: the program keeps closing it; give up rather than spin. */
       if (tries >= 4) {
         pl_fd_forget();
-        pl_log(PL_LOG_ERROR, PL_LK_TRACE_FD, "the program keeps closing the trace's descriptor; the trace stops at byte %llu: '%s'",
-               (unsigned long long)pl_file_off, pl_path);
+        pl_log(
+            PL_LOG_ERROR, PL_LK_TRACE_FD,
+            "the program keeps closing the trace's descriptor; the trace stops at byte %llu: '%s'",
+            (unsigned long long)pl_file_off, pl_path);
         pl_stop_locked(-1, 0);
         return;
       }
@@ -461,7 +491,10 @@ static void pl_block_write_locked(const char *b, size_t n) {
       int nv = 0;
       size_t skip = done;
       for (int i = 0; i < 2; i++) {
-        if (skip >= iov[i].iov_len) { skip -= iov[i].iov_len; continue; }
+        if (skip >= iov[i].iov_len) {
+          skip -= iov[i].iov_len;
+          continue;
+        }
         v[nv].iov_base = (char *)iov[i].iov_base + skip;
         v[nv].iov_len = iov[i].iov_len - skip;
         skip = 0;
@@ -485,7 +518,8 @@ static void pl_block_write_locked(const char *b, size_t n) {
       pl_cut(pl_fd, pl_file_off);
     }
     pl_log_stop(err);
-    pl_stop_locked(pl_fd, pl_disk_full(err) ? PAGELOCK_FILE_STOP_DISK_FULL : PAGELOCK_FILE_STOP_WRITE_ERROR);
+    pl_stop_locked(
+        pl_fd, pl_disk_full(err) ? PAGELOCK_FILE_STOP_DISK_FULL : PAGELOCK_FILE_STOP_WRITE_ERROR);
     return;
   }
 }
@@ -498,7 +532,8 @@ static void pl_write_buf(const char *b, size_t n) {
 }
 
 bool pl_trace_fd_owned(int fd) {
-  return fd >= 0 && fd == atomic_load_explicit(&pl_trace_fd, memory_order_acquire) && pl_fd_is_file(fd);
+  return fd >= 0 && fd == atomic_load_explicit(&pl_trace_fd, memory_order_acquire) &&
+         pl_fd_is_file(fd);
 }
 
 int pl_trace_fd_lock(sigset_t *saved) {
@@ -518,9 +553,10 @@ void pl_trace_fd_move(void) {
   int hi = fcntl(pl_fd, F_DUPFD_CLOEXEC, pl_fd < PL_FD_FLOOR ? PL_FD_FLOOR : pl_fd + 1);
   if (hi < 0) hi = fcntl(pl_fd, F_DUPFD_CLOEXEC, 3);
   if (hi < 0) {
-    pl_log(PL_LOG_ERROR, PL_LK_TRACE_FD,
-           "the program took the trace's descriptor and no other is free (%s); the trace stops at byte %llu: '%s'",
-           strerror(errno), (unsigned long long)pl_file_off, pl_path);
+    pl_log(
+        PL_LOG_ERROR, PL_LK_TRACE_FD,
+        "the program took the trace's descriptor and no other is free (%s); the trace stops at byte %llu: '%s'",
+        strerror(errno), (unsigned long long)pl_file_off, pl_path);
     /* The flag still goes through the old number, which the caller's
      * dup2 replaces next. */
     int old = pl_fd;
@@ -567,9 +603,11 @@ static bool pl_open_locked(void) {
   if (pattern == NULL) pattern = "pagelock.%p.trace";
   char base[PATH_MAX - 16];
   if (!pl_trace_expand(pattern, base, sizeof base)) {
-    pl_log(PL_LOG_ERROR, PL_LK_TRACE_OPEN,
-           "PAGELOCK_OUTPUT is too long (valid: a path of at most %zu bytes once %%p, %%h and %%r are expanded); "
-           "no trace written: PAGELOCK_OUTPUT='%s'", sizeof base - 1, pattern);
+    pl_log(
+        PL_LOG_ERROR, PL_LK_TRACE_OPEN,
+        "PAGELOCK_OUTPUT is too long (valid: a path of at most %zu bytes once %%p, %%h and %%r are expanded); "
+        "no trace written: PAGELOCK_OUTPUT='%s'",
+        sizeof base - 1, pattern);
     pl_failed = true;
     return false;
   }
@@ -589,7 +627,8 @@ static bool pl_open_locked(void) {
     errno = e;
   }
   if (fd < 0) {
-    pl_log(PL_LOG_ERROR, PL_LK_TRACE_OPEN, "cannot create trace file '%s': %s; tracing is off", pl_path, strerror(errno));
+    pl_log(PL_LOG_ERROR, PL_LK_TRACE_OPEN, "cannot create trace file '%s': %s; tracing is off",
+           pl_path, strerror(errno));
     pl_failed = true;
     pl_path[0] = 0;
     return false;
@@ -679,8 +718,10 @@ static void *pl_writer_main(void *arg) {
       pthread_cond_timedwait(&pl_work_cv, &pl_trace_lock, &dl);
       if (pl_pend_len == 0 && pl_now_ns() - pl_last_flush >= PL_FLUSH_NS) {
         pl_rings_drain_locked();
-        if (pl_buf_len > 0) pl_flush_locked();
-        else pl_last_flush = pl_now_ns();
+        if (pl_buf_len > 0)
+          pl_flush_locked();
+        else
+          pl_last_flush = pl_now_ns();
       }
       if (pl_pend_len == 0) continue;
     }
@@ -729,7 +770,10 @@ static void pl_writer_start(void) {
 
 static void pl_buf_put(const void *p, size_t n) {
   if (pl_buf_len + n > PL_TRACE_BUF) pl_flush_locked();
-  if (n > PL_TRACE_BUF) { pl_dropped++; return; }
+  if (n > PL_TRACE_BUF) {
+    pl_dropped++;
+    return;
+  }
   memcpy(pl_buf + pl_buf_len, p, n);
   pl_buf_len += n;
   pl_records++;
@@ -801,7 +845,8 @@ static void pl_ring_acquire(void) {
 
 pagelock_rec_copy *pl_trace_copy_begin(void) {
   if (!pl_active()) return NULL;
-  if (PL_UNLIKELY(pl_my_epoch != atomic_load_explicit(&pl_ring_epoch, memory_order_relaxed))) pl_ring_acquire();
+  if (PL_UNLIKELY(pl_my_epoch != atomic_load_explicit(&pl_ring_epoch, memory_order_relaxed)))
+    pl_ring_acquire();
   pl_ring *r = pl_my_ring;
   if (PL_UNLIKELY(r == NULL)) {
     pl_my_shared = true;
@@ -843,7 +888,8 @@ void *pl_trace_reserve(size_t size) {
 void pl_trace_commit(void) {
   /* The writer flushes by the clock.  Without one, the clock is read every
    * 64 records: a periodic flush needs no finer grain. */
-  if (!pl_writer_on && (pl_records & 63) == 0 && pl_now_ns() - pl_last_flush > PL_FLUSH_NS) pl_flush_locked();
+  if (!pl_writer_on && (pl_records & 63) == 0 && pl_now_ns() - pl_last_flush > PL_FLUSH_NS)
+    pl_flush_locked();
   pthread_mutex_unlock(&pl_trace_lock);
 }
 

@@ -100,8 +100,10 @@ static void pl_copy_stream(char *dst, const char *src, size_t n) {
   memcpy(dst, src, head);
   dst += head, src += head, n -= head;
   for (; n >= 64; n -= 64, dst += 64, src += 64) {
-    __m128i a = _mm_loadu_si128((const __m128i *)src), b = _mm_loadu_si128((const __m128i *)(src + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(src + 32)), d = _mm_loadu_si128((const __m128i *)(src + 48));
+    __m128i a = _mm_loadu_si128((const __m128i *)src),
+            b = _mm_loadu_si128((const __m128i *)(src + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(src + 32)),
+            d = _mm_loadu_si128((const __m128i *)(src + 48));
     _mm_stream_si128((__m128i *)dst, a);
     _mm_stream_si128((__m128i *)(dst + 16), b);
     _mm_stream_si128((__m128i *)(dst + 32), c);
@@ -256,8 +258,9 @@ static unsigned pl_workers_start(void) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
   if (started < want)
-    pl_log(PL_LOG_WARN, PL_LK_STAGE_WORKERS, "started %u of %u copy threads (error %d); staging continues with fewer",
-           started, want, err);
+    pl_log(PL_LOG_WARN, PL_LK_STAGE_WORKERS,
+           "started %u of %u copy threads (error %d); staging continues with fewer", started, want,
+           err);
   atomic_store_explicit(&pl_wk_helpers, started, memory_order_relaxed);
   atomic_store_explicit(&pl_wk_state, 2, memory_order_release);
   return started;
@@ -314,7 +317,8 @@ unsigned pl_job_add(pl_job *j, void *dst, const void *src, size_t len, bool nt) 
       pthread_mutex_lock(&pl_wk_lock);
       /* A limited job wakes only the threads it may still take: the others
        * would wake, find no room and sleep again, at every segment. */
-      if (j->helpers == 0) pthread_cond_broadcast(&pl_wk_wake);
+      if (j->helpers == 0)
+        pthread_cond_broadcast(&pl_wk_wake);
       else
         for (unsigned i = j->refs; i < j->helpers; i++) pthread_cond_signal(&pl_wk_wake);
       pthread_mutex_unlock(&pl_wk_lock);
@@ -330,8 +334,10 @@ void pl_job_wait(pl_job *j, unsigned k) {
   while (atomic_load_explicit(&s->left, memory_order_acquire) != 0) {
     /* Only this segment's pieces: a later one would delay its DMA. */
     size_t i;
-    if (pl_claim(j, end, &i)) pl_piece_copy(j, i);
-    else pl_cpu_relax();
+    if (pl_claim(j, end, &i))
+      pl_piece_copy(j, i);
+    else
+      pl_cpu_relax();
   }
 }
 
@@ -349,8 +355,10 @@ void pl_job_close(pl_job *j) {
 
 void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt) {
   if (n < 2 * PL_PIECE) {
-    if (nt) pl_copy_stream_fenced(dst, src, n);
-    else memcpy(dst, src, n);
+    if (nt)
+      pl_copy_stream_fenced(dst, src, n);
+    else
+      memcpy(dst, src, n);
     return;
   }
   pl_job j;

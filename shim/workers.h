@@ -15,8 +15,8 @@ typedef struct pl_seg {
   char *dst;
   const char *src;
   size_t len;
-  bool nt;                /* streaming stores (see pl_job_add) */
-  atomic_size_t left;     /* pieces not yet copied */
+  bool nt;            /* streaming stores (see pl_job_add) */
+  atomic_size_t left; /* pieces not yet copied */
 } pl_seg;
 
 /* A copy job on its owner's stack: segments published one after another

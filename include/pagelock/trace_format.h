@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#define PAGELOCK_TRACE_MAGIC "PGLKTRC1"  /* 8 bytes, no NUL terminator used */
+#define PAGELOCK_TRACE_MAGIC "PGLKTRC1" /* 8 bytes, no NUL terminator used */
 /* 2: CUPTI records, COPY.gpu_correlation.  3: CHECK records, the header's
  * stop flags (PAGELOCK_FILE_STOP_*).  PYCODE and PYSTACK records came
  * later within version 3: they only add to what a STACK says, and a reader
@@ -22,9 +22,9 @@
 #define PAGELOCK_MAX_FRAMES 16
 
 typedef struct pagelock_file_header {
-  char magic[8];          /* PAGELOCK_TRACE_MAGIC */
-  uint32_t version;       /* PAGELOCK_TRACE_VERSION */
-  uint32_t header_size;   /* sizeof(pagelock_file_header) == 64 */
+  char magic[8];        /* PAGELOCK_TRACE_MAGIC */
+  uint32_t version;     /* PAGELOCK_TRACE_VERSION */
+  uint32_t header_size; /* sizeof(pagelock_file_header) == 64 */
   uint64_t pid;
   uint64_t start_realtime_ns; /* CLOCK_REALTIME when the trace was opened */
   uint64_t start_mono_ns;     /* CLOCK_MONOTONIC at the same instant */
@@ -47,30 +47,30 @@ enum pagelock_file_flags {
 };
 
 typedef struct pagelock_rec_hdr {
-  uint32_t type;  /* PAGELOCK_REC_* */
-  uint32_t size;  /* whole record including this header, multiple of 8 */
+  uint32_t type; /* PAGELOCK_REC_* */
+  uint32_t size; /* whole record including this header, multiple of 8 */
 } pagelock_rec_hdr;
 
 enum pagelock_rec_type {
-  PAGELOCK_REC_PROCESS = 1, /* once, first record */
-  PAGELOCK_REC_COPY = 2,    /* one host<->device copy call */
-  PAGELOCK_REC_STACK = 3,   /* interned call stack, before first use */
-  PAGELOCK_REC_MODULE = 4,  /* a loaded object, written at exit */
-  PAGELOCK_REC_SYMBOL = 5,  /* dladdr() name of one address, at exit */
-  PAGELOCK_REC_COUNTERS = 6,/* engine counters, at exit */
-  PAGELOCK_REC_NOTE = 7,    /* a problem or fact the report must show */
-  PAGELOCK_REC_END = 8,     /* clean end of trace */
+  PAGELOCK_REC_PROCESS = 1,  /* once, first record */
+  PAGELOCK_REC_COPY = 2,     /* one host<->device copy call */
+  PAGELOCK_REC_STACK = 3,    /* interned call stack, before first use */
+  PAGELOCK_REC_MODULE = 4,   /* a loaded object, written at exit */
+  PAGELOCK_REC_SYMBOL = 5,   /* dladdr() name of one address, at exit */
+  PAGELOCK_REC_COUNTERS = 6, /* engine counters, at exit */
+  PAGELOCK_REC_NOTE = 7,     /* a problem or fact the report must show */
+  PAGELOCK_REC_END = 8,      /* clean end of trace */
   /* Version 2: what CUPTI saw.  Written from CUPTI's buffer-completion
    * thread in batches, so they arrive later than the COPY records they join
    * and in no global time order. */
-  PAGELOCK_REC_GPU = 9,     /* one GPU activity: copy, memset, kernel, sync */
-  PAGELOCK_REC_NAME = 10,   /* interned kernel name, before first use */
-  PAGELOCK_REC_LINK = 11,   /* a shim-issued GPU op belongs to an app call */
-  PAGELOCK_REC_CLOCK = 12,  /* CUPTI timestamp <-> CLOCK_MONOTONIC pair */
-  PAGELOCK_REC_DEVICE = 13, /* one device's properties */
+  PAGELOCK_REC_GPU = 9,         /* one GPU activity: copy, memset, kernel, sync */
+  PAGELOCK_REC_NAME = 10,       /* interned kernel name, before first use */
+  PAGELOCK_REC_LINK = 11,       /* a shim-issued GPU op belongs to an app call */
+  PAGELOCK_REC_CLOCK = 12,      /* CUPTI timestamp <-> CLOCK_MONOTONIC pair */
+  PAGELOCK_REC_DEVICE = 13,     /* one device's properties */
   PAGELOCK_REC_GPU_STATUS = 14, /* whether GPU timing is on, and why not */
   /* Version 3. */
-  PAGELOCK_REC_CHECK = 15,  /* CRC32C of the bytes since the previous CHECK */
+  PAGELOCK_REC_CHECK = 15, /* CRC32C of the bytes since the previous CHECK */
   /* Python call and allocation sites (optional: see the version above). */
   PAGELOCK_REC_PYSTACK = 16, /* the Python frames of one STACK, after it */
   PAGELOCK_REC_PYCODE = 17,  /* one Python code object, before first use */
@@ -80,8 +80,8 @@ enum pagelock_rec_type {
 typedef struct pagelock_rec_process {
   pagelock_rec_hdr h;
   uint64_t ppid;
-  uint32_t mode;          /* pagelock_mode */
-  int32_t rank;           /* -1 when not an MPI/torchrun job */
+  uint32_t mode; /* pagelock_mode */
+  int32_t rank;  /* -1 when not an MPI/torchrun job */
   uint64_t reserved[2];
   /* char exe[] NUL, char host[] NUL */
 } pagelock_rec_process;
@@ -110,16 +110,16 @@ enum pagelock_mem {
   PAGELOCK_MEM_REGISTERED = 3, /* cuMemHostRegister */
   PAGELOCK_MEM_MANAGED = 4,
   PAGELOCK_MEM_DEVICE = 5,
-  PAGELOCK_MEM_ARRAY = 6,      /* CUDA array (2D/3D copies) */
+  PAGELOCK_MEM_ARRAY = 6, /* CUDA array (2D/3D copies) */
 };
 
 enum pagelock_copy_flags {
-  PAGELOCK_COPY_ASYNC = 1u << 0,    /* an *Async entry point */
-  PAGELOCK_COPY_PTDS = 1u << 1,     /* per-thread default stream twin */
-  PAGELOCK_COPY_STAGED = 1u << 2,   /* moved by the staging engine */
-  PAGELOCK_COPY_CAPTURE = 1u << 3,  /* stream was capturing: untouched */
-  PAGELOCK_COPY_BATCH = 1u << 4,    /* one entry of a batch call */
-  PAGELOCK_COPY_FALLBACK = 1u << 5, /* staging gave up, native call used */
+  PAGELOCK_COPY_ASYNC = 1u << 0,      /* an *Async entry point */
+  PAGELOCK_COPY_PTDS = 1u << 1,       /* per-thread default stream twin */
+  PAGELOCK_COPY_STAGED = 1u << 2,     /* moved by the staging engine */
+  PAGELOCK_COPY_CAPTURE = 1u << 3,    /* stream was capturing: untouched */
+  PAGELOCK_COPY_BATCH = 1u << 4,      /* one entry of a batch call */
+  PAGELOCK_COPY_FALLBACK = 1u << 5,   /* staging gave up, native call used */
   PAGELOCK_COPY_REGISTERED = 1u << 6, /* host range page-locked by the shim */
   PAGELOCK_COPY_GRAPH_NODE = 1u << 7, /* a graph memcpy node was defined (or its
                                          parameters set): nothing was copied
@@ -129,24 +129,24 @@ enum pagelock_copy_flags {
 
 typedef struct pagelock_rec_copy {
   pagelock_rec_hdr h;
-  uint64_t start_ns;     /* CLOCK_MONOTONIC at entry of the call */
-  uint64_t host_ns;      /* time the caller spent inside the call */
+  uint64_t start_ns; /* CLOCK_MONOTONIC at entry of the call */
+  uint64_t host_ns;  /* time the caller spent inside the call */
   uint64_t bytes;
-  uint64_t stream;       /* CUstream handle value, 0 = legacy default */
-  uint64_t host_ptr;     /* host side address (0 for D2D) */
-  uint64_t callsite;     /* return address of the hooked call */
-  uint64_t correlation;  /* shim-wide sequence number of the call */
-  uint32_t tid;          /* kernel thread id */
-  uint32_t stack_id;     /* PAGELOCK_REC_STACK id of the call stack, 0 none */
+  uint64_t stream;         /* CUstream handle value, 0 = legacy default */
+  uint64_t host_ptr;       /* host side address (0 for D2D) */
+  uint64_t callsite;       /* return address of the hooked call */
+  uint64_t correlation;    /* shim-wide sequence number of the call */
+  uint32_t tid;            /* kernel thread id */
+  uint32_t stack_id;       /* PAGELOCK_REC_STACK id of the call stack, 0 none */
   uint32_t alloc_stack_id; /* stack of the host buffer's allocation, 0 none */
-  uint32_t flags;        /* pagelock_copy_flags */
-  int32_t result;        /* CUresult the app saw */
-  int32_t device;        /* device ordinal, -1 unknown */
-  uint16_t api;          /* pagelock_api_id: the exact driver symbol */
-  uint8_t dir;           /* pagelock_dir */
-  uint8_t host_mem;      /* pagelock_mem of the host side */
-  uint8_t src_mem;       /* pagelock_mem of source */
-  uint8_t dst_mem;       /* pagelock_mem of destination */
+  uint32_t flags;          /* pagelock_copy_flags */
+  int32_t result;          /* CUresult the app saw */
+  int32_t device;          /* device ordinal, -1 unknown */
+  uint16_t api;            /* pagelock_api_id: the exact driver symbol */
+  uint8_t dir;             /* pagelock_dir */
+  uint8_t host_mem;        /* pagelock_mem of the host side */
+  uint8_t src_mem;         /* pagelock_mem of source */
+  uint8_t dst_mem;         /* pagelock_mem of destination */
   uint8_t pad[2];
   /* Version 2.  CUPTI correlationId of the driver call, from the CUPTI
    * callback on that call; the GPU record(s) of the copy carry the same id.
@@ -187,7 +187,7 @@ enum pagelock_why {
 typedef struct pagelock_rec_stack {
   pagelock_rec_hdr h;
   uint32_t id;
-  uint32_t depth;                 /* frames used, <= PAGELOCK_MAX_FRAMES */
+  uint32_t depth; /* frames used, <= PAGELOCK_MAX_FRAMES */
   /* uint64_t frames[depth], innermost first */
 } pagelock_rec_stack;
 
@@ -211,8 +211,8 @@ enum pagelock_py_flags {
 typedef struct pagelock_rec_pystack {
   pagelock_rec_hdr h;
   uint32_t stack_id;
-  uint16_t depth;  /* frames used, 1..PAGELOCK_MAX_PY_FRAMES */
-  uint16_t flags;  /* pagelock_py_flags */
+  uint16_t depth; /* frames used, 1..PAGELOCK_MAX_PY_FRAMES */
+  uint16_t flags; /* pagelock_py_flags */
   /* pagelock_py_frame frames[depth] */
 } pagelock_rec_pystack;
 #define PAGELOCK_MAX_PY_FRAMES 8
@@ -234,9 +234,9 @@ typedef struct pagelock_rec_pycode {
 
 typedef struct pagelock_rec_module {
   pagelock_rec_hdr h;
-  uint64_t base;   /* load bias (dlpi_addr) */
-  uint64_t start;  /* lowest executable address */
-  uint64_t end;    /* one past the highest executable address */
+  uint64_t base;  /* load bias (dlpi_addr) */
+  uint64_t start; /* lowest executable address */
+  uint64_t end;   /* one past the highest executable address */
   /* char path[] NUL ("" = main program; the reporter uses the exe path) */
 } pagelock_rec_module;
 
@@ -254,23 +254,23 @@ typedef struct pagelock_rec_counters {
   uint64_t fallbacks;
   uint64_t waits;
   uint64_t wait_ns;
-  uint64_t pool_high_water;   /* bytes */
-  uint64_t pool_bytes;        /* configured bound */
+  uint64_t pool_high_water; /* bytes */
+  uint64_t pool_bytes;      /* configured bound */
   uint64_t registered_bytes_high_water;
   uint64_t dropped_records;
   /* Version 3: the registration engine (PAGELOCK_MODE register, auto). */
-  uint64_t register_budget;     /* PAGELOCK_REGISTER_BUDGET, bytes */
-  uint64_t registrations;       /* ranges the shim page-locked */
-  uint64_t unregistrations;     /* ranges it undid (release, eviction, exit) */
-  uint64_t evictions;           /* undone to make room in the budget */
-  uint64_t register_failures;   /* refused by the driver (then staged) */
-  uint64_t register_ns;         /* time the shim's thread spent registering */
-  uint64_t registered_bytes;    /* still registered when the record was written */
+  uint64_t register_budget;   /* PAGELOCK_REGISTER_BUDGET, bytes */
+  uint64_t registrations;     /* ranges the shim page-locked */
+  uint64_t unregistrations;   /* ranges it undid (release, eviction, exit) */
+  uint64_t evictions;         /* undone to make room in the budget */
+  uint64_t register_failures; /* refused by the driver (then staged) */
+  uint64_t register_ns;       /* time the shim's thread spent registering */
+  uint64_t registered_bytes;  /* still registered when the record was written */
 } pagelock_rec_counters;
 
 typedef struct pagelock_rec_note {
   pagelock_rec_hdr h;
-  uint32_t kind;   /* pagelock_note_kind */
+  uint32_t kind; /* pagelock_note_kind */
   uint32_t reserved;
   /* char text[] NUL */
 } pagelock_rec_note;
@@ -288,21 +288,21 @@ enum pagelock_note_kind {
  * finds a mismatch knows the file is corrupt from byte `start` on. */
 typedef struct pagelock_rec_check {
   pagelock_rec_hdr h;
-  uint64_t start;   /* file offset of the block's first byte */
-  uint32_t crc32c;  /* pagelock_crc32c(0, block, its length) */
+  uint64_t start;  /* file offset of the block's first byte */
+  uint32_t crc32c; /* pagelock_crc32c(0, block, its length) */
   uint32_t reserved;
 } pagelock_rec_check;
 
 typedef struct pagelock_rec_end {
   pagelock_rec_hdr h;
   uint64_t end_mono_ns;
-  uint64_t records;  /* records written before this one */
+  uint64_t records; /* records written before this one */
   uint64_t dropped;
 } pagelock_rec_end;
 
 /* What a GPU record is. */
 enum pagelock_gpu_kind {
-  PAGELOCK_GPU_MEMCPY = 1,   /* CUPTI MEMCPY (host<->device, device<->device) */
+  PAGELOCK_GPU_MEMCPY = 1,     /* CUPTI MEMCPY (host<->device, device<->device) */
   PAGELOCK_GPU_MEMCPY_P2P = 2, /* CUPTI MEMCPY2 (peer copies) */
   PAGELOCK_GPU_MEMSET = 3,
   PAGELOCK_GPU_KERNEL = 4,   /* CUPTI CONCURRENT_KERNEL */
@@ -343,30 +343,30 @@ enum pagelock_gpu_flags {
 };
 
 /* One GPU activity.  start/end are in CUPTI's clock (CLOCK_REALTIME on
- * Linux); CLOCK records say how it maps to CLOCK_MONOTONIC.  For SYNC and OVERHEAD the interval is host
- * time on the thread that waited / paid. */
+ * Linux); CLOCK records say how it maps to CLOCK_MONOTONIC.  For SYNC and OVERHEAD the interval is
+ * host time on the thread that waited / paid. */
 typedef struct pagelock_rec_gpu {
   pagelock_rec_hdr h;
   uint64_t start_ns;
   uint64_t end_ns;
-  uint64_t bytes;        /* MEMCPY/MEMSET bytes, 0 otherwise */
-  uint32_t correlation;  /* CUPTI correlationId of the API call that queued it */
-  uint32_t stream;       /* CUPTI streamId (not the CUstream handle) */
+  uint64_t bytes;       /* MEMCPY/MEMSET bytes, 0 otherwise */
+  uint32_t correlation; /* CUPTI correlationId of the API call that queued it */
+  uint32_t stream;      /* CUPTI streamId (not the CUstream handle) */
   uint32_t device;
   uint32_t context;
-  uint32_t name_id;      /* KERNEL: NAME id, 0 none; SYNC: CUpti_ActivitySynchronizationType;
-                            OVERHEAD: CUpti_ActivityOverheadKind */
-  uint32_t flags;        /* pagelock_gpu_flags */
-  uint8_t kind;          /* pagelock_gpu_kind */
-  uint8_t copy_kind;     /* pagelock_gpu_copy (MEMCPY) */
-  uint8_t src_kind;      /* pagelock_gpu_mem (MEMCPY), memory kind (MEMSET) */
-  uint8_t dst_kind;      /* pagelock_gpu_mem (MEMCPY) */
-  uint32_t thread;       /* SYNC/OVERHEAD: CUPTI thread id of the host side, else 0 */
-} pagelock_rec_gpu; /* 64 bytes */
+  uint32_t name_id;  /* KERNEL: NAME id, 0 none; SYNC: CUpti_ActivitySynchronizationType;
+                        OVERHEAD: CUpti_ActivityOverheadKind */
+  uint32_t flags;    /* pagelock_gpu_flags */
+  uint8_t kind;      /* pagelock_gpu_kind */
+  uint8_t copy_kind; /* pagelock_gpu_copy (MEMCPY) */
+  uint8_t src_kind;  /* pagelock_gpu_mem (MEMCPY), memory kind (MEMSET) */
+  uint8_t dst_kind;  /* pagelock_gpu_mem (MEMCPY) */
+  uint32_t thread;   /* SYNC/OVERHEAD: CUPTI thread id of the host side, else 0 */
+} pagelock_rec_gpu;  /* 64 bytes */
 
 typedef struct pagelock_rec_name {
   pagelock_rec_hdr h;
-  uint32_t id;       /* >= 1 */
+  uint32_t id; /* >= 1 */
   uint32_t reserved;
   /* char name[] NUL (kernel name as CUPTI gives it, mangled) */
 } pagelock_rec_name;
@@ -392,22 +392,22 @@ typedef struct pagelock_rec_clock {
 
 typedef struct pagelock_rec_device {
   pagelock_rec_hdr h;
-  uint32_t device;        /* ordinal, as in GPU records */
-  uint32_t copy_engines;  /* CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT */
+  uint32_t device;       /* ordinal, as in GPU records */
+  uint32_t copy_engines; /* CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT */
   uint32_t sm_count;
-  uint32_t pci_gen;       /* 0 unknown */
+  uint32_t pci_gen; /* 0 unknown */
   uint64_t reserved;
   /* char name[] NUL */
 } pagelock_rec_device;
 
 enum pagelock_gpu_status {
-  PAGELOCK_GPU_TIMING_ON = 0,        /* CUPTI records are in this trace */
-  PAGELOCK_GPU_TIMING_DISABLED = 1,  /* PAGELOCK_CUPTI=0 */
-  PAGELOCK_GPU_TIMING_NO_CUPTI = 2,  /* libcupti could not be loaded */
-  PAGELOCK_GPU_TIMING_BUSY = 3,      /* another CUPTI subscriber (nsys, ncu, a profiler) */
-  PAGELOCK_GPU_TIMING_VERSION = 4,   /* libcupti too old/new for the driver or for us */
-  PAGELOCK_GPU_TIMING_ERROR = 5,     /* a CUPTI call failed: see reason */
-  PAGELOCK_GPU_TIMING_NO_CUDA = 6,   /* the program never initialised CUDA */
+  PAGELOCK_GPU_TIMING_ON = 0,       /* CUPTI records are in this trace */
+  PAGELOCK_GPU_TIMING_DISABLED = 1, /* PAGELOCK_CUPTI=0 */
+  PAGELOCK_GPU_TIMING_NO_CUPTI = 2, /* libcupti could not be loaded */
+  PAGELOCK_GPU_TIMING_BUSY = 3,     /* another CUPTI subscriber (nsys, ncu, a profiler) */
+  PAGELOCK_GPU_TIMING_VERSION = 4,  /* libcupti too old/new for the driver or for us */
+  PAGELOCK_GPU_TIMING_ERROR = 5,    /* a CUPTI call failed: see reason */
+  PAGELOCK_GPU_TIMING_NO_CUDA = 6,  /* the program never initialised CUDA */
 };
 
 /* Written once when CUPTI setup ends (status and reason) and again at exit
@@ -425,46 +425,46 @@ typedef struct pagelock_rec_gpu_status {
 /* Exact driver entry points the shim wraps.  The trace stores the id; the
  * names (pagelock_api_names in the reporter and shim) must stay in this
  * order: append only. */
-#define PAGELOCK_API_LIST(X)                         \
-  X(cuMemcpyHtoD_v2)                                 \
-  X(cuMemcpyHtoD_v2_ptds)                            \
-  X(cuMemcpyDtoH_v2)                                 \
-  X(cuMemcpyDtoH_v2_ptds)                            \
-  X(cuMemcpyHtoDAsync_v2)                            \
-  X(cuMemcpyHtoDAsync_v2_ptsz)                       \
-  X(cuMemcpyDtoHAsync_v2)                            \
-  X(cuMemcpyDtoHAsync_v2_ptsz)                       \
-  X(cuMemcpy)                                        \
-  X(cuMemcpy_ptds)                                   \
-  X(cuMemcpyAsync)                                   \
-  X(cuMemcpyAsync_ptsz)                              \
-  X(cuMemcpy2D_v2)                                   \
-  X(cuMemcpy2D_v2_ptds)                              \
-  X(cuMemcpy2DUnaligned_v2)                          \
-  X(cuMemcpy2DUnaligned_v2_ptds)                     \
-  X(cuMemcpy2DAsync_v2)                              \
-  X(cuMemcpy2DAsync_v2_ptsz)                         \
-  X(cuMemcpy3D_v2)                                   \
-  X(cuMemcpy3D_v2_ptds)                              \
-  X(cuMemcpy3DAsync_v2)                              \
-  X(cuMemcpy3DAsync_v2_ptsz)                         \
-  X(cuMemcpyBatchAsync)                              \
-  X(cuMemcpyBatchAsync_ptsz)                         \
-  X(cuMemcpyBatchAsync_v2)                           \
-  X(cuMemcpyBatchAsync_v2_ptsz)                       \
-  X(cuGraphAddMemcpyNode)                            \
-  X(cuGraphMemcpyNodeSetParams)                      \
-  X(cuGraphExecMemcpyNodeSetParams)                  \
-  X(cuGraphAddNode)                                  \
-  X(cuGraphAddNode_v2)                               \
-  X(cuGraphNodeSetParams)                            \
+#define PAGELOCK_API_LIST(X)        \
+  X(cuMemcpyHtoD_v2)                \
+  X(cuMemcpyHtoD_v2_ptds)           \
+  X(cuMemcpyDtoH_v2)                \
+  X(cuMemcpyDtoH_v2_ptds)           \
+  X(cuMemcpyHtoDAsync_v2)           \
+  X(cuMemcpyHtoDAsync_v2_ptsz)      \
+  X(cuMemcpyDtoHAsync_v2)           \
+  X(cuMemcpyDtoHAsync_v2_ptsz)      \
+  X(cuMemcpy)                       \
+  X(cuMemcpy_ptds)                  \
+  X(cuMemcpyAsync)                  \
+  X(cuMemcpyAsync_ptsz)             \
+  X(cuMemcpy2D_v2)                  \
+  X(cuMemcpy2D_v2_ptds)             \
+  X(cuMemcpy2DUnaligned_v2)         \
+  X(cuMemcpy2DUnaligned_v2_ptds)    \
+  X(cuMemcpy2DAsync_v2)             \
+  X(cuMemcpy2DAsync_v2_ptsz)        \
+  X(cuMemcpy3D_v2)                  \
+  X(cuMemcpy3D_v2_ptds)             \
+  X(cuMemcpy3DAsync_v2)             \
+  X(cuMemcpy3DAsync_v2_ptsz)        \
+  X(cuMemcpyBatchAsync)             \
+  X(cuMemcpyBatchAsync_ptsz)        \
+  X(cuMemcpyBatchAsync_v2)          \
+  X(cuMemcpyBatchAsync_v2_ptsz)     \
+  X(cuGraphAddMemcpyNode)           \
+  X(cuGraphMemcpyNodeSetParams)     \
+  X(cuGraphExecMemcpyNodeSetParams) \
+  X(cuGraphAddNode)                 \
+  X(cuGraphAddNode_v2)              \
+  X(cuGraphNodeSetParams)           \
   X(cuGraphExecNodeSetParams)
 
 enum pagelock_api_id {
 #define PAGELOCK_API_ENUM(name) PAGELOCK_API_##name,
   PAGELOCK_API_LIST(PAGELOCK_API_ENUM)
 #undef PAGELOCK_API_ENUM
-  PAGELOCK_API_COUNT
+      PAGELOCK_API_COUNT
 };
 
 /* CRC32C (Castagnoli, reflected, as iSCSI and ext4 use it): crc is the
@@ -475,8 +475,9 @@ enum pagelock_api_id {
  * time per 256 KiB block.  Both sides of the format use this one
  * definition. */
 #if defined(__x86_64__)
-__attribute__((target("sse4.2"))) static inline uint32_t
-pagelock_crc32c_hw_(uint32_t crc, const unsigned char *p, uint64_t n) {
+__attribute__((target("sse4.2"))) static inline uint32_t pagelock_crc32c_hw_(uint32_t crc,
+                                                                             const unsigned char *p,
+                                                                             uint64_t n) {
   uint64_t c = ~crc;
   for (; n >= 8; n -= 8, p += 8) {
     uint64_t w;
@@ -493,48 +494,42 @@ pagelock_crc32c_hw_(uint32_t crc, const unsigned char *p, uint64_t n) {
  * Castagnoli polynomial 0x82F63B78, reflected). */
 static inline uint32_t pagelock_crc32c_sw_(uint32_t crc, const unsigned char *p, uint64_t n) {
   static const uint32_t t[256] = {
-      0x00000000u, 0xf26b8303u, 0xe13b70f7u, 0x1350f3f4u, 0xc79a971fu, 0x35f1141cu,
-      0x26a1e7e8u, 0xd4ca64ebu, 0x8ad958cfu, 0x78b2dbccu, 0x6be22838u, 0x9989ab3bu,
-      0x4d43cfd0u, 0xbf284cd3u, 0xac78bf27u, 0x5e133c24u, 0x105ec76fu, 0xe235446cu,
-      0xf165b798u, 0x030e349bu, 0xd7c45070u, 0x25afd373u, 0x36ff2087u, 0xc494a384u,
-      0x9a879fa0u, 0x68ec1ca3u, 0x7bbcef57u, 0x89d76c54u, 0x5d1d08bfu, 0xaf768bbcu,
-      0xbc267848u, 0x4e4dfb4bu, 0x20bd8edeu, 0xd2d60dddu, 0xc186fe29u, 0x33ed7d2au,
-      0xe72719c1u, 0x154c9ac2u, 0x061c6936u, 0xf477ea35u, 0xaa64d611u, 0x580f5512u,
-      0x4b5fa6e6u, 0xb93425e5u, 0x6dfe410eu, 0x9f95c20du, 0x8cc531f9u, 0x7eaeb2fau,
-      0x30e349b1u, 0xc288cab2u, 0xd1d83946u, 0x23b3ba45u, 0xf779deaeu, 0x05125dadu,
-      0x1642ae59u, 0xe4292d5au, 0xba3a117eu, 0x4851927du, 0x5b016189u, 0xa96ae28au,
-      0x7da08661u, 0x8fcb0562u, 0x9c9bf696u, 0x6ef07595u, 0x417b1dbcu, 0xb3109ebfu,
-      0xa0406d4bu, 0x522bee48u, 0x86e18aa3u, 0x748a09a0u, 0x67dafa54u, 0x95b17957u,
-      0xcba24573u, 0x39c9c670u, 0x2a993584u, 0xd8f2b687u, 0x0c38d26cu, 0xfe53516fu,
-      0xed03a29bu, 0x1f682198u, 0x5125dad3u, 0xa34e59d0u, 0xb01eaa24u, 0x42752927u,
-      0x96bf4dccu, 0x64d4cecfu, 0x77843d3bu, 0x85efbe38u, 0xdbfc821cu, 0x2997011fu,
-      0x3ac7f2ebu, 0xc8ac71e8u, 0x1c661503u, 0xee0d9600u, 0xfd5d65f4u, 0x0f36e6f7u,
-      0x61c69362u, 0x93ad1061u, 0x80fde395u, 0x72966096u, 0xa65c047du, 0x5437877eu,
-      0x4767748au, 0xb50cf789u, 0xeb1fcbadu, 0x197448aeu, 0x0a24bb5au, 0xf84f3859u,
-      0x2c855cb2u, 0xdeeedfb1u, 0xcdbe2c45u, 0x3fd5af46u, 0x7198540du, 0x83f3d70eu,
-      0x90a324fau, 0x62c8a7f9u, 0xb602c312u, 0x44694011u, 0x5739b3e5u, 0xa55230e6u,
-      0xfb410cc2u, 0x092a8fc1u, 0x1a7a7c35u, 0xe811ff36u, 0x3cdb9bddu, 0xceb018deu,
-      0xdde0eb2au, 0x2f8b6829u, 0x82f63b78u, 0x709db87bu, 0x63cd4b8fu, 0x91a6c88cu,
-      0x456cac67u, 0xb7072f64u, 0xa457dc90u, 0x563c5f93u, 0x082f63b7u, 0xfa44e0b4u,
-      0xe9141340u, 0x1b7f9043u, 0xcfb5f4a8u, 0x3dde77abu, 0x2e8e845fu, 0xdce5075cu,
-      0x92a8fc17u, 0x60c37f14u, 0x73938ce0u, 0x81f80fe3u, 0x55326b08u, 0xa759e80bu,
-      0xb4091bffu, 0x466298fcu, 0x1871a4d8u, 0xea1a27dbu, 0xf94ad42fu, 0x0b21572cu,
-      0xdfeb33c7u, 0x2d80b0c4u, 0x3ed04330u, 0xccbbc033u, 0xa24bb5a6u, 0x502036a5u,
-      0x4370c551u, 0xb11b4652u, 0x65d122b9u, 0x97baa1bau, 0x84ea524eu, 0x7681d14du,
-      0x2892ed69u, 0xdaf96e6au, 0xc9a99d9eu, 0x3bc21e9du, 0xef087a76u, 0x1d63f975u,
-      0x0e330a81u, 0xfc588982u, 0xb21572c9u, 0x407ef1cau, 0x532e023eu, 0xa145813du,
-      0x758fe5d6u, 0x87e466d5u, 0x94b49521u, 0x66df1622u, 0x38cc2a06u, 0xcaa7a905u,
-      0xd9f75af1u, 0x2b9cd9f2u, 0xff56bd19u, 0x0d3d3e1au, 0x1e6dcdeeu, 0xec064eedu,
-      0xc38d26c4u, 0x31e6a5c7u, 0x22b65633u, 0xd0ddd530u, 0x0417b1dbu, 0xf67c32d8u,
-      0xe52cc12cu, 0x1747422fu, 0x49547e0bu, 0xbb3ffd08u, 0xa86f0efcu, 0x5a048dffu,
-      0x8ecee914u, 0x7ca56a17u, 0x6ff599e3u, 0x9d9e1ae0u, 0xd3d3e1abu, 0x21b862a8u,
-      0x32e8915cu, 0xc083125fu, 0x144976b4u, 0xe622f5b7u, 0xf5720643u, 0x07198540u,
-      0x590ab964u, 0xab613a67u, 0xb831c993u, 0x4a5a4a90u, 0x9e902e7bu, 0x6cfbad78u,
-      0x7fab5e8cu, 0x8dc0dd8fu, 0xe330a81au, 0x115b2b19u, 0x020bd8edu, 0xf0605beeu,
-      0x24aa3f05u, 0xd6c1bc06u, 0xc5914ff2u, 0x37faccf1u, 0x69e9f0d5u, 0x9b8273d6u,
-      0x88d28022u, 0x7ab90321u, 0xae7367cau, 0x5c18e4c9u, 0x4f48173du, 0xbd23943eu,
-      0xf36e6f75u, 0x0105ec76u, 0x12551f82u, 0xe03e9c81u, 0x34f4f86au, 0xc69f7b69u,
-      0xd5cf889du, 0x27a40b9eu, 0x79b737bau, 0x8bdcb4b9u, 0x988c474du, 0x6ae7c44eu,
+      0x00000000u, 0xf26b8303u, 0xe13b70f7u, 0x1350f3f4u, 0xc79a971fu, 0x35f1141cu, 0x26a1e7e8u,
+      0xd4ca64ebu, 0x8ad958cfu, 0x78b2dbccu, 0x6be22838u, 0x9989ab3bu, 0x4d43cfd0u, 0xbf284cd3u,
+      0xac78bf27u, 0x5e133c24u, 0x105ec76fu, 0xe235446cu, 0xf165b798u, 0x030e349bu, 0xd7c45070u,
+      0x25afd373u, 0x36ff2087u, 0xc494a384u, 0x9a879fa0u, 0x68ec1ca3u, 0x7bbcef57u, 0x89d76c54u,
+      0x5d1d08bfu, 0xaf768bbcu, 0xbc267848u, 0x4e4dfb4bu, 0x20bd8edeu, 0xd2d60dddu, 0xc186fe29u,
+      0x33ed7d2au, 0xe72719c1u, 0x154c9ac2u, 0x061c6936u, 0xf477ea35u, 0xaa64d611u, 0x580f5512u,
+      0x4b5fa6e6u, 0xb93425e5u, 0x6dfe410eu, 0x9f95c20du, 0x8cc531f9u, 0x7eaeb2fau, 0x30e349b1u,
+      0xc288cab2u, 0xd1d83946u, 0x23b3ba45u, 0xf779deaeu, 0x05125dadu, 0x1642ae59u, 0xe4292d5au,
+      0xba3a117eu, 0x4851927du, 0x5b016189u, 0xa96ae28au, 0x7da08661u, 0x8fcb0562u, 0x9c9bf696u,
+      0x6ef07595u, 0x417b1dbcu, 0xb3109ebfu, 0xa0406d4bu, 0x522bee48u, 0x86e18aa3u, 0x748a09a0u,
+      0x67dafa54u, 0x95b17957u, 0xcba24573u, 0x39c9c670u, 0x2a993584u, 0xd8f2b687u, 0x0c38d26cu,
+      0xfe53516fu, 0xed03a29bu, 0x1f682198u, 0x5125dad3u, 0xa34e59d0u, 0xb01eaa24u, 0x42752927u,
+      0x96bf4dccu, 0x64d4cecfu, 0x77843d3bu, 0x85efbe38u, 0xdbfc821cu, 0x2997011fu, 0x3ac7f2ebu,
+      0xc8ac71e8u, 0x1c661503u, 0xee0d9600u, 0xfd5d65f4u, 0x0f36e6f7u, 0x61c69362u, 0x93ad1061u,
+      0x80fde395u, 0x72966096u, 0xa65c047du, 0x5437877eu, 0x4767748au, 0xb50cf789u, 0xeb1fcbadu,
+      0x197448aeu, 0x0a24bb5au, 0xf84f3859u, 0x2c855cb2u, 0xdeeedfb1u, 0xcdbe2c45u, 0x3fd5af46u,
+      0x7198540du, 0x83f3d70eu, 0x90a324fau, 0x62c8a7f9u, 0xb602c312u, 0x44694011u, 0x5739b3e5u,
+      0xa55230e6u, 0xfb410cc2u, 0x092a8fc1u, 0x1a7a7c35u, 0xe811ff36u, 0x3cdb9bddu, 0xceb018deu,
+      0xdde0eb2au, 0x2f8b6829u, 0x82f63b78u, 0x709db87bu, 0x63cd4b8fu, 0x91a6c88cu, 0x456cac67u,
+      0xb7072f64u, 0xa457dc90u, 0x563c5f93u, 0x082f63b7u, 0xfa44e0b4u, 0xe9141340u, 0x1b7f9043u,
+      0xcfb5f4a8u, 0x3dde77abu, 0x2e8e845fu, 0xdce5075cu, 0x92a8fc17u, 0x60c37f14u, 0x73938ce0u,
+      0x81f80fe3u, 0x55326b08u, 0xa759e80bu, 0xb4091bffu, 0x466298fcu, 0x1871a4d8u, 0xea1a27dbu,
+      0xf94ad42fu, 0x0b21572cu, 0xdfeb33c7u, 0x2d80b0c4u, 0x3ed04330u, 0xccbbc033u, 0xa24bb5a6u,
+      0x502036a5u, 0x4370c551u, 0xb11b4652u, 0x65d122b9u, 0x97baa1bau, 0x84ea524eu, 0x7681d14du,
+      0x2892ed69u, 0xdaf96e6au, 0xc9a99d9eu, 0x3bc21e9du, 0xef087a76u, 0x1d63f975u, 0x0e330a81u,
+      0xfc588982u, 0xb21572c9u, 0x407ef1cau, 0x532e023eu, 0xa145813du, 0x758fe5d6u, 0x87e466d5u,
+      0x94b49521u, 0x66df1622u, 0x38cc2a06u, 0xcaa7a905u, 0xd9f75af1u, 0x2b9cd9f2u, 0xff56bd19u,
+      0x0d3d3e1au, 0x1e6dcdeeu, 0xec064eedu, 0xc38d26c4u, 0x31e6a5c7u, 0x22b65633u, 0xd0ddd530u,
+      0x0417b1dbu, 0xf67c32d8u, 0xe52cc12cu, 0x1747422fu, 0x49547e0bu, 0xbb3ffd08u, 0xa86f0efcu,
+      0x5a048dffu, 0x8ecee914u, 0x7ca56a17u, 0x6ff599e3u, 0x9d9e1ae0u, 0xd3d3e1abu, 0x21b862a8u,
+      0x32e8915cu, 0xc083125fu, 0x144976b4u, 0xe622f5b7u, 0xf5720643u, 0x07198540u, 0x590ab964u,
+      0xab613a67u, 0xb831c993u, 0x4a5a4a90u, 0x9e902e7bu, 0x6cfbad78u, 0x7fab5e8cu, 0x8dc0dd8fu,
+      0xe330a81au, 0x115b2b19u, 0x020bd8edu, 0xf0605beeu, 0x24aa3f05u, 0xd6c1bc06u, 0xc5914ff2u,
+      0x37faccf1u, 0x69e9f0d5u, 0x9b8273d6u, 0x88d28022u, 0x7ab90321u, 0xae7367cau, 0x5c18e4c9u,
+      0x4f48173du, 0xbd23943eu, 0xf36e6f75u, 0x0105ec76u, 0x12551f82u, 0xe03e9c81u, 0x34f4f86au,
+      0xc69f7b69u, 0xd5cf889du, 0x27a40b9eu, 0x79b737bau, 0x8bdcb4b9u, 0x988c474du, 0x6ae7c44eu,
       0xbe2da0a5u, 0x4c4623a6u, 0x5f16d052u, 0xad7d5351u,
   };
   uint32_t c = ~crc;
@@ -544,7 +539,8 @@ static inline uint32_t pagelock_crc32c_sw_(uint32_t crc, const unsigned char *p,
 
 static inline uint32_t pagelock_crc32c(uint32_t crc, const void *data, uint64_t n) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("sse4.2")) return pagelock_crc32c_hw_(crc, (const unsigned char *)data, n);
+  if (__builtin_cpu_supports("sse4.2"))
+    return pagelock_crc32c_hw_(crc, (const unsigned char *)data, n);
 #endif
   return pagelock_crc32c_sw_(crc, (const unsigned char *)data, n);
 }

@@ -22,15 +22,12 @@ int plr_row_framework(const plr_row *r) {
   /* libtorch_cpu/libtorch_cuda and libc10 hold PyTorch's allocators
    * (c10::alloc_cpu) and copy kernels; CuPy and Numba ship as Python
    * packages whose extension modules carry their names. */
-  if (plr_has(f->module, "libtorch") || plr_has(f->module, "libc10") ||
-      plr_has(path, "/torch/") || plr_has(f->func, "c10::") ||
-      plr_has(f->func, "at::"))
+  if (plr_has(f->module, "libtorch") || plr_has(f->module, "libc10") || plr_has(path, "/torch/") ||
+      plr_has(f->func, "c10::") || plr_has(f->func, "at::"))
     return PLR_FW_TORCH;
-  if (plr_has(f->module, "cupy") || plr_has(path, "/cupy") ||
-      plr_has(f->func, "cupy"))
+  if (plr_has(f->module, "cupy") || plr_has(path, "/cupy") || plr_has(f->func, "cupy"))
     return PLR_FW_CUPY;
-  if (plr_has(f->module, "numba") || plr_has(path, "/numba/") ||
-      plr_has(f->func, "numba"))
+  if (plr_has(f->module, "numba") || plr_has(path, "/numba/") || plr_has(f->func, "numba"))
     return PLR_FW_NUMBA;
   return PLR_FW_NONE;
 }
@@ -41,8 +38,8 @@ static uint64_t plr_share(uint64_t x, uint64_t part, uint64_t whole) {
   return (uint64_t)((double)x * (double)part / (double)whole);
 }
 
-void plr_site_advice(const plr_process *p, const plr_row *alloc,
-                     const plr_row *call, char *buf, size_t len) {
+void plr_site_advice(const plr_process *p, const plr_row *alloc, const plr_row *call, char *buf,
+                     size_t len) {
   const plr_trace *t = &p->t;
   const plr_row *r = alloc && alloc->addr ? alloc : call;
   char site[256] = "";
@@ -56,27 +53,36 @@ void plr_site_advice(const plr_process *p, const plr_row *alloc,
   /* Cut rather than overflow: a long C++ name still leaves the advice
    * readable. */
   switch (fw) {
-  case PLR_FW_TORCH:
-    k = shared ? snprintf(buf, len, "the buffer %s %.160s is a batch from "
-                          "DataLoader workers (shared memory): pass "
-                          "pin_memory=True to the DataLoader", at, site)
-               : snprintf(buf, len, "the tensor %s %.160s is PyTorch's: call "
-                          "tensor.pin_memory() once if it lives long, or pass "
-                          "pin_memory=True to the DataLoader that makes it",
-                          at, site);
-    break;
-  case PLR_FW_CUPY:
-    k = snprintf(buf, len, "allocate the array %s %.160s with "
-                 "cupyx.empty_pinned (CuPy's pinned host memory)", at, site);
-    break;
-  case PLR_FW_NUMBA:
-    k = snprintf(buf, len, "allocate the array %s %.160s with "
-                 "numba.cuda.pinned_array", at, site);
-    break;
-  default:
-    k = snprintf(buf, len, "pin the buffer %s %.160s (cudaHostAlloc / "
-                 "cudaHostRegister)", at, site);
-    break;
+    case PLR_FW_TORCH:
+      k = shared ? snprintf(buf, len,
+                            "the buffer %s %.160s is a batch from "
+                            "DataLoader workers (shared memory): pass "
+                            "pin_memory=True to the DataLoader",
+                            at, site)
+                 : snprintf(buf, len,
+                            "the tensor %s %.160s is PyTorch's: call "
+                            "tensor.pin_memory() once if it lives long, or pass "
+                            "pin_memory=True to the DataLoader that makes it",
+                            at, site);
+      break;
+    case PLR_FW_CUPY:
+      k = snprintf(buf, len,
+                   "allocate the array %s %.160s with "
+                   "cupyx.empty_pinned (CuPy's pinned host memory)",
+                   at, site);
+      break;
+    case PLR_FW_NUMBA:
+      k = snprintf(buf, len,
+                   "allocate the array %s %.160s with "
+                   "numba.cuda.pinned_array",
+                   at, site);
+      break;
+    default:
+      k = snprintf(buf, len,
+                   "pin the buffer %s %.160s (cudaHostAlloc / "
+                   "cudaHostRegister)",
+                   at, site);
+      break;
   }
   if (k < 0 || (size_t)k >= len || !r) return;
   /* What --mode=auto does with this site, and the time at stake: the
@@ -86,28 +92,33 @@ void plr_site_advice(const plr_process *p, const plr_row *alloc,
   uint32_t mode = t->have_process ? t->mode : PAGELOCK_MODE_OBSERVE;
   if (mode == PAGELOCK_MODE_AUTO || mode == PAGELOCK_MODE_REGISTER) {
     plr_fmt_ms(left, ms, sizeof ms);
-    snprintf(buf + k, len - (size_t)k, "; --mode=%s registered %" PRIu64
-             " and staged %" PRIu64 " of its %" PRIu64 " copies, %s ms left "
-             "against pinned", mode == PAGELOCK_MODE_AUTO ? "auto" : "register",
-             r->routes[PLR_ROUTE_REGISTER].count,
+    snprintf(buf + k, len - (size_t)k,
+             "; --mode=%s registered %" PRIu64 " and staged %" PRIu64 " of its %" PRIu64
+             " copies, %s ms left "
+             "against pinned",
+             mode == PAGELOCK_MODE_AUTO ? "auto" : "register", r->routes[PLR_ROUTE_REGISTER].count,
              r->routes[PLR_ROUTE_STAGE].count, r->b.count, ms);
     return;
   }
   if (!r->big.count) {
-    snprintf(buf + k, len - (size_t)k, "; --mode=auto would pass its copies "
+    snprintf(buf + k, len - (size_t)k,
+             "; --mode=auto would pass its copies "
              "through (all below PAGELOCK_STAGE_MIN, 1 MiB) and save nothing");
     return;
   }
   plr_fmt_ms(plr_share(left, r->big.host_ns, r->b.host_ns), ms, sizeof ms);
   if (shared || !(alloc && alloc->addr))
-    snprintf(buf + k, len - (size_t)k, "; --mode=auto would stage its "
+    snprintf(buf + k, len - (size_t)k,
+             "; --mode=auto would stage its "
              "copies of 1 MiB or more through pinned chunks (%s memory is "
-             "never registered): up to %s ms less %s", shared ? "shared" :
-             "untracked", ms, mode == PAGELOCK_MODE_STAGE ? "left" : "blocked");
+             "never registered): up to %s ms less %s",
+             shared ? "shared" : "untracked", ms, mode == PAGELOCK_MODE_STAGE ? "left" : "blocked");
   else
-    snprintf(buf + k, len - (size_t)k, "; --mode=auto would register the "
+    snprintf(buf + k, len - (size_t)k,
+             "; --mode=auto would register the "
              "buffer once it is copied often enough (PAGELOCK_REGISTER_HOT) "
-             "and copy it at pinned speed: up to %s ms less blocked", ms);
+             "and copy it at pinned speed: up to %s ms less blocked",
+             ms);
 }
 
 /* Names the allocation site to pin in the made-sync verdict's advice:
@@ -147,4 +158,3 @@ void plr_process_free(plr_process *p) {
   plr_sym_free(&p->sym);
   plr_trace_free(&p->t);
 }
-

@@ -14,8 +14,8 @@
 typedef struct plr_process {
   plr_trace t;
   plr_symbolizer sym;
-  plr_rows calls;  /* pageable copies by call site */
-  plr_rows allocs; /* pageable copies by allocation site */
+  plr_rows calls;            /* pageable copies by call site */
+  plr_rows allocs;           /* pageable copies by allocation site */
   plr_gpu_report gpu;        /* what the GPU's own timestamps say */
   uint64_t gap_threshold_ns; /* set before analysing; 0 = default (1 ms) */
 } plr_process;
@@ -40,8 +40,8 @@ int plr_row_framework(const plr_row *r);
  * what --mode=auto does or would do with it and the time at stake.  alloc
  * is the allocation-site row (may be NULL or unknown), call the call-site
  * row used when the allocation is unknown. */
-void plr_site_advice(const plr_process *p, const plr_row *alloc,
-                     const plr_row *call, char *buf, size_t len);
+void plr_site_advice(const plr_process *p, const plr_row *alloc, const plr_row *call, char *buf,
+                     size_t len);
 
 /* Frees the analysis and the trace. */
 void plr_process_free(plr_process *p);

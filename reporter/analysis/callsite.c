@@ -9,18 +9,13 @@
 #include "units.h"
 
 /* 1 when s starts with p. */
-static int plr_prefix(const char *s, const char *p) {
-  return strncmp(s, p, strlen(p)) == 0;
-}
+static int plr_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
 int plr_skip_module(const char *base, plr_site_kind kind) {
   /* libtorch frames stay: they are the code users recognise. */
-  static const char *const cuda[] = {"libpagelock", "libcudart", "libcuda.",
-                                     "libcupti"};
-  static const char *const alloc[] = {"libc.so",     "libc-",
-                                      "libstdc++",   "libc++",
-                                      "libjemalloc", "libtcmalloc",
-                                      "libmimalloc", "ld-linux"};
+  static const char *const cuda[] = {"libpagelock", "libcudart", "libcuda.", "libcupti"};
+  static const char *const alloc[] = {"libc.so",     "libc-",       "libstdc++",   "libc++",
+                                      "libjemalloc", "libtcmalloc", "libmimalloc", "ld-linux"};
   for (size_t i = 0; i < sizeof cuda / sizeof cuda[0]; i++)
     if (plr_prefix(base, cuda[i])) return 1;
   if (kind == PLR_SITE_ALLOC)
@@ -30,20 +25,18 @@ int plr_skip_module(const char *base, plr_site_kind kind) {
 }
 
 int plr_skip_function(const char *name, plr_site_kind kind) {
-  if (plr_prefix(name, "cuda") || plr_prefix(name, "__cuda") ||
-      plr_prefix(name, "_ZN6cudart") || plr_prefix(name, "cudart::"))
+  if (plr_prefix(name, "cuda") || plr_prefix(name, "__cuda") || plr_prefix(name, "_ZN6cudart") ||
+      plr_prefix(name, "cudart::"))
     return 1;
-  if (name[0] == 'c' && name[1] == 'u' && isupper((unsigned char)name[2]))
-    return 1;
+  if (name[0] == 'c' && name[1] == 'u' && isupper((unsigned char)name[2])) return 1;
   if (kind == PLR_SITE_ALLOC) {
     /* Allocator entry points, matched by exact name or by internal
      * prefix: static allocators also live in the main program. */
-    static const char *const exact[] = {
-        "malloc", "calloc",  "realloc", "posix_memalign", "aligned_alloc",
-        "memalign", "valloc", "pvalloc", "mmap",          "mmap64"};
-    static const char *const prefix[] = {"__libc_", "_int_", "__GI_",
-                                         "_Znw",    "_Zna",  "operator new",
-                                         "je_",     "tc_"};
+    static const char *const exact[] = {"malloc",        "calloc",   "realloc", "posix_memalign",
+                                        "aligned_alloc", "memalign", "valloc",  "pvalloc",
+                                        "mmap",          "mmap64"};
+    static const char *const prefix[] = {"__libc_", "_int_",        "__GI_", "_Znw",
+                                         "_Zna",    "operator new", "je_",   "tc_"};
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
       if (strcmp(name, exact[i]) == 0) return 1;
     for (size_t i = 0; i < sizeof prefix / sizeof prefix[0]; i++)
@@ -53,10 +46,9 @@ int plr_skip_function(const char *name, plr_site_kind kind) {
 }
 
 /* The frames a raw site stands for, innermost first. */
-static size_t plr_site_frames(const plr_trace *t, const plr_site *s,
-                              plr_site_kind kind, uint64_t *out) {
-  const plr_stack *st = s->key.stack_id ? plr_trace_stack(t, s->key.stack_id)
-                                        : NULL;
+static size_t plr_site_frames(const plr_trace *t, const plr_site *s, plr_site_kind kind,
+                              uint64_t *out) {
+  const plr_stack *st = s->key.stack_id ? plr_trace_stack(t, s->key.stack_id) : NULL;
   if (st && st->depth) {
     memcpy(out, st->frames, st->depth * sizeof *out);
     return st->depth;
@@ -81,9 +73,7 @@ int plr_sites_want(const plr_trace *t, plr_symbolizer *sym) {
       size_t n = plr_site_frames(t, s, (plr_site_kind)kind, fr);
       for (size_t i = 0; i < n; i++)
         if (fr[i] && plr_sym_want(sym, fr[i])) return -1;
-      if (kind == PLR_SITE_CALL && s->key.callsite &&
-          plr_sym_want(sym, s->key.callsite))
-        return -1;
+      if (kind == PLR_SITE_CALL && s->key.callsite && plr_sym_want(sym, s->key.callsite)) return -1;
     }
   }
   return 0;
@@ -91,8 +81,8 @@ int plr_sites_want(const plr_trace *t, plr_symbolizer *sym) {
 
 /* Picks the frame to show for one raw site: the innermost frame that is
  * neither CUDA/pagelock plumbing by module nor by function name. */
-static uint64_t plr_choose(const plr_trace *t, const plr_symbolizer *sym,
-                           const plr_site *s, plr_site_kind kind) {
+static uint64_t plr_choose(const plr_trace *t, const plr_symbolizer *sym, const plr_site *s,
+                           plr_site_kind kind) {
   uint64_t fr[PAGELOCK_MAX_FRAMES];
   size_t n = plr_site_frames(t, s, kind, fr);
   for (size_t i = 0; i < n; i++) {
@@ -126,9 +116,7 @@ static void plr_site_gpu_merge(plr_site_gpu *a, const plr_site_gpu *b) {
 }
 
 /* The interned innermost Python line of a row, NULL none. */
-static const plr_pyloc *plr_row_line(const plr_row *r) {
-  return r->py ? r->py->f[0] : NULL;
-}
+static const plr_pyloc *plr_row_line(const plr_row *r) { return r->py ? r->py->f[0] : NULL; }
 
 /* qsort order of rows by Python line, then chosen frame address, for
  * merging. */
@@ -197,8 +185,8 @@ static int plr_sort_groups(plr_row *v, size_t m) {
   return 0;
 }
 
-int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
-                    plr_site_kind kind, plr_rows *out) {
+int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym, plr_site_kind kind,
+                    plr_rows *out) {
   out->v = NULL;
   out->n = 0;
   plr_site *table = plr_table(t, kind);
@@ -226,15 +214,12 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
   qsort(v, n, sizeof *v, plr_cmp_addr);
   size_t m = 0;
   for (i = 0; i < n; i++) {
-    if (m && v[m - 1].addr == v[i].addr &&
-        plr_row_line(&v[m - 1]) == plr_row_line(&v[i])) {
+    if (m && v[m - 1].addr == v[i].addr && plr_row_line(&v[m - 1]) == plr_row_line(&v[i])) {
       plr_row *r = &v[m - 1];
       plr_bucket_add(&r->b, &v[i].b);
       r->dirs |= v[i].dirs;
-      for (int c = 0; c < PLR_NCDIR; c++)
-        plr_bucket_add(&r->bydir[c], &v[i].bydir[c]);
-      for (int c = 0; c < PLR_NROUTE; c++)
-        plr_bucket_add(&r->routes[c], &v[i].routes[c]);
+      for (int c = 0; c < PLR_NCDIR; c++) plr_bucket_add(&r->bydir[c], &v[i].bydir[c]);
+      for (int c = 0; c < PLR_NROUTE; c++) plr_bucket_add(&r->routes[c], &v[i].routes[c]);
       plr_bucket_add(&r->shared, &v[i].shared);
       plr_bucket_add(&r->big, &v[i].big);
       plr_site_gpu_merge(&r->g, &v[i].g);
@@ -242,8 +227,7 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
       v[m++] = v[i];
     }
   }
-  for (i = 0; i < m; i++)
-    v[i].frame = v[i].addr ? plr_sym_get(sym, v[i].addr) : NULL;
+  for (i = 0; i < m; i++) v[i].frame = v[i].addr ? plr_sym_get(sym, v[i].addr) : NULL;
   if (plr_sort_groups(v, m)) {
     free(v);
     return -1;
@@ -268,8 +252,7 @@ void plr_rows_apply_gpu(plr_rows *rows, const plr_gpu_report *g) {
         else
           hi = mid;
       }
-      if (lo < g->ndev && g->dev[lo].device == (uint32_t)r->g.device)
-        bw = g->dev[lo].pinned_gbps;
+      if (lo < g->ndev && g->dev[lo].device == (uint32_t)r->g.device) bw = g->dev[lo].pinned_gbps;
     }
     int64_t save = 0;
     int known = 0;
@@ -282,7 +265,9 @@ void plr_rows_apply_gpu(plr_rows *rows, const plr_gpu_report *g) {
       }
       double pinned_ns = (double)b->bytes / bw[c];
       if ((double)b->host_ns > pinned_ns)
-        save += (int64_t)((double)b->host_ns - pinned_ns < 3e18 ? (double)b->host_ns - pinned_ns : 3e18); /* corrupt host_ns: cap so 3 dirs fit int64 */
+        save += (int64_t)((double)b->host_ns - pinned_ns < 3e18
+                              ? (double)b->host_ns - pinned_ns
+                              : 3e18); /* corrupt host_ns: cap so 3 dirs fit int64 */
       known = 1;
     }
     r->would_save_ns = known ? save : -1;
@@ -293,8 +278,7 @@ const plr_row *plr_rows_worst_made_sync(const plr_rows *r) {
   if (!r->n) return NULL;
   const plr_row *best = &r->v[0];
   for (size_t i = 1; i < r->n; i++)
-    if (r->v[i].g.made_sync_host_ns > best->g.made_sync_host_ns)
-      best = &r->v[i];
+    if (r->v[i].g.made_sync_host_ns > best->g.made_sync_host_ns) best = &r->v[i];
   return best;
 }
 
@@ -304,8 +288,7 @@ void plr_rows_free(plr_rows *r) {
   r->n = 0;
 }
 
-void plr_site_format(const plr_frame *f, uint64_t addr, char *buf,
-                     size_t len) {
+void plr_site_format(const plr_frame *f, uint64_t addr, char *buf, size_t len) {
   if (!addr) {
     snprintf(buf, len, "(unknown call site)");
     return;
@@ -315,11 +298,10 @@ void plr_site_format(const plr_frame *f, uint64_t addr, char *buf,
     return;
   }
   int k;
-  unsigned long long modoff =
-      f->mod ? (unsigned long long)(addr - f->mod->base) : 0;
+  unsigned long long modoff = f->mod ? (unsigned long long)(addr - f->mod->base) : 0;
   if (f->func && f->have_func_off)
-    k = snprintf(buf, len, "%s+0x%llx (%s)", f->func,
-                 (unsigned long long)f->func_off, f->module ? f->module : "?");
+    k = snprintf(buf, len, "%s+0x%llx (%s)", f->func, (unsigned long long)f->func_off,
+                 f->module ? f->module : "?");
   else if (f->func && f->module)
     k = snprintf(buf, len, "%s (%s+0x%llx)", f->func, f->module, modoff);
   else if (f->func)
@@ -328,8 +310,7 @@ void plr_site_format(const plr_frame *f, uint64_t addr, char *buf,
     k = snprintf(buf, len, "%s+0x%llx", f->module, modoff);
   if (k < 0 || (size_t)k >= len || !f->file) return;
   if (f->line)
-    snprintf(buf + k, len - (size_t)k, " %s:%u", plr_basename(f->file),
-             f->line);
+    snprintf(buf + k, len - (size_t)k, " %s:%u", plr_basename(f->file), f->line);
   else
     snprintf(buf + k, len - (size_t)k, " %s", plr_basename(f->file));
 }

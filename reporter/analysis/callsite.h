@@ -26,10 +26,10 @@ typedef struct plr_row {
    * when the stacks had none. */
   const plr_pysite *py;
   /* What the GPU saw of these copies (all 0 without GPU timing). */
-  plr_bucket bydir[PLR_NCDIR]; /* b split by plr_cdir */
+  plr_bucket bydir[PLR_NCDIR];   /* b split by plr_cdir */
   plr_bucket routes[PLR_NROUTE]; /* b split by route (plr_site) */
   plr_bucket shared, big;        /* as in plr_site */
-  plr_site_gpu g;              /* joined calls, GPU time, made-sync */
+  plr_site_gpu g;                /* joined calls, GPU time, made-sync */
   /* Host time a pinned buffer would have saved: host blocked minus bytes /
    * the pinned bandwidth measured for that direction on that device (or
    * over all devices), per direction; -1 when a bandwidth is unknown.  Set
@@ -51,8 +51,8 @@ int plr_sites_want(const plr_trace *t, plr_symbolizer *sym);
  * time, worst first (ties by bytes, then address, so output is stable),
  * rows of one Python line kept together, ordered by the line's total.
  * Returns -1 when out of memory. */
-int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym,
-                    plr_site_kind kind, plr_rows *out);
+int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym, plr_site_kind kind,
+                    plr_rows *out);
 
 void plr_rows_free(plr_rows *r);
 
@@ -74,8 +74,7 @@ int plr_skip_function(const char *name, plr_site_kind kind);
 
 /* "func+0xoff (module) file.c:12", "func (module+0xoff)", "module+0xoff" or
  * "0xaddr": the most precise form the frame allows. */
-void plr_site_format(const plr_frame *f, uint64_t addr, char *buf,
-                     size_t len);
+void plr_site_format(const plr_frame *f, uint64_t addr, char *buf, size_t len);
 
 /* A row's site on one line: "train.py:42 in main (native: <site>)" with
  * Python frames, else as plr_site_format. */

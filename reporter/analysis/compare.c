@@ -68,8 +68,8 @@ static int plr_cmp_walk_fn(void *ctx, const plr_event *ev) {
   return s->oom;
 }
 
-void plr_compare_add(plr_compare_side *s, const plr_trace *t,
-                     const plr_gpu_report *g, const plr_source *src) {
+void plr_compare_add(plr_compare_side *s, const plr_trace *t, const plr_gpu_report *g,
+                     const plr_source *src) {
   s->traces++;
   /* The trace window in wall-clock time, so that processes of one run
    * (ranks on several hosts) make one extent. */
@@ -125,32 +125,29 @@ static double plr_cmp_median(const plr_compare_side *s, int d, int m) {
   return n % 2 ? v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2;
 }
 
-size_t plr_compare_rows(const plr_compare_side *b, const plr_compare_side *a,
-                        plr_cmp_row *rows) {
+size_t plr_compare_rows(const plr_compare_side *b, const plr_compare_side *a, plr_cmp_row *rows) {
   size_t n = 0;
   const plr_compare_side *side[2] = {b, a};
-#define PLR_ROW(LABEL, KEY, UNIT, EXPR_HAVE, EXPR)                         \
-  do {                                                                     \
-    snprintf(rows[n].label, sizeof rows[n].label, "%s", LABEL);            \
-    snprintf(rows[n].key, sizeof rows[n].key, "%s", KEY);                  \
-    rows[n].unit = UNIT;                                                   \
-    for (int k_ = 0; k_ < 2; k_++) {                                       \
-      const plr_compare_side *s = side[k_];                                \
-      plr_cmp_val *v_ = k_ ? &rows[n].a : &rows[n].b;                      \
-      v_->have = (EXPR_HAVE);                                              \
-      v_->v = v_->have ? (double)(EXPR) : 0;                               \
-    }                                                                      \
-    n++;                                                                   \
+#define PLR_ROW(LABEL, KEY, UNIT, EXPR_HAVE, EXPR)              \
+  do {                                                          \
+    snprintf(rows[n].label, sizeof rows[n].label, "%s", LABEL); \
+    snprintf(rows[n].key, sizeof rows[n].key, "%s", KEY);       \
+    rows[n].unit = UNIT;                                        \
+    for (int k_ = 0; k_ < 2; k_++) {                            \
+      const plr_compare_side *s = side[k_];                     \
+      plr_cmp_val *v_ = k_ ? &rows[n].a : &rows[n].b;           \
+      v_->have = (EXPR_HAVE);                                   \
+      v_->v = v_->have ? (double)(EXPR) : 0;                    \
+    }                                                           \
+    n++;                                                        \
   } while (0)
   PLR_ROW("wall time (trace window)", "wall_ns", PLR_UNIT_MS, s->have_window,
           s->rt_end - s->rt_start);
-  PLR_ROW("host blocked in copies", "host_blocked_ns", PLR_UNIT_MS, 1,
-          s->host_blocked_ns);
+  PLR_ROW("host blocked in copies", "host_blocked_ns", PLR_UNIT_MS, 1, s->host_blocked_ns);
   PLR_ROW("copy calls", "copies", PLR_UNIT_COUNT, 1, s->copies);
-  PLR_ROW("pageable copies", "pageable_copies", PLR_UNIT_COUNT, 1,
-          s->pageable_copies);
-  PLR_ROW("exposed copy time (GPU)", "exposed_copy_ns", PLR_UNIT_MS,
-          s->gpu_traces > 0, s->copy_exposed_ns);
+  PLR_ROW("pageable copies", "pageable_copies", PLR_UNIT_COUNT, 1, s->pageable_copies);
+  PLR_ROW("exposed copy time (GPU)", "exposed_copy_ns", PLR_UNIT_MS, s->gpu_traces > 0,
+          s->copy_exposed_ns);
   PLR_ROW("copy time hidden under kernels", "hidden_copy_pct", PLR_UNIT_PCT,
           s->gpu_traces > 0 && s->copy_busy_ns > 0,
           100.0 * (double)s->copy_hidden_ns / (double)s->copy_busy_ns);
@@ -161,20 +158,16 @@ size_t plr_compare_rows(const plr_compare_side *b, const plr_compare_side *a,
       char label[48], key[48];
       snprintf(label, sizeof label, "%s %s GB/s, copies >= 1M", plr_cdir_name((unsigned)d),
                plr_cmp_mem(m));
-      snprintf(key, sizeof key, "%s_%s_median_gbps", d ? "d2h" : "h2d",
-               plr_cmp_mem(m));
-      PLR_ROW(label, key, PLR_UNIT_GBPS, s->nbw[d][m] > 0,
-              plr_cmp_median(s, d, m));
+      snprintf(key, sizeof key, "%s_%s_median_gbps", d ? "d2h" : "h2d", plr_cmp_mem(m));
+      PLR_ROW(label, key, PLR_UNIT_GBPS, s->nbw[d][m] > 0, plr_cmp_median(s, d, m));
     }
   }
   /* The routes of the copies with a pageable or page-locked host side: what
    * a change of mode moves. */
   PLR_ROW("copies passed through", "pass_copies", PLR_UNIT_COUNT, 1,
           s->route_copies[PLR_ROUTE_PASS]);
-  PLR_ROW("bytes passed through", "pass_bytes", PLR_UNIT_BYTES, 1,
-          s->route_bytes[PLR_ROUTE_PASS]);
-  PLR_ROW("copies staged", "stage_copies", PLR_UNIT_COUNT, 1,
-          s->route_copies[PLR_ROUTE_STAGE]);
+  PLR_ROW("bytes passed through", "pass_bytes", PLR_UNIT_BYTES, 1, s->route_bytes[PLR_ROUTE_PASS]);
+  PLR_ROW("copies staged", "stage_copies", PLR_UNIT_COUNT, 1, s->route_copies[PLR_ROUTE_STAGE]);
   PLR_ROW("staged bytes", "staged_bytes", PLR_UNIT_BYTES, 1, s->staged_bytes);
   PLR_ROW("copies registered", "register_copies", PLR_UNIT_COUNT, 1,
           s->route_copies[PLR_ROUTE_REGISTER]);
@@ -183,4 +176,3 @@ size_t plr_compare_rows(const plr_compare_side *b, const plr_compare_side *a,
 #undef PLR_ROW
   return n;
 }
-

@@ -15,12 +15,12 @@
 typedef struct plr_compare_side {
   size_t traces;
   int have_window;
-  uint64_t rt_start, rt_end;     /* CLOCK_REALTIME extent of the traces */
+  uint64_t rt_start, rt_end; /* CLOCK_REALTIME extent of the traces */
   uint64_t copies, copy_bytes, host_blocked_ns;
   uint64_t pageable_copies, pageable_bytes, pageable_host_ns;
   uint64_t staged_copies, staged_bytes;
   uint64_t route_copies[PLR_NROUTE], route_bytes[PLR_NROUTE];
-  uint64_t gpu_traces;           /* traces with GPU timing on and records */
+  uint64_t gpu_traces; /* traces with GPU timing on and records */
   uint64_t copy_busy_ns, copy_hidden_ns, copy_exposed_ns, kernel_busy_ns;
   /* GB/s of each GPU copy, by [0 H2D, 1 D2H][0 pageable, 1 pinned]: the
    * medians need every sample (4 bytes per GPU copy). */
@@ -36,8 +36,7 @@ struct plr_source;
 /* Adds one loaded trace (with its GPU report, NULL when none, and where
  * it can be read again for the per-copy bandwidths) to side. */
 void plr_compare_add(plr_compare_side *side, const struct plr_trace *t,
-                     const struct plr_gpu_report *g,
-                     const struct plr_source *src);
+                     const struct plr_gpu_report *g, const struct plr_source *src);
 
 /* One comparable number of a side; have = 0 means "not measured". */
 typedef struct plr_cmp_val {
@@ -65,8 +64,8 @@ typedef struct plr_cmp_row {
 /* The rows both writers print, in order, each with its value on both
  * sides (rows has room for PLR_CMP_MAX_ROWS).  Sorts the sides' bandwidth
  * samples.  Returns the number of rows. */
-size_t plr_compare_rows(const plr_compare_side *before,
-                        const plr_compare_side *after, plr_cmp_row *rows);
+size_t plr_compare_rows(const plr_compare_side *before, const plr_compare_side *after,
+                        plr_cmp_row *rows);
 
 void plr_compare_side_free(plr_compare_side *side);
 

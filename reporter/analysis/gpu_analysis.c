@@ -22,8 +22,7 @@ int plr_gpu_report_timed(const plr_gpu_report *r) {
 
 double plr_gpu_hidden_pct(const plr_gpu_report *r) {
   if (!r->total_copy_busy_ns) return -1;
-  return 100.0 * (double)r->total_copy_hidden_ns /
-         (double)r->total_copy_busy_ns;
+  return 100.0 * (double)r->total_copy_hidden_ns / (double)r->total_copy_busy_ns;
 }
 
 /* ---- per device ---------------------------------------------------------- */
@@ -39,8 +38,7 @@ static int plr_cmp_bw(const void *a, const void *b) {
 }
 
 /* Fills one device report from its kept records.  -1 when out of memory. */
-static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr,
-                           plr_device_report *o) {
+static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr, plr_device_report *o) {
   memset(o, 0, sizeof *o);
   o->device = d->device;
   snprintf(o->name, sizeof o->name, "%s", d->name);
@@ -57,8 +55,7 @@ static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr,
   o->gap_threshold_ns = thr;
   const plr_spanvec *k = &d->kern, *m = &d->mset, *c = d->copy;
   o->kernel_busy_ns = plr_spans_total(k->v, k->n);
-  for (int i = 0; i < PLR_NCDIR; i++)
-    o->copy_busy_ns[i] = plr_spans_total(c[i].v, c[i].n);
+  for (int i = 0; i < PLR_NCDIR; i++) o->copy_busy_ns[i] = plr_spans_total(c[i].v, c[i].n);
 
   /* C = H2D | D2H | other, then U = C | K | memsets. */
   size_t nc = c[0].n + c[1].n + c[2].n;
@@ -72,16 +69,15 @@ static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr,
   o->copy_hidden_ns = plr_spans_intersect_total(call, ncall, k->v, k->n);
   o->copy_exposed_ns = o->copy_busy_all_ns - o->copy_hidden_ns;
   o->kernel_hidden_ns = o->copy_hidden_ns; /* |K and C| = |C and K| */
-  o->h2d_d2h_together_ns =
-      plr_spans_intersect_total(c[0].v, c[0].n, c[1].v, c[1].n);
+  o->h2d_d2h_together_ns = plr_spans_intersect_total(c[0].v, c[0].n, c[1].v, c[1].n);
   size_t nck = plr_spans_union(call, ncall, k->v, k->n, ck);
   size_t nuu = plr_spans_union(ck, nck, m->v, m->n, u);
   uint64_t busy = plr_spans_total(u, nuu);
   uint64_t wlen = o->window.end - o->window.start;
   o->idle_ns = wlen > busy ? wlen - busy : 0;
   if (d->have_window)
-    o->ngaps = plr_spans_gaps(u, nuu, o->window, thr, o->gaps, PLR_MAX_GAPS,
-                              &o->gaps_total, &o->gaps_ns);
+    o->ngaps =
+        plr_spans_gaps(u, nuu, o->window, thr, o->gaps, PLR_MAX_GAPS, &o->gaps_total, &o->gaps_ns);
   free(buf);
 
   size_t nbw = HASH_COUNT(d->bw);
@@ -120,9 +116,8 @@ static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr,
     o->same_stream_copies += s->pinned_async;
     o->same_stream_ns += s->pinned_async_ns;
     nss += s->pinned_spans.n;
-    if (s->pinned_async &&
-        (s->pinned_async_ns > best ||
-         (s->pinned_async_ns == best && s->stream < o->same_stream_id))) {
+    if (s->pinned_async && (s->pinned_async_ns > best ||
+                            (s->pinned_async_ns == best && s->stream < o->same_stream_id))) {
       best = s->pinned_async_ns;
       o->same_stream_id = s->stream;
     }
@@ -145,8 +140,7 @@ static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr,
   }
   o->pageable_busy_ns = plr_spans_total(d->pageable.v, d->pageable.n);
   o->pageable_exposed_ns =
-      o->pageable_busy_ns -
-      plr_spans_intersect_total(d->pageable.v, d->pageable.n, k->v, k->n);
+      o->pageable_busy_ns - plr_spans_intersect_total(d->pageable.v, d->pageable.n, k->v, k->n);
   return 0;
 }
 
@@ -173,8 +167,7 @@ typedef struct plr_vlist {
 } plr_vlist;
 
 /* Appends a verdict; text and advice are printf formats. */
-static plr_verdict *plr_vadd(plr_vlist *l, uint32_t kind, uint64_t ns,
-                             int32_t device) {
+static plr_verdict *plr_vadd(plr_vlist *l, uint32_t kind, uint64_t ns, int32_t device) {
   if (l->n == PLR_MAX_CANDIDATES) return NULL;
   plr_verdict *v = &l->v[l->n++];
   memset(v, 0, sizeof *v);
@@ -194,8 +187,7 @@ static void plr_dev_label(const plr_device_report *d, char *buf, size_t len) {
 
 /* Time pinned copies of the same bytes would take, by direction, with the
  * given bandwidths (GB/s); -1 when a needed bandwidth is unknown. */
-static int64_t plr_pinned_cost(const uint64_t bytes[PLR_NCDIR],
-                               const double gbps[PLR_NCDIR]) {
+static int64_t plr_pinned_cost(const uint64_t bytes[PLR_NCDIR], const double gbps[PLR_NCDIR]) {
   double ns = 0;
   for (unsigned cd = 0; cd < PLR_NCDIR; cd++) {
     if (!bytes[cd]) continue;
@@ -208,26 +200,25 @@ static int64_t plr_pinned_cost(const uint64_t bytes[PLR_NCDIR],
 /* The advice for a missing GPU timing, by status. */
 static const char *plr_no_timing_advice(const plr_gpu_report *r, uint32_t v) {
   switch (r->status) {
-  case PAGELOCK_GPU_TIMING_DISABLED:
-    return "unset PAGELOCK_CUPTI (or set PAGELOCK_CUPTI=1) to record GPU "
-           "timing";
-  case PAGELOCK_GPU_TIMING_NO_CUPTI:
-    return "install CUPTI (it ships with the CUDA toolkit) or set "
-           "PAGELOCK_CUPTI_LIB to the path of libcupti.so";
-  case PAGELOCK_GPU_TIMING_BUSY:
-    return "run without the other profiler (nsys, ncu, torch.profiler) to "
-           "get GPU timing; copies are still intercepted and counted";
-  case PAGELOCK_GPU_TIMING_VERSION:
-    return "use a pagelock built for this CUDA version to get GPU timing";
-  case PAGELOCK_GPU_TIMING_NO_CUDA:
-    return "";
-  default:
-    if (!r->have_status)
-      return v < 2 ? "this trace was written by an older pagelock (trace "
-                     "format 1): record it again to get GPU timing"
-                   : "the program may have ended before CUDA was "
-                     "initialised";
-    return "see the reason above; copies are still intercepted and counted";
+    case PAGELOCK_GPU_TIMING_DISABLED:
+      return "unset PAGELOCK_CUPTI (or set PAGELOCK_CUPTI=1) to record GPU "
+             "timing";
+    case PAGELOCK_GPU_TIMING_NO_CUPTI:
+      return "install CUPTI (it ships with the CUDA toolkit) or set "
+             "PAGELOCK_CUPTI_LIB to the path of libcupti.so";
+    case PAGELOCK_GPU_TIMING_BUSY:
+      return "run without the other profiler (nsys, ncu, torch.profiler) to "
+             "get GPU timing; copies are still intercepted and counted";
+    case PAGELOCK_GPU_TIMING_VERSION:
+      return "use a pagelock built for this CUDA version to get GPU timing";
+    case PAGELOCK_GPU_TIMING_NO_CUDA: return "";
+    default:
+      if (!r->have_status)
+        return v < 2 ? "this trace was written by an older pagelock (trace "
+                       "format 1): record it again to get GPU timing"
+                     : "the program may have ended before CUDA was "
+                       "initialised";
+      return "see the reason above; copies are still intercepted and counted";
   }
 }
 
@@ -245,46 +236,43 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
   l.n = 0;
   char a[64], b[64], c[64], lab[96];
   const plr_call_join *j = &r->join;
-  int staging = t->have_process && (t->mode == PAGELOCK_MODE_STAGE ||
-                                    t->mode == PAGELOCK_MODE_AUTO);
-  const char *stage_hint =
-      staging ? "" : " or run `pagelock run --mode=stage`";
+  int staging =
+      t->have_process && (t->mode == PAGELOCK_MODE_STAGE || t->mode == PAGELOCK_MODE_AUTO);
+  const char *stage_hint = staging ? "" : " or run `pagelock run --mode=stage`";
 
   if (r->status != PAGELOCK_GPU_TIMING_ON) {
     plr_verdict *v = plr_vadd(&l, PLR_VERDICT_NO_GPU_TIMING, 0, -1);
     plr_say(v->text, sizeof v->text, "GPU timing %s: %s", r->records ? "partial" : "unavailable",
-             r->reason[0] ? r->reason : plr_gpu_status_name(r->status));
-    plr_say(v->advice, sizeof v->advice, "%s",
-             plr_no_timing_advice(r, t->hdr.version));
+            r->reason[0] ? r->reason : plr_gpu_status_name(r->status));
+    plr_say(v->advice, sizeof v->advice, "%s", plr_no_timing_advice(r, t->hdr.version));
   }
 
   if (j->made_sync) {
     plr_fmt_ms(j->made_sync_host_ns, a, sizeof a);
     int64_t cost = plr_pinned_cost(j->made_sync_dir_bytes, r->pinned_gbps);
-    plr_verdict *v = plr_vadd(&l, PLR_VERDICT_MADE_SYNC,
-                              j->made_sync_host_ns, -1);
-    int k = plr_say(v->text, sizeof v->text,
-                     "pageable copies made %" PRIu64
-                     " async calls synchronous, blocking the host %s ms",
-                     j->made_sync, a);
-    if (cost >= 0 && (uint64_t)cost < j->made_sync_host_ns && k > 0 &&
-        (size_t)k < sizeof v->text) {
+    plr_verdict *v = plr_vadd(&l, PLR_VERDICT_MADE_SYNC, j->made_sync_host_ns, -1);
+    int k =
+        plr_say(v->text, sizeof v->text,
+                "pageable copies made %" PRIu64 " async calls synchronous, blocking the host %s ms",
+                j->made_sync, a);
+    if (cost >= 0 && (uint64_t)cost < j->made_sync_host_ns && k > 0 && (size_t)k < sizeof v->text) {
       plr_fmt_ms(j->made_sync_host_ns - (uint64_t)cost, b, sizeof b);
       k += plr_say(v->text + k, sizeof v->text - (size_t)k,
-                    " (pinned, they would block about %s ms less)", b);
+                   " (pinned, they would block about %s ms less)", b);
     }
     /* Exposed copy time of pageable copies is this verdict's, not the
      * same-stream one's. */
     if (r->total_pageable_exposed_ns && k > 0 && (size_t)k < sizeof v->text) {
       plr_fmt_ms(r->total_pageable_exposed_ns, c, sizeof c);
       plr_say(v->text + k, sizeof v->text - (size_t)k,
-               "; pageable copies left the GPU %s ms of copy time with no "
-               "kernel running", c);
+              "; pageable copies left the GPU %s ms of copy time with no "
+              "kernel running",
+              c);
     }
     plr_say(v->advice, sizeof v->advice,
-             "pin the host buffers (cudaHostAlloc / cudaHostRegister, or "
-             "torch pin_memory())%s",
-             stage_hint);
+            "pin the host buffers (cudaHostAlloc / cudaHostRegister, or "
+            "torch pin_memory())%s",
+            stage_hint);
   }
 
   if (j->pageable_sync) {
@@ -294,33 +282,33 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
                         : 0;
     plr_fmt_ms(j->pageable_sync_host_ns, a, sizeof a);
     double gbps = j->pageable_sync_host_ns
-                      ? (double)j->pageable_sync_bytes /
-                            (double)j->pageable_sync_host_ns
+                      ? (double)j->pageable_sync_bytes / (double)j->pageable_sync_host_ns
                       : 0;
-    plr_verdict *v = plr_vadd(&l, PLR_VERDICT_PAGEABLE_SYNC,
-                              cost >= 0 ? save : j->pageable_sync_host_ns, -1);
+    plr_verdict *v =
+        plr_vadd(&l, PLR_VERDICT_PAGEABLE_SYNC, cost >= 0 ? save : j->pageable_sync_host_ns, -1);
     int k = plr_say(v->text, sizeof v->text,
-                     "%" PRIu64 " synchronous copies from pageable memory "
-                     "blocked the host %s ms at %.2f GB/s",
-                     j->pageable_sync, a, gbps);
+                    "%" PRIu64
+                    " synchronous copies from pageable memory "
+                    "blocked the host %s ms at %.2f GB/s",
+                    j->pageable_sync, a, gbps);
     if (cost >= 0 && k > 0 && (size_t)k < sizeof v->text) {
       plr_fmt_ms(save, b, sizeof b);
       k += plr_say(v->text + k, sizeof v->text - (size_t)k,
-                    "; pinned, they would take about %s ms less", b);
+                   "; pinned, they would take about %s ms less", b);
     }
     /* Without a made-synchronous verdict, pageable exposed time is this
      * one's. */
-    if (!j->made_sync && r->total_pageable_exposed_ns && k > 0 &&
-        (size_t)k < sizeof v->text) {
+    if (!j->made_sync && r->total_pageable_exposed_ns && k > 0 && (size_t)k < sizeof v->text) {
       plr_fmt_ms(r->total_pageable_exposed_ns, c, sizeof c);
       plr_say(v->text + k, sizeof v->text - (size_t)k,
-               "; pageable copies left the GPU %s ms of copy time with no "
-               "kernel running", c);
+              "; pageable copies left the GPU %s ms of copy time with no "
+              "kernel running",
+              c);
     }
     plr_say(v->advice, sizeof v->advice,
-             "pin these buffers (cudaHostAlloc / cudaHostRegister) to copy "
-             "at pinned speed%s",
-             stage_hint);
+            "pin these buffers (cudaHostAlloc / cudaHostRegister) to copy "
+            "at pinned speed%s",
+            stage_hint);
   }
 
   for (size_t i = 0; i < r->ndev; i++) {
@@ -335,70 +323,63 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
       /* The time cited is these copies' own: pageable copies and the
        * shim's staged chunks on the same stream are other verdicts'. */
       plr_fmt_ms(d->same_stream_exposed_ns, a, sizeof a);
-      plr_verdict *v = plr_vadd(&l, PLR_VERDICT_SAME_STREAM,
-                                d->same_stream_exposed_ns, dv);
+      plr_verdict *v = plr_vadd(&l, PLR_VERDICT_SAME_STREAM, d->same_stream_exposed_ns, dv);
       if (v) {
         plr_say(v->text, sizeof v->text,
-                 "pinned but not overlapped: copies and kernels share a "
-                 "stream (%s: %" PRIu64 " of %" PRIu64
-                 " pinned async copies ran on stream %u with kernels; %.0f%% "
-                 "of their time was hidden under kernels, %s ms exposed)",
-                 lab, d->same_stream_copies, d->pinned_async_copies,
-                 d->same_stream_id,
-                 100.0 * (double)d->same_stream_hidden_ns /
-                     (double)d->same_stream_busy_ns,
-                 a);
+                "pinned but not overlapped: copies and kernels share a "
+                "stream (%s: %" PRIu64 " of %" PRIu64
+                " pinned async copies ran on stream %u with kernels; %.0f%% "
+                "of their time was hidden under kernels, %s ms exposed)",
+                lab, d->same_stream_copies, d->pinned_async_copies, d->same_stream_id,
+                100.0 * (double)d->same_stream_hidden_ns / (double)d->same_stream_busy_ns, a);
         plr_say(v->advice, sizeof v->advice,
-                 "move copies to their own stream with "
-                 "cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) and "
-                 "order them with cudaEventRecord / cudaStreamWaitEvent");
+                "move copies to their own stream with "
+                "cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) and "
+                "order them with cudaEventRecord / cudaStreamWaitEvent");
       }
     }
-    if (d->copy_engines == 1 && d->copy_busy_ns[PLR_CDIR_H2D] &&
-        d->copy_busy_ns[PLR_CDIR_D2H]) {
-      uint64_t h = d->copy_busy_ns[PLR_CDIR_H2D],
-               dd = d->copy_busy_ns[PLR_CDIR_D2H];
+    if (d->copy_engines == 1 && d->copy_busy_ns[PLR_CDIR_H2D] && d->copy_busy_ns[PLR_CDIR_D2H]) {
+      uint64_t h = d->copy_busy_ns[PLR_CDIR_H2D], dd = d->copy_busy_ns[PLR_CDIR_D2H];
       plr_fmt_ms(h, a, sizeof a);
       plr_fmt_ms(dd, b, sizeof b);
       plr_verdict *v = plr_vadd(&l, PLR_VERDICT_ONE_ENGINE, h < dd ? h : dd, dv);
       if (v) {
         plr_say(v->text, sizeof v->text,
-                 "one copy engine: uploads and downloads serialise (%s: %s ms "
-                 "of H2D and %s ms of D2H copies cannot run at the same time)",
-                 lab, a, b);
+                "one copy engine: uploads and downloads serialise (%s: %s ms "
+                "of H2D and %s ms of D2H copies cannot run at the same time)",
+                lab, a, b);
         plr_say(v->advice, sizeof v->advice,
-                 "group uploads and downloads into separate phases, and keep "
-                 "copies few and large; a GPU with two copy engines overlaps "
-                 "them");
+                "group uploads and downloads into separate phases, and keep "
+                "copies few and large; a GPU with two copy engines overlaps "
+                "them");
       }
     }
     uint64_t wlen = d->window.end - d->window.start;
     if (d->gaps_total && wlen && d->gaps_ns * 10 >= wlen) {
       plr_fmt_ms(d->gap_threshold_ns, a, sizeof a);
       plr_fmt_ms(d->gaps_ns, b, sizeof b);
-      plr_fmt_ms(d->ngaps ? d->gaps[0].end - d->gaps[0].start : 0, c,
-                  sizeof c);
+      plr_fmt_ms(d->ngaps ? d->gaps[0].end - d->gaps[0].start : 0, c, sizeof c);
       plr_verdict *v = plr_vadd(&l, PLR_VERDICT_IDLE, d->gaps_ns, dv);
       if (v) {
         plr_say(v->text, sizeof v->text,
-                 "the GPU idled for long gaps: %s was idle %" PRIu64
-                 " times for %s ms or more, %s ms in all (%.0f%% of its "
-                 "active window); the longest gap was %s ms",
-                 lab, d->gaps_total, a, b,
-                 100.0 * (double)d->gaps_ns / (double)wlen, c);
+                "the GPU idled for long gaps: %s was idle %" PRIu64
+                " times for %s ms or more, %s ms in all (%.0f%% of its "
+                "active window); the longest gap was %s ms",
+                lab, d->gaps_total, a, b, 100.0 * (double)d->gaps_ns / (double)wlen, c);
         if (j->made_sync && j->made_sync_host_ns * 10 >= d->gaps_ns) {
           plr_fmt_ms(j->made_sync_host_ns, c, sizeof c);
           plr_say(v->advice, sizeof v->advice,
-                   "first fix the %" PRIu64 " copy calls that pageable memory "
-                   "made synchronous (they blocked the host %s ms), so that "
-                   "it can queue work ahead",
-                   j->made_sync, c);
+                  "first fix the %" PRIu64
+                  " copy calls that pageable memory "
+                  "made synchronous (they blocked the host %s ms), so that "
+                  "it can queue work ahead",
+                  j->made_sync, c);
         } else {
           plr_say(v->advice, sizeof v->advice, "%s",
-                   "queue work ahead of the GPU: look for host "
-                   "synchronisation (cudaDeviceSynchronize, "
-                   "cudaStreamSynchronize, .item(), .cpu()) and host work "
-                   "between launches");
+                  "queue work ahead of the GPU: look for host "
+                  "synchronisation (cudaDeviceSynchronize, "
+                  "cudaStreamSynchronize, .item(), .cpu()) and host work "
+                  "between launches");
         }
       }
     }
@@ -411,9 +392,9 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
     plr_verdict *v = plr_vadd(&l, PLR_VERDICT_GOOD, r->total_copy_hidden_ns, -1);
     if (v)
       plr_say(v->text, sizeof v->text,
-               "copies overlapped compute: %.0f%% of copy time (%s of %s ms) "
-               "was hidden under kernels",
-               plr_gpu_hidden_pct(r), a, b);
+              "copies overlapped compute: %.0f%% of copy time (%s of %s ms) "
+              "was hidden under kernels",
+              plr_gpu_hidden_pct(r), a, b);
   }
 
   qsort(l.v, l.n, sizeof l.v[0], plr_cmp_verdict);

@@ -105,8 +105,7 @@ static char *plr_run_capture(char *const argv[]) {
   }
   close(p[0]);
   int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (!ok || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     free(out);
     return NULL;
@@ -245,8 +244,7 @@ void plr_sym_resolve(plr_symbolizer *s) {
      * module+offset form. */
     if (file[0] == '/' && access(file, R_OK) == 0) {
       for (size_t k = i; k < j; k += PLR_A2L_BATCH)
-        plr_a2l_batch(file, fs + k,
-                      j - k < PLR_A2L_BATCH ? j - k : PLR_A2L_BATCH);
+        plr_a2l_batch(file, fs + k, j - k < PLR_A2L_BATCH ? j - k : PLR_A2L_BATCH);
     }
     i = j;
   }

@@ -18,8 +18,8 @@ typedef struct plr_frame {
   char *func;            /* demangled function name, NULL if unknown */
   uint64_t func_off;     /* addr - function start, when have_func_off */
   int have_func_off;
-  char *file;            /* source file, NULL if unknown */
-  unsigned line;         /* 0 if unknown */
+  char *file;    /* source file, NULL if unknown */
+  unsigned line; /* 0 if unknown */
   UT_hash_handle hh;
 } plr_frame;
 

@@ -35,8 +35,7 @@ int plr_cmd_doctor(int argc, char **argv);
  * stderr as "pagelock: ..." lines.  Traces that cannot be read are skipped
  * after their message.  Returns the number of traces reported; *failed
  * counts the ones that could not be read. */
-size_t plr_report_paths(FILE *out, char *const *paths, size_t n,
-                        plr_format format, size_t *failed);
+size_t plr_report_paths(FILE *out, char *const *paths, size_t n, plr_format format, size_t *failed);
 
 /* Loads the trace at path into p->t, then prints the warnings about how
  * complete it is (pipeline.c).  Returns 0, or -1 after the loader's
@@ -61,8 +60,7 @@ typedef struct plr_run_opts {
  * PAGELOCK_MODE from the environment is the mode, checked the same way.
  * Returns 0, or prints the problem and returns the exit status (0 after
  * --help). */
-int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o,
-                       int allow_quick, int *done);
+int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o, int allow_quick, int *done);
 
 /* Prints the "trace written" lines, or the "no trace was written" line. */
 void plr_print_trace_list(FILE *out, char *const *paths, size_t n);

@@ -103,16 +103,16 @@ static int plr_cmp_operand(plr_strv *files, const char *arg) {
   }
   closedir(d);
   if (skipped)
-    fprintf(stderr, "pagelock: compare: skipped %zu *.trace %s in '%s' "
-            "that %s (FIFO, socket, device or directory)\n", skipped,
-            skipped == 1 ? "entry" : "entries", esc,
+    fprintf(stderr,
+            "pagelock: compare: skipped %zu *.trace %s in '%s' "
+            "that %s (FIFO, socket, device or directory)\n",
+            skipped, skipped == 1 ? "entry" : "entries", esc,
             skipped == 1 ? "is not a regular file" : "are not regular files");
   if (files->n == before) {
     fprintf(stderr, "pagelock: compare: no *.trace file in '%s'\n", esc);
     return PLR_EXIT_USAGE;
   }
-  qsort(files->v + before, files->n - before, sizeof *files->v,
-        plr_cmp_strcmp);
+  qsort(files->v + before, files->n - before, sizeof *files->v, plr_cmp_strcmp);
   return 0;
 oom:
   fprintf(stderr, "pagelock: out of memory\n");
@@ -174,7 +174,8 @@ int plr_cmd_compare(int argc, char **argv) {
       break;
     }
     if (plr_format_parse(val, 0, &format) != 0) {
-      fprintf(stderr, "pagelock: invalid --format '%s' for compare (valid: "
+      fprintf(stderr,
+              "pagelock: invalid --format '%s' for compare (valid: "
               "text, json)\n",
               val);
       return PLR_EXIT_USAGE;
@@ -191,7 +192,8 @@ int plr_cmd_compare(int argc, char **argv) {
   int nb = sep < 0 ? 1 : sep - i;
   int na = sep < 0 ? argc - i - 1 : argc - sep - 1;
   if ((sep < 0 && argc - i != 2) || nb < 1 || na < 1) {
-    fprintf(stderr, "pagelock: compare needs two runs: BEFORE AFTER (each a "
+    fprintf(stderr,
+            "pagelock: compare needs two runs: BEFORE AFTER (each a "
             "trace file or a directory of traces), or BEFORE... -- "
             "AFTER...\n");
     plr_usage(stderr);
@@ -204,8 +206,7 @@ int plr_cmd_compare(int argc, char **argv) {
   memset(&sa, 0, sizeof sa);
   int rc = 0;
   for (int k = i; !rc && k < i + nb; k++) rc = plr_cmp_operand(&fb, argv[k]);
-  for (int k = first_after; !rc && k < argc; k++)
-    rc = plr_cmp_operand(&fa, argv[k]);
+  for (int k = first_after; !rc && k < argc; k++) rc = plr_cmp_operand(&fa, argv[k]);
   if (!rc) rc = plr_cmp_load(&fb, &sb);
   if (!rc) rc = plr_cmp_load(&fa, &sa);
   if (!rc) {

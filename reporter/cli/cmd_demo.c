@@ -34,8 +34,7 @@ static int plr_gpu_usable(void) {
     _exit(0);
   }
   int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
@@ -58,23 +57,23 @@ int plr_cmd_demo(int argc, char **argv) {
   int gpu = plr_gpu_usable();
   if (!gpu || plr_pkg_path("pagelock-demo", demo, sizeof demo) != 0) {
     if (plr_pkg_path("fakecuda", fake, sizeof fake) != 0 ||
-        (size_t)snprintf(demo, sizeof demo, "%s/pagelock-demo", fake) >=
-            sizeof demo) {
+        (size_t)snprintf(demo, sizeof demo, "%s/pagelock-demo", fake) >= sizeof demo) {
       fprintf(stderr,
               "pagelock: %s, and there is no fake CUDA at '%s' to run the "
               "demo over\n",
-              gpu ? "this build has no demo for the real GPU" : "no GPU found",
-              fake);
+              gpu ? "this build has no demo for the real GPU" : "no GPU found", fake);
       return PLR_EXIT_USAGE;
     }
     ld_prepend = fake;
     if (gpu)
-      printf("pagelock: this build has no demo for the real GPU (no "
-             "libcudart_static.a when it was built): running the demo over "
-             "fake CUDA; timings are simulated.\n");
+      printf(
+          "pagelock: this build has no demo for the real GPU (no "
+          "libcudart_static.a when it was built): running the demo over "
+          "fake CUDA; timings are simulated.\n");
     else
-      printf("pagelock: no GPU found: running the demo over fake CUDA; "
-             "timings are simulated.\n");
+      printf(
+          "pagelock: no GPU found: running the demo over fake CUDA; "
+          "timings are simulated.\n");
   }
 
   char tmpl[PATH_MAX];
@@ -86,11 +85,12 @@ int plr_cmd_demo(int argc, char **argv) {
   int own_dir = !output && !(env_out && env_out[0]);
   if (own_dir) {
     const char *tmp = getenv("TMPDIR");
-    snprintf(tmpl, sizeof tmpl, "%s/pagelock-demo.XXXXXX",
-             tmp && tmp[0] ? tmp : "/tmp");
+    snprintf(tmpl, sizeof tmpl, "%s/pagelock-demo.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     if (!mkdtemp(tmpl)) {
-      fprintf(stderr, "pagelock: cannot create a directory for the demo "
-              "traces: %s\n", strerror(errno));
+      fprintf(stderr,
+              "pagelock: cannot create a directory for the demo "
+              "traces: %s\n",
+              strerror(errno));
       return PLR_EXIT_USAGE;
     }
     snprintf(pattern, sizeof pattern, "%s/pagelock.%%p.trace", tmpl);
@@ -105,8 +105,7 @@ int plr_cmd_demo(int argc, char **argv) {
   size_t failed = 0;
   if (res.ntraces) {
     putchar('\n');
-    plr_report_paths(stdout, res.traces, res.ntraces, PLR_FORMAT_TEXT,
-                     &failed);
+    plr_report_paths(stdout, res.traces, res.ntraces, PLR_FORMAT_TEXT, &failed);
     putchar('\n');
   }
   plr_print_trace_list(stdout, res.traces, res.ntraces);

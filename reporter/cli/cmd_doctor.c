@@ -36,8 +36,7 @@ typedef struct plr_doctor {
   int blocking;
 } plr_doctor;
 
-static void plr_problem(plr_doctor *d, int blocks, const char *what,
-                        const char *fix) {
+static void plr_problem(plr_doctor *d, int blocks, const char *what, const char *fix) {
   printf("  problem: %s\n  fix: %s\n", what, fix);
   d->problems++;
   if (blocks) d->blocking++;
@@ -57,14 +56,11 @@ static int plr_probe(int (*fn)(void *), void *arg) {
     _exit(rc);
   }
   int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   printf("  problem: the probe was killed by signal %d%s\n",
          WIFSIGNALED(status) ? WTERMSIG(status) : 0,
-         WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM
-             ? " (it hung for 60 s)"
-             : "");
+         WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM ? " (it hung for 60 s)" : "");
   printf("  fix: check the driver install (nvidia-smi)\n");
   return PLR_PROBE_BLOCK;
 }
@@ -75,22 +71,21 @@ static int plr_probe_gpu(void *arg) {
   int *driver_cuda = arg;
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
-    printf("GPU:       none: libcuda.so.1 not found (no NVIDIA driver)\n"
-           "  problem: no GPU answers, so a CUDA program has nothing to run "
-           "on (`pagelock demo` runs over the fake CUDA)\n"
-           "  fix: install the NVIDIA driver (nvidia-smi must list the GPU)\n");
+    printf(
+        "GPU:       none: libcuda.so.1 not found (no NVIDIA driver)\n"
+        "  problem: no GPU answers, so a CUDA program has nothing to run "
+        "on (`pagelock demo` runs over the fake CUDA)\n"
+        "  fix: install the NVIDIA driver (nvidia-smi must list the GPU)\n");
     return PLR_PROBE_BLOCK;
   }
   int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
   int (*ver)(int *) = (int (*)(int *))dlsym(h, "cuDriverGetVersion");
   int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
   int (*get)(int *, int) = (int (*)(int *, int))dlsym(h, "cuDeviceGet");
-  int (*name)(char *, int, int) =
-      (int (*)(char *, int, int))dlsym(h, "cuDeviceGetName");
+  int (*name)(char *, int, int) = (int (*)(char *, int, int))dlsym(h, "cuDeviceGetName");
   Dl_info info;
   const char *path = "libcuda.so.1";
-  if (init && dladdr((void *)init, &info) && info.dli_fname)
-    path = info.dli_fname;
+  if (init && dladdr((void *)init, &info) && info.dli_fname) path = info.dli_fname;
   char kmod[64] = "";
   FILE *f = fopen("/sys/module/nvidia/version", "r");
   if (f) {
@@ -99,20 +94,24 @@ static int plr_probe_gpu(void *arg) {
   }
   int v = 0, n = 0, r;
   if (!init || !ver || !count || !get || !name) {
-    printf("GPU:       %s lacks the driver API\n"
-           "  problem: this libcuda.so.1 is not an NVIDIA driver's\n"
-           "  fix: reinstall the NVIDIA driver\n", path);
+    printf(
+        "GPU:       %s lacks the driver API\n"
+        "  problem: this libcuda.so.1 is not an NVIDIA driver's\n"
+        "  fix: reinstall the NVIDIA driver\n",
+        path);
     return PLR_PROBE_BLOCK;
   }
   ver(&v);
   *driver_cuda = v;
-  printf("GPU:       driver %s%s(CUDA %d.%d), %s\n", kmod, kmod[0] ? " " : "",
-         v / 1000, v % 1000 / 10, path);
+  printf("GPU:       driver %s%s(CUDA %d.%d), %s\n", kmod, kmod[0] ? " " : "", v / 1000,
+         v % 1000 / 10, path);
   if ((r = init(0)) != 0 || (r = count(&n)) != 0 || n <= 0) {
-    printf("  problem: the driver sees no usable GPU (cuInit or "
-           "cuDeviceGetCount: error %d, %d devices)\n"
-           "  fix: check nvidia-smi, CUDA_VISIBLE_DEVICES and the device "
-           "files' permissions (/dev/nvidia*)\n", r, n);
+    printf(
+        "  problem: the driver sees no usable GPU (cuInit or "
+        "cuDeviceGetCount: error %d, %d devices)\n"
+        "  fix: check nvidia-smi, CUDA_VISIBLE_DEVICES and the device "
+        "files' permissions (/dev/nvidia*)\n",
+        r, n);
     return PLR_PROBE_BLOCK;
   }
   for (int i = 0; i < n; i++) {
@@ -154,14 +153,14 @@ static int plr_probe_cupti(void *arg) {
   void *h = plr_cupti_open();
   if (!h) {
     const char *lib = getenv("PAGELOCK_CUPTI_LIB");
-    printf("CUPTI:     %s%s%s\n"
-           "  problem: no GPU timing: copies are recorded, but not whether "
-           "they overlapped kernels\n"
-           "  fix: install the CUDA toolkit's CUPTI (cuda-cupti-13-0), or "
-           "set PAGELOCK_CUPTI_LIB to a libcupti.so.13\n",
-           lib && lib[0] ? "PAGELOCK_CUPTI_LIB cannot be loaded: " : "",
-           lib && lib[0] ? dlerror() : "libcupti.so.13 not found",
-           "");
+    printf(
+        "CUPTI:     %s%s%s\n"
+        "  problem: no GPU timing: copies are recorded, but not whether "
+        "they overlapped kernels\n"
+        "  fix: install the CUDA toolkit's CUPTI (cuda-cupti-13-0), or "
+        "set PAGELOCK_CUPTI_LIB to a libcupti.so.13\n",
+        lib && lib[0] ? "PAGELOCK_CUPTI_LIB cannot be loaded: " : "",
+        lib && lib[0] ? dlerror() : "libcupti.so.13 not found", "");
     return PLR_PROBE_WARN;
   }
   int (*gv)(uint32_t *) = (int (*)(uint32_t *))dlsym(h, "cuptiGetVersion");
@@ -170,26 +169,29 @@ static int plr_probe_cupti(void *arg) {
   if (gv && dladdr((void *)gv, &info) && info.dli_fname) path = info.dli_fname;
   uint32_t v = 0;
   if (!gv || gv(&v) != 0) {
-    printf("CUPTI:     %s has no working cuptiGetVersion\n"
-           "  problem: not a CUPTI pagelock can use\n"
-           "  fix: set PAGELOCK_CUPTI_LIB to the toolkit's libcupti.so.13\n",
-           path);
+    printf(
+        "CUPTI:     %s has no working cuptiGetVersion\n"
+        "  problem: not a CUPTI pagelock can use\n"
+        "  fix: set PAGELOCK_CUPTI_LIB to the toolkit's libcupti.so.13\n",
+        path);
     return PLR_PROBE_WARN;
   }
   int major = (int)(v / 10000), want = CUPTI_API_VERSION / 10000;
   printf("CUPTI:     %s (API %u, CUDA %d)\n", path, v, major);
   if (major != want) {
-    printf("  problem: pagelock reads CUDA %d CUPTI records; this one is "
-           "CUDA %d, so GPU timing is off\n"
-           "  fix: set PAGELOCK_CUPTI_LIB to a CUDA %d libcupti.so.13\n",
-           want, major, want);
+    printf(
+        "  problem: pagelock reads CUDA %d CUPTI records; this one is "
+        "CUDA %d, so GPU timing is off\n"
+        "  fix: set PAGELOCK_CUPTI_LIB to a CUDA %d libcupti.so.13\n",
+        want, major, want);
     return PLR_PROBE_WARN;
   }
   if (driver_cuda > 0 && driver_cuda / 1000 < major) {
-    printf("  problem: the driver supports CUDA %d.%d, older than this "
-           "CUPTI (CUDA %d): GPU timing will fail\n"
-           "  fix: update the NVIDIA driver to one for CUDA %d\n",
-           driver_cuda / 1000, driver_cuda % 1000 / 10, major, major);
+    printf(
+        "  problem: the driver supports CUDA %d.%d, older than this "
+        "CUPTI (CUDA %d): GPU timing will fail\n"
+        "  fix: update the NVIDIA driver to one for CUDA %d\n",
+        driver_cuda / 1000, driver_cuda % 1000 / 10, major, major);
     return PLR_PROBE_WARN;
   }
   return PLR_PROBE_OK;
@@ -213,10 +215,11 @@ static void plr_doctor_memlock(plr_doctor *d) {
   const char *env = getenv("PAGELOCK_REGISTER_BUDGET");
   int have = getrlimit(RLIMIT_MEMLOCK, &rl) == 0;
   if (!have || rl.rlim_cur == RLIM_INFINITY) {
-    printf("memlock:   RLIMIT_MEMLOCK unlimited; register budget %s%s%s "
-           "(register, auto)\n",
-           env && env[0] ? "PAGELOCK_REGISTER_BUDGET=" : "",
-           env && env[0] ? env : b, env && env[0] ? "" : " (a quarter of RAM)");
+    printf(
+        "memlock:   RLIMIT_MEMLOCK unlimited; register budget %s%s%s "
+        "(register, auto)\n",
+        env && env[0] ? "PAGELOCK_REGISTER_BUDGET=" : "", env && env[0] ? env : b,
+        env && env[0] ? "" : " (a quarter of RAM)");
     return;
   }
   plr_size(l, sizeof l, (double)rl.rlim_cur);
@@ -225,8 +228,7 @@ static void plr_doctor_memlock(plr_doctor *d) {
   int bound = lim < ram / 4 && geteuid() != 0;
   printf("memlock:   RLIMIT_MEMLOCK %s%s; register budget %s%s\n", l,
          geteuid() == 0 ? " (root: not bound by it)" : "",
-         env && env[0] ? "PAGELOCK_REGISTER_BUDGET=" : "",
-         env && env[0] ? env : (bound ? l : b));
+         env && env[0] ? "PAGELOCK_REGISTER_BUDGET=" : "", env && env[0] ? env : (bound ? l : b));
   if (bound && !(env && env[0])) {
     char what[256];
     snprintf(what, sizeof what,
@@ -241,17 +243,18 @@ static void plr_doctor_memlock(plr_doctor *d) {
 
 static void plr_doctor_clock(void) {
   char cs[64] = "unknown";
-  FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/"
-                  "current_clocksource", "r");
+  FILE *f = fopen(
+      "/sys/devices/system/clocksource/clocksource0/"
+      "current_clocksource",
+      "r");
   if (f) {
     if (fgets(cs, sizeof cs, f)) cs[strcspn(cs, "\n")] = 0;
     fclose(f);
   }
   printf("clock:     %s (%s)\n", cs,
-         strcmp(cs, "tsc") == 0
-             ? "copies are timed from the TSC when it is the cheaper read"
-             : "copies are timed with clock_gettime: not the TSC, so each "
-               "read costs more");
+         strcmp(cs, "tsc") == 0 ? "copies are timed from the TSC when it is the cheaper read"
+                                : "copies are timed with clock_gettime: not the TSC, so each "
+                                  "read costs more");
 }
 
 /* ---- the program ---------------------------------------------------------- */
@@ -269,8 +272,7 @@ static int plr_which(const char *name, char *out, size_t len) {
     const char *e = strchr(p, ':');
     size_t dl = e ? (size_t)(e - p) : strlen(p);
     snprintf(out, len, "%.*s/%s", (int)(dl ? dl : 1), dl ? p : ".", name);
-    if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode) && access(out, X_OK) == 0)
-      return 0;
+    if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode) && access(out, X_OK) == 0) return 0;
     if (!e) break;
     p = e + 1;
   }
@@ -282,23 +284,19 @@ static int plr_has_bytes(const unsigned char *m, size_t n, const char *s) {
 }
 
 /* 1 when the section table holds a defined symbol called name. */
-static int plr_defines(const unsigned char *m, size_t n, const Elf64_Ehdr *eh,
-                       const char *name) {
+static int plr_defines(const unsigned char *m, size_t n, const Elf64_Ehdr *eh, const char *name) {
   const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
   for (int i = 0; i < eh->e_shnum; i++) {
     if (sh[i].sh_type != SHT_SYMTAB && sh[i].sh_type != SHT_DYNSYM) continue;
     if (sh[i].sh_link >= eh->e_shnum) continue;
     const Elf64_Shdr *st = &sh[sh[i].sh_link];
-    if (sh[i].sh_offset + sh[i].sh_size > n || st->sh_offset + st->sh_size > n)
-      continue;
+    if (sh[i].sh_offset + sh[i].sh_size > n || st->sh_offset + st->sh_size > n) continue;
     const Elf64_Sym *sym = (const Elf64_Sym *)(m + sh[i].sh_offset);
     size_t cnt = sh[i].sh_size / sizeof *sym;
     for (size_t k = 0; k < cnt; k++) {
-      if (sym[k].st_shndx == SHN_UNDEF || sym[k].st_name >= st->sh_size)
-        continue;
+      if (sym[k].st_shndx == SHN_UNDEF || sym[k].st_name >= st->sh_size) continue;
       const char *s = (const char *)m + st->sh_offset + sym[k].st_name;
-      if (strnlen(s, st->sh_size - sym[k].st_name) <
-              st->sh_size - sym[k].st_name &&
+      if (strnlen(s, st->sh_size - sym[k].st_name) < st->sh_size - sym[k].st_name &&
           strcmp(s, name) == 0)
         return 1;
     }
@@ -310,8 +308,7 @@ static void plr_doctor_program(plr_doctor *d, const char *name) {
   char path[PATH_MAX];
   if (plr_which(name, path, sizeof path) != 0) {
     printf("program:   %s\n", name);
-    plr_problem(d, 1, "no such program (or not executable, searched in PATH)",
-                "give its path");
+    plr_problem(d, 1, "no such program (or not executable, searched in PATH)", "give its path");
     return;
   }
   printf("program:   %s\n", path);
@@ -328,8 +325,7 @@ static void plr_doctor_program(plr_doctor *d, const char *name) {
                 "so the shim never loads",
                 "run a copy without the setuid/setgid bit");
   size_t n = (size_t)st.st_size;
-  const unsigned char *m =
-      n ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+  const unsigned char *m = n ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
   close(fd);
   if (m == MAP_FAILED) {
     plr_problem(d, 1, "cannot read it", "check the file");
@@ -338,9 +334,10 @@ static void plr_doctor_program(plr_doctor *d, const char *name) {
   if (n > 2 && m[0] == '#' && m[1] == '!') {
     size_t e = 2;
     while (e < n && e < 200 && m[e] != '\n') e++;
-    printf("           a script (%.*s): the shim reaches the programs it "
-           "starts; their CUDA comes from what they load\n",
-           (int)(e - 2), (const char *)m + 2);
+    printf(
+        "           a script (%.*s): the shim reaches the programs it "
+        "starts; their CUDA comes from what they load\n",
+        (int)(e - 2), (const char *)m + 2);
     munmap((void *)m, n);
     return;
   }
@@ -369,40 +366,36 @@ static void plr_doctor_program(plr_doctor *d, const char *name) {
   for (int i = 0; i < eh->e_shnum; i++) {
     if (sh[i].sh_type != SHT_DYNAMIC || sh[i].sh_link >= eh->e_shnum) continue;
     const Elf64_Shdr *str = &sh[sh[i].sh_link];
-    if (sh[i].sh_offset + sh[i].sh_size > n ||
-        str->sh_offset + str->sh_size > n)
-      continue;
+    if (sh[i].sh_offset + sh[i].sh_size > n || str->sh_offset + str->sh_size > n) continue;
     const Elf64_Dyn *dyn = (const Elf64_Dyn *)(m + sh[i].sh_offset);
     for (size_t k = 0; k < sh[i].sh_size / sizeof *dyn; k++) {
-      if (dyn[k].d_tag != DT_NEEDED || dyn[k].d_un.d_val >= str->sh_size)
-        continue;
+      if (dyn[k].d_tag != DT_NEEDED || dyn[k].d_un.d_val >= str->sh_size) continue;
       const char *s = (const char *)m + str->sh_offset + dyn[k].d_un.d_val;
       if (strncmp(s, "libcudart.so", 12) == 0)
         snprintf(needed_cudart, sizeof needed_cudart, "%s", s);
-      if (strncmp(s, "libcuda.so", 10) == 0)
-        snprintf(needed_cuda, sizeof needed_cuda, "%s", s);
+      if (strncmp(s, "libcuda.so", 10) == 0) snprintf(needed_cuda, sizeof needed_cuda, "%s", s);
     }
   }
   /* The static runtime leaves its functions in the symbol table and, even
    * stripped, its "libcudart_static_<hash>" tags in the data. */
-  int static_cudart = !needed_cudart[0] &&
-                      (plr_defines(m, n, eh, "cudaMemcpyAsync") ||
-                       plr_has_bytes(m, n, "libcudart_static_"));
+  int static_cudart = !needed_cudart[0] && (plr_defines(m, n, eh, "cudaMemcpyAsync") ||
+                                            plr_has_bytes(m, n, "libcudart_static_"));
   if (needed_cudart[0])
     printf("           cudart: shared (%s)\n", needed_cudart);
   else if (static_cudart)
-    printf("           cudart: static (linked in; the shim reaches it "
-           "through dlsym and cuGetProcAddress)\n");
+    printf(
+        "           cudart: static (linked in; the shim reaches it "
+        "through dlsym and cuGetProcAddress)\n");
   else
     printf("           cudart: none linked\n");
   if (needed_cuda[0])
     printf("           libcuda: linked (%s)\n", needed_cuda);
-  else if (needed_cudart[0] || static_cudart ||
-           plr_has_bytes(m, n, "libcuda.so.1"))
+  else if (needed_cudart[0] || static_cudart || plr_has_bytes(m, n, "libcuda.so.1"))
     printf("           libcuda: loaded at run time (dlopen libcuda.so.1)\n");
   else
-    printf("           libcuda: no sign of it: its CUDA must come from a "
-           "library it loads (Python modules do)\n");
+    printf(
+        "           libcuda: no sign of it: its CUDA must come from a "
+        "library it loads (Python modules do)\n");
   munmap((void *)m, n);
 }
 
@@ -416,32 +409,30 @@ int plr_cmd_doctor(int argc, char **argv) {
       return 0;
     }
     if (argv[i][0] == '-' || program) {
-      fprintf(stderr, "pagelock: doctor: unexpected argument '%s' (usage: "
-              "pagelock doctor [PROGRAM])\n", argv[i]);
+      fprintf(stderr,
+              "pagelock: doctor: unexpected argument '%s' (usage: "
+              "pagelock doctor [PROGRAM])\n",
+              argv[i]);
       return PLR_EXIT_USAGE;
     }
     program = argv[i];
   }
   plr_doctor d = {0, 0};
-  printf("pagelock:  %s (trace format %u)\n", PLR_VERSION,
-         PAGELOCK_TRACE_VERSION);
+  printf("pagelock:  %s (trace format %u)\n", PLR_VERSION, PAGELOCK_TRACE_VERSION);
 
   char shim[PATH_MAX + 32];
   const char *env_shim = getenv("PAGELOCK_SHIM");
   int shim_ok = env_shim && env_shim[0]
-                    ? (snprintf(shim, sizeof shim, "%s", env_shim),
-                       access(shim, R_OK) == 0)
+                    ? (snprintf(shim, sizeof shim, "%s", env_shim), access(shim, R_OK) == 0)
                     : plr_pkg_path("libpagelock.so", shim, sizeof shim) == 0;
-  printf("shim:      %s%s\n", shim[0] ? shim : "libpagelock.so",
-         shim_ok ? "" : " (missing)");
+  printf("shim:      %s%s\n", shim[0] ? shim : "libpagelock.so", shim_ok ? "" : " (missing)");
   if (!shim_ok)
     plr_problem(&d, 1, "the shim is not where pagelock looks for it",
                 "reinstall pagelock, or set PAGELOCK_SHIM to libpagelock.so");
 
   int driver_cuda = 0;
   /* The probe's driver version comes back through a shared page. */
-  int *shared = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  int *shared = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   int rc = plr_probe(plr_probe_gpu, shared != MAP_FAILED ? shared : &driver_cuda);
   if (shared != MAP_FAILED) {
     driver_cuda = *shared;
@@ -452,8 +443,7 @@ int plr_cmd_doctor(int argc, char **argv) {
 
   const char *cupti = getenv("PAGELOCK_CUPTI");
   if (cupti && (strcmp(cupti, "0") == 0 || strcasecmp(cupti, "off") == 0 ||
-                strcasecmp(cupti, "no") == 0 ||
-                strcasecmp(cupti, "false") == 0)) {
+                strcasecmp(cupti, "no") == 0 || strcasecmp(cupti, "false") == 0)) {
     printf("CUPTI:     off (PAGELOCK_CUPTI=%s): no GPU timing\n", cupti);
   } else {
     rc = plr_probe(plr_probe_cupti, &driver_cuda);
@@ -464,8 +454,9 @@ int plr_cmd_doctor(int argc, char **argv) {
   const char *base = inj ? strrchr(inj, '/') : NULL;
   base = base ? base + 1 : inj;
   if (!inj || !inj[0]) {
-    printf("injection: CUDA_INJECTION64_PATH not set (pagelock run sets it "
-           "to the shim)\n");
+    printf(
+        "injection: CUDA_INJECTION64_PATH not set (pagelock run sets it "
+        "to the shim)\n");
   } else if (strcmp(base, "libpagelock.so") == 0) {
     printf("injection: CUDA_INJECTION64_PATH=%s (pagelock)\n", inj);
   } else {
@@ -483,7 +474,7 @@ int plr_cmd_doctor(int argc, char **argv) {
   if (!d.problems)
     printf("doctor:    no problems\n");
   else
-    printf("doctor:    %d problem%s, %d of them blocking recording\n",
-           d.problems, d.problems == 1 ? "" : "s", d.blocking);
+    printf("doctor:    %d problem%s, %d of them blocking recording\n", d.problems,
+           d.problems == 1 ? "" : "s", d.blocking);
   return d.blocking ? 1 : 0;
 }

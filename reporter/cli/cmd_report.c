@@ -20,9 +20,7 @@ int plr_cmd_report(int argc, char **argv) {
     }
     if (strcmp(a, "--format") == 0 || strcmp(a, "-f") == 0) {
       if (i + 1 >= argc) {
-        fprintf(stderr,
-                "pagelock: %s needs a value (text, json, html or chrome)\n",
-                a);
+        fprintf(stderr, "pagelock: %s needs a value (text, json, html or chrome)\n", a);
         return PLR_EXIT_USAGE;
       }
       val = argv[++i];
@@ -65,8 +63,7 @@ int plr_cmd_report(int argc, char **argv) {
   if (output && strcmp(output, "-") != 0) {
     out = fopen(output, "w");
     if (!out) {
-      fprintf(stderr, "pagelock: cannot write '%s': %s\n", output,
-              strerror(errno));
+      fprintf(stderr, "pagelock: cannot write '%s': %s\n", output, strerror(errno));
       return PLR_EXIT_USAGE;
     }
   }
@@ -76,8 +73,7 @@ int plr_cmd_report(int argc, char **argv) {
     /* A full disk shows up here, not in the fprintf calls. */
     int bad = ferror(out);
     if (fclose(out) != 0 || bad) {
-      fprintf(stderr, "pagelock: error writing '%s': %s\n", output,
-              strerror(errno ? errno : EIO));
+      fprintf(stderr, "pagelock: error writing '%s': %s\n", output, strerror(errno ? errno : EIO));
       return PLR_EXIT_USAGE;
     }
   }

@@ -25,8 +25,7 @@ int plr_cmd_run(int argc, char **argv) {
   size_t failed = 0;
   if (res.ntraces) {
     fputc('\n', stderr);
-    plr_report_paths(stderr, res.traces, res.ntraces, PLR_FORMAT_TEXT,
-                     &failed);
+    plr_report_paths(stderr, res.traces, res.ntraces, PLR_FORMAT_TEXT, &failed);
   }
   plr_print_trace_list(stderr, res.traces, res.ntraces);
   int status = plr_run_status(&res, failed);

@@ -36,10 +36,13 @@ int plr_mode_error(const char *source, const char *mode) {
   char shown[128];
   plr_escape_ctl(mode, shown, sizeof shown);
   if (strcmp(source, "--mode") == 0)
-    fprintf(stderr, "pagelock: invalid --mode '%s' (valid: observe, stage, "
-            "register, auto, off)\n", shown);
+    fprintf(stderr,
+            "pagelock: invalid --mode '%s' (valid: observe, stage, "
+            "register, auto, off)\n",
+            shown);
   else
-    fprintf(stderr, "pagelock: invalid %s='%s' in the environment (valid: "
+    fprintf(stderr,
+            "pagelock: invalid %s='%s' in the environment (valid: "
             "observe, stage, register, auto, off; --mode overrides it)\n",
             source, shown);
   return PLR_EXIT_USAGE;
@@ -109,8 +112,7 @@ static int plr_find_program(const char *name, char *out, size_t len) {
     char cand[PATH_MAX];
     int k = dl ? snprintf(cand, sizeof cand, "%.*s/%s", (int)dl, p, name)
                : snprintf(cand, sizeof cand, "%s", name);
-    if (k > 0 && (size_t)k < sizeof cand && stat(cand, &st) == 0 &&
-        !S_ISDIR(st.st_mode)) {
+    if (k > 0 && (size_t)k < sizeof cand && stat(cand, &st) == 0 && !S_ISDIR(st.st_mode)) {
       if (access(cand, X_OK) == 0) {
         snprintf(out, len, "%s", cand);
         return 0;
@@ -144,34 +146,32 @@ static int plr_dir_full(const char *dir) {
  * control character is refused: the manifest lists one path per line, so a
  * newline would split the path and lose the trace.  Returns 0, or prints
  * the problem and returns PLR_EXIT_USAGE. */
-static int plr_prepare_output(const char *source, const char *pattern,
-                              char *out, size_t len) {
+static int plr_prepare_output(const char *source, const char *pattern, char *out, size_t len) {
   const char *ctl = pattern ? plr_ctl_name(pattern) : NULL;
   if (ctl) {
     char shown[PATH_MAX];
     plr_escape_ctl(pattern, shown, sizeof shown);
-    fprintf(stderr, "pagelock: invalid %s '%s': a trace path cannot hold "
-            "control characters (this one has %s)\n", source, shown, ctl);
+    fprintf(stderr,
+            "pagelock: invalid %s '%s': a trace path cannot hold "
+            "control characters (this one has %s)\n",
+            source, shown, ctl);
     return PLR_EXIT_USAGE;
   }
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
   struct stat st;
   size_t pl = pattern ? strlen(pattern) : 0;
-  int is_dir = pattern && pl &&
-               (pattern[pl - 1] == '/' ||
-                (stat(pattern, &st) == 0 && S_ISDIR(st.st_mode)));
+  int is_dir =
+      pattern && pl && (pattern[pl - 1] == '/' || (stat(pattern, &st) == 0 && S_ISDIR(st.st_mode)));
   char full[PATH_MAX * 2];
   if (!pattern)
     snprintf(full, sizeof full, "%s/%s", cwd, PLR_DEFAULT_PATTERN);
   else if (pattern[0] == '/')
-    snprintf(full, sizeof full, "%s%s%s", pattern,
-             is_dir && pattern[pl - 1] != '/' ? "/" : "",
+    snprintf(full, sizeof full, "%s%s%s", pattern, is_dir && pattern[pl - 1] != '/' ? "/" : "",
              is_dir ? PLR_DEFAULT_PATTERN : "");
   else
     snprintf(full, sizeof full, "%s/%s%s%s", cwd, pattern,
-             is_dir && pattern[pl - 1] != '/' ? "/" : "",
-             is_dir ? PLR_DEFAULT_PATTERN : "");
+             is_dir && pattern[pl - 1] != '/' ? "/" : "", is_dir ? PLR_DEFAULT_PATTERN : "");
   if ((size_t)snprintf(out, len, "%s", full) >= len) {
     fprintf(stderr, "pagelock: output pattern '%s' is too long\n", pattern);
     return PLR_EXIT_USAGE;
@@ -181,11 +181,9 @@ static int plr_prepare_output(const char *source, const char *pattern,
   if (!pattern)
     snprintf(shown, sizeof shown, "%s/", cwd);
   else if (is_dir)
-    snprintf(shown, sizeof shown, "%s%s", pattern,
-             pattern[pl - 1] == '/' ? "" : "/");
+    snprintf(shown, sizeof shown, "%s%s", pattern, pattern[pl - 1] == '/' ? "" : "/");
   else if (strrchr(pattern, '/'))
-    snprintf(shown, sizeof shown, "%.*s/",
-             (int)(strrchr(pattern, '/') - pattern), pattern);
+    snprintf(shown, sizeof shown, "%.*s/", (int)(strrchr(pattern, '/') - pattern), pattern);
   else
     snprintf(shown, sizeof shown, "%s/", cwd);
 
@@ -194,9 +192,11 @@ static int plr_prepare_output(const char *source, const char *pattern,
   if (ctl) {
     char esc[PATH_MAX];
     plr_escape_ctl(shown, esc, sizeof esc);
-    fprintf(stderr, "pagelock: cannot write traces to '%s': a trace path "
+    fprintf(stderr,
+            "pagelock: cannot write traces to '%s': a trace path "
             "cannot hold control characters (this one has %s); give -o a "
-            "path without them\n", esc, ctl);
+            "path without them\n",
+            esc, ctl);
     return PLR_EXIT_USAGE;
   }
 
@@ -217,8 +217,7 @@ static int plr_prepare_output(const char *source, const char *pattern,
   else
     err = plr_dir_full(dir);
   if (err) {
-    fprintf(stderr, "pagelock: cannot write traces to '%s': %s\n", shown,
-            strerror(err));
+    fprintf(stderr, "pagelock: cannot write traces to '%s': %s\n", shown, strerror(err));
     return PLR_EXIT_USAGE;
   }
   return 0;
@@ -234,15 +233,18 @@ static int plr_find_shim(char *out, size_t len) {
   if (env && env[0]) {
     snprintf(cand, sizeof cand, "%s", env);
   } else if (plr_pkg_path(PLR_SHIM_NAME, cand, sizeof cand) != 0 && !cand[0]) {
-    fprintf(stderr, "pagelock: cannot find my own executable to locate "
-            "%s: set PAGELOCK_SHIM\n", PLR_SHIM_NAME);
+    fprintf(stderr,
+            "pagelock: cannot find my own executable to locate "
+            "%s: set PAGELOCK_SHIM\n",
+            PLR_SHIM_NAME);
     return PLR_EXIT_USAGE;
   }
   char real[PATH_MAX];
   if (access(cand, R_OK) != 0 || !realpath(cand, real)) {
-    fprintf(stderr, "pagelock: cannot use the shim '%s': %s (set "
-            "PAGELOCK_SHIM to the path of %s)\n", cand, strerror(errno),
-            PLR_SHIM_NAME);
+    fprintf(stderr,
+            "pagelock: cannot use the shim '%s': %s (set "
+            "PAGELOCK_SHIM to the path of %s)\n",
+            cand, strerror(errno), PLR_SHIM_NAME);
     return PLR_EXIT_USAGE;
   }
   if ((size_t)snprintf(out, len, "%s", real) >= len) return PLR_EXIT_USAGE;
@@ -318,14 +320,12 @@ typedef struct plr_saved_signals {
 /* Child side between fork and exec: environment, signal dispositions,
  * then exec.  Runs in a fresh single-threaded child, so setenv is safe.
  * Reports exec's errno through errfd and never returns. */
-static void plr_child_exec(const plr_launch *l, const char *prog,
-                           const char *shim, const char *pattern,
-                           const char *manifest, int errfd,
+static void plr_child_exec(const plr_launch *l, const char *prog, const char *shim,
+                           const char *pattern, const char *manifest, int errfd,
                            const plr_saved_signals *saved) {
   /* The program gets the dispositions pagelock was started with (nohup's
    * ignored SIGHUP included), not the ones pagelock uses while waiting. */
-  for (size_t i = 0; i < PLR_NSIGS; i++)
-    sigaction(plr_sigs[i], &saved->old[i], NULL);
+  for (size_t i = 0; i < PLR_NSIGS; i++) sigaction(plr_sigs[i], &saved->old[i], NULL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -382,13 +382,11 @@ typedef struct plr_seen {
  * lies in a shared directory: opened without following a link nor waiting
  * on a FIFO, and read only when it is still a regular file. */
 static int plr_read_manifest(const char *manifest, plr_launch_result *res) {
-  int fd = open(manifest, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY |
-                O_CLOEXEC);
+  int fd = open(manifest, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) return -1;
   struct stat st;
   FILE *f = NULL;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      !(f = fdopen(fd, "r"))) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(f = fdopen(fd, "r"))) {
     close(fd);
     return -1;
   }
@@ -407,8 +405,10 @@ static int plr_read_manifest(const char *manifest, plr_launch_result *res) {
     if (res->ntraces == alloc) {
       alloc = alloc ? alloc * 2 : 8;
       char **v = realloc(res->traces, alloc * sizeof *v);
-      if (v) res->traces = v;
-      else alloc = res->ntraces;
+      if (v)
+        res->traces = v;
+      else
+        alloc = res->ntraces;
     }
     if (!s || !copy || res->ntraces == alloc) {
       free(s);
@@ -443,9 +443,8 @@ int plr_launch_run(const plr_launch *l, plr_launch_result *res) {
   char pattern[PATH_MAX * 2];
   const char *env_out = getenv("PAGELOCK_OUTPUT");
   if (!l->output && env_out && !env_out[0]) env_out = NULL;
-  int rc = plr_prepare_output(l->output ? "-o" : "PAGELOCK_OUTPUT",
-                              l->output ? l->output : env_out, pattern,
-                              sizeof pattern);
+  int rc = plr_prepare_output(l->output ? "-o" : "PAGELOCK_OUTPUT", l->output ? l->output : env_out,
+                              pattern, sizeof pattern);
   if (rc) return rc;
   char shim[PATH_MAX];
   rc = plr_find_shim(shim, sizeof shim);
@@ -457,8 +456,8 @@ int plr_launch_run(const plr_launch *l, plr_launch_result *res) {
   snprintf(manifest, sizeof manifest, "%s/pagelock-manifest.XXXXXX", tmpdir);
   int mfd = mkostemp(manifest, O_CLOEXEC);
   if (mfd < 0) {
-    fprintf(stderr, "pagelock: cannot create a manifest file in '%s': %s\n",
-            tmpdir, strerror(errno));
+    fprintf(stderr, "pagelock: cannot create a manifest file in '%s': %s\n", tmpdir,
+            strerror(errno));
     return PLR_EXIT_USAGE;
   }
   close(mfd);
@@ -484,15 +483,12 @@ int plr_launch_run(const plr_launch *l, plr_launch_result *res) {
   plr_saved_signals saved;
   for (size_t i = 0; i < PLR_NSIGS; i++) {
     int sig = plr_sigs[i];
-    sigaction(sig, sig == SIGINT || sig == SIGQUIT ? &ign : &fwd,
-              &saved.old[i]);
+    sigaction(sig, sig == SIGINT || sig == SIGQUIT ? &ign : &fwd, &saved.old[i]);
   }
 
   fflush(NULL); /* the child inherits stdio buffers otherwise */
   pid_t pid = fork();
-  if (pid == 0)
-    plr_child_exec(l, prog, shim, l->output ? pattern : NULL, manifest,
-                   ep[1], &saved);
+  if (pid == 0) plr_child_exec(l, prog, shim, l->output ? pattern : NULL, manifest, ep[1], &saved);
   close(ep[1]);
   int status = 0, exec_err = 0;
   if (pid < 0) {
@@ -500,19 +496,15 @@ int plr_launch_run(const plr_launch *l, plr_launch_result *res) {
   } else {
     plr_child_pid = pid;
     if (plr_pending_sig) kill(pid, plr_pending_sig);
-    while (read(ep[0], &exec_err, sizeof exec_err) < 0 && errno == EINTR) {
-    }
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (read(ep[0], &exec_err, sizeof exec_err) < 0 && errno == EINTR) {}
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   }
   close(ep[0]);
   plr_child_pid = 0;
-  for (size_t i = 0; i < PLR_NSIGS; i++)
-    sigaction(plr_sigs[i], &saved.old[i], NULL);
+  for (size_t i = 0; i < PLR_NSIGS; i++) sigaction(plr_sigs[i], &saved.old[i], NULL);
 
   if (pid < 0 || exec_err) {
-    fprintf(stderr, "pagelock: cannot run '%s': %s\n", l->argv[0],
-            strerror(exec_err));
+    fprintf(stderr, "pagelock: cannot run '%s': %s\n", l->argv[0], strerror(exec_err));
     unlink(manifest);
     return PLR_EXIT_NOT_FOUND;
   }
@@ -521,8 +513,10 @@ int plr_launch_run(const plr_launch *l, plr_launch_result *res) {
   else
     res->status = WEXITSTATUS(status);
   if (plr_read_manifest(manifest, res) != 0) {
-    fprintf(stderr, "pagelock: cannot read the trace manifest '%s': the "
-            "traces written, if any, are not reported\n", manifest);
+    fprintf(stderr,
+            "pagelock: cannot read the trace manifest '%s': the "
+            "traces written, if any, are not reported\n",
+            manifest);
     res->lost = 1;
   }
   unlink(manifest);

@@ -13,10 +13,10 @@ typedef struct plr_launch {
 } plr_launch;
 
 typedef struct plr_launch_result {
-  int status;     /* the child's exit status, 128+N when killed by N */
-  char **traces;  /* absolute trace paths from the manifest, deduplicated */
+  int status;    /* the child's exit status, 128+N when killed by N */
+  char **traces; /* absolute trace paths from the manifest, deduplicated */
   size_t ntraces;
-  int lost;       /* the manifest could not be read (said on stderr) */
+  int lost; /* the manifest could not be read (said on stderr) */
 } plr_launch_result;
 
 /* Checks the program, the output directory and the shim, runs the program

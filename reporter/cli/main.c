@@ -12,14 +12,12 @@ int main(int argc, char **argv) {
     return PLR_EXIT_USAGE;
   }
   const char *cmd = argv[1];
-  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
-      strcmp(cmd, "help") == 0) {
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
     plr_usage(stdout);
     return 0;
   }
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
-    printf("pagelock %s (trace format %u)\n", PLR_VERSION,
-           PAGELOCK_TRACE_VERSION);
+    printf("pagelock %s (trace format %u)\n", PLR_VERSION, PAGELOCK_TRACE_VERSION);
     return 0;
   }
   if (strcmp(cmd, "run") == 0) return plr_cmd_run(argc - 1, argv + 1);

@@ -16,8 +16,7 @@
  * for the paths the CLI shows and puts in the environment. */
 static void plr_canon(char *out, size_t len) {
   char real[PATH_MAX];
-  if (realpath(out, real) && (size_t)snprintf(out, len, "%s", real) >= len)
-    out[0] = 0;
+  if (realpath(out, real) && (size_t)snprintf(out, len, "%s", real) >= len) out[0] = 0;
 }
 
 int plr_pkg_path(const char *name, char *out, size_t len) {
@@ -25,13 +24,11 @@ int plr_pkg_path(const char *name, char *out, size_t len) {
   struct stat st;
   if (len) out[0] = 0;
   if (plr_self_dir(dir, sizeof dir) != 0) return -1;
-  if ((size_t)snprintf(out, len, "%s/%s", dir, name) < len &&
-      stat(out, &st) == 0) {
+  if ((size_t)snprintf(out, len, "%s/%s", dir, name) < len && stat(out, &st) == 0) {
     plr_canon(out, len);
     return out[0] ? 0 : -1;
   }
-  if ((size_t)snprintf(out, len, "%s/%s/%s", dir, PLR_PKGLIBDIR_REL, name) >=
-      len) {
+  if ((size_t)snprintf(out, len, "%s/%s/%s", dir, PLR_PKGLIBDIR_REL, name) >= len) {
     out[0] = 0;
     return -1;
   }

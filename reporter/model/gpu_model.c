@@ -168,7 +168,7 @@ typedef struct plr_op {
   uint64_t dur;
   uint64_t bytes;
   uint32_t device;
-  uint32_t stream;      /* CUPTI streamId */
+  uint32_t stream;          /* CUPTI streamId */
   uint8_t pageable, pinned; /* host side per CUPTI's src/dst kinds */
   uint8_t cdir;
   uint8_t copy_kind, src_kind, dst_kind;
@@ -186,19 +186,19 @@ typedef struct plr_acc {
   uint64_t seq;
   uint64_t host_ns, bytes; /* summed over its COPY records */
   uint64_t callsite;
-  uint64_t gpu_ns;         /* summed over its ops */
-  uint32_t ncopies;        /* COPY records read for this seq (batch: several) */
-  uint32_t flags;          /* OR of their flags */
+  uint64_t gpu_ns;  /* summed over its ops */
+  uint32_t ncopies; /* COPY records read for this seq (batch: several) */
+  uint32_t flags;   /* OR of their flags */
   uint32_t stack_id, alloc_stack_id;
-  uint32_t ops;            /* ops joined so far */
+  uint32_t ops; /* ops joined so far */
   uint32_t next_free;
-  int32_t device;          /* of the ops: -1 none yet, -2 several */
-  int32_t outstanding;     /* links still waiting for their op */
-  uint8_t dir, host_mem;   /* of the first entry; host_mem pageable if any */
-  uint8_t linked;          /* an op came through a LINK record */
+  int32_t device;        /* of the ops: -1 none yet, -2 several */
+  int32_t outstanding;   /* links still waiting for their op */
+  uint8_t dir, host_mem; /* of the first entry; host_mem pageable if any */
+  uint8_t linked;        /* an op came through a LINK record */
   uint8_t pageable, pinned;
-  uint8_t op_cdir;         /* direction of the first op */
-  uint32_t chunks;         /* ops that came through LINK records */
+  uint8_t op_cdir; /* direction of the first op */
+  uint32_t chunks; /* ops that came through LINK records */
   uint64_t chunk_bytes, chunk_gpu_ns;
 } plr_acc;
 
@@ -263,8 +263,7 @@ static uint32_t plr_ln_new(plr_join *j) {
     j->free_ln = j->ln[i].next;
     return i;
   }
-  if (plr_pool_grow((void **)&j->ln, &j->capln, j->nln, sizeof *j->ln))
-    return PLR_NIL;
+  if (plr_pool_grow((void **)&j->ln, &j->capln, j->nln, sizeof *j->ln)) return PLR_NIL;
   return (uint32_t)j->nln++;
 }
 
@@ -275,8 +274,7 @@ static uint32_t plr_on_new(plr_join *j) {
     j->free_on = j->on[i].next;
     return i;
   }
-  if (plr_pool_grow((void **)&j->on, &j->capon, j->non, sizeof *j->on))
-    return PLR_NIL;
+  if (plr_pool_grow((void **)&j->on, &j->capon, j->non, sizeof *j->on)) return PLR_NIL;
   return (uint32_t)j->non++;
 }
 
@@ -291,8 +289,7 @@ static plr_acc *plr_acc_get(plr_join *j, uint64_t seq, int create) {
     i = j->free_ac;
     j->free_ac = j->ac[i].next_free;
   } else {
-    if (plr_pool_grow((void **)&j->ac, &j->capac, j->nac, sizeof *j->ac))
-      return NULL;
+    if (plr_pool_grow((void **)&j->ac, &j->capac, j->nac, sizeof *j->ac)) return NULL;
     i = (uint32_t)j->nac++;
   }
   if (plr_map_put(&j->accs, seq, i)) {
@@ -348,14 +345,11 @@ unsigned plr_cdir_of_dir(unsigned dir) {
 
 unsigned plr_cdir_of_copy_kind(unsigned k) {
   switch (k) {
-  case PAGELOCK_GPU_COPY_HTOD:
-  case PAGELOCK_GPU_COPY_HTOA:
-    return PLR_CDIR_H2D;
-  case PAGELOCK_GPU_COPY_DTOH:
-  case PAGELOCK_GPU_COPY_ATOH:
-    return PLR_CDIR_D2H;
-  default:
-    return PLR_CDIR_OTHER;
+    case PAGELOCK_GPU_COPY_HTOD:
+    case PAGELOCK_GPU_COPY_HTOA: return PLR_CDIR_H2D;
+    case PAGELOCK_GPU_COPY_DTOH:
+    case PAGELOCK_GPU_COPY_ATOH: return PLR_CDIR_D2H;
+    default: return PLR_CDIR_OTHER;
   }
 }
 
@@ -414,8 +408,7 @@ static int plr_acc_fold(plr_trace *t, plr_join *j, const plr_acc *a) {
   jn->chunk_gpu_ns += a->chunk_gpu_ns;
   if (a->linked) jn->linked += a->ncopies;
   if (a->pinned) jn->pinned += a->ncopies;
-  unsigned cd = a->dir != PAGELOCK_DIR_UNKNOWN ? plr_cdir_of_dir(a->dir)
-                                               : a->op_cdir;
+  unsigned cd = a->dir != PAGELOCK_DIR_UNKNOWN ? plr_cdir_of_dir(a->dir) : a->op_cdir;
   int made_sync = 0;
   /* A staged or shim-registered call may still join a pageable GPU record
    * (the partial first and last pages of a registered allocation go
@@ -447,11 +440,10 @@ static int plr_acc_fold(plr_trace *t, plr_join *j, const plr_acc *a) {
   int shim_pageable = a->host_mem == PAGELOCK_MEM_PAGEABLE;
   /* Staged and shim-registered copies reach the GPU from pinned memory by
    * design: only a plain copy can show a disagreement. */
-  int moved = (a->flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_REGISTERED |
-                           PAGELOCK_COPY_FALLBACK)) != 0;
-  if (!moved &&
-      ((a->pageable && !shim_pageable && a->host_mem != PAGELOCK_MEM_UNKNOWN) ||
-       (shim_pageable && !a->pageable && a->pinned)))
+  int moved =
+      (a->flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_REGISTERED | PAGELOCK_COPY_FALLBACK)) != 0;
+  if (!moved && ((a->pageable && !shim_pageable && a->host_mem != PAGELOCK_MEM_UNKNOWN) ||
+                 (shim_pageable && !a->pageable && a->pinned)))
     jn->mem_mismatch += a->ncopies;
   if (a->linked && plr_ring_find(&j->folded, a->seq) == SIZE_MAX) {
     size_t at = plr_ring_put(&j->folded, a->seq);
@@ -477,8 +469,7 @@ static int plr_acc_fold(plr_trace *t, plr_join *j, const plr_acc *a) {
 
 /* A chunk of a call folded already: its GPU time joins the call's (and
  * its sites', while the call is remembered). */
-static void plr_late_chunk(plr_trace *t, plr_join *j, uint64_t seq,
-                           const plr_op *op) {
+static void plr_late_chunk(plr_trace *t, plr_join *j, uint64_t seq, const plr_op *op) {
   plr_call_join *jn = &t->gpu.join;
   jn->gpu_ns += op->dur;
   jn->chunks++;
@@ -536,34 +527,33 @@ static void plr_acc_add_op(plr_acc *a, const plr_op *op, int chunk) {
 /* Takes from the chain at map slot `slot` the node whose bytes equal
  * `bytes` (else the first), unlinking it and deleting the slot when the
  * chain empties.  Returns the node index. */
-#define PLR_CHAIN_TAKE(j, map, pool, slot, bytes_of, bytes, out)               \
-  do {                                                                        \
-    uint32_t head_ = (map)->vals[slot], prev_ = PLR_NIL, pick_ = PLR_NIL,     \
-             pprev_ = PLR_NIL, scan_ = 0;                                     \
-    for (uint32_t i_ = head_; i_ != PLR_NIL && scan_ < PLR_CHAIN_SCAN;        \
-         prev_ = i_, i_ = (pool)[i_].next, scan_++)                           \
-      if (bytes_of((pool)[i_]) == (bytes)) {                                  \
-        pick_ = i_;                                                           \
-        pprev_ = prev_;                                                       \
-        break;                                                                \
-      }                                                                       \
-    if (pick_ == PLR_NIL) pick_ = head_;                                      \
-    if (pprev_ == PLR_NIL) {                                                  \
-      if ((pool)[pick_].next == PLR_NIL)                                      \
-        plr_map_del(map, slot);                                               \
-      else                                                                    \
-        (map)->vals[slot] = (pool)[pick_].next;                               \
-    } else {                                                                  \
-      (pool)[pprev_].next = (pool)[pick_].next;                               \
-    }                                                                         \
-    (out) = pick_;                                                            \
+#define PLR_CHAIN_TAKE(j, map, pool, slot, bytes_of, bytes, out)                            \
+  do {                                                                                      \
+    uint32_t head_ = (map)->vals[slot], prev_ = PLR_NIL, pick_ = PLR_NIL, pprev_ = PLR_NIL, \
+             scan_ = 0;                                                                     \
+    for (uint32_t i_ = head_; i_ != PLR_NIL && scan_ < PLR_CHAIN_SCAN;                      \
+         prev_ = i_, i_ = (pool)[i_].next, scan_++)                                         \
+      if (bytes_of((pool)[i_]) == (bytes)) {                                                \
+        pick_ = i_;                                                                         \
+        pprev_ = prev_;                                                                     \
+        break;                                                                              \
+      }                                                                                     \
+    if (pick_ == PLR_NIL) pick_ = head_;                                                    \
+    if (pprev_ == PLR_NIL) {                                                                \
+      if ((pool)[pick_].next == PLR_NIL)                                                    \
+        plr_map_del(map, slot);                                                             \
+      else                                                                                  \
+        (map)->vals[slot] = (pool)[pick_].next;                                             \
+    } else {                                                                                \
+      (pool)[pprev_].next = (pool)[pick_].next;                                             \
+    }                                                                                       \
+    (out) = pick_;                                                                          \
   } while (0)
 #define PLR_LN_BYTES(n) ((n).bytes)
 #define PLR_ON_BYTES(n) ((n).op.bytes)
 
 /* A GPU copy op arrived. */
-static int plr_join_op(plr_trace *t, plr_join *j, uint32_t corr,
-                       const plr_op *op) {
+static int plr_join_op(plr_trace *t, plr_join *j, uint32_t corr, const plr_op *op) {
   plr_call_join *jn = &t->gpu.join;
   jn->gpu_ops++;
   if (!corr) {
@@ -624,8 +614,7 @@ static int plr_join_op(plr_trace *t, plr_join *j, uint32_t corr,
 
 /* A LINK record: every op of corr belongs to call seq.  Ops that came
  * first are adopted now; a repeat of a known corr is dropped. */
-static int plr_join_link_rec(plr_trace *t, plr_join *j, uint32_t corr,
-                             uint64_t seq) {
+static int plr_join_link_rec(plr_trace *t, plr_join *j, uint32_t corr, uint64_t seq) {
   if (plr_ring_find(&j->linked, corr) != SIZE_MAX) return 0;
   size_t at = plr_ring_put(&j->linked, corr);
   if (at == SIZE_MAX) return -1;
@@ -665,8 +654,7 @@ static int plr_join_link_rec(plr_trace *t, plr_join *j, uint32_t corr,
 }
 
 /* corr is named by a COPY record of call seq (bytes: that entry's). */
-static int plr_join_link(plr_trace *t, plr_join *j, uint32_t corr,
-                         uint64_t seq, uint64_t bytes) {
+static int plr_join_link(plr_trace *t, plr_join *j, uint32_t corr, uint64_t seq, uint64_t bytes) {
   /* An op that a LINK record claims is not the COPY's too. */
   if (plr_ring_find(&j->linked, corr) != SIZE_MAX) return 0;
   size_t os = plr_map_find(&j->orphans, corr);
@@ -712,9 +700,8 @@ int plr_gpu_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
   plr_acc *a = plr_acc_get(j, c->correlation, 0);
   /* A staged call's chunks may be linked after its COPY (LINKs from
    * CUPTI's external correlation records): keep it while timing is on. */
-  int wait = c->gpu_correlation ||
-             ((c->flags & PAGELOCK_COPY_STAGED) && t->gpu.have_status &&
-              t->gpu.status == PAGELOCK_GPU_TIMING_ON);
+  int wait = c->gpu_correlation || ((c->flags & PAGELOCK_COPY_STAGED) && t->gpu.have_status &&
+                                    t->gpu.status == PAGELOCK_GPU_TIMING_ON);
   if (!a && !wait) return 0;
   if (!a && !(a = plr_acc_get(j, c->correlation, 1))) return -1;
   if (!a->ncopies) {
@@ -801,8 +788,7 @@ static plr_gpu_dev *plr_dev_get(plr_gpu_data *g, uint32_t device, int *oom) {
     g->dev = d;
     g->cap_dev = cap;
   }
-  memmove(g->dev_ord + lo + 1, g->dev_ord + lo,
-          (g->ndev - lo) * sizeof *g->dev_ord);
+  memmove(g->dev_ord + lo + 1, g->dev_ord + lo, (g->ndev - lo) * sizeof *g->dev_ord);
   memmove(g->dev_at + lo + 1, g->dev_at + lo, (g->ndev - lo) * sizeof *g->dev_at);
   g->dev_ord[lo] = device;
   g->dev_at[lo] = (uint16_t)g->ndev;
@@ -816,8 +802,7 @@ static plr_gpu_dev *plr_dev_get(plr_gpu_data *g, uint32_t device, int *oom) {
 static int plr_bw_add(plr_gpu_dev *d, const plr_op *op, int chunk) {
   uint64_t dur = op->dur;
   uint32_t key = (uint32_t)op->copy_kind | (uint32_t)op->src_kind << 8 |
-                 (uint32_t)op->dst_kind << 16 |
-                 (uint32_t)plr_size_bucket(op->bytes) << 24 |
+                 (uint32_t)op->dst_kind << 16 | (uint32_t)plr_size_bucket(op->bytes) << 24 |
                  (chunk ? PLR_BW_CHUNK : 0u);
   plr_bw_acc *b;
   HASH_FIND(hh, d->bw, &key, sizeof key, b);
@@ -903,8 +888,7 @@ static int plr_fold_gpu(plr_trace *t, const pagelock_rec_gpu *r) {
     } else if (is_copy) {
       d->copies++;
       if (plr_spanvec_add(&d->copy[cd], s, e)) return -1;
-      if ((r->src_kind == PAGELOCK_GPU_MEM_PAGEABLE ||
-           r->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE) &&
+      if ((r->src_kind == PAGELOCK_GPU_MEM_PAGEABLE || r->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE) &&
           plr_spanvec_add(&d->pageable, s, e))
         return -1;
     }
@@ -926,14 +910,12 @@ static int plr_fold_gpu(plr_trace *t, const pagelock_rec_gpu *r) {
   op.copy_kind = r->copy_kind;
   op.src_kind = r->src_kind;
   op.dst_kind = r->dst_kind;
-  op.pageable = r->src_kind == PAGELOCK_GPU_MEM_PAGEABLE ||
-                r->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE;
-  op.pinned = r->src_kind == PAGELOCK_GPU_MEM_PINNED ||
-              r->dst_kind == PAGELOCK_GPU_MEM_PINNED;
-  op.pinned_async =
-      (r->flags & PAGELOCK_GPU_ASYNC) &&
-      ((cd == PLR_CDIR_H2D && r->src_kind == PAGELOCK_GPU_MEM_PINNED) ||
-       (cd == PLR_CDIR_D2H && r->dst_kind == PAGELOCK_GPU_MEM_PINNED));
+  op.pageable =
+      r->src_kind == PAGELOCK_GPU_MEM_PAGEABLE || r->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE;
+  op.pinned = r->src_kind == PAGELOCK_GPU_MEM_PINNED || r->dst_kind == PAGELOCK_GPU_MEM_PINNED;
+  op.pinned_async = (r->flags & PAGELOCK_GPU_ASYNC) &&
+                    ((cd == PLR_CDIR_H2D && r->src_kind == PAGELOCK_GPU_MEM_PINNED) ||
+                     (cd == PLR_CDIR_D2H && r->dst_kind == PAGELOCK_GPU_MEM_PINNED));
   if (!g->pending) return plr_op_settle(t, &op, 0);
   return plr_join_op(t, g->pending, r->correlation, &op);
 }
@@ -980,63 +962,57 @@ int plr_gpu_fold(plr_trace *t, const plr_record *rec) {
   plr_gpu_data *g = &t->gpu;
   int oom = 0;
   switch (rec->type) {
-  case PAGELOCK_REC_GPU:
-    return plr_fold_gpu(t, rec->u.gpu);
-  case PAGELOCK_REC_NAME:
-    return plr_fold_name(t, rec);
-  case PAGELOCK_REC_LINK:
-    g->links++;
-    if (!g->pending) return 0;
-    return plr_join_link_rec(t, g->pending, rec->u.link->correlation,
-                             rec->u.link->copy_seq);
-  case PAGELOCK_REC_CLOCK:
-    g->clocks++;
-    plr_clock_update(&g->clock, rec->u.clock);
-    return 0;
-  case PAGELOCK_REC_DEVICE: {
-    plr_gpu_dev *d = plr_dev_get(g, rec->u.device->device, &oom);
-    if (oom) return -1;
-    if (!d || d->have_props) return 0; /* the first description wins */
-    d->have_props = 1;
-    d->copy_engines = rec->u.device->copy_engines;
-    d->sm_count = rec->u.device->sm_count;
-    d->pci_gen = rec->u.device->pci_gen;
-    snprintf(d->name, sizeof d->name, "%s", rec->str1);
-    return 0;
-  }
-  case PAGELOCK_REC_GPU_STATUS: {
-    const pagelock_rec_gpu_status *s = rec->u.gpu_status;
-    g->have_status = 1;
-    g->status = s->status;
-    g->cupti_version = s->cupti_version;
-    g->status_records = s->records;
-    g->status_dropped = s->dropped;
-    g->status_buffers = s->buffers;
-    snprintf(g->reason, sizeof g->reason, "%s", rec->str1);
-    return 0;
-  }
-  default:
-    return 0;
+    case PAGELOCK_REC_GPU: return plr_fold_gpu(t, rec->u.gpu);
+    case PAGELOCK_REC_NAME: return plr_fold_name(t, rec);
+    case PAGELOCK_REC_LINK:
+      g->links++;
+      if (!g->pending) return 0;
+      return plr_join_link_rec(t, g->pending, rec->u.link->correlation, rec->u.link->copy_seq);
+    case PAGELOCK_REC_CLOCK:
+      g->clocks++;
+      plr_clock_update(&g->clock, rec->u.clock);
+      return 0;
+    case PAGELOCK_REC_DEVICE: {
+      plr_gpu_dev *d = plr_dev_get(g, rec->u.device->device, &oom);
+      if (oom) return -1;
+      if (!d || d->have_props) return 0; /* the first description wins */
+      d->have_props = 1;
+      d->copy_engines = rec->u.device->copy_engines;
+      d->sm_count = rec->u.device->sm_count;
+      d->pci_gen = rec->u.device->pci_gen;
+      snprintf(d->name, sizeof d->name, "%s", rec->str1);
+      return 0;
+    }
+    case PAGELOCK_REC_GPU_STATUS: {
+      const pagelock_rec_gpu_status *s = rec->u.gpu_status;
+      g->have_status = 1;
+      g->status = s->status;
+      g->cupti_version = s->cupti_version;
+      g->status_records = s->records;
+      g->status_dropped = s->dropped;
+      g->status_buffers = s->buffers;
+      snprintf(g->reason, sizeof g->reason, "%s", rec->str1);
+      return 0;
+    }
+    default: return 0;
   }
 }
 
 /* 1 when a bandwidth row's copies are pinned host copies of >= 1 MiB in
  * direction cd: the reference "would save" compares against. */
 static int plr_is_pinned_ref(const plr_bw_acc *b, unsigned cd) {
-  unsigned kind = b->key & 0xff, src = (b->key >> 8) & 0xff,
-           dst = (b->key >> 16) & 0xff, bucket = (b->key >> 24) & 0x7f;
+  unsigned kind = b->key & 0xff, src = (b->key >> 8) & 0xff, dst = (b->key >> 16) & 0xff,
+           bucket = (b->key >> 24) & 0x7f;
   if (bucket < plr_size_bucket(1u << 20)) return 0;
-  if (cd == PLR_CDIR_H2D)
-    return kind == PAGELOCK_GPU_COPY_HTOD && src == PAGELOCK_GPU_MEM_PINNED;
-  if (cd == PLR_CDIR_D2H)
-    return kind == PAGELOCK_GPU_COPY_DTOH && dst == PAGELOCK_GPU_MEM_PINNED;
+  if (cd == PLR_CDIR_H2D) return kind == PAGELOCK_GPU_COPY_HTOD && src == PAGELOCK_GPU_MEM_PINNED;
+  if (cd == PLR_CDIR_D2H) return kind == PAGELOCK_GPU_COPY_DTOH && dst == PAGELOCK_GPU_MEM_PINNED;
   return 0;
 }
 
 /* Median of the pinned reference samples of direction cd over devices
  * [d0, d1) into *out (0 when there are none); -1 when out of memory. */
-static int plr_pinned_median(const plr_gpu_dev *dev, size_t d0, size_t d1,
-                             unsigned cd, double *out) {
+static int plr_pinned_median(const plr_gpu_dev *dev, size_t d0, size_t d1, unsigned cd,
+                             double *out) {
   size_t n = 0;
   *out = 0;
   for (size_t i = d0; i < d1; i++) {
@@ -1126,11 +1102,9 @@ int plr_gpu_load_end(plr_trace *t) {
   /* Bandwidth percentiles: the pinned references first (they read the
    * samples of several rows), then each row's own; then the samples go. */
   for (unsigned cd = 0; cd < PLR_CDIR_OTHER; cd++) {
-    if (plr_pinned_median(g->dev, 0, g->ndev, cd, &g->pinned_gbps[cd]))
-      return -1;
+    if (plr_pinned_median(g->dev, 0, g->ndev, cd, &g->pinned_gbps[cd])) return -1;
     for (size_t i = 0; i < g->ndev; i++)
-      if (plr_pinned_median(g->dev, i, i + 1, cd, &g->dev[i].pinned_gbps[cd]))
-        return -1;
+      if (plr_pinned_median(g->dev, i, i + 1, cd, &g->dev[i].pinned_gbps[cd])) return -1;
   }
   for (size_t i = 0; i < g->ndev; i++) {
     plr_bw_acc *b, *tmp;
@@ -1183,28 +1157,22 @@ const char *plr_trace_kernel_name(const plr_trace *t, uint32_t id) {
 }
 unsigned plr_gpu_host_kind(const pagelock_rec_gpu *g) {
   switch (g->copy_kind) {
-  case PAGELOCK_GPU_COPY_HTOD:
-  case PAGELOCK_GPU_COPY_HTOA:
-  case PAGELOCK_GPU_COPY_HTOH:
-    return g->src_kind;
-  case PAGELOCK_GPU_COPY_DTOH:
-  case PAGELOCK_GPU_COPY_ATOH:
-    return g->dst_kind;
-  case PAGELOCK_GPU_COPY_UNKNOWN:
-    /* Direction unknown: a host kind on either side is the host side. */
-    if (g->src_kind == PAGELOCK_GPU_MEM_PAGEABLE ||
-        g->src_kind == PAGELOCK_GPU_MEM_PINNED)
-      return g->src_kind;
-    if (g->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE ||
-        g->dst_kind == PAGELOCK_GPU_MEM_PINNED)
-      return g->dst_kind;
-    return PAGELOCK_GPU_MEM_UNKNOWN;
-  default:
-    return PAGELOCK_GPU_MEM_DEVICE;
+    case PAGELOCK_GPU_COPY_HTOD:
+    case PAGELOCK_GPU_COPY_HTOA:
+    case PAGELOCK_GPU_COPY_HTOH: return g->src_kind;
+    case PAGELOCK_GPU_COPY_DTOH:
+    case PAGELOCK_GPU_COPY_ATOH: return g->dst_kind;
+    case PAGELOCK_GPU_COPY_UNKNOWN:
+      /* Direction unknown: a host kind on either side is the host side. */
+      if (g->src_kind == PAGELOCK_GPU_MEM_PAGEABLE || g->src_kind == PAGELOCK_GPU_MEM_PINNED)
+        return g->src_kind;
+      if (g->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE || g->dst_kind == PAGELOCK_GPU_MEM_PINNED)
+        return g->dst_kind;
+      return PAGELOCK_GPU_MEM_UNKNOWN;
+    default: return PAGELOCK_GPU_MEM_DEVICE;
   }
 }
 
 int plr_gpu_is_copy(const pagelock_rec_gpu *g) {
   return g->kind == PAGELOCK_GPU_MEMCPY || g->kind == PAGELOCK_GPU_MEMCPY_P2P;
 }
-

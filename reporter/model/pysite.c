@@ -46,9 +46,8 @@ static struct plr_pytab *plr_py_tab(plr_trace *t) {
   return t->py;
 }
 
-static const plr_pyloc *plr_py_intern(struct plr_pytab *p, const char *file,
-                                      const char *func, uint32_t line,
-                                      int library) {
+static const plr_pyloc *plr_py_intern(struct plr_pytab *p, const char *file, const char *func,
+                                      uint32_t line, int library) {
   char num[16];
   int k = snprintf(num, sizeof num, "%u", line);
   size_t nf = strlen(file) + 1, nn = strlen(func) + 1, len = nf + nn + (size_t)k;
@@ -117,8 +116,8 @@ int plr_py_fold(plr_trace *t, const plr_record *rec) {
     /* Code 0: the shim could not resolve the frame's code (its table was
      * full); a code id with no PYCODE before it: no writer does that.
      * Either way the frame counts, as an unknown place. */
-    const plr_pyloc *l = plr_py_intern(p, c ? c->file : "?", c ? c->func : "?",
-                                       f->line, c ? c->library : 0);
+    const plr_pyloc *l =
+        plr_py_intern(p, c ? c->file : "?", c ? c->func : "?", f->line, c ? c->library : 0);
     if (!l) {
       free(e);
       return -1;

@@ -18,7 +18,7 @@ typedef struct plr_pyloc {
   const char *file; /* co_filename as the program named it */
   const char *func; /* co_qualname (3.10: co_name) */
   uint32_t line;
-  int library;      /* a framework's or the standard library's */
+  int library; /* a framework's or the standard library's */
 } plr_pyloc;
 
 /* The Python frames of one STACK, innermost first: f[0] is the line the
@@ -39,6 +39,5 @@ void plr_py_free(struct plr_trace *t);
 /* "train.py:42 in main": the file's base name (the report's tables are
  * narrow; JSON has the whole path). */
 void plr_pyloc_format(const plr_pyloc *l, char *buf, size_t len);
-
 
 #endif

@@ -38,8 +38,7 @@ void plr_totals_add(plr_totals *acc, const plr_totals *t) {
 
 /* The modes in which the shim registers memory. */
 static int plr_mode_registers(const plr_trace *t) {
-  return t->have_process &&
-         (t->mode == PAGELOCK_MODE_REGISTER || t->mode == PAGELOCK_MODE_AUTO);
+  return t->have_process && (t->mode == PAGELOCK_MODE_REGISTER || t->mode == PAGELOCK_MODE_AUTO);
 }
 
 int plr_trace_shows_routes(const plr_trace *t) {
@@ -57,9 +56,8 @@ static char *plr_dup(const char *s, int *oom) {
 }
 
 /* Adds one copy of b to the site keyed by key in *table, creating it. */
-static int plr_site_add(plr_site **table, const plr_site_key *key,
-                        const plr_bucket *b, unsigned dir, unsigned route,
-                        int shared) {
+static int plr_site_add(plr_site **table, const plr_site_key *key, const plr_bucket *b,
+                        unsigned dir, unsigned route, int shared) {
   plr_site *s;
   HASH_FIND(hh, *table, key, sizeof *key, s);
   if (!s) {
@@ -206,8 +204,7 @@ static int plr_fold_symbol(plr_trace *t, const plr_record *rec) {
  * string compare with every note kept. */
 static uint64_t plr_note_hash(const char *s) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-    h = (h ^ *p) * 0x100000001b3ull;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
   return h;
 }
 
@@ -216,8 +213,7 @@ static uint64_t plr_note_hash(const char *s) {
 static int plr_fold_note(plr_trace *t, const plr_record *rec) {
   uint64_t h = plr_note_hash(rec->str1);
   for (size_t i = 0; i < t->nnotes; i++)
-    if (t->notes[i].hash == h && strcmp(t->notes[i].text, rec->str1) == 0)
-      return 0;
+    if (t->notes[i].hash == h && strcmp(t->notes[i].text, rec->str1) == 0) return 0;
   if (t->nnotes == PLR_MAX_NOTES) {
     t->notes_dropped++;
     return 0;
@@ -265,8 +261,7 @@ int plr_trace_load(plr_trace *t, const char *path, char *msg, size_t len) {
   return plr_trace_load_stream(t, f, path, msg, len);
 }
 
-int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
-                          size_t len) {
+int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg, size_t len) {
   memset(t, 0, sizeof *t);
   plr_reader r;
   plr_open_status st = plr_open_stream(&r, f);
@@ -284,51 +279,36 @@ int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
   while (!oom && plr_next(&r, &rec)) {
     int rc = 0;
     switch (rec.type) {
-    case PAGELOCK_REC_PROCESS:
-      rc = plr_fold_process(t, &rec);
-      break;
-    case PAGELOCK_REC_COPY:
-      rc = plr_fold_copy(t, rec.u.copy);
-      if (!rc) rc = plr_gpu_fold_copy(t, rec.u.copy);
-      break;
-    case PAGELOCK_REC_GPU:
-    case PAGELOCK_REC_NAME:
-    case PAGELOCK_REC_LINK:
-    case PAGELOCK_REC_CLOCK:
-    case PAGELOCK_REC_DEVICE:
-    case PAGELOCK_REC_GPU_STATUS:
-      rc = plr_gpu_fold(t, &rec);
-      break;
-    case PAGELOCK_REC_STACK:
-      rc = plr_fold_stack(t, &rec);
-      break;
-    case PAGELOCK_REC_PYSTACK:
-    case PAGELOCK_REC_PYCODE:
-      rc = plr_py_fold(t, &rec);
-      break;
-    case PAGELOCK_REC_MODULE:
-      rc = plr_fold_module(t, &rec);
-      break;
-    case PAGELOCK_REC_SYMBOL:
-      rc = plr_fold_symbol(t, &rec);
-      break;
-    case PAGELOCK_REC_COUNTERS:
-      t->have_counters = 1;
-      memcpy(&t->counters, rec.u.counters, sizeof t->counters);
-      /* Reserved bytes before version 3: whatever they hold is no count. */
-      if (t->hdr.version < 3)
-        memset(&t->counters.register_budget, 0,
-               sizeof t->counters -
-                   offsetof(pagelock_rec_counters, register_budget));
-      break;
-    case PAGELOCK_REC_NOTE:
-      rc = plr_fold_note(t, &rec);
-      break;
-    case PAGELOCK_REC_END:
-      t->have_end = 1;
-      memcpy(&t->end, rec.u.end, sizeof t->end);
-      if (t->end.end_mono_ns > t->last_ns) t->last_ns = t->end.end_mono_ns;
-      break;
+      case PAGELOCK_REC_PROCESS: rc = plr_fold_process(t, &rec); break;
+      case PAGELOCK_REC_COPY:
+        rc = plr_fold_copy(t, rec.u.copy);
+        if (!rc) rc = plr_gpu_fold_copy(t, rec.u.copy);
+        break;
+      case PAGELOCK_REC_GPU:
+      case PAGELOCK_REC_NAME:
+      case PAGELOCK_REC_LINK:
+      case PAGELOCK_REC_CLOCK:
+      case PAGELOCK_REC_DEVICE:
+      case PAGELOCK_REC_GPU_STATUS: rc = plr_gpu_fold(t, &rec); break;
+      case PAGELOCK_REC_STACK: rc = plr_fold_stack(t, &rec); break;
+      case PAGELOCK_REC_PYSTACK:
+      case PAGELOCK_REC_PYCODE: rc = plr_py_fold(t, &rec); break;
+      case PAGELOCK_REC_MODULE: rc = plr_fold_module(t, &rec); break;
+      case PAGELOCK_REC_SYMBOL: rc = plr_fold_symbol(t, &rec); break;
+      case PAGELOCK_REC_COUNTERS:
+        t->have_counters = 1;
+        memcpy(&t->counters, rec.u.counters, sizeof t->counters);
+        /* Reserved bytes before version 3: whatever they hold is no count. */
+        if (t->hdr.version < 3)
+          memset(&t->counters.register_budget, 0,
+                 sizeof t->counters - offsetof(pagelock_rec_counters, register_budget));
+        break;
+      case PAGELOCK_REC_NOTE: rc = plr_fold_note(t, &rec); break;
+      case PAGELOCK_REC_END:
+        t->have_end = 1;
+        memcpy(&t->end, rec.u.end, sizeof t->end);
+        if (t->end.end_mono_ns > t->last_ns) t->last_ns = t->end.end_mono_ns;
+        break;
     }
     if (rc) oom = 1;
   }
@@ -349,11 +329,9 @@ int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
     return -1;
   }
   /* The span starts when the trace was opened, which is before any copy. */
-  if (t->hdr.start_mono_ns &&
-      (!t->first_ns || t->hdr.start_mono_ns < t->first_ns))
+  if (t->hdr.start_mono_ns && (!t->first_ns || t->hdr.start_mono_ns < t->first_ns))
     t->first_ns = t->hdr.start_mono_ns;
-  if (t->nmodules > 1)
-    qsort(t->modules, t->nmodules, sizeof *t->modules, plr_cmp_module);
+  if (t->nmodules > 1) qsort(t->modules, t->nmodules, sizeof *t->modules, plr_cmp_module);
   return 0;
 }
 
@@ -365,8 +343,7 @@ const char *plr_trace_stop_reason(const plr_trace *t) {
   uint32_t f = t->hdr.flags;
   if (f & PAGELOCK_FILE_STOP_DISK_FULL) return "the disk filled up";
   if (f & PAGELOCK_FILE_STOP_WRITE_ERROR) return "a write to the trace failed";
-  if (f & PAGELOCK_FILE_STOP_FD_LOST)
-    return "the program closed the shim's trace file";
+  if (f & PAGELOCK_FILE_STOP_FD_LOST) return "the program closed the shim's trace file";
   return NULL;
 }
 
@@ -379,16 +356,11 @@ const char *plr_trace_end_name(const plr_trace *t) {
   if (f & PAGELOCK_FILE_STOP_WRITE_ERROR) return "write-error";
   if (f & PAGELOCK_FILE_STOP_FD_LOST) return "fd-lost";
   switch (t->stop) {
-  case PLR_STOP_END:
-    return "end";
-  case PLR_STOP_TRUNCATED:
-    return "truncated";
-  case PLR_STOP_CORRUPT:
-    return "corrupt";
-  case PLR_STOP_IO:
-    return "read-error";
-  default:
-    return "no-end";
+    case PLR_STOP_END: return "end";
+    case PLR_STOP_TRUNCATED: return "truncated";
+    case PLR_STOP_CORRUPT: return "corrupt";
+    case PLR_STOP_IO: return "read-error";
+    default: return "no-end";
   }
 }
 
@@ -405,15 +377,12 @@ void plr_trace_partial_message(const plr_trace *t, char *buf, size_t len) {
     snprintf(buf, len,
              "'%s': read error after %llu complete records (%s): report is "
              "partial",
-             t->path, (unsigned long long)t->complete_records,
-             strerror(t->io_errnum));
+             t->path, (unsigned long long)t->complete_records, strerror(t->io_errnum));
     return;
   }
   const char *why = plr_trace_stop_reason(t);
-  snprintf(buf, len,
-           "'%s' ends after %llu complete records (%s): report is partial",
-           t->path, (unsigned long long)t->complete_records,
-           why ? why : "the program may have died");
+  snprintf(buf, len, "'%s' ends after %llu complete records (%s): report is partial", t->path,
+           (unsigned long long)t->complete_records, why ? why : "the program may have died");
 }
 
 const plr_stack *plr_trace_stack(const plr_trace *t, uint32_t id) {
@@ -439,13 +408,13 @@ const plr_module *plr_trace_module(const plr_trace *t, uint64_t addr) {
 }
 
 /* Frees every entry of a uthash table of malloc'd plr_site-like items. */
-#define PLR_FREE_TABLE(head, type)                                            \
-  do {                                                                        \
-    type *cur_, *tmp_;                                                        \
-    HASH_ITER(hh, head, cur_, tmp_) {                                         \
-      HASH_DEL(head, cur_);                                                   \
-      free(cur_);                                                             \
-    }                                                                         \
+#define PLR_FREE_TABLE(head, type)    \
+  do {                                \
+    type *cur_, *tmp_;                \
+    HASH_ITER(hh, head, cur_, tmp_) { \
+      HASH_DEL(head, cur_);           \
+      free(cur_);                     \
+    }                                 \
   } while (0)
 
 void plr_trace_free(plr_trace *t) {

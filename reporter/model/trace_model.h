@@ -42,12 +42,7 @@ typedef struct plr_bucket {
 /* The route a copy took (pagelock_rec_copy.flags): registered in place by
  * the shim, staged through its pinned chunks, or passed to the driver as
  * the program made it. */
-enum plr_route {
-  PLR_ROUTE_PASS = 0,
-  PLR_ROUTE_STAGE,
-  PLR_ROUTE_REGISTER,
-  PLR_NROUTE
-};
+enum plr_route { PLR_ROUTE_PASS = 0, PLR_ROUTE_STAGE, PLR_ROUTE_REGISTER, PLR_NROUTE };
 
 typedef struct plr_totals {
   plr_bucket all;
@@ -75,7 +70,7 @@ typedef struct plr_totals {
 typedef struct plr_site_key {
   uint64_t callsite; /* 0 for allocation sites */
   uint32_t stack_id;
-  uint32_t zero;     /* padding kept 0: the key is hashed as bytes */
+  uint32_t zero; /* padding kept 0: the key is hashed as bytes */
 } plr_site_key;
 
 /* What the GPU saw of a site's copies: filled as each copy call of the
@@ -94,11 +89,11 @@ typedef struct plr_site_gpu {
 typedef struct plr_site {
   plr_site_key key;
   plr_bucket b;
-  uint32_t dirs; /* bit (1 << pagelock_dir) for each direction seen */
-  plr_bucket bydir[PLR_NCDIR]; /* b split by plr_cdir: basis of "would save" */
+  uint32_t dirs;                 /* bit (1 << pagelock_dir) for each direction seen */
+  plr_bucket bydir[PLR_NCDIR];   /* b split by plr_cdir: basis of "would save" */
   plr_bucket routes[PLR_NROUTE]; /* b split by the route the copies took */
-  plr_bucket shared;   /* copies of shared or file-backed memory (why) */
-  plr_bucket big;      /* copies of at least PLR_STAGE_MIN_DEFAULT bytes */
+  plr_bucket shared;             /* copies of shared or file-backed memory (why) */
+  plr_bucket big;                /* copies of at least PLR_STAGE_MIN_DEFAULT bytes */
   plr_site_gpu g;
   UT_hash_handle hh;
 } plr_site;
@@ -164,14 +159,14 @@ typedef struct plr_stream_acc {
 /* Everything kept of one device's GPU records. */
 typedef struct plr_gpu_dev {
   uint32_t device;
-  int have_props;          /* a DEVICE record was read */
+  int have_props; /* a DEVICE record was read */
   char name[64];
   uint32_t copy_engines, sm_count, pci_gen;
   int have_window;
   uint64_t first_ns, last_ns;
   uint64_t kernels, copies, memsets;
   plr_spanvec kern, copy[PLR_NCDIR], mset; /* normalized at load end */
-  plr_spanvec pageable; /* copies with a pageable side per CUPTI */
+  plr_spanvec pageable;                    /* copies with a pageable side per CUPTI */
   plr_bw_acc *bw;
   plr_stream_acc *streams;
   double pinned_gbps[PLR_NCDIR]; /* median of pinned >= 1 MiB copies, load end */
@@ -189,23 +184,23 @@ struct plr_join; /* gpu_model.c: the streaming join, only while loading */
 
 /* Per host copy call joined with its GPU op(s). */
 typedef struct plr_call_join {
-  uint64_t calls;        /* COPY records with a GPU op joined */
-  uint64_t unjoined;     /* COPY records (not graph nodes) with no GPU op */
-  uint64_t pageable;     /* by CUPTI's srcKind/dstKind */
-  uint64_t made_sync;    /* async entry, pageable, host blocked >= half of GPU time */
+  uint64_t calls;             /* COPY records with a GPU op joined */
+  uint64_t unjoined;          /* COPY records (not graph nodes) with no GPU op */
+  uint64_t pageable;          /* by CUPTI's srcKind/dstKind */
+  uint64_t made_sync;         /* async entry, pageable, host blocked >= half of GPU time */
   uint64_t made_sync_host_ns; /* host time those calls were blocked */
-  uint64_t gpu_ns;       /* GPU time of joined ops */
-  uint64_t pinned;       /* joined calls whose GPU op(s) used pinned host memory */
-  uint64_t linked;       /* joined through LINK records (staged chunks) */
+  uint64_t gpu_ns;            /* GPU time of joined ops */
+  uint64_t pinned;            /* joined calls whose GPU op(s) used pinned host memory */
+  uint64_t linked;            /* joined through LINK records (staged chunks) */
   uint64_t made_sync_bytes, made_sync_gpu_ns;
   uint64_t made_sync_dir_host_ns[PLR_NCDIR], made_sync_dir_bytes[PLR_NCDIR];
   uint64_t pageable_sync; /* sync entry points whose GPU copy was pageable */
   uint64_t pageable_sync_host_ns, pageable_sync_bytes, pageable_sync_gpu_ns;
   uint64_t pageable_sync_dir_host_ns[PLR_NCDIR];
   uint64_t pageable_sync_dir_bytes[PLR_NCDIR];
-  uint64_t mem_mismatch;  /* the shim's pointer query said pageable and CUPTI
-                             not, or the other way round */
-  uint64_t gpu_ops;       /* GPU copy ops (MEMCPY, P2P) with valid times */
+  uint64_t mem_mismatch;     /* the shim's pointer query said pageable and CUPTI
+                                not, or the other way round */
+  uint64_t gpu_ops;          /* GPU copy ops (MEMCPY, P2P) with valid times */
   uint64_t gpu_ops_unjoined; /* ... that matched no copy call */
   /* GPU copies the staging engine issued for the program's calls (joined
    * through LINK records), their bytes and GPU time: part of gpu_ops and
@@ -215,29 +210,29 @@ typedef struct plr_call_join {
 
 /* The GPU side of a trace. */
 typedef struct plr_gpu_data {
-  int have_status;          /* a GPU_STATUS record was read (the last wins) */
-  uint32_t status;          /* pagelock_gpu_status */
+  int have_status; /* a GPU_STATUS record was read (the last wins) */
+  uint32_t status; /* pagelock_gpu_status */
   uint32_t cupti_version;
   uint64_t status_records, status_dropped, status_buffers;
   char reason[256];
-  uint64_t records;         /* GPU records read */
-  uint64_t bad_times;       /* GPU records with start 0 or end < start: ignored */
-  uint64_t unknown_kind;    /* GPU records of a kind we do not know: ignored */
-  uint64_t dev_overflow;    /* records of devices past PLR_MAX_GPU_DEVICES */
-  uint64_t links, clocks;   /* LINK and CLOCK records read */
-  uint64_t syncs, sync_ns;  /* SYNCHRONIZATION records: host waits */
+  uint64_t records;                /* GPU records read */
+  uint64_t bad_times;              /* GPU records with start 0 or end < start: ignored */
+  uint64_t unknown_kind;           /* GPU records of a kind we do not know: ignored */
+  uint64_t dev_overflow;           /* records of devices past PLR_MAX_GPU_DEVICES */
+  uint64_t links, clocks;          /* LINK and CLOCK records read */
+  uint64_t syncs, sync_ns;         /* SYNCHRONIZATION records: host waits */
   uint64_t overheads, overhead_ns; /* OVERHEAD records: profiler cost */
-  plr_clock clock;          /* the current CUPTI -> monotonic pair */
-  plr_gpu_dev *dev;         /* sorted by device at load end */
+  plr_clock clock;                 /* the current CUPTI -> monotonic pair */
+  plr_gpu_dev *dev;                /* sorted by device at load end */
   size_t ndev, cap_dev;
   /* While loading: the ordinals of dev[] in ascending order and where each
    * is, so that a record finds its device in 8 steps, not 256. */
   uint32_t dev_ord[PLR_MAX_GPU_DEVICES];
   uint16_t dev_at[PLR_MAX_GPU_DEVICES];
-  plr_kname *names;         /* NAME records: kernel names by id */
-  plr_call_join join;       /* per-call join results */
+  plr_kname *names;              /* NAME records: kernel names by id */
+  plr_call_join join;            /* per-call join results */
   double pinned_gbps[PLR_NCDIR]; /* as per device, over all devices */
-  struct plr_join *pending; /* NULL after load */
+  struct plr_join *pending;      /* NULL after load */
 } plr_gpu_data;
 
 typedef struct plr_trace {
@@ -248,7 +243,7 @@ typedef struct plr_trace {
   uint64_t ppid;
   uint32_t mode;
   int32_t rank;
-  char *exe;  /* never NULL after load: "" when no PROCESS record */
+  char *exe; /* never NULL after load: "" when no PROCESS record */
   char *host;
 
   uint64_t first_ns, last_ns; /* CLOCK_MONOTONIC span seen in the trace */
@@ -280,9 +275,9 @@ typedef struct plr_trace {
   uint64_t duplicate_stacks;
   uint32_t bad_size;
   int io_errnum;
-  plr_damage damage;      /* stop == PLR_STOP_DAMAGED */
-  uint64_t blocks;        /* checksummed blocks verified */
-  int unverified;         /* records after the last CHECK were used */
+  plr_damage damage; /* stop == PLR_STOP_DAMAGED */
+  uint64_t blocks;   /* checksummed blocks verified */
+  int unverified;    /* records after the last CHECK were used */
 } plr_trace;
 
 /* Reads and aggregates path (opened with plr_open_trace: a FIFO or any
@@ -295,8 +290,7 @@ int plr_trace_load(plr_trace *t, const char *path, char *msg, size_t len);
 
 /* Same over an open stream (taken over and closed), for tests; path is the
  * name used in messages. */
-int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg,
-                          size_t len);
+int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg, size_t len);
 
 /* 1 when the writer did not close the trace cleanly, or said in the header
  * that it stopped writing early. */

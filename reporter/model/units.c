@@ -36,4 +36,3 @@ void plr_fmt_gbps(uint64_t bytes, uint64_t ns, char *buf, size_t len) {
   }
   snprintf(buf, len, "%.2f", (double)bytes / (double)ns);
 }
-

@@ -24,25 +24,28 @@ static size_t plr_read_full(FILE *f, void *dst, size_t n) {
 
 const char *plr_file_kind(unsigned mode) {
   switch (mode & S_IFMT) {
-  case S_IFIFO: return "a FIFO";
-  case S_IFDIR: return "a directory";
-  case S_IFSOCK: return "a socket";
-  case S_IFCHR: return "a character device";
-  case S_IFBLK: return "a block device";
-  case S_IFREG: return "a regular file";
-  default: return "not a regular file";
+    case S_IFIFO: return "a FIFO";
+    case S_IFDIR: return "a directory";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFREG: return "a regular file";
+    default: return "not a regular file";
   }
 }
 
 /* The message for a path that is not a regular file. */
-static void plr_not_trace_msg(const char *path, unsigned mode, char *msg,
-                              size_t len) {
+static void plr_not_trace_msg(const char *path, unsigned mode, char *msg, size_t len) {
   if (S_ISDIR(mode))
-    snprintf(msg, len, "'%s' is a directory, not a trace file (name the "
-             "trace files in it, e.g. '%s'/*.trace)", path, path);
+    snprintf(msg, len,
+             "'%s' is a directory, not a trace file (name the "
+             "trace files in it, e.g. '%s'/*.trace)",
+             path, path);
   else
-    snprintf(msg, len, "'%s' is %s, not a trace file (a trace is a regular "
-             "file written by libpagelock.so)", path, plr_file_kind(mode));
+    snprintf(msg, len,
+             "'%s' is %s, not a trace file (a trace is a regular "
+             "file written by libpagelock.so)",
+             path, plr_file_kind(mode));
 }
 
 /* plr_open_trace without the message: NULL with errno set, and *mode the
@@ -54,8 +57,7 @@ static FILE *plr_open_regular(const char *path, unsigned *mode) {
   if (fd < 0) {
     int err = errno;
     /* A socket cannot be opened at all: say what it is. */
-    if (err == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-      *mode = (unsigned)st.st_mode;
+    if (err == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) *mode = (unsigned)st.st_mode;
     errno = err;
     return NULL;
   }
@@ -111,12 +113,10 @@ plr_open_status plr_open(plr_reader *r, const char *path) {
 }
 
 /* Records a refused header field: its name, value and the valid values. */
-static plr_open_status plr_bad_field(plr_reader *r, const char *field,
-                                     const char *value_fmt, uint64_t value,
-                                     const char *valid) {
+static plr_open_status plr_bad_field(plr_reader *r, const char *field, const char *value_fmt,
+                                     uint64_t value, const char *valid) {
   r->bad_field = field;
-  snprintf(r->bad_value, sizeof r->bad_value, value_fmt,
-           (unsigned long long)value);
+  snprintf(r->bad_value, sizeof r->bad_value, value_fmt, (unsigned long long)value);
   snprintf(r->bad_valid, sizeof r->bad_valid, "%s", valid);
   return PLR_OPEN_BAD_HEADER;
 }
@@ -134,8 +134,7 @@ static plr_open_status plr_check_header(plr_reader *r) {
   }
   if (h->version > PAGELOCK_TRACE_VERSION) return PLR_OPEN_NEW_VERSION;
   if (h->header_size != sizeof *h) {
-    snprintf(valid, sizeof valid, "%zu in trace format version %u",
-             sizeof *h, h->version);
+    snprintf(valid, sizeof valid, "%zu in trace format version %u", sizeof *h, h->version);
     return plr_bad_field(r, "header_size", "%llu", h->header_size, valid);
   }
   if (h->pid == 0 || h->pid > PLR_PID_MAX) {
@@ -149,19 +148,15 @@ static plr_open_status plr_check_header(plr_reader *r) {
     return plr_bad_field(r, "start_realtime_ns", "%llu", h->start_realtime_ns,
                          "1 to 9223372036854775807");
   if (h->start_mono_ns == 0 || h->start_mono_ns > INT64_MAX)
-    return plr_bad_field(r, "start_mono_ns", "%llu", h->start_mono_ns,
-                         "1 to 9223372036854775807");
+    return plr_bad_field(r, "start_mono_ns", "%llu", h->start_mono_ns, "1 to 9223372036854775807");
   uint32_t known = h->version >= 3 ? PLR_FILE_FLAGS_V3 : PLR_FILE_FLAGS_V1;
   if (h->flags & ~known) {
-    snprintf(valid, sizeof valid, "bits 0x%x in trace format version %u",
-             known, h->version);
+    snprintf(valid, sizeof valid, "bits 0x%x in trace format version %u", known, h->version);
     return plr_bad_field(r, "flags", "0x%llx", h->flags, valid);
   }
   if (h->reserved0) return plr_bad_field(r, "reserved0", "0x%llx", h->reserved0, "0");
-  if (h->reserved[0])
-    return plr_bad_field(r, "reserved[0]", "0x%llx", h->reserved[0], "0");
-  if (h->reserved[1])
-    return plr_bad_field(r, "reserved[1]", "0x%llx", h->reserved[1], "0");
+  if (h->reserved[0]) return plr_bad_field(r, "reserved[0]", "0x%llx", h->reserved[0], "0");
+  if (h->reserved[1]) return plr_bad_field(r, "reserved[1]", "0x%llx", h->reserved[1], "0");
   return PLR_OPEN_OK;
 }
 
@@ -179,11 +174,9 @@ plr_open_status plr_open_stream(plr_reader *r, FILE *f) {
       st = PLR_OPEN_ERRNO;
     } else if (got == 0) {
       st = PLR_OPEN_EMPTY;
-    } else if (got >= sizeof r->hdr.magic &&
-               memcmp(r->hdr.magic, PAGELOCK_TRACE_MAGIC, 8) != 0) {
+    } else if (got >= sizeof r->hdr.magic && memcmp(r->hdr.magic, PAGELOCK_TRACE_MAGIC, 8) != 0) {
       st = PLR_OPEN_BAD_MAGIC;
-    } else if (got < sizeof r->hdr.magic &&
-               memcmp(r->hdr.magic, PAGELOCK_TRACE_MAGIC, got) != 0) {
+    } else if (got < sizeof r->hdr.magic && memcmp(r->hdr.magic, PAGELOCK_TRACE_MAGIC, got) != 0) {
       st = PLR_OPEN_BAD_MAGIC;
     } else {
       st = PLR_OPEN_SHORT_HEADER;
@@ -199,8 +192,7 @@ plr_open_status plr_open_stream(plr_reader *r, FILE *f) {
   /* +8 so a string that runs to the very end of a record still gets a NUL
    * the validator can find (it is then rejected, never over-read), and so a
    * version-1 COPY record can be zero-extended to today's size in place. */
-  r->buf = malloc((size_t)PAGELOCK_TRACE_MAX_RECORD +
-                  sizeof(pagelock_rec_copy));
+  r->buf = malloc((size_t)PAGELOCK_TRACE_MAX_RECORD + sizeof(pagelock_rec_copy));
   if (!r->buf) {
     r->errnum = ENOMEM;
     st = PLR_OPEN_ERRNO;
@@ -227,8 +219,7 @@ void plr_close(plr_reader *r) {
 
 /* Finds the NUL-terminated string starting at off inside a record of size
  * bytes; returns NULL when it is not terminated before the record ends. */
-static const char *plr_str_at(const unsigned char *rec, size_t off,
-                              size_t size) {
+static const char *plr_str_at(const unsigned char *rec, size_t off, size_t size) {
   if (off >= size) return NULL;
   const void *nul = memchr(rec + off, 0, size - off);
   return nul ? (const char *)(rec + off) : NULL;
@@ -253,101 +244,94 @@ static void plr_fix_gpu(pagelock_rec_gpu *g) {
  * known type whose body is malformed.  b is the reader's buffer, which has
  * room for sizeof of any record after size bytes: short version-1 COPY
  * records are zero-extended there, and enums are clamped in place. */
-static int plr_decode(unsigned char *b, uint32_t type, uint32_t size,
-                      plr_record *rec) {
+static int plr_decode(unsigned char *b, uint32_t type, uint32_t size, plr_record *rec) {
   memset(rec, 0, sizeof *rec);
   rec->type = type;
   rec->size = size;
   rec->u.hdr = (const pagelock_rec_hdr *)b;
   switch (type) {
-  case PAGELOCK_REC_PROCESS: {
-    if (size < sizeof(pagelock_rec_process)) return -1;
-    size_t off = sizeof(pagelock_rec_process);
-    rec->str1 = plr_str_at(b, off, size);
-    if (!rec->str1) return -1;
-    off += strlen(rec->str1) + 1;
-    /* host is optional: an old writer may have omitted it. */
-    rec->str2 = off < size ? plr_str_at(b, off, size) : "";
-    if (!rec->str2) return -1;
-    return 1;
-  }
-  case PAGELOCK_REC_COPY:
-    if (size < PAGELOCK_REC_COPY_V1_SIZE) return -1;
-    /* Version 1 ends before gpu_correlation: those fields read as 0. */
-    if (size < sizeof(pagelock_rec_copy))
-      memset(b + size, 0, sizeof(pagelock_rec_copy) - size);
-    return 1;
-  case PAGELOCK_REC_STACK: {
-    if (size < sizeof(pagelock_rec_stack)) return -1;
-    const pagelock_rec_stack *s = rec->u.stack;
-    if (s->id == 0 || s->depth > PAGELOCK_MAX_FRAMES) return -1;
-    if ((size - sizeof *s) / 8 < s->depth) return -1;
-    rec->frames = (const uint64_t *)(b + sizeof *s);
-    return 1;
-  }
-  case PAGELOCK_REC_PYSTACK: {
-    if (size < sizeof(pagelock_rec_pystack)) return -1;
-    const pagelock_rec_pystack *s = rec->u.pystack;
-    if (s->stack_id == 0 || s->depth == 0 || s->depth > PAGELOCK_MAX_PY_FRAMES) return -1;
-    if ((size - sizeof *s) / sizeof(pagelock_py_frame) < s->depth) return -1;
-    rec->pyframes = (const pagelock_py_frame *)(b + sizeof *s);
-    return 1;
-  }
-  case PAGELOCK_REC_PYCODE: {
-    if (size < sizeof(pagelock_rec_pycode) || rec->u.pycode->id == 0) return -1;
-    rec->str1 = plr_str_at(b, sizeof(pagelock_rec_pycode), size);
-    if (!rec->str1) return -1;
-    size_t off = sizeof(pagelock_rec_pycode) + strlen(rec->str1) + 1;
-    rec->str2 = off < size ? plr_str_at(b, off, size) : NULL;
-    return rec->str2 ? 1 : -1;
-  }
-  case PAGELOCK_REC_MODULE:
-    if (size < sizeof(pagelock_rec_module)) return -1;
-    rec->str1 = plr_str_at(b, sizeof(pagelock_rec_module), size);
-    return rec->str1 ? 1 : -1;
-  case PAGELOCK_REC_SYMBOL:
-    if (size < sizeof(pagelock_rec_symbol)) return -1;
-    rec->str1 = plr_str_at(b, sizeof(pagelock_rec_symbol), size);
-    return rec->str1 ? 1 : -1;
-  case PAGELOCK_REC_COUNTERS:
-    return size >= sizeof(pagelock_rec_counters) ? 1 : -1;
-  case PAGELOCK_REC_NOTE:
-    if (size < sizeof(pagelock_rec_note)) return -1;
-    rec->str1 = plr_str_at(b, sizeof(pagelock_rec_note), size);
-    return rec->str1 ? 1 : -1;
-  case PAGELOCK_REC_END:
-    return size >= sizeof(pagelock_rec_end) ? 1 : -1;
-  case PAGELOCK_REC_GPU:
-    if (size < sizeof(pagelock_rec_gpu)) return -1;
-    plr_fix_gpu((pagelock_rec_gpu *)b);
-    return 1;
-  case PAGELOCK_REC_NAME:
-    if (size < sizeof(pagelock_rec_name)) return -1;
-    if (rec->u.name->id == 0) return -1; /* 0 means "no name" in GPU records */
-    rec->str1 = plr_str_at(b, sizeof(pagelock_rec_name), size);
-    return rec->str1 ? 1 : -1;
-  case PAGELOCK_REC_LINK:
-    if (size < sizeof(pagelock_rec_link)) return -1;
-    /* correlation 0 is CUPTI's "none": such a link could join nothing. */
-    return rec->u.link->correlation ? 1 : -1;
-  case PAGELOCK_REC_CLOCK:
-    return size >= sizeof(pagelock_rec_clock) ? 1 : -1;
-  case PAGELOCK_REC_DEVICE:
-    if (size < sizeof(pagelock_rec_device)) return -1;
-    rec->str1 = plr_str_at(b, sizeof(pagelock_rec_device), size);
-    return rec->str1 ? 1 : -1;
-  case PAGELOCK_REC_GPU_STATUS: {
-    if (size < sizeof(pagelock_rec_gpu_status)) return -1;
-    rec->str1 = plr_str_at(b, sizeof(pagelock_rec_gpu_status), size);
-    if (!rec->str1) return -1;
-    /* A status we do not know reads as "error" so its reason is shown. */
-    pagelock_rec_gpu_status *st = (pagelock_rec_gpu_status *)b;
-    if (st->status > PAGELOCK_GPU_TIMING_NO_CUDA)
-      st->status = PAGELOCK_GPU_TIMING_ERROR;
-    return 1;
-  }
-  default:
-    return 0;
+    case PAGELOCK_REC_PROCESS: {
+      if (size < sizeof(pagelock_rec_process)) return -1;
+      size_t off = sizeof(pagelock_rec_process);
+      rec->str1 = plr_str_at(b, off, size);
+      if (!rec->str1) return -1;
+      off += strlen(rec->str1) + 1;
+      /* host is optional: an old writer may have omitted it. */
+      rec->str2 = off < size ? plr_str_at(b, off, size) : "";
+      if (!rec->str2) return -1;
+      return 1;
+    }
+    case PAGELOCK_REC_COPY:
+      if (size < PAGELOCK_REC_COPY_V1_SIZE) return -1;
+      /* Version 1 ends before gpu_correlation: those fields read as 0. */
+      if (size < sizeof(pagelock_rec_copy)) memset(b + size, 0, sizeof(pagelock_rec_copy) - size);
+      return 1;
+    case PAGELOCK_REC_STACK: {
+      if (size < sizeof(pagelock_rec_stack)) return -1;
+      const pagelock_rec_stack *s = rec->u.stack;
+      if (s->id == 0 || s->depth > PAGELOCK_MAX_FRAMES) return -1;
+      if ((size - sizeof *s) / 8 < s->depth) return -1;
+      rec->frames = (const uint64_t *)(b + sizeof *s);
+      return 1;
+    }
+    case PAGELOCK_REC_PYSTACK: {
+      if (size < sizeof(pagelock_rec_pystack)) return -1;
+      const pagelock_rec_pystack *s = rec->u.pystack;
+      if (s->stack_id == 0 || s->depth == 0 || s->depth > PAGELOCK_MAX_PY_FRAMES) return -1;
+      if ((size - sizeof *s) / sizeof(pagelock_py_frame) < s->depth) return -1;
+      rec->pyframes = (const pagelock_py_frame *)(b + sizeof *s);
+      return 1;
+    }
+    case PAGELOCK_REC_PYCODE: {
+      if (size < sizeof(pagelock_rec_pycode) || rec->u.pycode->id == 0) return -1;
+      rec->str1 = plr_str_at(b, sizeof(pagelock_rec_pycode), size);
+      if (!rec->str1) return -1;
+      size_t off = sizeof(pagelock_rec_pycode) + strlen(rec->str1) + 1;
+      rec->str2 = off < size ? plr_str_at(b, off, size) : NULL;
+      return rec->str2 ? 1 : -1;
+    }
+    case PAGELOCK_REC_MODULE:
+      if (size < sizeof(pagelock_rec_module)) return -1;
+      rec->str1 = plr_str_at(b, sizeof(pagelock_rec_module), size);
+      return rec->str1 ? 1 : -1;
+    case PAGELOCK_REC_SYMBOL:
+      if (size < sizeof(pagelock_rec_symbol)) return -1;
+      rec->str1 = plr_str_at(b, sizeof(pagelock_rec_symbol), size);
+      return rec->str1 ? 1 : -1;
+    case PAGELOCK_REC_COUNTERS: return size >= sizeof(pagelock_rec_counters) ? 1 : -1;
+    case PAGELOCK_REC_NOTE:
+      if (size < sizeof(pagelock_rec_note)) return -1;
+      rec->str1 = plr_str_at(b, sizeof(pagelock_rec_note), size);
+      return rec->str1 ? 1 : -1;
+    case PAGELOCK_REC_END: return size >= sizeof(pagelock_rec_end) ? 1 : -1;
+    case PAGELOCK_REC_GPU:
+      if (size < sizeof(pagelock_rec_gpu)) return -1;
+      plr_fix_gpu((pagelock_rec_gpu *)b);
+      return 1;
+    case PAGELOCK_REC_NAME:
+      if (size < sizeof(pagelock_rec_name)) return -1;
+      if (rec->u.name->id == 0) return -1; /* 0 means "no name" in GPU records */
+      rec->str1 = plr_str_at(b, sizeof(pagelock_rec_name), size);
+      return rec->str1 ? 1 : -1;
+    case PAGELOCK_REC_LINK:
+      if (size < sizeof(pagelock_rec_link)) return -1;
+      /* correlation 0 is CUPTI's "none": such a link could join nothing. */
+      return rec->u.link->correlation ? 1 : -1;
+    case PAGELOCK_REC_CLOCK: return size >= sizeof(pagelock_rec_clock) ? 1 : -1;
+    case PAGELOCK_REC_DEVICE:
+      if (size < sizeof(pagelock_rec_device)) return -1;
+      rec->str1 = plr_str_at(b, sizeof(pagelock_rec_device), size);
+      return rec->str1 ? 1 : -1;
+    case PAGELOCK_REC_GPU_STATUS: {
+      if (size < sizeof(pagelock_rec_gpu_status)) return -1;
+      rec->str1 = plr_str_at(b, sizeof(pagelock_rec_gpu_status), size);
+      if (!rec->str1) return -1;
+      /* A status we do not know reads as "error" so its reason is shown. */
+      pagelock_rec_gpu_status *st = (pagelock_rec_gpu_status *)b;
+      if (st->status > PAGELOCK_GPU_TIMING_NO_CUDA) st->status = PAGELOCK_GPU_TIMING_ERROR;
+      return 1;
+    }
+    default: return 0;
   }
 }
 
@@ -379,8 +363,7 @@ static plr_stop plr_read_stop(plr_reader *r, size_t got) {
 
 /* Decodes the framed record in r->buf.  Returns 1 to hand it out, 0 to
  * skip it (counted). */
-static int plr_take(plr_reader *r, uint32_t type, uint32_t size,
-                    plr_record *rec) {
+static int plr_take(plr_reader *r, uint32_t type, uint32_t size, plr_record *rec) {
   r->buf[size] = 0;
   r->complete++;
   r->offset += size;
@@ -414,8 +397,8 @@ static int plr_blk_room(plr_reader *r, size_t used, size_t n) {
 
 /* Stops at damage in the block being read: none of its records are
  * handed out. */
-static void plr_damaged(plr_reader *r, plr_damage_kind kind, uint64_t to,
-                        uint64_t at, uint64_t value) {
+static void plr_damaged(plr_reader *r, plr_damage_kind kind, uint64_t to, uint64_t at,
+                        uint64_t value) {
   r->blk_pos = r->blk_end = r->blk_check = 0;
   r->blk_stop = PLR_STOP_DAMAGED;
   r->damage.kind = kind;
@@ -435,8 +418,8 @@ static size_t plr_find_check(const unsigned char *p, size_t n, uint64_t start) {
   for (size_t o = 0; o + sizeof(pagelock_rec_check) <= n; o += 8) {
     pagelock_rec_check c;
     memcpy(&c, p + o, sizeof c);
-    if (c.start == start && (c.h.type == PAGELOCK_REC_CHECK ||
-                             c.h.size == sizeof(pagelock_rec_check)))
+    if (c.start == start &&
+        (c.h.type == PAGELOCK_REC_CHECK || c.h.size == sizeof(pagelock_rec_check)))
       return o;
   }
   return SIZE_MAX;
@@ -479,8 +462,7 @@ static void plr_fill_block(plr_reader *r) {
     }
     memcpy(&h, r->blk + len, sizeof h);
     uint64_t at = r->blk_start + len;
-    if (h.size < sizeof h || h.size % 8 != 0 ||
-        h.size > PAGELOCK_TRACE_MAX_RECORD) {
+    if (h.size < sizeof h || h.size % 8 != 0 || h.size > PAGELOCK_TRACE_MAX_RECORD) {
       /* A writer never frames a record so: the block is damaged.  Without
        * its CHECK its extent is known up to this record only. */
       plr_damaged(r, PLR_DAMAGE_SIZE, at, at, h.size);
@@ -572,8 +554,7 @@ int plr_next(plr_reader *r, plr_record *rec) {
       r->stop = plr_read_stop(r, got);
       break;
     }
-    if (h.size < sizeof h || h.size % 8 != 0 ||
-        h.size > PAGELOCK_TRACE_MAX_RECORD) {
+    if (h.size < sizeof h || h.size % 8 != 0 || h.size > PAGELOCK_TRACE_MAX_RECORD) {
       r->bad_size = h.size;
       r->bad_type = h.type;
       r->stop = PLR_STOP_CORRUPT;
@@ -602,91 +583,77 @@ int plr_next(plr_reader *r, plr_record *rec) {
   return 0;
 }
 
-void plr_open_strerror(const plr_reader *r, plr_open_status st,
-                       const char *path, char *buf, size_t len) {
+void plr_open_strerror(const plr_reader *r, plr_open_status st, const char *path, char *buf,
+                       size_t len) {
   switch (st) {
-  case PLR_OPEN_OK:
-    snprintf(buf, len, "'%s': no error", path);
-    break;
-  case PLR_OPEN_ERRNO:
-    snprintf(buf, len, "cannot open '%s': %s", path, strerror(r->errnum));
-    break;
-  case PLR_OPEN_NOT_REGULAR:
-    plr_not_trace_msg(path, r->file_mode, buf, len);
-    break;
-  case PLR_OPEN_EMPTY:
-    snprintf(buf, len,
-             "'%s' is empty (the traced program may have died before "
-             "writing its trace header)",
-             path);
-    break;
-  case PLR_OPEN_SHORT_HEADER:
-    snprintf(buf, len, "'%s' is truncated: its trace header is incomplete",
-             path);
-    break;
-  case PLR_OPEN_BAD_MAGIC:
-    snprintf(buf, len, "'%s' is not a pagelock trace", path);
-    break;
-  case PLR_OPEN_NEW_VERSION:
-    snprintf(buf, len,
-             "'%s' uses trace format version %u; this pagelock reads "
-             "version %u or older: use a newer pagelock to report it",
-             path, r->hdr.version, PAGELOCK_TRACE_VERSION);
-    break;
-  case PLR_OPEN_BAD_HEADER:
-    snprintf(buf, len,
-             "'%s' is corrupt: its trace header's %s %s %s (valid: %s)", path,
-             r->bad_field ? r->bad_field : "?",
-             r->bad_field && strcmp(r->bad_field, "flags") == 0 ? "are" : "is",
-             r->bad_value, r->bad_valid);
-    break;
+    case PLR_OPEN_OK: snprintf(buf, len, "'%s': no error", path); break;
+    case PLR_OPEN_ERRNO:
+      snprintf(buf, len, "cannot open '%s': %s", path, strerror(r->errnum));
+      break;
+    case PLR_OPEN_NOT_REGULAR: plr_not_trace_msg(path, r->file_mode, buf, len); break;
+    case PLR_OPEN_EMPTY:
+      snprintf(buf, len,
+               "'%s' is empty (the traced program may have died before "
+               "writing its trace header)",
+               path);
+      break;
+    case PLR_OPEN_SHORT_HEADER:
+      snprintf(buf, len, "'%s' is truncated: its trace header is incomplete", path);
+      break;
+    case PLR_OPEN_BAD_MAGIC: snprintf(buf, len, "'%s' is not a pagelock trace", path); break;
+    case PLR_OPEN_NEW_VERSION:
+      snprintf(buf, len,
+               "'%s' uses trace format version %u; this pagelock reads "
+               "version %u or older: use a newer pagelock to report it",
+               path, r->hdr.version, PAGELOCK_TRACE_VERSION);
+      break;
+    case PLR_OPEN_BAD_HEADER:
+      snprintf(buf, len, "'%s' is corrupt: its trace header's %s %s %s (valid: %s)", path,
+               r->bad_field ? r->bad_field : "?",
+               r->bad_field && strcmp(r->bad_field, "flags") == 0 ? "are" : "is", r->bad_value,
+               r->bad_valid);
+      break;
   }
 }
 
-void plr_damage_message(const plr_damage *d, const pagelock_file_header *h,
-                        const char *path, char *buf, size_t len) {
+void plr_damage_message(const plr_damage *d, const pagelock_file_header *h, const char *path,
+                        char *buf, size_t len) {
   char why[160];
   unsigned long long at = d->at, to = d->to, from = d->from;
   switch (d->kind) {
-  case PLR_DAMAGE_UNFLAGGED:
-    snprintf(buf, len,
-             "'%s' is corrupt: a CHECK record at byte %llu, but its header's "
-             "flags (0x%x) say it has no checksums; the report covers the "
-             "%llu records before it",
-             path, at, h ? h->flags : 0u, (unsigned long long)d->records);
-    return;
-  case PLR_DAMAGE_CRC:
-    snprintf(why, sizeof why,
-             "checksum mismatch in the block of bytes %llu..%llu", from,
-             to - 1);
-    break;
-  case PLR_DAMAGE_START:
-    snprintf(why, sizeof why,
-             "the CHECK record at byte %llu says its block starts at byte "
-             "%llu",
-             at, (unsigned long long)d->value);
-    break;
-  case PLR_DAMAGE_CHECK:
-    snprintf(why, sizeof why, "the CHECK record at byte %llu is malformed",
-             at);
-    break;
-  case PLR_DAMAGE_SIZE:
-    snprintf(why, sizeof why,
-             "the record at byte %llu has size %llu, which no writer "
-             "produces",
-             at, (unsigned long long)d->value);
-    break;
-  case PLR_DAMAGE_FRAMING:
-    snprintf(why, sizeof why,
-             "its records do not lead to the CHECK record at byte %llu", at);
-    break;
-  case PLR_DAMAGE_LONG:
-    snprintf(why, sizeof why,
-             "no CHECK record closes the block within %u MiB",
-             PLR_MAX_BLOCK >> 20);
-    break;
-  default:
-    snprintf(why, sizeof why, "damaged");
+    case PLR_DAMAGE_UNFLAGGED:
+      snprintf(buf, len,
+               "'%s' is corrupt: a CHECK record at byte %llu, but its header's "
+               "flags (0x%x) say it has no checksums; the report covers the "
+               "%llu records before it",
+               path, at, h ? h->flags : 0u, (unsigned long long)d->records);
+      return;
+    case PLR_DAMAGE_CRC:
+      snprintf(why, sizeof why, "checksum mismatch in the block of bytes %llu..%llu", from, to - 1);
+      break;
+    case PLR_DAMAGE_START:
+      snprintf(why, sizeof why,
+               "the CHECK record at byte %llu says its block starts at byte "
+               "%llu",
+               at, (unsigned long long)d->value);
+      break;
+    case PLR_DAMAGE_CHECK:
+      snprintf(why, sizeof why, "the CHECK record at byte %llu is malformed", at);
+      break;
+    case PLR_DAMAGE_SIZE:
+      snprintf(why, sizeof why,
+               "the record at byte %llu has size %llu, which no writer "
+               "produces",
+               at, (unsigned long long)d->value);
+      break;
+    case PLR_DAMAGE_FRAMING:
+      snprintf(why, sizeof why, "its records do not lead to the CHECK record at byte %llu", at);
+      break;
+    case PLR_DAMAGE_LONG:
+      snprintf(why, sizeof why, "no CHECK record closes the block within %u MiB",
+               PLR_MAX_BLOCK >> 20);
+      break;
+    default: snprintf(why, sizeof why, "damaged");
   }
   snprintf(buf, len,
            "'%s' is corrupt from byte %llu (%s); the report covers the %llu "

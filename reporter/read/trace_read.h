@@ -52,10 +52,10 @@ typedef enum plr_damage_kind {
 
 typedef struct plr_damage {
   plr_damage_kind kind;
-  uint64_t from;  /* first byte of the damaged block: records before it are good */
-  uint64_t to;    /* one past its last byte as far as known (the CHECK's offset) */
-  uint64_t at;    /* the offending record (CHECK, bad size) */
-  uint64_t value; /* the bad size (SIZE), the CHECK's start (START) */
+  uint64_t from;    /* first byte of the damaged block: records before it are good */
+  uint64_t to;      /* one past its last byte as far as known (the CHECK's offset) */
+  uint64_t at;      /* the offending record (CHECK, bad size) */
+  uint64_t value;   /* the bad size (SIZE), the CHECK's start (START) */
   uint64_t records; /* records before `from` */
 } plr_damage;
 
@@ -66,13 +66,11 @@ typedef struct plr_damage {
 
 /* The bits of pagelock_file_header.flags each version may set. */
 #define PLR_FILE_FLAGS_V1 PAGELOCK_FILE_SIMULATED
-#define PLR_FILE_FLAGS_V3                                                   \
-  (PAGELOCK_FILE_SIMULATED | PAGELOCK_FILE_STOP_DISK_FULL |                 \
-   PAGELOCK_FILE_STOP_WRITE_ERROR | PAGELOCK_FILE_STOP_FD_LOST |            \
-   PAGELOCK_FILE_CHECKSUMS)
-#define PLR_FILE_STOP_FLAGS                                                 \
-  (PAGELOCK_FILE_STOP_DISK_FULL | PAGELOCK_FILE_STOP_WRITE_ERROR |          \
-   PAGELOCK_FILE_STOP_FD_LOST)
+#define PLR_FILE_FLAGS_V3                                                                    \
+  (PAGELOCK_FILE_SIMULATED | PAGELOCK_FILE_STOP_DISK_FULL | PAGELOCK_FILE_STOP_WRITE_ERROR | \
+   PAGELOCK_FILE_STOP_FD_LOST | PAGELOCK_FILE_CHECKSUMS)
+#define PLR_FILE_STOP_FLAGS \
+  (PAGELOCK_FILE_STOP_DISK_FULL | PAGELOCK_FILE_STOP_WRITE_ERROR | PAGELOCK_FILE_STOP_FD_LOST)
 
 /* Linux's PID_MAX_LIMIT on 64-bit: no pid is larger. */
 #define PLR_PID_MAX 4194304u
@@ -97,14 +95,14 @@ typedef struct plr_reader {
   /* Checksummed traces (PAGELOCK_FILE_CHECKSUMS) are read a block at a
    * time: records are handed out only once their CHECK matched. */
   int checksums;
-  unsigned char *blk;  /* the block's bytes, file offset blk_start on */
+  unsigned char *blk;               /* the block's bytes, file offset blk_start on */
   size_t blk_cap, blk_pos, blk_end; /* records to hand out: [pos, end) */
-  size_t blk_check;    /* size of the verified CHECK after blk_end, or 0 */
+  size_t blk_check;                 /* size of the verified CHECK after blk_end, or 0 */
   uint64_t blk_start;
-  plr_stop blk_stop;   /* why reading stops once the block is handed out */
-  uint64_t blocks;     /* blocks verified */
-  int unverified;      /* records after the last CHECK were handed out */
-  plr_damage damage;   /* stop == PLR_STOP_DAMAGED */
+  plr_stop blk_stop; /* why reading stops once the block is handed out */
+  uint64_t blocks;   /* blocks verified */
+  int unverified;    /* records after the last CHECK were handed out */
+  plr_damage damage; /* stop == PLR_STOP_DAMAGED */
 } plr_reader;
 
 /* One validated record.  Pointers alias the reader's buffer and are valid
@@ -137,8 +135,8 @@ typedef struct plr_record {
   /* exe, module path, symbol name, note text, kernel name (NAME), device
    * name (DEVICE), reason (GPU_STATUS), file name (PYCODE) */
   const char *str1;
-  const char *str2;        /* host (PROCESS), function name (PYCODE) */
-  const uint64_t *frames;  /* STACK only, u.stack->depth entries */
+  const char *str2;                  /* host (PROCESS), function name (PYCODE) */
+  const uint64_t *frames;            /* STACK only, u.stack->depth entries */
   const pagelock_py_frame *pyframes; /* PYSTACK only, u.pystack->depth */
 } plr_record;
 
@@ -203,12 +201,12 @@ void plr_close(plr_reader *r);
 
 /* Writes the user-facing message for a failed plr_open of path into buf,
  * without the "pagelock: " prefix. */
-void plr_open_strerror(const plr_reader *r, plr_open_status st,
-                       const char *path, char *buf, size_t len);
+void plr_open_strerror(const plr_reader *r, plr_open_status st, const char *path, char *buf,
+                       size_t len);
 
 /* "'f' is corrupt from byte N (why); the report covers the K records before
  * it", without the prefix, for a reader or trace stopped by damage. */
-void plr_damage_message(const plr_damage *d, const pagelock_file_header *h,
-                        const char *path, char *buf, size_t len);
+void plr_damage_message(const plr_damage *d, const pagelock_file_header *h, const char *path,
+                        char *buf, size_t len);
 
 #endif

@@ -99,49 +99,44 @@ int plr_walk(const plr_source *src, plr_event_fn fn, void *ctx) {
     plr_event ev;
     memset(&ev, 0, sizeof ev);
     switch (rec.type) {
-    case PAGELOCK_REC_COPY:
-      ev.kind = PLR_EV_CALL;
-      ev.copy = rec.u.copy;
-      ev.start = rec.u.copy->start_ns;
-      /* Unsigned wrap would put a corrupt call before its start. */
-      ev.end = rec.u.copy->host_ns > UINT64_MAX - ev.start
-                   ? UINT64_MAX
-                   : ev.start + rec.u.copy->host_ns;
-      rc = fn(ctx, &ev);
-      break;
-    case PAGELOCK_REC_GPU: {
-      const pagelock_rec_gpu *g = rec.u.gpu;
-      /* The analysis ignores these (a record CUPTI never completed, or
-       * corruption); drawing them would contradict its numbers. */
-      if (g->start_ns == 0 || g->end_ns < g->start_ns) break;
-      ev.kind = PLR_EV_GPU;
-      ev.gpu = g;
-      ev.start = plr_clock_to_mono(&clock, g->start_ns);
-      ev.end = plr_clock_to_mono(&clock, g->end_ns);
-      if (g->kind == PAGELOCK_GPU_KERNEL)
-        ev.name = plr_tl_name_get(&names, g->name_id);
-      rc = fn(ctx, &ev);
-      break;
-    }
-    case PAGELOCK_REC_NAME:
-      if (plr_tl_name_add(&names, rec.u.name->id, rec.str1)) rc = -1;
-      break;
-    case PAGELOCK_REC_CLOCK:
-      plr_clock_update(&clock, rec.u.clock);
-      break;
-    case PAGELOCK_REC_LINK:
-      ev.kind = PLR_EV_LINK;
-      ev.link = rec.u.link;
-      rc = fn(ctx, &ev);
-      break;
-    case PAGELOCK_REC_DEVICE:
-      ev.kind = PLR_EV_DEVICE;
-      ev.device = rec.u.device;
-      ev.name = rec.str1;
-      rc = fn(ctx, &ev);
-      break;
-    default:
-      break;
+      case PAGELOCK_REC_COPY:
+        ev.kind = PLR_EV_CALL;
+        ev.copy = rec.u.copy;
+        ev.start = rec.u.copy->start_ns;
+        /* Unsigned wrap would put a corrupt call before its start. */
+        ev.end = rec.u.copy->host_ns > UINT64_MAX - ev.start ? UINT64_MAX
+                                                             : ev.start + rec.u.copy->host_ns;
+        rc = fn(ctx, &ev);
+        break;
+      case PAGELOCK_REC_GPU: {
+        const pagelock_rec_gpu *g = rec.u.gpu;
+        /* The analysis ignores these (a record CUPTI never completed, or
+         * corruption); drawing them would contradict its numbers. */
+        if (g->start_ns == 0 || g->end_ns < g->start_ns) break;
+        ev.kind = PLR_EV_GPU;
+        ev.gpu = g;
+        ev.start = plr_clock_to_mono(&clock, g->start_ns);
+        ev.end = plr_clock_to_mono(&clock, g->end_ns);
+        if (g->kind == PAGELOCK_GPU_KERNEL) ev.name = plr_tl_name_get(&names, g->name_id);
+        rc = fn(ctx, &ev);
+        break;
+      }
+      case PAGELOCK_REC_NAME:
+        if (plr_tl_name_add(&names, rec.u.name->id, rec.str1)) rc = -1;
+        break;
+      case PAGELOCK_REC_CLOCK: plr_clock_update(&clock, rec.u.clock); break;
+      case PAGELOCK_REC_LINK:
+        ev.kind = PLR_EV_LINK;
+        ev.link = rec.u.link;
+        rc = fn(ctx, &ev);
+        break;
+      case PAGELOCK_REC_DEVICE:
+        ev.kind = PLR_EV_DEVICE;
+        ev.device = rec.u.device;
+        ev.name = rec.str1;
+        rc = fn(ctx, &ev);
+        break;
+      default: break;
     }
   }
   plr_tl_names_free(&names);

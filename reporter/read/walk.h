@@ -17,8 +17,8 @@
 /* Where a trace's bytes are, so a writer can read them again: a file, or
  * (fuzzer, tests) a buffer in memory. */
 typedef struct plr_source {
-  const char *path;  /* file to open when data is NULL */
-  const void *data;  /* bytes of the trace, or NULL */
+  const char *path; /* file to open when data is NULL */
+  const void *data; /* bytes of the trace, or NULL */
   size_t len;
 } plr_source;
 
@@ -45,7 +45,7 @@ typedef struct plr_event {
   const pagelock_rec_gpu *gpu;       /* GPU */
   const pagelock_rec_link *link;     /* LINK */
   const pagelock_rec_device *device; /* DEVICE */
-  const char *name; /* GPU kernel: its NAME, else NULL; DEVICE: its name */
+  const char *name;                  /* GPU kernel: its NAME, else NULL; DEVICE: its name */
 } plr_event;
 
 /* Called per event; a nonzero return stops the walk (and is returned). */

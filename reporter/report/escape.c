@@ -103,28 +103,18 @@ void plr_html_text(FILE *out, const char *s, size_t max_bytes) {
     }
     if (n == 1) {
       switch (*p) {
-      case '&':
-        fputs("&amp;", out);
-        break;
-      case '<':
-        fputs("&lt;", out);
-        break;
-      case '>':
-        fputs("&gt;", out);
-        break;
-      case '"':
-        fputs("&quot;", out);
-        break;
-      case '\'':
-        fputs("&#39;", out);
-        break;
-      default:
-        /* Tabs and newlines would be harmless, but trace strings are
-         * one-line names: anything below space is corruption. */
-        if (*p < 0x20 || *p == 0x7f)
-          fputs("&#xfffd;", out);
-        else
-          fputc(*p, out);
+        case '&': fputs("&amp;", out); break;
+        case '<': fputs("&lt;", out); break;
+        case '>': fputs("&gt;", out); break;
+        case '"': fputs("&quot;", out); break;
+        case '\'': fputs("&#39;", out); break;
+        default:
+          /* Tabs and newlines would be harmless, but trace strings are
+           * one-line names: anything below space is corruption. */
+          if (*p < 0x20 || *p == 0x7f)
+            fputs("&#xfffd;", out);
+          else
+            fputc(*p, out);
       }
     } else {
       fwrite(p, 1, n, out);
@@ -156,26 +146,16 @@ void plr_json_string(FILE *out, const char *s, size_t max_bytes) {
     }
     if (n == 1) {
       switch (*p) {
-      case '"':
-        fputs("\\\"", out);
-        break;
-      case '\\':
-        fputs("\\\\", out);
-        break;
-      case '\n':
-        fputs("\\n", out);
-        break;
-      case '\t':
-        fputs("\\t", out);
-        break;
-      case '\r':
-        fputs("\\r", out);
-        break;
-      default:
-        if (*p < 0x20)
-          fprintf(out, "\\u%04x", *p);
-        else
-          fputc(*p, out);
+        case '"': fputs("\\\"", out); break;
+        case '\\': fputs("\\\\", out); break;
+        case '\n': fputs("\\n", out); break;
+        case '\t': fputs("\\t", out); break;
+        case '\r': fputs("\\r", out); break;
+        default:
+          if (*p < 0x20)
+            fprintf(out, "\\u%04x", *p);
+          else
+            fputc(*p, out);
       }
     } else {
       fwrite(p, 1, n, out);

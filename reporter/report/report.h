@@ -30,15 +30,13 @@ void plr_report_json(FILE *out, const plr_process *ps, size_t n);
  * the status line when the trace has no GPU data; copy totals; call-site
  * tables) and an SVG timeline per device.  src[i] is where ps[i]'s trace
  * can be read again. */
-void plr_report_html(FILE *out, const plr_process *ps, const plr_source *src,
-                     size_t n);
+void plr_report_html(FILE *out, const plr_process *ps, const plr_source *src, size_t n);
 
 /* Writes {"traceEvents":[...]} for n processes: one pid per process, one
  * track per GPU stream and per host thread, complete events for copy calls
  * and GPU ops and flow arrows from each call to its GPU op(s).  Events are
  * streamed as the traces are re-read. */
-void plr_report_chrome(FILE *out, const plr_process *ps,
-                       const plr_source *src, size_t n);
+void plr_report_chrome(FILE *out, const plr_process *ps, const plr_source *src, size_t n);
 
 /* Writes the comparison of two sides to out: an aligned table with
  * after/before ratios, or (json) one object. */

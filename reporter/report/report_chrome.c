@@ -63,14 +63,14 @@ static int plr_ct_push(plr_ct_vec *a, const void *e) {
 }
 
 typedef struct plr_ct_index {
-  int ok;             /* 0: no flows for this trace (out of memory) */
-  uint32_t *hc;       /* gpu_correlation of calls, sorted */
-  uint32_t *hc_seen;  /* per hc slot: occurrences met in pass 2 */
+  int ok;            /* 0: no flows for this trace (out of memory) */
+  uint32_t *hc;      /* gpu_correlation of calls, sorted */
+  uint32_t *hc_seen; /* per hc slot: occurrences met in pass 2 */
   size_t nhc;
-  uint64_t *hs;       /* correlation (sequence) of calls, sorted */
+  uint64_t *hs; /* correlation (sequence) of calls, sorted */
   uint32_t *hs_seen;
   size_t nhs;
-  uint32_t *gc;       /* correlation of GPU ops, sorted */
+  uint32_t *gc; /* correlation of GPU ops, sorted */
   uint32_t *gc_seen;
   size_t ngc;
   plr_ct_link *by_seq;  /* LINK records sorted by (seq, corr) */
@@ -88,8 +88,7 @@ typedef struct plr_ct_pass1 {
 
 /* 1 for GPU records that a copy call can queue: the ones flows end at. */
 static int plr_ct_gpu_joinable(const pagelock_rec_gpu *g) {
-  return g->correlation != 0 && g->kind != PAGELOCK_GPU_SYNC &&
-         g->kind != PAGELOCK_GPU_OVERHEAD;
+  return g->correlation != 0 && g->kind != PAGELOCK_GPU_SYNC && g->kind != PAGELOCK_GPU_OVERHEAD;
 }
 
 /* Pass-1 callback: collects the correlation ids of calls, GPU ops and
@@ -103,8 +102,7 @@ static int plr_ct_pass1_fn(void *ctx, const plr_event *ev) {
     if (c->gpu_correlation) rc |= plr_ct_push(&p->hc, &c->gpu_correlation);
     rc |= plr_ct_push(&p->hs, &c->correlation);
   } else if (ev->kind == PLR_EV_GPU) {
-    if (plr_ct_gpu_joinable(ev->gpu))
-      rc |= plr_ct_push(&p->gc, &ev->gpu->correlation);
+    if (plr_ct_gpu_joinable(ev->gpu)) rc |= plr_ct_push(&p->gc, &ev->gpu->correlation);
   } else if (ev->kind == PLR_EV_LINK) {
     plr_ct_link l = {ev->link->correlation, ev->link->copy_seq};
     rc |= plr_ct_push(&p->links, &l);
@@ -168,8 +166,7 @@ static size_t plr_lb_u64(const uint64_t *v, size_t n, uint64_t key) {
 /* How many of sorted v[0..n) equal key, and where they start (*at).  Two
  * binary searches: a hostile trace can repeat one id a million times, and
  * a scan over the repeats for every call would be quadratic. */
-static size_t plr_count_u32(const uint32_t *v, size_t n, uint32_t key,
-                            size_t *at) {
+static size_t plr_count_u32(const uint32_t *v, size_t n, uint32_t key, size_t *at) {
   size_t lo = plr_lb_u32(v, n, key);
   *at = lo;
   if (lo == n || v[lo] != key) return 0;
@@ -193,8 +190,7 @@ static size_t plr_ct_corr_at(const plr_ct_index *x, uint32_t corr) {
 /* First link (in by_corr order) for corr whose call exists, or NULL: the
  * one call a shim-issued GPU op is drawn from.  Chosen once per
  * correlation when the index is built (corr_pick). */
-static const plr_ct_link *plr_ct_link_for(const plr_ct_index *x,
-                                          uint32_t corr) {
+static const plr_ct_link *plr_ct_link_for(const plr_ct_index *x, uint32_t corr) {
   size_t at = plr_ct_corr_at(x, corr);
   if (at == x->nlinks || x->corr_pick[at] == SIZE_MAX) return NULL;
   return &x->by_corr[x->corr_pick[at]];
@@ -239,9 +235,7 @@ static void plr_ct_index_build(plr_ct_index *x, const plr_source *src) {
   x->gc_seen = calloc(x->ngc ? x->ngc : 1, sizeof *x->gc_seen);
   x->by_corr = malloc((x->nlinks ? x->nlinks : 1) * sizeof *x->by_corr);
   x->corr_pick = malloc((x->nlinks ? x->nlinks : 1) * sizeof *x->corr_pick);
-  if (!x->hc_seen || !x->hs_seen || !x->gc_seen || !x->by_corr ||
-      !x->corr_pick)
-    return;
+  if (!x->hc_seen || !x->hs_seen || !x->gc_seen || !x->by_corr || !x->corr_pick) return;
   if (x->nlinks) memcpy(x->by_corr, x->by_seq, x->nlinks * sizeof *x->by_corr);
   if (x->nhc) qsort(x->hc, x->nhc, sizeof *x->hc, plr_cmp_u32);
   if (x->nhs) qsort(x->hs, x->nhs, sizeof *x->hs, plr_cmp_u64);
@@ -275,15 +269,15 @@ typedef struct plr_ct_track {
 
 typedef struct plr_ct {
   FILE *out;
-  int first;          /* no event written yet: no comma before the next */
+  int first; /* no event written yet: no comma before the next */
   uint64_t pid;
   uint64_t start_mono; /* this trace's clock origin ... */
   uint64_t shift;      /* ... and its realtime minus the earliest trace's */
   plr_ct_index x;
   plr_ct_track *tracks; /* tids that have their metadata written */
   int oom;
-  uint64_t flows;       /* flow pairs written (stats for tests) */
-  const plr_trace *t;   /* the trace being written: Python sites */
+  uint64_t flows;     /* flow pairs written (stats for tests) */
+  const plr_trace *t; /* the trace being written: Python sites */
 } plr_ct;
 
 /* Starts the next array element. */
@@ -301,8 +295,7 @@ static void plr_ct_ts(plr_ct *c, uint64_t mono) {
   uint64_t u = mono - c->start_mono + c->shift;
   int64_t s = (int64_t)u;
   uint64_t mag = s < 0 ? 0 - u : u;
-  fprintf(c->out, "%s%" PRIu64 ".%03u", s < 0 ? "-" : "", mag / 1000,
-          (unsigned)(mag % 1000));
+  fprintf(c->out, "%s%" PRIu64 ".%03u", s < 0 ? "-" : "", mag / 1000, (unsigned)(mag % 1000));
 }
 
 /* Writes a duration in microseconds with nanosecond precision. */
@@ -312,8 +305,7 @@ static void plr_ct_dur(plr_ct *c, uint64_t ns) {
 
 /* Writes the thread_name / thread_sort_index metadata of a track the
  * first time it is used. */
-static void plr_ct_track_use(plr_ct *c, uint32_t tid, const char *name,
-                             unsigned sort) {
+static void plr_ct_track_use(plr_ct *c, uint32_t tid, const char *name, unsigned sort) {
   plr_ct_track *t;
   HASH_FIND(hh, c->tracks, &tid, sizeof tid, t);
   if (t) return;
@@ -354,12 +346,11 @@ static uint32_t plr_ct_stream_tid(uint32_t device, uint32_t stream) {
 }
 
 /* Writes one flow event ("s" start at a call, "f" finish at a GPU op). */
-static void plr_ct_flow(plr_ct *c, char ph, uint64_t id, uint32_t tid,
-                        uint64_t ts) {
+static void plr_ct_flow(plr_ct *c, char ph, uint64_t id, uint32_t tid, uint64_t ts) {
   plr_ct_sep(c);
   fprintf(c->out,
-          "{\"ph\":\"%c\",\"name\":\"copy\",\"cat\":\"flow\",\"id\":%" PRIu64
-          ",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":",
+          "{\"ph\":\"%c\",\"name\":\"copy\",\"cat\":\"flow\",\"id\":%" PRIu64 ",\"pid\":%" PRIu64
+          ",\"tid\":%u,\"ts\":",
           ph, id, c->pid, tid);
   plr_ct_ts(c, ts);
   /* "e": bind to the enclosing slice (the GPU op itself), not the next. */
@@ -367,8 +358,7 @@ static void plr_ct_flow(plr_ct *c, char ph, uint64_t id, uint32_t tid,
 }
 
 /* Flow starts at a call for GPU slot range [at, at+k). */
-static void plr_ct_flow_starts(plr_ct *c, size_t at, size_t k, uint32_t tid,
-                               uint64_t ts) {
+static void plr_ct_flow_starts(plr_ct *c, size_t at, size_t k, uint32_t tid, uint64_t ts) {
   for (size_t j = at; j < at + k; j++) {
     plr_ct_flow(c, 's', c->x.flow_base + 1 + j, tid, ts);
     c->flows++;
@@ -379,8 +369,7 @@ static void plr_ct_flow_starts(plr_ct *c, size_t at, size_t k, uint32_t tid,
  * the GPU ops with correlation c in order (occurrence k of c takes op k;
  * the last occurrence takes the rest, e.g. ops of a batch); a staged call
  * takes the ops of every chunk LINKed to it. */
-static void plr_ct_call_flows(plr_ct *c, const pagelock_rec_copy *cp,
-                              uint32_t tid, uint64_t ts) {
+static void plr_ct_call_flows(plr_ct *c, const pagelock_rec_copy *cp, uint32_t tid, uint64_t ts) {
   plr_ct_index *x = &c->x;
   if (!x->ok) return;
   if (cp->gpu_correlation) {
@@ -388,15 +377,13 @@ static void plr_ct_call_flows(plr_ct *c, const pagelock_rec_copy *cp,
     size_t h = plr_count_u32(x->hc, x->nhc, cp->gpu_correlation, &hat);
     size_t g = plr_count_u32(x->gc, x->ngc, cp->gpu_correlation, &gat);
     uint32_t k = h ? x->hc_seen[hat]++ : 0;
-    if (h && k < g)
-      plr_ct_flow_starts(c, gat + k, k + 1 == h ? g - k : 1, tid, ts);
+    if (h && k < g) plr_ct_flow_starts(c, gat + k, k + 1 == h ? g - k : 1, tid, ts);
   }
   if (!x->nlinks) return;
   size_t sat = plr_lb_u64(x->hs, x->nhs, cp->correlation);
   /* Only the first call with this sequence number (a corrupt trace may
    * repeat one) owns the chunks. */
-  if (sat >= x->nhs || x->hs[sat] != cp->correlation || x->hs_seen[sat]++)
-    return;
+  if (sat >= x->nhs || x->hs[sat] != cp->correlation || x->hs_seen[sat]++) return;
   size_t lo = 0, hi = x->nlinks;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -411,8 +398,7 @@ static void plr_ct_call_flows(plr_ct *c, const pagelock_rec_copy *cp,
     /* Directly joined ops belong to the call that queued them. */
     if (plr_count_u32(x->hc, x->nhc, corr, &at)) continue;
     /* A repeated LINK names the op once. */
-    if (lo > 0 && x->by_seq[lo - 1].seq == cp->correlation &&
-        x->by_seq[lo - 1].corr == corr)
+    if (lo > 0 && x->by_seq[lo - 1].seq == cp->correlation && x->by_seq[lo - 1].corr == corr)
       continue;
     const plr_ct_link *l = plr_ct_link_for(x, corr);
     if (!l || l->seq != cp->correlation) continue;
@@ -422,8 +408,7 @@ static void plr_ct_call_flows(plr_ct *c, const pagelock_rec_copy *cp,
 }
 
 /* The flow arrow that ends at a GPU op, if a call claims it. */
-static void plr_ct_gpu_flow(plr_ct *c, const pagelock_rec_gpu *g,
-                            uint32_t tid, uint64_t ts) {
+static void plr_ct_gpu_flow(plr_ct *c, const pagelock_rec_gpu *g, uint32_t tid, uint64_t ts) {
   plr_ct_index *x = &c->x;
   if (!x->ok || !plr_ct_gpu_joinable(g)) return;
   size_t at, hat;
@@ -431,8 +416,7 @@ static void plr_ct_gpu_flow(plr_ct *c, const pagelock_rec_gpu *g,
   if (!n) return;
   uint32_t k = x->gc_seen[at]++;
   if (k >= n) return;
-  if (!plr_count_u32(x->hc, x->nhc, g->correlation, &hat) &&
-      !plr_ct_link_for(x, g->correlation))
+  if (!plr_count_u32(x->hc, x->nhc, g->correlation, &hat) && !plr_ct_link_for(x, g->correlation))
     return;
   plr_ct_flow(c, 'f', x->flow_base + 1 + at + k, tid, ts);
 }
@@ -443,8 +427,7 @@ static void plr_ct_copy_flags(uint32_t flags, char *buf, size_t len) {
   buf[0] = 0;
   for (unsigned i = 0; plr_copy_flag_name(i); i++) {
     if (!(flags & (1u << i))) continue;
-    int k = snprintf(buf + used, len - used, "%s%s", used ? "," : "",
-                     plr_copy_flag_name(i));
+    int k = snprintf(buf + used, len - used, "%s%s", used ? "," : "", plr_copy_flag_name(i));
     if (k < 0 || (size_t)k >= len - used) return;
     used += (size_t)k;
   }
@@ -472,51 +455,39 @@ static void plr_ct_call(plr_ct *c, const plr_event *ev) {
   plr_ct_sep(c);
   fputs("{\"ph\":\"X\",\"name\":", c->out);
   plr_json_string(c->out, plr_api_symbol(cp->api), PLR_ESC_UNLIMITED);
-  fprintf(c->out, ",\"cat\":\"copy_call\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":",
-          c->pid, cp->tid);
+  fprintf(c->out, ",\"cat\":\"copy_call\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", c->pid, cp->tid);
   plr_ct_ts(c, ev->start);
   fputs(",\"dur\":", c->out);
   plr_ct_dur(c, ev->end - ev->start);
   /* Chrome's reserved colour names; Perfetto colours by name instead. */
-  if (cp->host_mem == PAGELOCK_MEM_PAGEABLE)
-    fputs(",\"cname\":\"terrible\"", c->out);
+  if (cp->host_mem == PAGELOCK_MEM_PAGEABLE) fputs(",\"cname\":\"terrible\"", c->out);
   fprintf(c->out,
-          ",\"args\":{\"bytes\":%" PRIu64 ",\"dir\":\"%s\",\"host_mem\":\"%s\""
+          ",\"args\":{\"bytes\":%" PRIu64
+          ",\"dir\":\"%s\",\"host_mem\":\"%s\""
           ",\"stream\":\"0x%" PRIx64 "\",\"device\":%d,\"correlation\":%" PRIu64
           ",\"gpu_correlation\":%u,\"result\":%d,\"flags\":\"%s\"",
-          cp->bytes, plr_dir_name(cp->dir), plr_mem_name(cp->host_mem),
-          cp->stream, cp->device, cp->correlation, cp->gpu_correlation,
-          cp->result, flags);
+          cp->bytes, plr_dir_name(cp->dir), plr_mem_name(cp->host_mem), cp->stream, cp->device,
+          cp->correlation, cp->gpu_correlation, cp->result, flags);
   plr_ct_python(c, "python", cp->stack_id);
   plr_ct_python(c, "python_alloc", cp->alloc_stack_id);
   fputs("}}", c->out);
-  if (!(cp->flags & PAGELOCK_COPY_GRAPH_NODE))
-    plr_ct_call_flows(c, cp, cp->tid, ev->start);
+  if (!(cp->flags & PAGELOCK_COPY_GRAPH_NODE)) plr_ct_call_flows(c, cp, cp->tid, ev->start);
 }
 
 /* "memcpy HtoD pageable" and the like: what a GPU op is, for its name. */
 static void plr_ct_gpu_name(const plr_event *ev, char *buf, size_t len) {
   const pagelock_rec_gpu *g = ev->gpu;
   switch (g->kind) {
-  case PAGELOCK_GPU_MEMCPY:
-  case PAGELOCK_GPU_MEMCPY_P2P:
-    snprintf(buf, len, "memcpy %s %s", plr_gpu_copy_name(g->copy_kind),
-             plr_gpu_mem_name(plr_gpu_host_kind(g)));
-    break;
-  case PAGELOCK_GPU_MEMSET:
-    snprintf(buf, len, "memset");
-    break;
-  case PAGELOCK_GPU_KERNEL:
-    snprintf(buf, len, "kernel");
-    break;
-  case PAGELOCK_GPU_SYNC:
-    snprintf(buf, len, "synchronize");
-    break;
-  case PAGELOCK_GPU_OVERHEAD:
-    snprintf(buf, len, "profiler overhead");
-    break;
-  default:
-    snprintf(buf, len, "gpu activity %u", g->kind);
+    case PAGELOCK_GPU_MEMCPY:
+    case PAGELOCK_GPU_MEMCPY_P2P:
+      snprintf(buf, len, "memcpy %s %s", plr_gpu_copy_name(g->copy_kind),
+               plr_gpu_mem_name(plr_gpu_host_kind(g)));
+      break;
+    case PAGELOCK_GPU_MEMSET: snprintf(buf, len, "memset"); break;
+    case PAGELOCK_GPU_KERNEL: snprintf(buf, len, "kernel"); break;
+    case PAGELOCK_GPU_SYNC: snprintf(buf, len, "synchronize"); break;
+    case PAGELOCK_GPU_OVERHEAD: snprintf(buf, len, "profiler overhead"); break;
+    default: snprintf(buf, len, "gpu activity %u", g->kind);
   }
 }
 
@@ -542,35 +513,29 @@ static void plr_ct_gpu(plr_ct *c, const plr_event *ev) {
   plr_ct_sep(c);
   fputs("{\"ph\":\"X\",\"name\":", c->out);
   plr_json_string(c->out, ev->name ? ev->name : name, PLR_CT_MAX_NAME);
-  static const char *const cats[] = {"gpu",        "gpu_copy", "gpu_copy",
-                                     "gpu_memset", "kernel",   "sync",
-                                     "overhead"};
+  static const char *const cats[] = {"gpu",    "gpu_copy", "gpu_copy", "gpu_memset",
+                                     "kernel", "sync",     "overhead"};
   fprintf(c->out, ",\"cat\":\"%s\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":",
-          g->kind < sizeof cats / sizeof cats[0] ? cats[g->kind] : "gpu",
-          c->pid, tid);
+          g->kind < sizeof cats / sizeof cats[0] ? cats[g->kind] : "gpu", c->pid, tid);
   plr_ct_ts(c, ev->start);
   fputs(",\"dur\":", c->out);
   plr_ct_dur(c, ev->end - ev->start);
   if (plr_gpu_is_copy(g)) {
     unsigned hk = plr_gpu_host_kind(g);
-    if (hk == PAGELOCK_GPU_MEM_PAGEABLE)
-      fputs(",\"cname\":\"terrible\"", c->out);
+    if (hk == PAGELOCK_GPU_MEM_PAGEABLE) fputs(",\"cname\":\"terrible\"", c->out);
     fprintf(c->out,
-            ",\"args\":{\"bytes\":%" PRIu64 ",\"copy\":\"%s\",\"src\":\"%s\""
+            ",\"args\":{\"bytes\":%" PRIu64
+            ",\"copy\":\"%s\",\"src\":\"%s\""
             ",\"dst\":\"%s\",\"device\":%u,\"stream\":%u,\"correlation\":%u",
-            g->bytes, plr_gpu_copy_name(g->copy_kind),
-            plr_gpu_mem_name(g->src_kind), plr_gpu_mem_name(g->dst_kind),
-            g->device, g->stream, g->correlation);
+            g->bytes, plr_gpu_copy_name(g->copy_kind), plr_gpu_mem_name(g->src_kind),
+            plr_gpu_mem_name(g->dst_kind), g->device, g->stream, g->correlation);
     if (ev->end > ev->start)
-      fprintf(c->out, ",\"gbps\":%.3f",
-              (double)g->bytes / (double)(ev->end - ev->start));
+      fprintf(c->out, ",\"gbps\":%.3f", (double)g->bytes / (double)(ev->end - ev->start));
     fputs("}}", c->out);
   } else {
-    fprintf(c->out,
-            ",\"args\":{\"device\":%u,\"stream\":%u,\"correlation\":%u",
-            g->device, g->stream, g->correlation);
-    if (g->kind == PAGELOCK_GPU_MEMSET)
-      fprintf(c->out, ",\"bytes\":%" PRIu64, g->bytes);
+    fprintf(c->out, ",\"args\":{\"device\":%u,\"stream\":%u,\"correlation\":%u", g->device,
+            g->stream, g->correlation);
+    if (g->kind == PAGELOCK_GPU_MEMSET) fprintf(c->out, ",\"bytes\":%" PRIu64, g->bytes);
     if (g->kind == PAGELOCK_GPU_KERNEL && ev->name) {
       /* The full name, where the event name may have been shortened. */
       fputs(",\"kernel\":", c->out);
@@ -596,8 +561,7 @@ static void plr_ct_process_meta(plr_ct *c, const plr_trace *t, size_t i) {
   char name[512];
   const char *exe = t->exe && t->exe[0] ? plr_basename(t->exe) : "process";
   if (t->rank >= 0)
-    snprintf(name, sizeof name, "%s rank %d (pid %" PRIu64 ")", exe, t->rank,
-             t->hdr.pid);
+    snprintf(name, sizeof name, "%s rank %d (pid %" PRIu64 ")", exe, t->rank, t->hdr.pid);
   else
     snprintf(name, sizeof name, "%s (pid %" PRIu64 ")", exe, t->hdr.pid);
   plr_ct_sep(c);
@@ -663,13 +627,11 @@ static uint64_t *plr_ct_pids(const plr_process *ps, size_t n) {
   return pids;
 }
 
-void plr_report_chrome(FILE *out, const plr_process *ps,
-                       const plr_source *src, size_t n) {
+void plr_report_chrome(FILE *out, const plr_process *ps, const plr_source *src, size_t n) {
   /* Align traces by wall clock: the earliest start is time 0. */
   uint64_t base = UINT64_MAX;
   for (size_t i = 0; i < n; i++)
-    if (ps[i].t.hdr.start_realtime_ns < base)
-      base = ps[i].t.hdr.start_realtime_ns;
+    if (ps[i].t.hdr.start_realtime_ns < base) base = ps[i].t.hdr.start_realtime_ns;
   fputs("{\"traceEvents\":[", out);
   plr_ct c;
   memset(&c, 0, sizeof c);

@@ -46,11 +46,11 @@ enum plr_ht_cat {
   PLR_HT_NCAT
 };
 
-static const char *const plr_ht_colour[PLR_HT_NCAT] = {
-    "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c8c8c"};
+static const char *const plr_ht_colour[PLR_HT_NCAT] = {"#d62728", "#1f77b4", "#2ca02c",
+                                                       "#ff7f0e", "#9467bd", "#8c8c8c"};
 static const char *const plr_ht_cat_name[PLR_HT_NCAT] = {
-    "pageable copy", "pinned copy", "device copy",
-    "other copy (managed, array, unknown)", "kernel", "memset"};
+    "pageable copy", "pinned copy", "device copy", "other copy (managed, array, unknown)",
+    "kernel",        "memset"};
 
 /* ------------------------------------------------------------------ */
 /* Page furniture.                                                     */
@@ -94,9 +94,7 @@ static void plr_ht_td(FILE *out, const char *s) {
   fputs("</td>", out);
 }
 
-static void plr_ht_td_u64(FILE *out, uint64_t v) {
-  fprintf(out, "<td>%" PRIu64 "</td>", v);
-}
+static void plr_ht_td_u64(FILE *out, uint64_t v) { fprintf(out, "<td>%" PRIu64 "</td>", v); }
 
 static void plr_ht_td_bytes(FILE *out, uint64_t v) {
   char b[32];
@@ -114,8 +112,8 @@ static void plr_ht_td_ms(FILE *out, uint64_t ns) {
 static void plr_ht_legend(FILE *out) {
   fputs("<p class=\"legend\">", out);
   for (int c = 0; c < PLR_HT_NCAT; c++)
-    fprintf(out, "<span><i class=\"sw\" style=\"background:%s\"></i>%s</span>",
-            plr_ht_colour[c], plr_ht_cat_name[c]);
+    fprintf(out, "<span><i class=\"sw\" style=\"background:%s\"></i>%s</span>", plr_ht_colour[c],
+            plr_ht_cat_name[c]);
   fputs("</p>\n", out);
 }
 
@@ -125,10 +123,11 @@ static void plr_ht_legend(FILE *out) {
 /* The routes table (copies and bytes per route) and, when why says so,
  * the reasons pageable copies were not registered, most host time first. */
 static void plr_ht_routes(FILE *out, const plr_totals *tot, int why) {
-  static const char *const label[PLR_NROUTE] = {"passed through", "staged",
-                                                 "registered"};
-  fputs("<table><tr><th class=\"l\">route</th><th>copies</th><th>bytes</th>"
-        "<th>host time</th></tr>\n", out);
+  static const char *const label[PLR_NROUTE] = {"passed through", "staged", "registered"};
+  fputs(
+      "<table><tr><th class=\"l\">route</th><th>copies</th><th>bytes</th>"
+      "<th>host time</th></tr>\n",
+      out);
   for (unsigned r = 0; r < PLR_NROUTE; r++) {
     fprintf(out, "<tr><td class=\"l\">%s</td>", label[r]);
     plr_ht_td_u64(out, tot->routes[r].count);
@@ -144,15 +143,17 @@ static void plr_ht_routes(FILE *out, const plr_totals *tot, int why) {
     if (tot->not_registered[w].count) order[n++] = w;
   if (!n) return;
   for (size_t i = 1; i < n; i++)
-    for (size_t k = i; k > 0 && tot->not_registered[order[k]].host_ns >
-                                    tot->not_registered[order[k - 1]].host_ns;
+    for (size_t k = i;
+         k > 0 && tot->not_registered[order[k]].host_ns > tot->not_registered[order[k - 1]].host_ns;
          k--) {
       unsigned x = order[k];
       order[k] = order[k - 1];
       order[k - 1] = x;
     }
-  fputs("<table><tr><th class=\"l\">not registered because</th>"
-        "<th>copies</th><th>bytes</th><th>host time</th></tr>\n", out);
+  fputs(
+      "<table><tr><th class=\"l\">not registered because</th>"
+      "<th>copies</th><th>bytes</th><th>host time</th></tr>\n",
+      out);
   for (size_t i = 0; i < n; i++) {
     const plr_bucket *b = &tot->not_registered[order[i]];
     fputs("<tr><td class=\"l\">", out);
@@ -167,21 +168,22 @@ static void plr_ht_routes(FILE *out, const plr_totals *tot, int why) {
 }
 
 static void plr_ht_totals(FILE *out, const plr_totals *tot) {
-  static const unsigned dirs[] = {PAGELOCK_DIR_H2D, PAGELOCK_DIR_D2H,
-                                  PAGELOCK_DIR_D2D, PAGELOCK_DIR_H2H,
-                                  PAGELOCK_DIR_UNKNOWN};
+  static const unsigned dirs[] = {PAGELOCK_DIR_H2D, PAGELOCK_DIR_D2H, PAGELOCK_DIR_D2D,
+                                  PAGELOCK_DIR_H2H, PAGELOCK_DIR_UNKNOWN};
   char by[32], ms[32];
   plr_fmt_bytes(tot->all.bytes, by, sizeof by);
   plr_fmt_ms(tot->all.host_ns, ms, sizeof ms);
   fprintf(out,
-          "<p>%" PRIu64 " copy calls, %s, %s ms of host time inside copy "
+          "<p>%" PRIu64
+          " copy calls, %s, %s ms of host time inside copy "
           "calls.</p>\n",
           tot->all.count, by, ms);
   if (!tot->all.count) return;
-  fputs("<table><tr><th class=\"l\">direction</th><th class=\"l\">host "
-        "memory</th><th>copies</th><th>bytes</th><th>host blocked</th>"
-        "<th>GB/s (host view, pageable)</th></tr>\n",
-        out);
+  fputs(
+      "<table><tr><th class=\"l\">direction</th><th class=\"l\">host "
+      "memory</th><th>copies</th><th>bytes</th><th>host blocked</th>"
+      "<th>GB/s (host view, pageable)</th></tr>\n",
+      out);
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
     for (unsigned m = 0; m < PLR_NMEM; m++) {
       const plr_bucket *b = &tot->by[dirs[i]][m];
@@ -191,8 +193,8 @@ static void plr_ht_totals(FILE *out, const plr_totals *tot) {
        * its call time would read as thousands. */
       char g[32] = "-";
       if (m == PAGELOCK_MEM_PAGEABLE) plr_fmt_gbps(b->bytes, b->host_ns, g, sizeof g);
-      fprintf(out, "<tr><td class=\"l\">%s</td><td class=\"l\">%s</td>",
-              plr_dir_name(dirs[i]), plr_mem_name(m));
+      fprintf(out, "<tr><td class=\"l\">%s</td><td class=\"l\">%s</td>", plr_dir_name(dirs[i]),
+              plr_mem_name(m));
       plr_ht_td_u64(out, b->count);
       plr_ht_td_bytes(out, b->bytes);
       plr_ht_td_ms(out, b->host_ns);
@@ -204,33 +206,35 @@ static void plr_ht_totals(FILE *out, const plr_totals *tot) {
   if (tot->pageable_async.count) {
     plr_fmt_ms(tot->pageable_async.host_ns, ms, sizeof ms);
     fprintf(out,
-            "<li>%" PRIu64 " async copies were made synchronous by pageable "
+            "<li>%" PRIu64
+            " async copies were made synchronous by pageable "
             "memory, blocking the host %s ms</li>\n",
             tot->pageable_async.count, ms);
   }
   if (tot->staged.count) {
     plr_fmt_bytes(tot->staged.bytes, by, sizeof by);
     fprintf(out,
-            "<li>%" PRIu64 " pageable copies (%s) were staged through "
+            "<li>%" PRIu64
+            " pageable copies (%s) were staged through "
             "pinned memory</li>\n",
             tot->staged.count, by);
   }
   if (tot->registered)
-    fprintf(out, "<li>%" PRIu64 " copies used host memory page-locked by "
-            "pagelock</li>\n", tot->registered);
+    fprintf(out,
+            "<li>%" PRIu64
+            " copies used host memory page-locked by "
+            "pagelock</li>\n",
+            tot->registered);
   if (tot->fallbacks)
-    fprintf(out, "<li>%" PRIu64 " copies fell back to the native call</li>\n",
-            tot->fallbacks);
+    fprintf(out, "<li>%" PRIu64 " copies fell back to the native call</li>\n", tot->fallbacks);
   if (tot->captured)
-    fprintf(out, "<li>%" PRIu64 " copies were on a capturing stream</li>\n",
-            tot->captured);
+    fprintf(out, "<li>%" PRIu64 " copies were on a capturing stream</li>\n", tot->captured);
   if (tot->graph_nodes)
-    fprintf(out, "<li>%" PRIu64 " graph memcpy nodes were defined (%" PRIu64
+    fprintf(out,
+            "<li>%" PRIu64 " graph memcpy nodes were defined (%" PRIu64
             " with a pageable host side)</li>\n",
             tot->graph_nodes, tot->graph_nodes_pageable);
-  if (tot->failed)
-    fprintf(out, "<li>%" PRIu64 " copies returned a CUDA error</li>\n",
-            tot->failed);
+  if (tot->failed) fprintf(out, "<li>%" PRIu64 " copies returned a CUDA error</li>\n", tot->failed);
   fputs("</ul>\n", out);
 }
 
@@ -251,16 +255,15 @@ static void plr_ht_counters(FILE *out, const pagelock_rec_counters *c) {
 /* One site table, worst first, at most PLR_HT_TABLE_ROWS rows.  With GPU
  * timing (gpu) three columns join, as in the text report: GPU time of the
  * joined copies, calls made synchronous, host time pinning would save. */
-static void plr_ht_sites(FILE *out, const char *title, const char *what,
-                         const plr_rows *rows, int gpu) {
+static void plr_ht_sites(FILE *out, const char *title, const char *what, const plr_rows *rows,
+                         int gpu) {
   if (!rows->n) return;
   size_t shown = rows->n < PLR_HT_TABLE_ROWS ? rows->n : PLR_HT_TABLE_ROWS;
-  fprintf(out, "<h3>%s</h3>\n<table><tr><th>copies</th><th>bytes</th>"
+  fprintf(out,
+          "<h3>%s</h3>\n<table><tr><th>copies</th><th>bytes</th>"
           "<th>host blocked</th><th>GB/s</th><th class=\"l\">dir</th>%s"
           "<th class=\"l\">%s</th></tr>\n",
-          title,
-          gpu ? "<th>GPU time</th><th>made sync</th><th>would save</th>" : "",
-          what);
+          title, gpu ? "<th>GPU time</th><th>made sync</th><th>would save</th>" : "", what);
   for (size_t i = 0; i < shown; i++) {
     const plr_row *r = &rows->v[i];
     char g[32], dirs[64], site[1024];
@@ -295,12 +298,12 @@ static void plr_ht_sites(FILE *out, const char *title, const char *what,
   }
   if (rows->n > shown) {
     plr_bucket rest = {0, 0, 0};
-    for (size_t i = shown; i < rows->n; i++)
-      plr_bucket_add(&rest, &rows->v[i].b);
+    for (size_t i = shown; i < rows->n; i++) plr_bucket_add(&rest, &rows->v[i].b);
     fprintf(out, "<tr><td>%" PRIu64 "</td>", rest.count);
     plr_ht_td_bytes(out, rest.bytes);
     plr_ht_td_ms(out, rest.host_ns);
-    fprintf(out, "<td></td><td></td>%s<td class=\"l\">... %zu more</td>"
+    fprintf(out,
+            "<td></td><td></td>%s<td class=\"l\">... %zu more</td>"
             "</tr>\n",
             gpu ? "<td></td><td></td><td></td>" : "", rows->n - shown);
   }
@@ -310,9 +313,10 @@ static void plr_ht_sites(FILE *out, const char *title, const char *what,
 /* Status line and verdicts. */
 static void plr_ht_gpu_head(FILE *out, const plr_gpu_report *g) {
   if (!g) {
-    fputs("<p><span class=\"status off\">GPU timing: not analysed</span>"
-          "</p>\n",
-          out);
+    fputs(
+        "<p><span class=\"status off\">GPU timing: not analysed</span>"
+        "</p>\n",
+        out);
     return;
   }
   int on = g->status == PAGELOCK_GPU_TIMING_ON;
@@ -352,19 +356,20 @@ static void plr_ht_gpu_tables(FILE *out, const plr_gpu_report *g) {
     char ms[32];
     plr_fmt_ms(j->made_sync_host_ns, ms, sizeof ms);
     fprintf(out,
-            "<p>%" PRIu64 " copy calls joined to their GPU ops (%" PRIu64
-            " without one); %" PRIu64 " pageable by CUPTI; %" PRIu64
+            "<p>%" PRIu64 " copy calls joined to their GPU ops (%" PRIu64 " without one); %" PRIu64
+            " pageable by CUPTI; %" PRIu64
             " async calls made synchronous (host blocked %s ms).</p>\n",
             j->calls, j->unjoined, j->pageable, j->made_sync, ms);
   }
   if (!g->ndev) return;
-  fputs("<h3>Devices</h3>\n<table><tr><th>GPU</th><th class=\"l\">name</th>"
-        "<th>copy engines</th><th>window</th><th>kernels</th><th>copies</th>"
-        "<th>kernel busy</th><th>H2D busy</th><th>D2H busy</th>"
-        "<th>copy busy</th><th>copy hidden under kernels</th>"
-        "<th>copy exposed</th><th>idle</th><th>pinned H2D GB/s</th>"
-        "<th>pinned D2H GB/s</th></tr>\n",
-        out);
+  fputs(
+      "<h3>Devices</h3>\n<table><tr><th>GPU</th><th class=\"l\">name</th>"
+      "<th>copy engines</th><th>window</th><th>kernels</th><th>copies</th>"
+      "<th>kernel busy</th><th>H2D busy</th><th>D2H busy</th>"
+      "<th>copy busy</th><th>copy hidden under kernels</th>"
+      "<th>copy exposed</th><th>idle</th><th>pinned H2D GB/s</th>"
+      "<th>pinned D2H GB/s</th></tr>\n",
+      out);
   for (size_t i = 0; i < g->ndev; i++) {
     const plr_device_report *d = &g->dev[i];
     fprintf(out, "<tr><td>%u</td><td class=\"l\">", d->device);
@@ -374,9 +379,7 @@ static void plr_ht_gpu_tables(FILE *out, const plr_gpu_report *g) {
       plr_ht_td_u64(out, d->copy_engines);
     else
       plr_ht_td(out, "?");
-    plr_ht_td_ms(out, d->window.end > d->window.start
-                          ? d->window.end - d->window.start
-                          : 0);
+    plr_ht_td_ms(out, d->window.end > d->window.start ? d->window.end - d->window.start : 0);
     plr_ht_td_u64(out, d->kernels);
     plr_ht_td_u64(out, d->copies);
     plr_ht_td_ms(out, d->kernel_busy_ns);
@@ -387,8 +390,7 @@ static void plr_ht_gpu_tables(FILE *out, const plr_gpu_report *g) {
       char b[64];
       plr_fmt_ms(d->copy_hidden_ns, b, sizeof b);
       fprintf(out, "<td>%s ms (%.0f%%)</td>", b,
-              100.0 * (double)d->copy_hidden_ns /
-                  (double)d->copy_busy_all_ns);
+              100.0 * (double)d->copy_hidden_ns / (double)d->copy_busy_all_ns);
     } else {
       plr_ht_td(out, "-");
     }
@@ -406,7 +408,8 @@ static void plr_ht_gpu_tables(FILE *out, const plr_gpu_report *g) {
   for (size_t i = 0; i < g->ndev; i++) {
     const plr_device_report *d = &g->dev[i];
     if (!d->nbw) continue;
-    fprintf(out, "<h3>GPU %u copy bandwidth (GPU timestamps)</h3>\n"
+    fprintf(out,
+            "<h3>GPU %u copy bandwidth (GPU timestamps)</h3>\n"
             "<table><tr><th class=\"l\">copy</th><th class=\"l\">from</th>"
             "<th class=\"l\">to</th><th class=\"l\">size</th><th>copies</th>"
             "<th>bytes</th><th>GPU time</th><th>median GB/s</th>"
@@ -414,15 +417,15 @@ static void plr_ht_gpu_tables(FILE *out, const plr_gpu_report *g) {
             d->device);
     for (size_t k = 0; k < d->nbw; k++) {
       const plr_bw_row *b = &d->bw[k];
-      fprintf(out, "<tr><td class=\"l\">%s</td><td class=\"l\">%s</td>"
+      fprintf(out,
+              "<tr><td class=\"l\">%s</td><td class=\"l\">%s</td>"
               "<td class=\"l\">%s</td><td class=\"l\">%s</td>",
               plr_gpu_copy_name(b->copy_kind), plr_gpu_mem_name(b->src_kind),
               plr_gpu_mem_name(b->dst_kind), plr_size_bucket_name(b->bucket));
       plr_ht_td_u64(out, b->count);
       plr_ht_td_bytes(out, b->bytes);
       plr_ht_td_ms(out, b->gpu_ns);
-      fprintf(out, "<td>%.2f</td><td>%.2f</td></tr>\n", b->median_gbps,
-              b->p10_gbps);
+      fprintf(out, "<td>%.2f</td><td>%.2f</td></tr>\n", b->median_gbps, b->p10_gbps);
     }
     fputs("</table>\n", out);
   }
@@ -455,24 +458,24 @@ typedef struct plr_ht_op {
 } plr_ht_op;
 
 typedef struct plr_ht_tl {
-  int64_t dev;       /* -1: calls whose device is unknown */
+  int64_t dev; /* -1: calls whose device is unknown */
   uint64_t ops;
-  int nslots;        /* rows drawn (the last may hold the overflow) */
-  int overflow;      /* rows beyond PLR_HT_MAX_ROWS, merged into the last */
+  int nslots;   /* rows drawn (the last may hold the overflow) */
+  int overflow; /* rows beyond PLR_HT_MAX_ROWS, merged into the last */
   char (*labels)[64];
-  int exact;         /* ops stored one by one, else binned */
+  int exact; /* ops stored one by one, else binned */
   plr_ht_op *opv;
   size_t nop, capop;
-  float *bins;       /* [slot][cat][px] coverage in pixels */
+  float *bins; /* [slot][cat][px] coverage in pixels */
 } plr_ht_tl;
 
 typedef struct plr_ht {
   plr_ht_row *rows;
   int64_t *gpu_devs; /* distinct devices of GPU records / calls, sorted */
   size_t ngpu_devs;
-  int64_t only_dev;  /* the one device, when exactly one: calls with
-                        device -1 are drawn there */
-  uint64_t t0, t1;   /* window of everything drawn */
+  int64_t only_dev; /* the one device, when exactly one: calls with
+                       device -1 are drawn there */
+  uint64_t t0, t1;  /* window of everything drawn */
   int have_window;
   plr_ht_tl tl[PLR_HT_MAX_TIMELINES];
   int ntl;
@@ -490,15 +493,11 @@ static int plr_ht_gpu_drawn(const pagelock_rec_gpu *g) {
 static int plr_ht_call_cat(const pagelock_rec_copy *c) {
   if (c->dir == PAGELOCK_DIR_D2D) return PLR_HT_DEVICE;
   switch (c->host_mem) {
-  case PAGELOCK_MEM_PAGEABLE:
-    return PLR_HT_PAGEABLE;
-  case PAGELOCK_MEM_PINNED:
-  case PAGELOCK_MEM_REGISTERED:
-    return PLR_HT_PINNED;
-  case PAGELOCK_MEM_DEVICE:
-    return PLR_HT_DEVICE;
-  default:
-    return PLR_HT_OTHER;
+    case PAGELOCK_MEM_PAGEABLE: return PLR_HT_PAGEABLE;
+    case PAGELOCK_MEM_PINNED:
+    case PAGELOCK_MEM_REGISTERED: return PLR_HT_PINNED;
+    case PAGELOCK_MEM_DEVICE: return PLR_HT_DEVICE;
+    default: return PLR_HT_OTHER;
   }
 }
 
@@ -508,15 +507,11 @@ static int plr_ht_gpu_cat(const pagelock_rec_gpu *g) {
   if (g->kind == PAGELOCK_GPU_KERNEL) return PLR_HT_KERNEL;
   if (g->kind == PAGELOCK_GPU_MEMSET) return PLR_HT_MEMSET;
   switch (plr_gpu_host_kind(g)) {
-  case PAGELOCK_GPU_MEM_PAGEABLE:
-    return PLR_HT_PAGEABLE;
-  case PAGELOCK_GPU_MEM_PINNED:
-    return PLR_HT_PINNED;
-  case PAGELOCK_GPU_MEM_DEVICE:
-  case PAGELOCK_GPU_MEM_DEVICE_STATIC:
-    return PLR_HT_DEVICE;
-  default:
-    return PLR_HT_OTHER;
+    case PAGELOCK_GPU_MEM_PAGEABLE: return PLR_HT_PAGEABLE;
+    case PAGELOCK_GPU_MEM_PINNED: return PLR_HT_PINNED;
+    case PAGELOCK_GPU_MEM_DEVICE:
+    case PAGELOCK_GPU_MEM_DEVICE_STATIC: return PLR_HT_DEVICE;
+    default: return PLR_HT_OTHER;
   }
 }
 
@@ -604,8 +599,7 @@ static void plr_ht_layout(plr_ht *h) {
   qsort(h->gpu_devs, h->ngpu_devs, sizeof *h->gpu_devs, plr_ht_dev_cmp);
   size_t nd = 0;
   for (i = 0; i < h->ngpu_devs; i++)
-    if (!nd || h->gpu_devs[nd - 1] != h->gpu_devs[i])
-      h->gpu_devs[nd++] = h->gpu_devs[i];
+    if (!nd || h->gpu_devs[nd - 1] != h->gpu_devs[i]) h->gpu_devs[nd++] = h->gpu_devs[i];
   h->ngpu_devs = nd;
   if (h->ngpu_devs == 1) h->only_dev = h->gpu_devs[0];
   qsort(v, nrows, sizeof *v, plr_ht_row_cmp);
@@ -629,8 +623,7 @@ static void plr_ht_layout(plr_ht *h) {
       if (plr_ht_dev_of(h, v[i]->key.dev) == tl->dev) rows++;
     tl->nslots = rows > PLR_HT_MAX_ROWS ? PLR_HT_MAX_ROWS : rows;
     tl->overflow = rows > PLR_HT_MAX_ROWS ? rows - PLR_HT_MAX_ROWS + 1 : 0;
-    tl->labels = calloc(tl->nslots ? (size_t)tl->nslots : 1,
-                        sizeof *tl->labels);
+    tl->labels = calloc(tl->nslots ? (size_t)tl->nslots : 1, sizeof *tl->labels);
     if (!tl->labels) {
       h->oom = 1;
       break;
@@ -644,17 +637,14 @@ static void plr_ht_layout(plr_ht *h) {
       tl->ops += r->ops;
       if (r->slot == slot) {
         if (r->key.kind == PLR_HT_ROW_HOST)
-          snprintf(tl->labels[slot], sizeof tl->labels[slot],
-                   "thread %u calls", r->key.id);
+          snprintf(tl->labels[slot], sizeof tl->labels[slot], "thread %u calls", r->key.id);
         else
-          snprintf(tl->labels[slot], sizeof tl->labels[slot], "stream %u",
-                   r->key.id);
+          snprintf(tl->labels[slot], sizeof tl->labels[slot], "stream %u", r->key.id);
       }
       slot++;
     }
     if (tl->overflow)
-      snprintf(tl->labels[tl->nslots - 1], sizeof tl->labels[0],
-               "%d more rows", tl->overflow);
+      snprintf(tl->labels[tl->nslots - 1], sizeof tl->labels[0], "%d more rows", tl->overflow);
     tl->exact = tl->ops <= PLR_HT_EXACT_MAX;
     if (!tl->exact) {
       size_t n = (size_t)tl->nslots * PLR_HT_NCAT * PLR_HT_PLOT_W;
@@ -673,10 +663,8 @@ static double plr_ht_x(const plr_ht *h, uint64_t t) {
 }
 
 /* Adds the pixel coverage of [x0, x1) to one row and category. */
-static void plr_ht_bin(plr_ht_tl *tl, int slot, int cat, double x0,
-                       double x1) {
-  float *b = tl->bins + ((size_t)slot * PLR_HT_NCAT + (size_t)cat) *
-                            PLR_HT_PLOT_W;
+static void plr_ht_bin(plr_ht_tl *tl, int slot, int cat, double x0, double x1) {
+  float *b = tl->bins + ((size_t)slot * PLR_HT_NCAT + (size_t)cat) * PLR_HT_PLOT_W;
   if (x1 - x0 < 0.05) {
     /* Instant at this scale: still show that something ran. */
     int px = (int)x0;
@@ -701,9 +689,8 @@ static void plr_ht_title(const plr_event *ev, char *buf, size_t len) {
   if (ev->kind == PLR_EV_CALL) {
     const pagelock_rec_copy *c = ev->copy;
     plr_fmt_bytes(c->bytes, by, sizeof by);
-    snprintf(buf, len, "%s %s %s, %s, host %s%s", plr_api_symbol(c->api),
-             plr_dir_name(c->dir), plr_mem_name(c->host_mem), by, d,
-             (c->flags & PAGELOCK_COPY_STAGED) ? ", staged" : "");
+    snprintf(buf, len, "%s %s %s, %s, host %s%s", plr_api_symbol(c->api), plr_dir_name(c->dir),
+             plr_mem_name(c->host_mem), by, d, (c->flags & PAGELOCK_COPY_STAGED) ? ", staged" : "");
     return;
   }
   const pagelock_rec_gpu *g = ev->gpu;
@@ -716,9 +703,8 @@ static void plr_ht_title(const plr_event *ev, char *buf, size_t len) {
     plr_fmt_bytes(g->bytes, by, sizeof by);
     char gb[32];
     plr_fmt_gbps(g->bytes, ev->end - ev->start, gb, sizeof gb);
-    snprintf(buf, len, "memcpy %s %s->%s, %s, %s, %s GB/s",
-             plr_gpu_copy_name(g->copy_kind), plr_gpu_mem_name(g->src_kind),
-             plr_gpu_mem_name(g->dst_kind), by, d, gb);
+    snprintf(buf, len, "memcpy %s %s->%s, %s, %s, %s GB/s", plr_gpu_copy_name(g->copy_kind),
+             plr_gpu_mem_name(g->src_kind), plr_gpu_mem_name(g->dst_kind), by, d, gb);
   }
 }
 
@@ -731,12 +717,9 @@ static int plr_ht_draw_fn(void *ctx, const plr_event *ev) {
   HASH_FIND(hh, h->rows, &k, sizeof k, r);
   if (!r || r->tl < 0) return 0; /* a row the scan did not see: skip */
   plr_ht_tl *tl = &h->tl[r->tl];
-  int cat = ev->kind == PLR_EV_CALL ? plr_ht_call_cat(ev->copy)
-                                    : plr_ht_gpu_cat(ev->gpu);
+  int cat = ev->kind == PLR_EV_CALL ? plr_ht_call_cat(ev->copy) : plr_ht_gpu_cat(ev->gpu);
   if (!tl->exact) {
-    if (tl->bins)
-      plr_ht_bin(tl, r->slot, cat, plr_ht_x(h, ev->start),
-                 plr_ht_x(h, ev->end));
+    if (tl->bins) plr_ht_bin(tl, r->slot, cat, plr_ht_x(h, ev->start), plr_ht_x(h, ev->end));
     return 0;
   }
   if (tl->nop >= PLR_HT_EXACT_MAX) return 0;
@@ -776,12 +759,10 @@ static uint64_t plr_ht_tick_step(uint64_t span) {
 /* Bar heights (px) of each kind in one pixel column of a binned row: its
  * share of the column's time, at least 1 px for any kind present so a
  * short op still shows, stacked within the bar height. */
-static void plr_ht_column(const plr_ht_tl *tl, int s, int px,
-                          int h[PLR_HT_NCAT]) {
+static void plr_ht_column(const plr_ht_tl *tl, int s, int px, int h[PLR_HT_NCAT]) {
   float v[PLR_HT_NCAT], sum = 0;
   for (int c = 0; c < PLR_HT_NCAT; c++) {
-    v[c] = tl->bins[((size_t)s * PLR_HT_NCAT + (size_t)c) * PLR_HT_PLOT_W +
-                    (size_t)px];
+    v[c] = tl->bins[((size_t)s * PLR_HT_NCAT + (size_t)c) * PLR_HT_PLOT_W + (size_t)px];
     sum += v[c];
   }
   /* Overlap (the merged "more rows" row) can fill a column more than once. */
@@ -802,8 +783,7 @@ static void plr_ht_column(const plr_ht_tl *tl, int s, int px,
 /* A binned row as a stacked area per kind: one <path> per kind, one
  * subpath per run of columns with the same height, so a regular workload
  * costs a few runs per period, and never more than a subpath per column. */
-static void plr_ht_binned_row(FILE *out, const plr_ht_tl *tl, int s,
-                              int ybar) {
+static void plr_ht_binned_row(FILE *out, const plr_ht_tl *tl, int s, int ybar) {
   int col[PLR_HT_PLOT_W][PLR_HT_NCAT]; /* 26 KiB */
   for (int px = 0; px < PLR_HT_PLOT_W; px++) plr_ht_column(tl, s, px, col[px]);
   for (int c = 0; c < PLR_HT_NCAT; c++) {
@@ -818,18 +798,16 @@ static void plr_ht_binned_row(FILE *out, const plr_ht_tl *tl, int s,
       }
       if (hgt == run_h && y == run_y) continue;
       if (run_h) {
-        if (!open)
-          fprintf(out, "<path fill=\"%s\" d=\"", plr_ht_colour[c]);
+        if (!open) fprintf(out, "<path fill=\"%s\" d=\"", plr_ht_colour[c]);
         open = 1;
-        fprintf(out, "M%d %dh%dv%dh-%dz", PLR_HT_LABEL_W + run_x, run_y,
-                px - run_x, run_h, px - run_x);
+        fprintf(out, "M%d %dh%dv%dh-%dz", PLR_HT_LABEL_W + run_x, run_y, px - run_x, run_h,
+                px - run_x);
       }
       run_x = px;
       run_h = hgt;
       run_y = y;
     }
-    if (open)
-      fprintf(out, "\"><title>%s</title></path>\n", plr_ht_cat_name[c]);
+    if (open) fprintf(out, "\"><title>%s</title></path>\n", plr_ht_cat_name[c]);
   }
 }
 
@@ -844,13 +822,15 @@ static void plr_ht_svg(FILE *out, const plr_ht *h, const plr_ht_tl *tl) {
   char span[32];
   plr_ht_dur(h->t1 - h->t0, span, sizeof span);
   fprintf(out,
-          "<p class=\"meta\">%" PRIu64 " ops over %s%s</p>\n"
+          "<p class=\"meta\">%" PRIu64
+          " ops over %s%s</p>\n"
           "<svg class=\"tl\" xmlns=\"http://www.w3.org/2000/svg\" "
           "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
           "shape-rendering=\"crispEdges\">\n",
           tl->ops, span,
-          tl->exact ? "" : " (binned per pixel column: bar heights are the "
-                           "share of each column's time each kind ran)",
+          tl->exact ? ""
+                    : " (binned per pixel column: bar heights are the "
+                      "share of each column's time each kind ran)",
           w, hgt, w, hgt);
   /* Axis: ticks relative to the start of the window. */
   uint64_t sp = h->t1 > h->t0 ? h->t1 - h->t0 : 1;
@@ -872,8 +852,7 @@ static void plr_ht_svg(FILE *out, const plr_ht *h, const plr_ht_tl *tl) {
     fprintf(out,
             "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
             "fill=\"%s\"/><text x=\"4\" y=\"%d\">",
-            PLR_HT_LABEL_W, y, PLR_HT_PLOT_W, PLR_HT_ROW_H,
-            s % 2 ? "#fafafa" : "#f2f2f2", y + 13);
+            PLR_HT_LABEL_W, y, PLR_HT_PLOT_W, PLR_HT_ROW_H, s % 2 ? "#fafafa" : "#f2f2f2", y + 13);
     plr_html_text(out, tl->labels[s], sizeof tl->labels[s]);
     fputs("</text>\n", out);
   }
@@ -887,8 +866,8 @@ static void plr_ht_svg(FILE *out, const plr_ht *h, const plr_ht_tl *tl) {
       fprintf(out,
               "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
               "fill=\"%s\"><title>",
-              PLR_HT_LABEL_W + x0, PLR_HT_AXIS_H + op->slot * PLR_HT_ROW_H + pad,
-              wd, PLR_HT_BAR_H, plr_ht_colour[op->cat]);
+              PLR_HT_LABEL_W + x0, PLR_HT_AXIS_H + op->slot * PLR_HT_ROW_H + pad, wd, PLR_HT_BAR_H,
+              plr_ht_colour[op->cat]);
       plr_html_text(out, op->title, sizeof op->title);
       fputs("</title></rect>\n", out);
     }
@@ -926,19 +905,22 @@ static void plr_ht_timelines(FILE *out, const plr_source *src) {
   if (unreadable) {
     /* The file changed since it was loaded (a FIFO or directory in its
      * place: plr_source_open refuses it rather than wait on it). */
-    fputs("<p class=\"warn\">The timeline was left out: the trace could not "
-          "be read again.</p>\n", out);
+    fputs(
+        "<p class=\"warn\">The timeline was left out: the trace could not "
+        "be read again.</p>\n",
+        out);
   } else if (h.oom) {
-    fputs("<p class=\"warn\">The timeline was left out: out of memory.</p>\n",
-          out);
+    fputs("<p class=\"warn\">The timeline was left out: out of memory.</p>\n", out);
   } else if (!h.ntl) {
     fputs("<p class=\"note\">No copy calls or GPU ops to draw.</p>\n", out);
   } else {
     plr_ht_legend(out);
     for (int t = 0; t < h.ntl; t++) plr_ht_svg(out, &h, &h.tl[t]);
     if (h.tl_dropped)
-      fprintf(out, "<p class=\"note\">The timelines of %zu more devices "
-              "are not drawn.</p>\n", h.tl_dropped);
+      fprintf(out,
+              "<p class=\"note\">The timelines of %zu more devices "
+              "are not drawn.</p>\n",
+              h.tl_dropped);
   }
   plr_ht_free(&h);
 }
@@ -946,13 +928,11 @@ static void plr_ht_timelines(FILE *out, const plr_source *src) {
 /* ------------------------------------------------------------------ */
 /* The page.                                                           */
 
-static void plr_ht_process(FILE *out, const plr_process *p,
-                           const plr_source *src, size_t i) {
+static void plr_ht_process(FILE *out, const plr_process *p, const plr_source *src, size_t i) {
   const plr_trace *t = &p->t;
   const plr_gpu_report *g = &p->gpu;
   fprintf(out, "<section id=\"p%zu\">\n<h2>", i);
-  plr_html_text(out, t->exe[0] ? plr_basename(t->exe) : "(unknown program)",
-                PLR_ESC_UNLIMITED);
+  plr_html_text(out, t->exe[0] ? plr_basename(t->exe) : "(unknown program)", PLR_ESC_UNLIMITED);
   fprintf(out, " &mdash; pid %" PRIu64, t->hdr.pid);
   if (t->rank >= 0) fprintf(out, ", rank %d", t->rank);
   if (t->host[0]) {
@@ -964,19 +944,16 @@ static void plr_ht_process(FILE *out, const plr_process *p,
   fputs("<br>trace ", out);
   plr_html_text(out, t->path, PLR_ESC_UNLIMITED);
   char span[32];
-  plr_fmt_ms(t->last_ns > t->first_ns ? t->last_ns - t->first_ns : 0, span,
-             sizeof span);
+  plr_fmt_ms(t->last_ns > t->first_ns ? t->last_ns - t->first_ns : 0, span, sizeof span);
   fprintf(out, "<br>mode %s, %s ms traced, %" PRIu64 " records%s",
-          t->have_process ? plr_mode_name(t->mode) : "unknown", span,
-          t->complete_records,
-          (t->hdr.flags & PAGELOCK_FILE_SIMULATED) ? ", simulated timings"
-                                                   : "");
+          t->have_process ? plr_mode_name(t->mode) : "unknown", span, t->complete_records,
+          (t->hdr.flags & PAGELOCK_FILE_SIMULATED) ? ", simulated timings" : "");
   if (plr_trace_partial(t)) {
     /* Why, when the trace knows (as in the text report). */
     const char *why = plr_trace_stop_reason(t);
     if (t->stop == PLR_STOP_DAMAGED)
-      fprintf(out, " <b class=\"warn\">[partial trace: corrupt from byte %"
-              PRIu64 "]</b>", t->damage.from);
+      fprintf(out, " <b class=\"warn\">[partial trace: corrupt from byte %" PRIu64 "]</b>",
+              t->damage.from);
     else if (why)
       fprintf(out, " <b class=\"warn\">[partial trace: %s]</b>", why);
     else
@@ -985,8 +962,7 @@ static void plr_ht_process(FILE *out, const plr_process *p,
   fputs("</p>\n", out);
   for (size_t k = 0; k < t->nnotes; k++) {
     int warn = t->notes[k].kind == PAGELOCK_NOTE_WARNING;
-    fprintf(out, "<p class=\"%s\">note: %s", warn ? "warn" : "note",
-            warn ? "warning: " : "");
+    fprintf(out, "<p class=\"%s\">note: %s", warn ? "warn" : "note", warn ? "warning: " : "");
     plr_html_text(out, t->notes[k].text, PLR_ESC_UNLIMITED);
     fputs("</p>\n", out);
   }
@@ -997,29 +973,27 @@ static void plr_ht_process(FILE *out, const plr_process *p,
   plr_ht_gpu_tables(out, g);
   fputs("<h3>Copy calls</h3>\n", out);
   plr_ht_totals(out, &t->tot);
-  if (plr_trace_shows_routes(t))
-    plr_ht_routes(out, &t->tot, plr_trace_shows_why(t));
+  if (plr_trace_shows_routes(t)) plr_ht_routes(out, &t->tot, plr_trace_shows_why(t));
   if (t->have_counters) plr_ht_counters(out, &t->counters);
   int gpu = g->records > 0;
-  plr_ht_sites(out, "Pageable copies by call site (worst first)", "call site",
-               &p->calls, gpu);
-  plr_ht_sites(out, "Pageable copies by allocation site (worst first)",
-               "allocation site", &p->allocs, gpu);
+  plr_ht_sites(out, "Pageable copies by call site (worst first)", "call site", &p->calls, gpu);
+  plr_ht_sites(out, "Pageable copies by allocation site (worst first)", "allocation site",
+               &p->allocs, gpu);
   fputs("</section>\n", out);
 }
 
 /* The table of all processes on top of a multi-process (ranks) page. */
 static void plr_ht_overview(FILE *out, const plr_process *ps, size_t n) {
-  fputs("<h2>Processes</h2>\n<table><tr><th class=\"l\">process</th>"
-        "<th>rank</th><th class=\"l\">host</th><th>copies</th>"
-        "<th>pageable</th><th>host blocked</th><th>copy exposed</th>"
-        "</tr>\n",
-        out);
+  fputs(
+      "<h2>Processes</h2>\n<table><tr><th class=\"l\">process</th>"
+      "<th>rank</th><th class=\"l\">host</th><th>copies</th>"
+      "<th>pageable</th><th>host blocked</th><th>copy exposed</th>"
+      "</tr>\n",
+      out);
   for (size_t i = 0; i < n; i++) {
     const plr_trace *t = &ps[i].t;
     fprintf(out, "<tr><td class=\"l\"><a href=\"#p%zu\">", i);
-    plr_html_text(out, t->exe[0] ? plr_basename(t->exe) : "?",
-                  PLR_ESC_UNLIMITED);
+    plr_html_text(out, t->exe[0] ? plr_basename(t->exe) : "?", PLR_ESC_UNLIMITED);
     fprintf(out, " %" PRIu64 "</a></td>", t->hdr.pid);
     if (t->rank >= 0)
       fprintf(out, "<td>%d</td>", t->rank);
@@ -1044,8 +1018,7 @@ static void plr_ht_overview(FILE *out, const plr_process *ps, size_t n) {
   fputs("</table>\n", out);
 }
 
-void plr_report_html(FILE *out, const plr_process *ps, const plr_source *src,
-                     size_t n) {
+void plr_report_html(FILE *out, const plr_process *ps, const plr_source *src, size_t n) {
   fprintf(out,
           "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta "
           "charset=\"utf-8\">\n<title>pagelock report</title>\n<style>\n%s"

@@ -27,22 +27,19 @@ static void plr_json_str(FILE *out, const char *s) {
 /* Writes "name": {copies, bytes, host_ns} (no trailing comma). */
 static void plr_json_bucket(FILE *out, const char *name, const plr_bucket *b) {
   fprintf(out,
-          "\"%s\": {\"copies\": %" PRIu64 ", \"bytes\": %" PRIu64
-          ", \"host_ns\": %" PRIu64 "}",
+          "\"%s\": {\"copies\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"host_ns\": %" PRIu64 "}",
           name, b->count, b->bytes, b->host_ns);
 }
 
 /* Writes a TOTALS object; ind is the indentation of its opening line. */
 static void plr_json_totals(FILE *out, const plr_totals *t, const char *ind) {
   fprintf(out,
-          "{\n%s  \"copies\": %" PRIu64 ", \"bytes\": %" PRIu64
-          ", \"host_ns\": %" PRIu64 ",\n%s  \"failed\": %" PRIu64
-          ", \"fallbacks\": %" PRIu64 ", \"captured\": %" PRIu64
+          "{\n%s  \"copies\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"host_ns\": %" PRIu64
+          ",\n%s  \"failed\": %" PRIu64 ", \"fallbacks\": %" PRIu64 ", \"captured\": %" PRIu64
           ", \"registered\": %" PRIu64 ", \"graph_nodes\": %" PRIu64
           ", \"graph_nodes_pageable\": %" PRIu64 ",\n%s  ",
-          ind, t->all.count, t->all.bytes, t->all.host_ns, ind, t->failed,
-          t->fallbacks, t->captured, t->registered, t->graph_nodes,
-          t->graph_nodes_pageable, ind);
+          ind, t->all.count, t->all.bytes, t->all.host_ns, ind, t->failed, t->fallbacks,
+          t->captured, t->registered, t->graph_nodes, t->graph_nodes_pageable, ind);
   plr_json_bucket(out, "pageable", &t->pageable);
   fprintf(out, ",\n%s  ", ind);
   plr_json_bucket(out, "pageable_async", &t->pageable_async);
@@ -69,10 +66,9 @@ static void plr_json_totals(FILE *out, const plr_totals *t, const char *ind) {
       if (!b->count) continue;
       fprintf(out,
               "%s\n%s    {\"dir\": \"%s\", \"mem\": \"%s\", \"copies\": "
-              "%" PRIu64 ", \"bytes\": %" PRIu64 ", \"host_ns\": %" PRIu64
-              "}",
-              first ? "" : ",", ind, plr_dir_name(d), plr_mem_name(m),
-              b->count, b->bytes, b->host_ns);
+              "%" PRIu64 ", \"bytes\": %" PRIu64 ", \"host_ns\": %" PRIu64 "}",
+              first ? "" : ",", ind, plr_dir_name(d), plr_mem_name(m), b->count, b->bytes,
+              b->host_ns);
       first = 0;
     }
   }
@@ -116,8 +112,8 @@ static void plr_json_rows(FILE *out, const plr_rows *rows) {
     plr_site_format(f, r->addr, site, sizeof site);
     plr_fmt_dirs(r->dirs, dirs, sizeof dirs);
     fprintf(out,
-            "%s\n      {\"copies\": %" PRIu64 ", \"bytes\": %" PRIu64
-            ", \"host_ns\": %" PRIu64 ", \"gbps\": ",
+            "%s\n      {\"copies\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"host_ns\": %" PRIu64
+            ", \"gbps\": ",
             i ? "," : "", r->b.count, r->b.bytes, r->b.host_ns);
     if (r->b.host_ns)
       fprintf(out, "%.3f", (double)r->b.bytes / (double)r->b.host_ns);
@@ -146,17 +142,17 @@ static void plr_json_rows(FILE *out, const plr_rows *rows) {
       plr_pysite_json(out, r->py);
     }
     fprintf(out,
-            ", \"gpu_calls\": %" PRIu64 ", \"gpu_ns\": %" PRIu64
-            ", \"made_sync\": %" PRIu64 ", \"made_sync_host_ns\": %" PRIu64
-            ", \"would_save_ns\": ",
+            ", \"gpu_calls\": %" PRIu64 ", \"gpu_ns\": %" PRIu64 ", \"made_sync\": %" PRIu64
+            ", \"made_sync_host_ns\": %" PRIu64 ", \"would_save_ns\": ",
             r->g.calls, r->g.gpu_ns, r->g.made_sync, r->g.made_sync_host_ns);
     if (r->would_save_ns >= 0)
       fprintf(out, "%" PRId64, r->would_save_ns);
     else
       fputs("null", out);
-    fprintf(out, ", \"staged_chunks\": %" PRIu64 ", \"staged_chunk_bytes\": %"
-            PRIu64 ", \"staged_chunk_gpu_ns\": %" PRIu64, r->g.chunks,
-            r->g.chunk_bytes, r->g.chunk_gpu_ns);
+    fprintf(out,
+            ", \"staged_chunks\": %" PRIu64 ", \"staged_chunk_bytes\": %" PRIu64
+            ", \"staged_chunk_gpu_ns\": %" PRIu64,
+            r->g.chunks, r->g.chunk_bytes, r->g.chunk_gpu_ns);
     fputs(", \"device\": ", out);
     if (r->g.calls && r->g.device >= 0)
       fprintf(out, "%d", r->g.device);
@@ -186,8 +182,7 @@ static void plr_json_pinned(FILE *out, const double *v) {
 
 /* {"H2D": a, "D2H": b, "other": c} of a per-direction u64 array. */
 static void plr_json_cdirs(FILE *out, const uint64_t *v) {
-  fprintf(out, "{\"H2D\": %" PRIu64 ", \"D2H\": %" PRIu64
-          ", \"other\": %" PRIu64 "}",
+  fprintf(out, "{\"H2D\": %" PRIu64 ", \"D2H\": %" PRIu64 ", \"other\": %" PRIu64 "}",
           v[PLR_CDIR_H2D], v[PLR_CDIR_D2H], v[PLR_CDIR_OTHER]);
 }
 
@@ -197,14 +192,12 @@ static void plr_json_device(FILE *out, const plr_device_report *d) {
   plr_json_str(out, d->name);
   fprintf(out,
           ", \"copy_engines\": %u, \"sm_count\": %u, \"pci_gen\": %u,"
-          "\n           \"window\": {\"start_ns\": %" PRIu64
-          ", \"end_ns\": %" PRIu64 "}, \"window_ns\": %" PRIu64
-          ", \"kernels\": %" PRIu64 ", \"copies\": %" PRIu64
+          "\n           \"window\": {\"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
+          "}, \"window_ns\": %" PRIu64 ", \"kernels\": %" PRIu64 ", \"copies\": %" PRIu64
           ", \"memsets\": %" PRIu64 ",\n           \"kernel_busy_ns\": %" PRIu64
           ", \"copy_busy_ns\": ",
-          d->copy_engines, d->sm_count, d->pci_gen, d->window.start,
-          d->window.end, d->window.end - d->window.start, d->kernels,
-          d->copies, d->memsets, d->kernel_busy_ns);
+          d->copy_engines, d->sm_count, d->pci_gen, d->window.start, d->window.end,
+          d->window.end - d->window.start, d->kernels, d->copies, d->memsets, d->kernel_busy_ns);
   plr_json_cdirs(out, d->copy_busy_ns);
   fprintf(out,
           ", \"copy_busy_all_ns\": %" PRIu64 ",\n           \"copy_hidden_ns\": %" PRIu64
@@ -212,40 +205,33 @@ static void plr_json_device(FILE *out, const plr_device_report *d) {
           ", \"h2d_d2h_together_ns\": %" PRIu64 ", \"idle_ns\": %" PRIu64
           ",\n           \"gap_threshold_ns\": %" PRIu64 ", \"gaps_total\": %" PRIu64
           ", \"gaps_ns\": %" PRIu64 ", \"gaps\": [",
-          d->copy_busy_all_ns, d->copy_hidden_ns, d->copy_exposed_ns,
-          d->kernel_hidden_ns, d->h2d_d2h_together_ns, d->idle_ns,
-          d->gap_threshold_ns, d->gaps_total, d->gaps_ns);
+          d->copy_busy_all_ns, d->copy_hidden_ns, d->copy_exposed_ns, d->kernel_hidden_ns,
+          d->h2d_d2h_together_ns, d->idle_ns, d->gap_threshold_ns, d->gaps_total, d->gaps_ns);
   for (size_t i = 0; i < d->ngaps; i++)
-    fprintf(out, "%s{\"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64
-            ", \"ns\": %" PRIu64 "}",
-            i ? ", " : "", d->gaps[i].start, d->gaps[i].end,
-            d->gaps[i].end - d->gaps[i].start);
+    fprintf(out, "%s{\"start_ns\": %" PRIu64 ", \"end_ns\": %" PRIu64 ", \"ns\": %" PRIu64 "}",
+            i ? ", " : "", d->gaps[i].start, d->gaps[i].end, d->gaps[i].end - d->gaps[i].start);
   fprintf(out,
-          "],\n           \"kernel_streams\": %" PRIu64
-          ", \"pinned_async_copies\": %" PRIu64 ", \"pinned_async_ns\": %" PRIu64
-          ", \"same_stream_copies\": %" PRIu64 ", \"same_stream_ns\": %" PRIu64
+          "],\n           \"kernel_streams\": %" PRIu64 ", \"pinned_async_copies\": %" PRIu64
+          ", \"pinned_async_ns\": %" PRIu64 ", \"same_stream_copies\": %" PRIu64
+          ", \"same_stream_ns\": %" PRIu64
           ", \"same_stream_id\": %u,\n           \"same_stream_busy_ns\": %" PRIu64
-          ", \"same_stream_hidden_ns\": %" PRIu64
-          ", \"same_stream_exposed_ns\": %" PRIu64
+          ", \"same_stream_hidden_ns\": %" PRIu64 ", \"same_stream_exposed_ns\": %" PRIu64
           ", \"pageable_busy_ns\": %" PRIu64 ", \"pageable_exposed_ns\": %" PRIu64
           ", \"staged_chunks\": %" PRIu64 ",\n           \"pinned_gbps\": ",
-          d->kernel_streams, d->pinned_async_copies, d->pinned_async_ns,
-          d->same_stream_copies, d->same_stream_ns, d->same_stream_id,
-          d->same_stream_busy_ns, d->same_stream_hidden_ns,
-          d->same_stream_exposed_ns, d->pageable_busy_ns,
-          d->pageable_exposed_ns, d->staged_chunks);
+          d->kernel_streams, d->pinned_async_copies, d->pinned_async_ns, d->same_stream_copies,
+          d->same_stream_ns, d->same_stream_id, d->same_stream_busy_ns, d->same_stream_hidden_ns,
+          d->same_stream_exposed_ns, d->pageable_busy_ns, d->pageable_exposed_ns, d->staged_chunks);
   plr_json_pinned(out, d->pinned_gbps);
   fputs(", \"bandwidth\": [", out);
   for (size_t i = 0; i < d->nbw; i++) {
     const plr_bw_row *b = &d->bw[i];
     fprintf(out,
             "%s\n             {\"copy\": \"%s\", \"src\": \"%s\", \"dst\": "
-            "\"%s\", \"size\": \"%s\", \"count\": %" PRIu64
-            ", \"bytes\": %" PRIu64 ", \"gpu_ns\": %" PRIu64
-            ", \"median_gbps\": ",
-            i ? "," : "", plr_gpu_copy_name(b->copy_kind),
-            plr_gpu_mem_name(b->src_kind), plr_gpu_mem_name(b->dst_kind),
-            plr_size_bucket_name(b->bucket), b->count, b->bytes, b->gpu_ns);
+            "\"%s\", \"size\": \"%s\", \"count\": %" PRIu64 ", \"bytes\": %" PRIu64
+            ", \"gpu_ns\": %" PRIu64 ", \"median_gbps\": ",
+            i ? "," : "", plr_gpu_copy_name(b->copy_kind), plr_gpu_mem_name(b->src_kind),
+            plr_gpu_mem_name(b->dst_kind), plr_size_bucket_name(b->bucket), b->count, b->bytes,
+            b->gpu_ns);
     plr_json_gbps(out, b->median_gbps);
     fputs(", \"p10_gbps\": ", out);
     plr_json_gbps(out, b->p10_gbps);
@@ -256,23 +242,18 @@ static void plr_json_device(FILE *out, const plr_device_report *d) {
 
 /* The "gpu" object of one process (schema in docs/trace-format.md). */
 static void plr_json_gpu(FILE *out, const plr_gpu_report *g) {
-  fprintf(out, "{\n        \"status\": \"%s\", \"reason\": ",
-          plr_gpu_status_name(g->status));
+  fprintf(out, "{\n        \"status\": \"%s\", \"reason\": ", plr_gpu_status_name(g->status));
   plr_json_str(out, g->reason);
   fprintf(out,
-          ", \"cupti_version\": %u, \"records\": %" PRIu64
-          ", \"dropped\": %" PRIu64 ", \"buffers\": %" PRIu64
-          ", \"bad_times\": %" PRIu64 ",\n        \"syncs\": %" PRIu64
-          ", \"sync_ns\": %" PRIu64 ", \"overheads\": %" PRIu64
-          ", \"overhead_ns\": %" PRIu64 ",\n        \"kernel_busy_ns\": %" PRIu64
-          ", \"copy_busy_ns\": %" PRIu64 ", \"copy_hidden_ns\": %" PRIu64
-          ", \"copy_exposed_ns\": %" PRIu64 ", \"pageable_exposed_ns\": %" PRIu64
-          ", \"hidden_pct\": ",
-          g->cupti_version, g->records, g->dropped, g->buffers, g->bad_times,
-          g->syncs, g->sync_ns, g->overheads, g->overhead_ns,
-          g->total_kernel_busy_ns, g->total_copy_busy_ns,
-          g->total_copy_hidden_ns, g->total_copy_exposed_ns,
-          g->total_pageable_exposed_ns);
+          ", \"cupti_version\": %u, \"records\": %" PRIu64 ", \"dropped\": %" PRIu64
+          ", \"buffers\": %" PRIu64 ", \"bad_times\": %" PRIu64 ",\n        \"syncs\": %" PRIu64
+          ", \"sync_ns\": %" PRIu64 ", \"overheads\": %" PRIu64 ", \"overhead_ns\": %" PRIu64
+          ",\n        \"kernel_busy_ns\": %" PRIu64 ", \"copy_busy_ns\": %" PRIu64
+          ", \"copy_hidden_ns\": %" PRIu64 ", \"copy_exposed_ns\": %" PRIu64
+          ", \"pageable_exposed_ns\": %" PRIu64 ", \"hidden_pct\": ",
+          g->cupti_version, g->records, g->dropped, g->buffers, g->bad_times, g->syncs, g->sync_ns,
+          g->overheads, g->overhead_ns, g->total_kernel_busy_ns, g->total_copy_busy_ns,
+          g->total_copy_hidden_ns, g->total_copy_exposed_ns, g->total_pageable_exposed_ns);
   double pct = plr_gpu_hidden_pct(g);
   if (pct >= 0)
     fprintf(out, "%.1f", pct);
@@ -287,31 +268,25 @@ static void plr_json_gpu(FILE *out, const plr_gpu_report *g) {
   }
   fputs(g->ndev ? "\n        ],\n" : "],\n", out);
   const plr_call_join *j = &g->join;
-  fprintf(out,
-          "        \"join\": {\"calls\": %" PRIu64 ", \"unjoined\": %" PRIu64
-          ", \"pageable\": %" PRIu64 ", \"pinned\": %" PRIu64
-          ", \"linked\": %" PRIu64 ", \"gpu_ns\": %" PRIu64
-          ",\n          \"made_sync\": %" PRIu64 ", \"made_sync_host_ns\": %" PRIu64
-          ", \"made_sync_bytes\": %" PRIu64 ", \"made_sync_gpu_ns\": %" PRIu64
-          ",\n          \"pageable_sync\": %" PRIu64
-          ", \"pageable_sync_host_ns\": %" PRIu64
-          ", \"pageable_sync_bytes\": %" PRIu64
-          ", \"pageable_sync_gpu_ns\": %" PRIu64
-          ",\n          \"mem_mismatch\": %" PRIu64 ", \"gpu_ops\": %" PRIu64
-          ", \"gpu_ops_unjoined\": %" PRIu64 ", \"chunks\": %" PRIu64
-          ", \"chunk_bytes\": %" PRIu64 ", \"chunk_gpu_ns\": %" PRIu64
-          "},\n        \"verdicts\": [",
-          j->calls, j->unjoined, j->pageable, j->pinned, j->linked, j->gpu_ns,
-          j->made_sync, j->made_sync_host_ns, j->made_sync_bytes,
-          j->made_sync_gpu_ns, j->pageable_sync, j->pageable_sync_host_ns,
-          j->pageable_sync_bytes, j->pageable_sync_gpu_ns, j->mem_mismatch,
-          j->gpu_ops, j->gpu_ops_unjoined, j->chunks, j->chunk_bytes,
-          j->chunk_gpu_ns);
+  fprintf(
+      out,
+      "        \"join\": {\"calls\": %" PRIu64 ", \"unjoined\": %" PRIu64 ", \"pageable\": %" PRIu64
+      ", \"pinned\": %" PRIu64 ", \"linked\": %" PRIu64 ", \"gpu_ns\": %" PRIu64
+      ",\n          \"made_sync\": %" PRIu64 ", \"made_sync_host_ns\": %" PRIu64
+      ", \"made_sync_bytes\": %" PRIu64 ", \"made_sync_gpu_ns\": %" PRIu64
+      ",\n          \"pageable_sync\": %" PRIu64 ", \"pageable_sync_host_ns\": %" PRIu64
+      ", \"pageable_sync_bytes\": %" PRIu64 ", \"pageable_sync_gpu_ns\": %" PRIu64
+      ",\n          \"mem_mismatch\": %" PRIu64 ", \"gpu_ops\": %" PRIu64
+      ", \"gpu_ops_unjoined\": %" PRIu64 ", \"chunks\": %" PRIu64 ", \"chunk_bytes\": %" PRIu64
+      ", \"chunk_gpu_ns\": %" PRIu64 "},\n        \"verdicts\": [",
+      j->calls, j->unjoined, j->pageable, j->pinned, j->linked, j->gpu_ns, j->made_sync,
+      j->made_sync_host_ns, j->made_sync_bytes, j->made_sync_gpu_ns, j->pageable_sync,
+      j->pageable_sync_host_ns, j->pageable_sync_bytes, j->pageable_sync_gpu_ns, j->mem_mismatch,
+      j->gpu_ops, j->gpu_ops_unjoined, j->chunks, j->chunk_bytes, j->chunk_gpu_ns);
   for (size_t i = 0; i < g->nverdicts; i++) {
     const plr_verdict *v = &g->verdicts[i];
-    fprintf(out, "%s\n          {\"kind\": \"%s\", \"ns\": %" PRIu64
-            ", \"device\": ",
-            i ? "," : "", plr_verdict_kind_name(v->kind), v->ns);
+    fprintf(out, "%s\n          {\"kind\": \"%s\", \"ns\": %" PRIu64 ", \"device\": ", i ? "," : "",
+            plr_verdict_kind_name(v->kind), v->ns);
     if (v->device >= 0)
       fprintf(out, "%d", v->device);
     else
@@ -331,8 +306,8 @@ static void plr_json_process(FILE *out, const plr_process *p) {
   uint64_t span = t->last_ns > t->first_ns ? t->last_ns - t->first_ns : 0;
   fputs("    {\n      \"file\": ", out);
   plr_json_str(out, t->path);
-  fprintf(out, ",\n      \"pid\": %" PRIu64 ", \"ppid\": %" PRIu64
-          ", \"rank\": %d,\n      \"exe\": ",
+  fprintf(out,
+          ",\n      \"pid\": %" PRIu64 ", \"ppid\": %" PRIu64 ", \"rank\": %d,\n      \"exe\": ",
           t->hdr.pid, t->ppid, t->rank);
   plr_json_str(out, t->exe);
   fputs(", \"host\": ", out);
@@ -342,10 +317,10 @@ static void plr_json_process(FILE *out, const plr_process *p) {
           "\"simulated\": %s, \"partial\": %s, "
           "\"complete_records\": %" PRIu64 ", \"malformed_records\": %" PRIu64
           ",\n      \"trace_end\": \"%s\", \"corrupt_from\": ",
-          t->have_process ? plr_mode_name(t->mode) : "unknown",
-          t->hdr.version, (t->hdr.flags & PAGELOCK_FILE_SIMULATED) ? "true" : "false",
-          plr_trace_partial(t) ? "true" : "false", t->complete_records,
-          t->malformed_records, plr_trace_end_name(t));
+          t->have_process ? plr_mode_name(t->mode) : "unknown", t->hdr.version,
+          (t->hdr.flags & PAGELOCK_FILE_SIMULATED) ? "true" : "false",
+          plr_trace_partial(t) ? "true" : "false", t->complete_records, t->malformed_records,
+          plr_trace_end_name(t));
   if (t->stop == PLR_STOP_DAMAGED)
     fprintf(out, "%" PRIu64, t->damage.from);
   else
@@ -371,22 +346,17 @@ static void plr_json_process(FILE *out, const plr_process *p) {
     const pagelock_rec_counters *c = &t->counters;
     fprintf(out,
             "{\"bytes_staged\": %" PRIu64 ", \"bytes_passthrough\": %" PRIu64
-            ", \"fallbacks\": %" PRIu64 ", \"waits\": %" PRIu64
-            ", \"wait_ns\": %" PRIu64 ", \"pool_high_water\": %" PRIu64
-            ", \"pool_bytes\": %" PRIu64
-            ", \"registered_bytes_high_water\": %" PRIu64
-            ", \"dropped_records\": %" PRIu64
-            ",\n                   \"register_budget\": %" PRIu64
-            ", \"registrations\": %" PRIu64 ", \"unregistrations\": %" PRIu64
-            ", \"evictions\": %" PRIu64 ", \"register_failures\": %" PRIu64
-            ", \"register_ns\": %" PRIu64 ", \"registered_bytes\": %" PRIu64
-            "}",
-            c->bytes_staged, c->bytes_passthrough, c->fallbacks, c->waits,
-            c->wait_ns, c->pool_high_water, c->pool_bytes,
-            c->registered_bytes_high_water, c->dropped_records,
-            c->register_budget, c->registrations, c->unregistrations,
-            c->evictions, c->register_failures, c->register_ns,
-            c->registered_bytes);
+            ", \"fallbacks\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"wait_ns\": %" PRIu64
+            ", \"pool_high_water\": %" PRIu64 ", \"pool_bytes\": %" PRIu64
+            ", \"registered_bytes_high_water\": %" PRIu64 ", \"dropped_records\": %" PRIu64
+            ",\n                   \"register_budget\": %" PRIu64 ", \"registrations\": %" PRIu64
+            ", \"unregistrations\": %" PRIu64 ", \"evictions\": %" PRIu64
+            ", \"register_failures\": %" PRIu64 ", \"register_ns\": %" PRIu64
+            ", \"registered_bytes\": %" PRIu64 "}",
+            c->bytes_staged, c->bytes_passthrough, c->fallbacks, c->waits, c->wait_ns,
+            c->pool_high_water, c->pool_bytes, c->registered_bytes_high_water, c->dropped_records,
+            c->register_budget, c->registrations, c->unregistrations, c->evictions,
+            c->register_failures, c->register_ns, c->registered_bytes);
   } else {
     fputs("null", out);
   }
@@ -403,11 +373,10 @@ static void plr_json_ranks(FILE *out, const plr_process *ps, size_t n) {
     const plr_gpu_report *g = &ps[i].gpu;
     fprintf(out, "%s\n    {\"rank\": %d, \"host\": ", i ? "," : "", t->rank);
     plr_json_str(out, t->host);
-    fprintf(out, ", \"pid\": %" PRIu64 ", \"copies\": %" PRIu64
-            ", \"pageable\": %" PRIu64 ", \"host_ns\": %" PRIu64
-            ", \"exposed_copy_ns\": ",
-            t->hdr.pid, t->tot.all.count, t->tot.pageable.count,
-            t->tot.all.host_ns);
+    fprintf(out,
+            ", \"pid\": %" PRIu64 ", \"copies\": %" PRIu64 ", \"pageable\": %" PRIu64
+            ", \"host_ns\": %" PRIu64 ", \"exposed_copy_ns\": ",
+            t->hdr.pid, t->tot.all.count, t->tot.pageable.count, t->tot.all.host_ns);
     double pct = plr_gpu_hidden_pct(g);
     if (plr_gpu_report_timed(g))
       fprintf(out, "%" PRIu64, g->total_copy_exposed_ns);

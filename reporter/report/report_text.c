@@ -89,24 +89,23 @@ static int plr_max(int a, size_t b) { return (size_t)a > b ? a : (int)b; }
 
 /* Prints the (direction, host memory) table of non-empty buckets. */
 static void plr_print_split(FILE *out, const plr_totals *tot) {
-  static const unsigned dirs[] = {PAGELOCK_DIR_H2D, PAGELOCK_DIR_D2H,
-                                  PAGELOCK_DIR_D2D, PAGELOCK_DIR_H2H,
-                                  PAGELOCK_DIR_UNKNOWN};
+  static const unsigned dirs[] = {PAGELOCK_DIR_H2D, PAGELOCK_DIR_D2H, PAGELOCK_DIR_D2D,
+                                  PAGELOCK_DIR_H2H, PAGELOCK_DIR_UNKNOWN};
   int header = 0;
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
     for (unsigned m = 0; m < PLR_NMEM; m++) {
       const plr_bucket *b = &tot->by[dirs[i]][m];
       if (!b->count) continue;
       if (!header) {
-        fprintf(out, "  %-7s  %-10s  %8s  %10s  %12s\n", "dir", "host mem",
-                "copies", "bytes", "host time");
+        fprintf(out, "  %-7s  %-10s  %8s  %10s  %12s\n", "dir", "host mem", "copies", "bytes",
+                "host time");
         header = 1;
       }
       char by[32], ms[32];
       plr_fmt_bytes(b->bytes, by, sizeof by);
       plr_fmt_ms(b->host_ns, ms, sizeof ms);
-      fprintf(out, "  %-7s  %-10s  %8" PRIu64 "  %10s  %9s ms\n",
-              plr_dir_name(dirs[i]), plr_mem_name(m), b->count, by, ms);
+      fprintf(out, "  %-7s  %-10s  %8" PRIu64 "  %10s  %9s ms\n", plr_dir_name(dirs[i]),
+              plr_mem_name(m), b->count, by, ms);
     }
   }
 }
@@ -114,13 +113,12 @@ static void plr_print_split(FILE *out, const plr_totals *tot) {
 /* One line: how many copies (and bytes) took each route. */
 static void plr_print_routes(FILE *out, const plr_totals *tot) {
   char by[PLR_NROUTE][32];
-  for (int r = 0; r < PLR_NROUTE; r++)
-    plr_fmt_bytes(tot->routes[r].bytes, by[r], sizeof by[r]);
-  fprintf(out, "routes: %" PRIu64 " copies passed through (%s), %" PRIu64
-          " staged (%s), %" PRIu64 " registered (%s)\n",
-          tot->routes[PLR_ROUTE_PASS].count, by[PLR_ROUTE_PASS],
-          tot->routes[PLR_ROUTE_STAGE].count, by[PLR_ROUTE_STAGE],
-          tot->routes[PLR_ROUTE_REGISTER].count, by[PLR_ROUTE_REGISTER]);
+  for (int r = 0; r < PLR_NROUTE; r++) plr_fmt_bytes(tot->routes[r].bytes, by[r], sizeof by[r]);
+  fprintf(out,
+          "routes: %" PRIu64 " copies passed through (%s), %" PRIu64 " staged (%s), %" PRIu64
+          " registered (%s)\n",
+          tot->routes[PLR_ROUTE_PASS].count, by[PLR_ROUTE_PASS], tot->routes[PLR_ROUTE_STAGE].count,
+          by[PLR_ROUTE_STAGE], tot->routes[PLR_ROUTE_REGISTER].count, by[PLR_ROUTE_REGISTER]);
 }
 
 /* One "not registered:" line per reason pageable copies were not
@@ -132,15 +130,14 @@ static void plr_print_not_registered(FILE *out, const plr_totals *tot) {
     if (tot->not_registered[w].count) order[n++] = w;
   /* Insertion sort: at most a dozen reasons. */
   for (size_t i = 1; i < n; i++)
-    for (size_t k = i; k > 0 && tot->not_registered[order[k]].host_ns >
-                                    tot->not_registered[order[k - 1]].host_ns;
+    for (size_t k = i;
+         k > 0 && tot->not_registered[order[k]].host_ns > tot->not_registered[order[k - 1]].host_ns;
          k--) {
       unsigned x = order[k];
       order[k] = order[k - 1];
       order[k - 1] = x;
     }
-  char cnt[PAGELOCK_WHY_COUNT][24], by[PAGELOCK_WHY_COUNT][32],
-      ms[PAGELOCK_WHY_COUNT][32];
+  char cnt[PAGELOCK_WHY_COUNT][24], by[PAGELOCK_WHY_COUNT][32], ms[PAGELOCK_WHY_COUNT][32];
   int wc = 0, wb = 0, wm = 0;
   for (size_t i = 0; i < n; i++) {
     const plr_bucket *b = &tot->not_registered[order[i]];
@@ -152,27 +149,30 @@ static void plr_print_not_registered(FILE *out, const plr_totals *tot) {
     wm = plr_max(wm, strlen(ms[i]));
   }
   for (size_t i = 0; i < n; i++)
-    fprintf(out, "not registered: %*s copies  %*s  %*s ms  %s\n", wc, cnt[i],
-            wb, by[i], wm, ms[i], plr_why_text(order[i]));
+    fprintf(out, "not registered: %*s copies  %*s  %*s ms  %s\n", wc, cnt[i], wb, by[i], wm, ms[i],
+            plr_why_text(order[i]));
 }
 
 /* The totals block: overall line, split table, the routes (when routes
  * says so) and why pageable copies were not registered (when why says
  * so), then one line per noteworthy count that is non-zero. */
-static void plr_print_totals(FILE *out, const plr_totals *tot, int routes,
-                             int why) {
+static void plr_print_totals(FILE *out, const plr_totals *tot, int routes, int why) {
   char by[32], ms[32];
   plr_fmt_bytes(tot->all.bytes, by, sizeof by);
   plr_fmt_ms(tot->all.host_ns, ms, sizeof ms);
-  fprintf(out, "copies: %" PRIu64 " calls, %s, %s ms of host time inside "
-          "copy calls\n", tot->all.count, by, ms);
+  fprintf(out,
+          "copies: %" PRIu64
+          " calls, %s, %s ms of host time inside "
+          "copy calls\n",
+          tot->all.count, by, ms);
   plr_print_split(out, tot);
   if (routes) plr_print_routes(out, tot);
   if (why) plr_print_not_registered(out, tot);
   if (tot->pageable_async.count) {
     plr_fmt_ms(tot->pageable_async.host_ns, ms, sizeof ms);
     fprintf(out,
-            "%" PRIu64 " async copies were made synchronous by pageable "
+            "%" PRIu64
+            " async copies were made synchronous by pageable "
             "memory, blocking the host %s ms\n",
             tot->pageable_async.count, ms);
   }
@@ -180,33 +180,48 @@ static void plr_print_totals(FILE *out, const plr_totals *tot, int routes,
     plr_fmt_bytes(tot->staged.bytes, by, sizeof by);
     plr_fmt_ms(tot->staged.host_ns, ms, sizeof ms);
     fprintf(out,
-            "%" PRIu64 " pageable copies (%s) were staged through pinned "
+            "%" PRIu64
+            " pageable copies (%s) were staged through pinned "
             "memory, %s ms of host time\n",
             tot->staged.count, by, ms);
   }
   if (tot->registered)
-    fprintf(out, "%" PRIu64 " copies used host memory page-locked by "
-            "pagelock\n", tot->registered);
+    fprintf(out,
+            "%" PRIu64
+            " copies used host memory page-locked by "
+            "pagelock\n",
+            tot->registered);
   if (tot->fallbacks)
-    fprintf(out, "%" PRIu64 " copies fell back to the native call "
-            "(staging gave up)\n", tot->fallbacks);
+    fprintf(out,
+            "%" PRIu64
+            " copies fell back to the native call "
+            "(staging gave up)\n",
+            tot->fallbacks);
   if (tot->captured)
-    fprintf(out, "%" PRIu64 " copies were on a capturing stream (left "
-            "untouched)\n", tot->captured);
+    fprintf(out,
+            "%" PRIu64
+            " copies were on a capturing stream (left "
+            "untouched)\n",
+            tot->captured);
   if (tot->graph_nodes)
-    fprintf(out, "%" PRIu64 " graph memcpy nodes were defined, %" PRIu64
+    fprintf(out,
+            "%" PRIu64 " graph memcpy nodes were defined, %" PRIu64
             " of them with a pageable host side (graphs are left as built; "
-            "each launch copies again)\n", tot->graph_nodes, tot->graph_nodes_pageable);
+            "each launch copies again)\n",
+            tot->graph_nodes, tot->graph_nodes_pageable);
   if (tot->failed)
-    fprintf(out, "%" PRIu64 " copies returned a CUDA error to the "
-            "program\n", tot->failed);
+    fprintf(out,
+            "%" PRIu64
+            " copies returned a CUDA error to the "
+            "program\n",
+            tot->failed);
 }
 
 /* One formatted table cell set, so widths can be measured first.  The
  * site is escaped (escape.h): up to 4 bytes for each byte of the name. */
 typedef struct plr_cells {
   char count[24], bytes[32], ms[32], gbps[32], dirs[48], site[4096];
-  char native[4096]; /* the native site beneath a Python line, "" none */
+  char native[4096];                /* the native site beneath a Python line, "" none */
   char gpu[48], sync[24], save[48]; /* with GPU timing only */
 } plr_cells;
 
@@ -242,21 +257,19 @@ static void plr_row_cells(const plr_row *r, plr_cells *c) {
   }
 }
 
-
 /* One site table, columns sized to the rows shown, at most
  * PLR_TABLE_ROWS rows then a "... N more" summary of the rest.  With GPU
  * timing (gpu) three columns join: GPU time of the joined copies, calls
  * made synchronous, and the host time pinned memory would have saved. */
-static void plr_print_table(FILE *out, const char *title, const char *what,
-                            const plr_rows *rows, int gpu, int moving) {
+static void plr_print_table(FILE *out, const char *title, const char *what, const plr_rows *rows,
+                            int gpu, int moving) {
   /* Under a mode that stages or registers, a row's host time is already
    * what staging left: the column says what remains against pinned. */
   const char *save_head = moving ? "left vs pinned" : "would save";
   if (!rows->n) return;
   size_t shown = rows->n < PLR_TABLE_ROWS ? rows->n : PLR_TABLE_ROWS;
   plr_cells c;
-  int wc = 5, wb = 5, wm = 12, wg = 4, wd = 3, wt = 6, ws = 9,
-      wv = (int)strlen(save_head);
+  int wc = 5, wb = 5, wm = 12, wg = 4, wd = 3, wt = 6, ws = 9, wv = (int)strlen(save_head);
   for (size_t i = 0; i < shown; i++) {
     plr_row_cells(&rows->v[i], &c);
     wc = plr_max(wc, strlen(c.count));
@@ -269,35 +282,35 @@ static void plr_print_table(FILE *out, const char *title, const char *what,
     wv = plr_max(wv, strlen(c.save));
   }
   fprintf(out, "\n%s:\n", title);
-  fprintf(out, "  %*s  %*s  %*s  %*s  %-*s  ", wc, "count", wb, "bytes", wm,
-          "host blocked", wg, "GB/s", wd, "dir");
-  if (gpu)
-    fprintf(out, "%*s  %*s  %*s  ", wt, "GPU ms", ws, "made sync", wv,
-            save_head);
+  fprintf(out, "  %*s  %*s  %*s  %*s  %-*s  ", wc, "count", wb, "bytes", wm, "host blocked", wg,
+          "GB/s", wd, "dir");
+  if (gpu) fprintf(out, "%*s  %*s  %*s  ", wt, "GPU ms", ws, "made sync", wv, save_head);
   fprintf(out, "%s\n", what);
   for (size_t i = 0; i < shown; i++) {
     plr_row_cells(&rows->v[i], &c);
     char ms[40];
     snprintf(ms, sizeof ms, "%s ms", c.ms);
-    fprintf(out, "  %*s  %*s  %*s  %*s  %-*s  ", wc, c.count, wb, c.bytes,
-            wm, ms, wg, c.gbps, wd, c.dirs);
-    if (gpu)
-      fprintf(out, "%*s  %*s  %*s  ", wt, c.gpu, ws, c.sync, wv, c.save);
+    fprintf(out, "  %*s  %*s  %*s  %*s  %-*s  ", wc, c.count, wb, c.bytes, wm, ms, wg, c.gbps, wd,
+            c.dirs);
+    if (gpu) fprintf(out, "%*s  %*s  %*s  ", wt, c.gpu, ws, c.sync, wv, c.save);
     fprintf(out, "%s\n", c.site);
     /* A Python line first, the native site it went through beneath. */
     if (c.native[0])
-      fprintf(out, "%*snative: %s\n",
-              2 + wc + 2 + wb + 2 + wm + 2 + wg + 2 + wd + 2 +
-                  (gpu ? wt + 2 + ws + 2 + wv + 2 : 0) + 2,
-              "", c.native);
+      fprintf(
+          out, "%*snative: %s\n",
+          2 + wc + 2 + wb + 2 + wm + 2 + wg + 2 + wd + 2 + (gpu ? wt + 2 + ws + 2 + wv + 2 : 0) + 2,
+          "", c.native);
     const plr_row *r = &rows->v[i];
     if (r->g.chunks) {
       /* The shim's copies, under the program's call they moved. */
       char by[32], gms[32];
       plr_fmt_bytes(r->g.chunk_bytes, by, sizeof by);
       plr_fmt_ms(r->g.chunk_gpu_ns, gms, sizeof gms);
-      fprintf(out, "  %*s  staged through %" PRIu64 " chunks (%s, %s ms of "
-              "GPU time)\n", wc, "", r->g.chunks, by, gms);
+      fprintf(out,
+              "  %*s  staged through %" PRIu64
+              " chunks (%s, %s ms of "
+              "GPU time)\n",
+              wc, "", r->g.chunks, by, gms);
     }
   }
   if (rows->n > shown) {
@@ -305,8 +318,7 @@ static void plr_print_table(FILE *out, const char *title, const char *what,
     for (size_t i = shown; i < rows->n; i++) plr_bucket_add(&rest, &rows->v[i].b);
     char ms[32];
     plr_fmt_ms(rest.host_ns, ms, sizeof ms);
-    fprintf(out, "  ... %zu more (%" PRIu64 " copies, %s ms)\n",
-            rows->n - shown, rest.count, ms);
+    fprintf(out, "  ... %zu more (%" PRIu64 " copies, %s ms)\n", rows->n - shown, rest.count, ms);
   }
 }
 
@@ -331,7 +343,8 @@ static void plr_print_counters(FILE *out, const pagelock_rec_counters *c) {
 static void plr_print_advice(FILE *out, const plr_trace *t) {
   const plr_totals *tot = &t->tot;
   if (!tot->pageable.count) {
-    fprintf(out, "advice: no copy used pageable host memory: nothing for "
+    fprintf(out,
+            "advice: no copy used pageable host memory: nothing for "
             "pagelock to fix.\n");
     return;
   }
@@ -353,7 +366,8 @@ static void plr_print_advice(FILE *out, const plr_trace *t) {
   if (plr_trace_shows_why(t)) {
     fprintf(out,
             "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost "
-            "(or torch pin_memory()); %" PRIu64 " pageable copies were "
+            "(or torch pin_memory()); %" PRIu64
+            " pageable copies were "
             "neither staged nor registered (see 'not registered' above).\n",
             tot->pageable.count > moved ? tot->pageable.count - moved : 0);
     return;
@@ -363,11 +377,11 @@ static void plr_print_advice(FILE *out, const plr_trace *t) {
     /* Point at the notes only when there are some to read. */
     fprintf(out,
             "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost "
-            "(or torch pin_memory()); %" PRIu64 " pageable copies were not "
+            "(or torch pin_memory()); %" PRIu64
+            " pageable copies were not "
             "staged (smaller than PAGELOCK_STAGE_MIN, 2D/3D or batch copies, "
             "on a capturing stream, or staging unavailable%s).\n",
-            tot->pageable.count - tot->staged.count,
-            t->nnotes ? ": see the notes above" : "");
+            tot->pageable.count - tot->staged.count, t->nnotes ? ": see the notes above" : "");
     return;
   }
   fprintf(out,
@@ -380,8 +394,8 @@ static void plr_print_advice(FILE *out, const plr_trace *t) {
  * none and what to do. */
 static void plr_print_gpu_status(FILE *out, const plr_gpu_report *g) {
   if (g->status == PAGELOCK_GPU_TIMING_ON) {
-    fprintf(out, "GPU timing: CUPTI, %" PRIu64 " records, %" PRIu64
-            " dropped\n", g->records, g->dropped);
+    fprintf(out, "GPU timing: CUPTI, %" PRIu64 " records, %" PRIu64 " dropped\n", g->records,
+            g->dropped);
     return;
   }
   /* A program that started its own profiler midway took CUPTI over: what
@@ -389,15 +403,14 @@ static void plr_print_gpu_status(FILE *out, const plr_gpu_report *g) {
   /* The reason comes from the trace: escaped. */
   const char *why = g->reason[0] ? g->reason : plr_gpu_status_name(g->status);
   if (g->records)
-    fprintf(out, "%sGPU timing partial:%s CUPTI, %" PRIu64 " records, %" PRIu64
-            " dropped, then ", plr_sgr("33"), plr_sgr(NULL), g->records, g->dropped);
+    fprintf(out, "%sGPU timing partial:%s CUPTI, %" PRIu64 " records, %" PRIu64 " dropped, then ",
+            plr_sgr("33"), plr_sgr(NULL), g->records, g->dropped);
   else
     fprintf(out, "%sGPU timing unavailable:%s ", plr_sgr("33"), plr_sgr(NULL));
   plr_text_puts(out, why);
   fputc('\n', out);
   for (size_t i = 0; i < g->nverdicts; i++)
-    if (g->verdicts[i].kind == PLR_VERDICT_NO_GPU_TIMING &&
-        g->verdicts[i].advice[0]) {
+    if (g->verdicts[i].kind == PLR_VERDICT_NO_GPU_TIMING && g->verdicts[i].advice[0]) {
       fputs("  fix: ", out);
       plr_text_puts(out, g->verdicts[i].advice);
       fputc('\n', out);
@@ -408,13 +421,10 @@ static void plr_print_gpu_status(FILE *out, const plr_gpu_report *g) {
  * for GPU scheduling problems, green for good news. */
 static const char *plr_verdict_color(uint32_t kind) {
   switch (kind) {
-  case PLR_VERDICT_GOOD:
-    return "32";
-  case PLR_VERDICT_ONE_ENGINE:
-  case PLR_VERDICT_IDLE:
-    return "33";
-  default:
-    return "1;31";
+    case PLR_VERDICT_GOOD: return "32";
+    case PLR_VERDICT_ONE_ENGINE:
+    case PLR_VERDICT_IDLE: return "33";
+    default: return "1;31";
   }
 }
 
@@ -425,8 +435,7 @@ static void plr_print_verdicts(FILE *out, const plr_gpu_report *g) {
   for (size_t i = 0; i < g->nverdicts; i++) {
     const plr_verdict *v = &g->verdicts[i];
     if (v->kind == PLR_VERDICT_NO_GPU_TIMING) continue;
-    fprintf(out, "%sverdict:%s ", plr_sgr(plr_verdict_color(v->kind)),
-            plr_sgr(NULL));
+    fprintf(out, "%sverdict:%s ", plr_sgr(plr_verdict_color(v->kind)), plr_sgr(NULL));
     plr_text_puts(out, v->text);
     fputc('\n', out);
     if (v->advice[0]) {
@@ -438,13 +447,10 @@ static void plr_print_verdicts(FILE *out, const plr_gpu_report *g) {
 }
 
 /* ms with 3 decimals, or "-" for an absent measure. */
-static void plr_cell_ms(uint64_t ns, char *buf, size_t len) {
-  plr_fmt_ms(ns, buf, len);
-}
+static void plr_cell_ms(uint64_t ns, char *buf, size_t len) { plr_fmt_ms(ns, buf, len); }
 
 /* Percent with no decimals, "-" when the whole is 0. */
-static void plr_cell_pct(uint64_t part, uint64_t whole, char *buf,
-                         size_t len) {
+static void plr_cell_pct(uint64_t part, uint64_t whole, char *buf, size_t len) {
   if (!whole)
     snprintf(buf, len, "-");
   else
@@ -452,15 +458,14 @@ static void plr_cell_pct(uint64_t part, uint64_t whole, char *buf,
 }
 
 /* The per-device table, then each device's longest idle gaps. */
-static void plr_print_devices(FILE *out, const plr_gpu_report *g,
-                              uint64_t t0) {
+static void plr_print_devices(FILE *out, const plr_gpu_report *g, uint64_t t0) {
   if (!g->ndev) return;
   fprintf(out, "\nGPU devices (GPU time, ms):\n");
   plr_tab tab;
   plr_tab_init(&tab, 14);
-  static const char *const head[] = {
-      "device", "name", "engines", "window", "kernels", "H2D", "D2H",
-      "other", "copies", "hidden", "exposed", "H2D+D2H", "idle", "gaps"};
+  static const char *const head[] = {"device",  "name",    "engines", "window", "kernels",
+                                     "H2D",     "D2H",     "other",   "copies", "hidden",
+                                     "exposed", "H2D+D2H", "idle",    "gaps"};
   plr_tab_row(&tab, head);
   for (size_t i = 0; i < g->ndev; i++) {
     const plr_device_report *d = &g->dev[i];
@@ -487,24 +492,22 @@ static void plr_print_devices(FILE *out, const plr_gpu_report *g,
     plr_tab_row(&tab, row);
   }
   plr_tab_print(out, &tab, "rlrrrrrrrrrrrr");
-  fprintf(out, "  (hidden: share of copy time that ran under kernels; "
+  fprintf(out,
+          "  (hidden: share of copy time that ran under kernels; "
           "exposed: copy time with no kernel running)\n");
   for (size_t i = 0; i < g->ndev; i++) {
     const plr_device_report *d = &g->dev[i];
     if (!d->ngaps) continue;
     char thr[32];
     plr_fmt_ms(d->gap_threshold_ns, thr, sizeof thr);
-    fprintf(out, "  device %u idle gaps >= %s ms (longest first):", d->device,
-            thr);
+    fprintf(out, "  device %u idle gaps >= %s ms (longest first):", d->device, thr);
     for (size_t k = 0; k < d->ngaps; k++) {
       char len[32], at[32];
       plr_fmt_ms(d->gaps[k].end - d->gaps[k].start, len, sizeof len);
-      plr_fmt_ms(d->gaps[k].start > t0 ? d->gaps[k].start - t0 : 0, at,
-                 sizeof at);
+      plr_fmt_ms(d->gaps[k].start > t0 ? d->gaps[k].start - t0 : 0, at, sizeof at);
       fprintf(out, "%s %s ms at +%s ms", k ? "," : "", len, at);
     }
-    if (d->gaps_total > d->ngaps)
-      fprintf(out, ", ... %" PRIu64 " more", d->gaps_total - d->ngaps);
+    if (d->gaps_total > d->ngaps) fprintf(out, ", ... %" PRIu64 " more", d->gaps_total - d->ngaps);
     fputc('\n', out);
   }
 }
@@ -518,9 +521,8 @@ static void plr_print_bandwidth(FILE *out, const plr_gpu_report *g) {
   int staged = 0;
   plr_tab tab;
   plr_tab_init(&tab, 10);
-  static const char *const head[] = {"device", "copy", "from", "to", "size",
-                                     "count", "bytes", "GPU ms",
-                                     "median GB/s", "p10 GB/s"};
+  static const char *const head[] = {"device", "copy",  "from",   "to",          "size",
+                                     "count",  "bytes", "GPU ms", "median GB/s", "p10 GB/s"};
   plr_tab_row(&tab, head);
   for (size_t i = 0; i < g->ndev; i++) {
     const plr_device_report *d = &g->dev[i];
@@ -531,15 +533,11 @@ static void plr_print_bandwidth(FILE *out, const plr_gpu_report *g) {
       snprintf(c[1], PLR_CELL, "%s", plr_gpu_copy_name(b->copy_kind));
       /* A chunk's host side is the shim's pinned buffer, not the
        * program's memory: named apart. */
-      int hs = b->copy_kind == PAGELOCK_GPU_COPY_HTOD ||
-               b->copy_kind == PAGELOCK_GPU_COPY_HTOA;
-      int hd = b->copy_kind == PAGELOCK_GPU_COPY_DTOH ||
-               b->copy_kind == PAGELOCK_GPU_COPY_ATOH;
+      int hs = b->copy_kind == PAGELOCK_GPU_COPY_HTOD || b->copy_kind == PAGELOCK_GPU_COPY_HTOA;
+      int hd = b->copy_kind == PAGELOCK_GPU_COPY_DTOH || b->copy_kind == PAGELOCK_GPU_COPY_ATOH;
       staged |= b->staged;
-      snprintf(c[2], PLR_CELL, "%s",
-               b->staged && hs ? "staged" : plr_gpu_mem_name(b->src_kind));
-      snprintf(c[3], PLR_CELL, "%s",
-               b->staged && hd ? "staged" : plr_gpu_mem_name(b->dst_kind));
+      snprintf(c[2], PLR_CELL, "%s", b->staged && hs ? "staged" : plr_gpu_mem_name(b->src_kind));
+      snprintf(c[3], PLR_CELL, "%s", b->staged && hd ? "staged" : plr_gpu_mem_name(b->dst_kind));
       snprintf(c[4], PLR_CELL, "%s", plr_size_bucket_name(b->bucket));
       snprintf(c[5], PLR_CELL, "%" PRIu64, b->count);
       plr_fmt_bytes(b->bytes, c[6], PLR_CELL);
@@ -553,25 +551,30 @@ static void plr_print_bandwidth(FILE *out, const plr_gpu_report *g) {
   }
   plr_tab_print(out, &tab, "rlllrrrrrr");
   if (staged)
-    fprintf(out, "  (staged: the pinned chunks pagelock moved staged copies "
+    fprintf(out,
+            "  (staged: the pinned chunks pagelock moved staged copies "
             "through, not copies the program made)\n");
 }
 
 /* How many copy calls found their GPU op(s). */
 static void plr_print_join(FILE *out, const plr_gpu_report *g) {
   const plr_call_join *j = &g->join;
-  fprintf(out, "GPU join: %" PRIu64 " of %" PRIu64 " copy calls matched "
-          "their GPU copies", j->calls, j->calls + j->unjoined);
+  fprintf(out,
+          "GPU join: %" PRIu64 " of %" PRIu64
+          " copy calls matched "
+          "their GPU copies",
+          j->calls, j->calls + j->unjoined);
   /* The shim's chunks are its own GPU copies, not the program's: they
    * are named as what they are and never counted among the calls. */
   if (j->linked)
-    fprintf(out, " (%" PRIu64 " staged through %" PRIu64 " chunks)",
-            j->linked, j->chunks);
+    fprintf(out, " (%" PRIu64 " staged through %" PRIu64 " chunks)", j->linked, j->chunks);
   if (j->gpu_ops_unjoined)
     fprintf(out, "; %" PRIu64 " GPU copies matched no call", j->gpu_ops_unjoined);
   fputc('\n', out);
   if (j->mem_mismatch)
-    fprintf(out, "note: warning: for %" PRIu64 " calls CUPTI and pagelock "
+    fprintf(out,
+            "note: warning: for %" PRIu64
+            " calls CUPTI and pagelock "
             "disagree on whether the host memory was pageable\n",
             j->mem_mismatch);
 }
@@ -591,18 +594,15 @@ static void plr_print_process(FILE *out, const plr_process *p) {
     fputs(" on ", out);
     plr_text_puts(out, t->host);
   }
-  fprintf(out, ": mode %s, %s ms traced",
-          t->have_process ? plr_mode_name(t->mode) : "unknown", ms);
+  fprintf(out, ": mode %s, %s ms traced", t->have_process ? plr_mode_name(t->mode) : "unknown", ms);
   if (t->rank >= 0) fprintf(out, ", rank %d", t->rank);
-  if (t->hdr.flags & PAGELOCK_FILE_SIMULATED)
-    fprintf(out, " (simulated timings)");
+  if (t->hdr.flags & PAGELOCK_FILE_SIMULATED) fprintf(out, " (simulated timings)");
   if (plr_trace_partial(t)) {
     /* Why, when the trace knows: the writer's stop flags, or the byte where
      * a checksummed trace is damaged. */
     const char *why = plr_trace_stop_reason(t);
     if (t->stop == PLR_STOP_DAMAGED)
-      fprintf(out, " [partial trace: corrupt from byte %" PRIu64 "]",
-              t->damage.from);
+      fprintf(out, " [partial trace: corrupt from byte %" PRIu64 "]", t->damage.from);
     else if (why)
       fprintf(out, " [partial trace: %s]", why);
     else
@@ -613,26 +613,23 @@ static void plr_print_process(FILE *out, const plr_process *p) {
   int timed = plr_gpu_report_timed(g);
   plr_print_gpu_status(out, g);
   for (size_t i = 0; i < t->nnotes; i++) {
-    fprintf(out, "note: %s",
-            t->notes[i].kind == PAGELOCK_NOTE_WARNING ? "warning: " : "");
+    fprintf(out, "note: %s", t->notes[i].kind == PAGELOCK_NOTE_WARNING ? "warning: " : "");
     plr_text_puts(out, t->notes[i].text);
     fputc('\n', out);
   }
-  if (t->notes_dropped)
-    fprintf(out, "note: ... %" PRIu64 " more notes\n", t->notes_dropped);
+  if (t->notes_dropped) fprintf(out, "note: ... %" PRIu64 " more notes\n", t->notes_dropped);
   plr_print_verdicts(out, g);
-  plr_print_totals(out, &t->tot, plr_trace_shows_routes(t),
-                   plr_trace_shows_why(t));
+  plr_print_totals(out, &t->tot, plr_trace_shows_routes(t), plr_trace_shows_why(t));
   if (timed) plr_print_join(out, g);
   plr_print_devices(out, g, t->first_ns);
   plr_print_bandwidth(out, g);
-  int moving = t->have_process && (t->mode == PAGELOCK_MODE_STAGE ||
-                                    t->mode == PAGELOCK_MODE_REGISTER ||
-                                    t->mode == PAGELOCK_MODE_AUTO);
-  plr_print_table(out, "pageable copies by call site (worst first)",
-                  "call site", &p->calls, timed, moving);
-  plr_print_table(out, "pageable copies by allocation site (worst first)",
-                  "allocation site", &p->allocs, timed, moving);
+  int moving =
+      t->have_process && (t->mode == PAGELOCK_MODE_STAGE || t->mode == PAGELOCK_MODE_REGISTER ||
+                          t->mode == PAGELOCK_MODE_AUTO);
+  plr_print_table(out, "pageable copies by call site (worst first)", "call site", &p->calls, timed,
+                  moving);
+  plr_print_table(out, "pageable copies by allocation site (worst first)", "allocation site",
+                  &p->allocs, timed, moving);
   if (t->have_counters) plr_print_counters(out, &t->counters);
   fputc('\n', out);
   plr_print_advice(out, t);
@@ -644,9 +641,8 @@ static void plr_print_ranks(FILE *out, const plr_process *ps, size_t n) {
   fprintf(out, "\nper rank:\n");
   plr_tab tab;
   plr_tab_init(&tab, 8);
-  static const char *const head[] = {"rank", "host", "pid", "copies",
-                                     "pageable", "host blocked",
-                                     "exposed copy", "hidden"};
+  static const char *const head[] = {"rank",     "host",         "pid",          "copies",
+                                     "pageable", "host blocked", "exposed copy", "hidden"};
   plr_tab_row(&tab, head);
   for (size_t i = 0; i < n; i++) {
     const plr_trace *t = &ps[i].t;
@@ -665,8 +661,7 @@ static void plr_print_ranks(FILE *out, const plr_process *ps, size_t n) {
     if (plr_gpu_report_timed(g)) {
       plr_fmt_ms(g->total_copy_exposed_ns, ms, sizeof ms);
       snprintf(c[6], PLR_CELL, "%s ms", ms);
-      plr_cell_pct(g->total_copy_hidden_ns, g->total_copy_busy_ns, c[7],
-                   PLR_CELL);
+      plr_cell_pct(g->total_copy_hidden_ns, g->total_copy_busy_ns, c[7], PLR_CELL);
     } else {
       snprintf(c[6], PLR_CELL, "-");
       snprintf(c[7], PLR_CELL, "-");

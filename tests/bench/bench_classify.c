@@ -19,8 +19,11 @@ int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 7;
   if (reps < 1 || reps > 100) reps = 7;
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  CUresult (*init)(unsigned) = h ? (CUresult (*)(unsigned))dlsym(h, "cuInit") : NULL;
-  if (!init || init(0) != CUDA_SUCCESS) { fprintf(stderr, "bench_classify: no CUDA driver\n"); return 2; }
+  CUresult (*init)(unsigned) = h ? (CUresult(*)(unsigned))dlsym(h, "cuInit") : NULL;
+  if (!init || init(0) != CUDA_SUCCESS) {
+    fprintf(stderr, "bench_classify: no CUDA driver\n");
+    return 2;
+  }
   size_t n = 1 << 20;
   char *buf = malloc(n);
   pl_hostmem_init(64 << 10);
@@ -32,7 +35,8 @@ int main(int argc, char **argv) {
   for (int r = 0; r < reps; r++) {
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    for (int i = 0; i < calls; i++) sink += pl_hostmem_classify((CUdeviceptr)(uintptr_t)(buf + (i & 0xfffff)));
+    for (int i = 0; i < calls; i++)
+      sink += pl_hostmem_classify((CUdeviceptr)(uintptr_t)(buf + (i & 0xfffff)));
     clock_gettime(CLOCK_MONOTONIC, &b);
     t[r] = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / calls;
   }
@@ -41,7 +45,8 @@ int main(int argc, char **argv) {
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
   char *other = malloc(4096);
-  for (int i = 0; i < 100000; i++) sink += pl_hostmem_classify((CUdeviceptr)(uintptr_t)(other + (i & 1023)));
+  for (int i = 0; i < 100000; i++)
+    sink += pl_hostmem_classify((CUdeviceptr)(uintptr_t)(other + (i & 1023)));
   clock_gettime(CLOCK_MONOTONIC, &b);
   double q = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / 100000;
   printf("result mode=classify kind=%s cached_ns=%.1f uncached_ns=%.1f\n",

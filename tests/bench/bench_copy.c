@@ -55,8 +55,10 @@
 
 static void *host_alloc(const char *kind, size_t n) {
   void *p;
-  if (strcmp(kind, "pinned") == 0) RT(cudaMallocHost(&p, n));
-  else p = malloc(n);
+  if (strcmp(kind, "pinned") == 0)
+    RT(cudaMallocHost(&p, n));
+  else
+    p = malloc(n);
   memset(p, 0x5a, n); /* fault the pages in: first-touch is not the copy's cost */
   return p;
 }
@@ -67,11 +69,18 @@ static void CUDA_CB bench_nop(void *arg) { (void)arg; }
  * symbol table: under the shim every lookup through the dynamic linker
  * (dlsym, cuGetProcAddress) answers with the wrapper, which is the point of
  * the shim and exactly what the `ab` mode must get around. */
-struct bench_mod { const char *path; uintptr_t base; };
+struct bench_mod {
+  const char *path;
+  uintptr_t base;
+};
 static int bench_find_cuda(struct dl_phdr_info *i, size_t n, void *arg) {
   (void)n;
   struct bench_mod *m = arg;
-  if (i->dlpi_name && strstr(i->dlpi_name, "libcuda.so")) { m->path = i->dlpi_name; m->base = i->dlpi_addr; return 1; }
+  if (i->dlpi_name && strstr(i->dlpi_name, "libcuda.so")) {
+    m->path = i->dlpi_name;
+    m->base = i->dlpi_addr;
+    return 1;
+  }
   return 0;
 }
 static void *bench_real_sym(const char *name) {
@@ -81,7 +90,10 @@ static void *bench_real_sym(const char *name) {
   int fd = open(m.path, O_RDONLY);
   struct stat st;
   if (fd < 0) return NULL;
-  if (fstat(fd, &st) != 0) { close(fd); return NULL; }
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return NULL;
+  }
   const char *f = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
   if (f == MAP_FAILED) return NULL;
@@ -103,7 +115,12 @@ static void *bench_real_sym(const char *name) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 5) { fprintf(stderr, "usage: bench_copy h2d|d2h|small|ab|overlap|pipe|tiny|probe pinned|pageable SIZE REPS\n"); return 2; }
+  if (argc < 5) {
+    fprintf(
+        stderr,
+        "usage: bench_copy h2d|d2h|small|ab|overlap|pipe|tiny|probe pinned|pageable SIZE REPS\n");
+    return 2;
+  }
   const char *mode = argv[1], *kind = argv[2];
   size_t size = strtoull(argv[3], NULL, 10);
   int reps = atoi(argv[4]);
@@ -124,13 +141,20 @@ int main(int argc, char **argv) {
      * state is what a program copying in a loop sees. */
     for (int r = -3; r < reps; r++) {
       double t0 = now_s();
-      if (h2d) RT(cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s));
-      else RT(cudaMemcpyAsync(host, dev, size, cudaMemcpyDeviceToHost, s));
+      if (h2d)
+        RT(cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s));
+      else
+        RT(cudaMemcpyAsync(host, dev, size, cudaMemcpyDeviceToHost, s));
       double t1 = now_s();
       RT(cudaStreamSynchronize(s));
       double t2 = now_s();
-      if (r >= 0) { v[r] = size / (t2 - t0) / 1e9; call[r] = (t1 - t0) * 1e6; }
-      if (getenv("BENCH_VERBOSE")) fprintf(stderr, "rep %d: %.2f GB/s, call %.1f us\n", r, size / (t2 - t0) / 1e9, (t1 - t0) * 1e6);
+      if (r >= 0) {
+        v[r] = size / (t2 - t0) / 1e9;
+        call[r] = (t1 - t0) * 1e6;
+      }
+      if (getenv("BENCH_VERBOSE"))
+        fprintf(stderr, "rep %d: %.2f GB/s, call %.1f us\n", r, size / (t2 - t0) / 1e9,
+                (t1 - t0) * 1e6);
     }
     double gbps = median(v, reps), us = median(call, reps);
     /* The same call from a pinned buffer, in this process, after it: the
@@ -152,12 +176,14 @@ int main(int argc, char **argv) {
       ref = median(call, reps);
       RT(cudaFreeHost(pin));
     }
-    printf("result mode=%s kind=%s size=%zu gbps=%.2f call_us=%.1f pinned_call_us=%.1f\n", mode, kind, size, gbps, us, ref);
+    printf("result mode=%s kind=%s size=%zu gbps=%.2f call_us=%.1f pinned_call_us=%.1f\n", mode,
+           kind, size, gbps, us, ref);
   } else if (!strcmp(mode, "small")) {
     const int calls = 10000;
     for (int r = -1; r < reps; r++) {
       double t0 = now_s();
-      for (int i = 0; i < calls; i++) RT(cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s));
+      for (int i = 0; i < calls; i++)
+        RT(cudaMemcpyAsync(dev, host, size, cudaMemcpyHostToDevice, s));
       double t1 = now_s();
       RT(cudaStreamSynchronize(s));
       if (r >= 0) v[r] = (t1 - t0) / calls * 1e9;
@@ -168,7 +194,10 @@ int main(int argc, char **argv) {
     void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
     htod_fn wrapped = lib ? (htod_fn)dlsym(lib, "cuMemcpyHtoDAsync_v2") : NULL;
     htod_fn real = (htod_fn)bench_real_sym("cuMemcpyHtoDAsync_v2");
-    if (wrapped == NULL || real == NULL) { fprintf(stderr, "bench_copy: cuMemcpyHtoDAsync_v2 not found\n"); return 2; }
+    if (wrapped == NULL || real == NULL) {
+      fprintf(stderr, "bench_copy: cuMemcpyHtoDAsync_v2 not found\n");
+      return 2;
+    }
     const int calls = 10000;
     double *w = calloc((size_t)reps, sizeof *w), *ratio = calloc((size_t)reps, sizeof *ratio);
     /* Batches alternate, and which goes first alternates too: whatever
@@ -183,10 +212,14 @@ int main(int argc, char **argv) {
         t[(h ^ (r & 1))] = (now_s() - t0) / calls * 1e9;
         RT(cudaStreamSynchronize(s));
       }
-      if (r >= 0) { w[r] = t[0]; v[r] = t[1]; ratio[r] = t[0] / t[1]; }
+      if (r >= 0) {
+        w[r] = t[0];
+        v[r] = t[1];
+        ratio[r] = t[0] / t[1];
+      }
     }
-    printf("result mode=ab kind=%s size=%zu wrapped_ns=%.1f real_ns=%.1f ratio=%.3f same=%d\n", kind, size,
-           median(w, reps), median(v, reps), median(ratio, reps), wrapped == real);
+    printf("result mode=ab kind=%s size=%zu wrapped_ns=%.1f real_ns=%.1f ratio=%.3f same=%d\n",
+           kind, size, median(w, reps), median(v, reps), median(ratio, reps), wrapped == real);
     free(w);
     free(ratio);
   } else if (!strcmp(mode, "overlap")) {
@@ -208,8 +241,8 @@ int main(int argc, char **argv) {
       RT(cudaDeviceSynchronize());
       if (r >= 0) v[r] = (now_s() - t0) * 1e3;
     }
-    printf("result mode=overlap kind=%s size=%zu ms=%.2f kernel_ms=%.2f\n", kind, size, median(v, reps),
-           8 * ns / 1e6);
+    printf("result mode=overlap kind=%s size=%zu ms=%.2f kernel_ms=%.2f\n", kind, size,
+           median(v, reps), 8 * ns / 1e6);
   } else if (!strcmp(mode, "pipe")) {
     /* Uploads of the next batch on s beside downloads of the last results
      * on k: what a training loop does.  The download's buffer is apart. */
@@ -245,10 +278,12 @@ int main(int argc, char **argv) {
     /* The driver's pointer query, as the shim's classification asks it,
      * for this (pageable or pinned) buffer. */
     unsigned long long pq_type = 0, pq_managed = 0;
-    CUpointer_attribute pq_attr[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    CUpointer_attribute pq_attr[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                      CU_POINTER_ATTRIBUTE_IS_MANAGED};
     void *pq_data[2] = {&pq_type, &pq_managed};
     t0 = now_s();
-    for (int i = 0; i < 10000; i++) (void)cuPointerGetAttributes(2, pq_attr, pq_data, (CUdeviceptr)host);
+    for (int i = 0; i < 10000; i++)
+      (void)cuPointerGetAttributes(2, pq_attr, pq_data, (CUdeviceptr)host);
     double ptrq_ns = (now_s() - t0) / 10000 * 1e9;
     RT(cudaStreamSynchronize(s));
     for (int r = -2; r < reps; r++) {
@@ -258,8 +293,9 @@ int main(int argc, char **argv) {
       RT(cudaStreamSynchronize(s));
       if (r >= 0) call[r] = (t1 - t0) * 1e6;
     }
-    printf("result mode=probe kind=%s clock_ns=%.1f ctx_ns=%.1f stream_query_ns=%.1f hostfn_ns=%.0f ptrq_ns=%.0f call_us=%.1f\n",
-           kind, clock_ns, ctx_ns, query_ns, hostfn_ns, ptrq_ns, median(call, reps));
+    printf(
+        "result mode=probe kind=%s clock_ns=%.1f ctx_ns=%.1f stream_query_ns=%.1f hostfn_ns=%.0f ptrq_ns=%.0f call_us=%.1f\n",
+        kind, clock_ns, ctx_ns, query_ns, hostfn_ns, ptrq_ns, median(call, reps));
   } else if (!strcmp(mode, "tiny")) {
     CUmodule m;
     CUfunction f;

@@ -25,7 +25,7 @@ static void CUDA_CB noop(void *arg) { (void)arg; }
 static atomic_int gate;
 static void CUDA_CB wait_gate(void *arg) {
   (void)arg;
-  while (!atomic_load(&gate)) { }
+  while (!atomic_load(&gate)) {}
 }
 
 #define N 32
@@ -51,14 +51,18 @@ int main(int argc, char **argv) {
   unsigned long long spin = 200000000ull;
   void *params[] = {&spin};
   double dma[N], fn[N], id[N], batch[N], big[N];
-  static const char *const holds[] = {"kernel", "kernel", "hostfn", "idle"}; /* the first pass warms up */
+  static const char *const holds[] = {"kernel", "kernel", "hostfn",
+                                      "idle"}; /* the first pass warms up */
   for (int rep = 0; rep < 4; rep++) {
     atomic_store(&gate, 0);
-    if (rep < 2) DRV(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
-    else if (rep == 2) DRV(cuLaunchHostFunc(s, wait_gate, NULL));
+    if (rep < 2)
+      DRV(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
+    else if (rep == 2)
+      DRV(cuLaunchHostFunc(s, wait_gate, NULL));
     for (int i = 0; i < N; i++) {
       double t0 = now_s() * 1e9;
-      DRV(cuMemcpyDtoHAsync((char *)h + (size_t)(i % 4) * chunk, d + (size_t)(i % 4) * chunk, chunk, s));
+      DRV(cuMemcpyDtoHAsync((char *)h + (size_t)(i % 4) * chunk, d + (size_t)(i % 4) * chunk, chunk,
+                            s));
       double t1 = now_s() * 1e9;
       DRV(cuLaunchHostFunc(s, noop, NULL));
       double t2 = now_s() * 1e9;
@@ -82,13 +86,19 @@ int main(int argc, char **argv) {
       double t4 = now_s() * 1e9;
       DRV(cuMemcpyDtoHAsync(h, d, 4 * chunk, s));
       double t5 = now_s() * 1e9;
-      dma[i] = t1 - t0; fn[i] = t2 - t1; id[i] = t3 - t2; batch[i] = br == CUDA_SUCCESS ? t4 - t3 : -1; big[i] = t5 - t4;
+      dma[i] = t1 - t0;
+      fn[i] = t2 - t1;
+      id[i] = t3 - t2;
+      batch[i] = br == CUDA_SUCCESS ? t4 - t3 : -1;
+      big[i] = t5 - t4;
     }
     atomic_store(&gate, 1);
     DRV(cuStreamSynchronize(s));
     if (rep > 0)
-      printf("result hold=%s chunk_mib=%zu dma_ns=%.0f hostfn_ns=%.0f streamid_ns=%.0f batch4_ns=%.0f dma4x_ns=%.0f\n",
-             holds[rep], chunk >> 20, median(dma, N), median(fn, N), median(id, N), median(batch, N), median(big, N));
+      printf(
+          "result hold=%s chunk_mib=%zu dma_ns=%.0f hostfn_ns=%.0f streamid_ns=%.0f batch4_ns=%.0f dma4x_ns=%.0f\n",
+          holds[rep], chunk >> 20, median(dma, N), median(fn, N), median(id, N), median(batch, N),
+          median(big, N));
   }
   return 0;
 }

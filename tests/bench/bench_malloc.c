@@ -37,7 +37,8 @@ static void *work(void *arg) {
   for (int i = 0; i < OPS; i++) {
     int k = rand_r(&seed) % 64;
     int big = rand_r(&seed) % 50 == 0; /* 2% large */
-    size_t n = big ? (size_t)(65536 + rand_r(&seed) % (1 << 20)) : (size_t)(16 + rand_r(&seed) % 4096);
+    size_t n =
+        big ? (size_t)(65536 + rand_r(&seed) % (1 << 20)) : (size_t)(16 + rand_r(&seed) % 4096);
     if (rand_r(&seed) % 4 == 0 && slot[k]) {
       void *p = use.realloc(slot[k], n);
       if (p) slot[k] = p;
@@ -82,17 +83,25 @@ int main(int argc, char **argv) {
     allocator libc = {(void *(*)(size_t))dlsym(RTLD_DEFAULT, "__libc_malloc"),
                       (void (*)(void *))dlsym(RTLD_DEFAULT, "__libc_free"),
                       (void *(*)(void *, size_t))dlsym(RTLD_DEFAULT, "__libc_realloc")};
-    if (!libc.malloc || !libc.free || !libc.realloc) { fprintf(stderr, "bench_malloc: no __libc_malloc\n"); return 2; }
+    if (!libc.malloc || !libc.free || !libc.realloc) {
+      fprintf(stderr, "bench_malloc: no __libc_malloc\n");
+      return 2;
+    }
     (void)run_once(found); /* warm-up: arenas and threads' caches */
     (void)run_once(libc);
     for (int r = 0; r < reps; r++) {
       /* which goes first alternates: drift falls on both alike */
-      if (r & 1) { u[r] = run_once(libc); t[r] = run_once(found); }
-      else { t[r] = run_once(found); u[r] = run_once(libc); }
+      if (r & 1) {
+        u[r] = run_once(libc);
+        t[r] = run_once(found);
+      } else {
+        t[r] = run_once(found);
+        u[r] = run_once(libc);
+      }
       q[r] = t[r] / u[r];
     }
-    printf("result mode=malloc_ab hooked_ms=%.1f libc_ms=%.1f ratio=%.3f same=%d\n", med(t, reps), med(u, reps),
-           med(q, reps), found.malloc == libc.malloc);
+    printf("result mode=malloc_ab hooked_ms=%.1f libc_ms=%.1f ratio=%.3f same=%d\n", med(t, reps),
+           med(u, reps), med(q, reps), found.malloc == libc.malloc);
     return 0;
   }
   for (int r = 0; r < reps; r++) t[r] = run_once(found);

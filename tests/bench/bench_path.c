@@ -29,9 +29,14 @@ static CUresult bench_native(const pl_copy *c) {
 
 /* As PL_WRAP_HTOD_ASYNC builds it (shim/hook_copy.c). */
 __attribute__((noinline)) static CUresult bench_wrapper(const void *src) {
-  pl_copy c = {.api = PAGELOCK_API_cuMemcpyHtoDAsync_v2, .flags = PAGELOCK_COPY_ASYNC,
-               .dir = PAGELOCK_DIR_H2D, .dst = 0x1000, .src = (CUdeviceptr)(uintptr_t)src,
-               .bytes = 256, .callsite = __builtin_return_address(0), .native = bench_native,
+  pl_copy c = {.api = PAGELOCK_API_cuMemcpyHtoDAsync_v2,
+               .flags = PAGELOCK_COPY_ASYNC,
+               .dir = PAGELOCK_DIR_H2D,
+               .dst = 0x1000,
+               .src = (CUdeviceptr)(uintptr_t)src,
+               .bytes = 256,
+               .callsite = __builtin_return_address(0),
+               .native = bench_native,
                .dst_mem = PAGELOCK_MEM_DEVICE};
   return pl_copy_exec(&c);
 }
@@ -45,8 +50,11 @@ int main(int argc, char **argv) {
   }
   /* The classification asks the driver about a pointer now and then. */
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  CUresult (*init)(unsigned) = h ? (CUresult (*)(unsigned))dlsym(h, "cuInit") : NULL;
-  if (!init || init(0) != CUDA_SUCCESS) { fprintf(stderr, "bench_path: no CUDA driver\n"); return 2; }
+  CUresult (*init)(unsigned) = h ? (CUresult(*)(unsigned))dlsym(h, "cuInit") : NULL;
+  if (!init || init(0) != CUDA_SUCCESS) {
+    fprintf(stderr, "bench_path: no CUDA driver\n");
+    return 2;
+  }
   pl_hostmem_init(64 << 10);
   char *src = malloc(256);
   if (src == NULL) return 1;
@@ -57,7 +65,8 @@ int main(int argc, char **argv) {
     for (long i = 0; i < calls; i++) failed |= bench_wrapper(src) != CUDA_SUCCESS;
     if (r >= 0) v[r] = (now_s() - t0) * 1e9 / (double)calls;
   }
-  printf("result mode=path ns_per_call=%.1f clock=%s\n", median(v, reps), pl_clock_calibrated() ? "tsc" : "clock_gettime");
+  printf("result mode=path ns_per_call=%.1f clock=%s\n", median(v, reps),
+         pl_clock_calibrated() ? "tsc" : "clock_gettime");
   free(src);
   return failed;
 }

@@ -65,17 +65,17 @@ static PyObject *bench_run(PyObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "i", &nest)) return NULL;
   int depth = 0;
   double walk, capture;
-  Py_BEGIN_ALLOW_THREADS
-  walk = timed(0, &depth);
+  Py_BEGIN_ALLOW_THREADS walk = timed(0, &depth);
   capture = timed(1, &depth);
-  Py_END_ALLOW_THREADS
-  printf("result nest=%d depth=%d walk_ns=%.1f capture_ns=%.1f\n", nest, depth, walk, capture);
+  Py_END_ALLOW_THREADS printf("result nest=%d depth=%d walk_ns=%.1f capture_ns=%.1f\n", nest, depth,
+                              walk, capture);
   Py_RETURN_NONE;
 }
 
-static PyMethodDef bench_methods[] = {{"run", bench_run, METH_VARARGS, NULL}, {NULL, NULL, 0, NULL}};
-static struct PyModuleDef bench_module = {PyModuleDef_HEAD_INIT, "bench", NULL, -1, bench_methods,
-                                          NULL, NULL, NULL, NULL};
+static PyMethodDef bench_methods[] = {{"run", bench_run, METH_VARARGS, NULL},
+                                      {NULL, NULL, 0, NULL}};
+static struct PyModuleDef bench_module = {
+    PyModuleDef_HEAD_INIT, "bench", NULL, -1, bench_methods, NULL, NULL, NULL, NULL};
 static PyObject *bench_init(void) { return PyModule_Create(&bench_module); }
 
 int main(int argc, char **argv) {

@@ -37,7 +37,8 @@ static void *filler(void *arg) {
     if (stop) return NULL;
     size_t part = (job_len + (size_t)nthreads - 1) / (size_t)nthreads;
     size_t off = k * part;
-    if (off < job_len) memcpy(job_dst + off, job_src + off, off + part > job_len ? job_len - off : part);
+    if (off < job_len)
+      memcpy(job_dst + off, job_src + off, off + part > job_len ? job_len - off : part);
     pthread_barrier_wait(&done);
   }
 }
@@ -63,9 +64,10 @@ int main(int argc, char **argv) {
   size_t chunk = argc > 3 ? strtoull(argv[3], NULL, 10) : 16u << 20;
   int nchunks = argc > 4 ? atoi(argv[4]) : 4;
   int reps = argc > 5 ? atoi(argv[5]) : 7;
-  if (size == 0 || chunk == 0 || nthreads < 1 || nthreads > MAX_THREADS || nchunks < 1 || nchunks > MAX_CHUNKS ||
-      reps < 1 || reps > 100) {
-    fprintf(stderr, "bench_ring: SIZE and CHUNK > 0, THREADS 1-%d, CHUNKS 1-%d, REPS 1-100\n", MAX_THREADS, MAX_CHUNKS);
+  if (size == 0 || chunk == 0 || nthreads < 1 || nthreads > MAX_THREADS || nchunks < 1 ||
+      nchunks > MAX_CHUNKS || reps < 1 || reps > 100) {
+    fprintf(stderr, "bench_ring: SIZE and CHUNK > 0, THREADS 1-%d, CHUNKS 1-%d, REPS 1-100\n",
+            MAX_THREADS, MAX_CHUNKS);
     return 2;
   }
   char *src = malloc(size);
@@ -94,7 +96,8 @@ int main(int argc, char **argv) {
       int slot = (int)(i % (size_t)nchunks);
       if (used[slot]) RT(cudaEventSynchronize(ev[slot]));
       fill(ring + (size_t)slot * chunk, src + off, n);
-      RT(cudaMemcpyAsync((char *)dev + off, ring + (size_t)slot * chunk, n, cudaMemcpyHostToDevice, s));
+      RT(cudaMemcpyAsync((char *)dev + off, ring + (size_t)slot * chunk, n, cudaMemcpyHostToDevice,
+                         s));
       RT(cudaEventRecord(ev[slot], s));
       used[slot] = 1;
     }
@@ -109,7 +112,7 @@ int main(int argc, char **argv) {
   if (back == NULL) return 1;
   RT(cudaMemcpy(back, dev, size, cudaMemcpyDeviceToHost));
   int same = memcmp(back, src, size) == 0;
-  printf("result mode=ring size=%zu threads=%d chunk=%zu chunks=%d gbps=%.2f same=%d\n", size, nthreads, chunk, nchunks,
-         median(v, reps), same);
+  printf("result mode=ring size=%zu threads=%d chunk=%zu chunks=%d gbps=%.2f same=%d\n", size,
+         nthreads, chunk, nchunks, median(v, reps), same);
   return same ? 0 : 1;
 }

@@ -10,18 +10,24 @@
 
 #include <cuda.h>
 
-#define DRV(x)                                                                                  \
-  do {                                                                                          \
-    CUresult r_ = (x);                                                                          \
-    if (r_ != CUDA_SUCCESS) { fprintf(stderr, BENCH_NAME ": %s: %d\n", #x, (int)r_); exit(2); } \
+#define DRV(x)                                               \
+  do {                                                       \
+    CUresult r_ = (x);                                       \
+    if (r_ != CUDA_SUCCESS) {                                \
+      fprintf(stderr, BENCH_NAME ": %s: %d\n", #x, (int)r_); \
+      exit(2);                                               \
+    }                                                        \
   } while (0)
 
 /* The same for the runtime API, in programs that include it first. */
 #ifdef CUDART_VERSION
-#define RT(x)                                                                                         \
-  do {                                                                                                \
-    cudaError_t e_ = (x);                                                                             \
-    if (e_ != cudaSuccess) { fprintf(stderr, BENCH_NAME ": %s: %s\n", #x, cudaGetErrorString(e_)); exit(2); } \
+#define RT(x)                                                               \
+  do {                                                                      \
+    cudaError_t e_ = (x);                                                   \
+    if (e_ != cudaSuccess) {                                                \
+      fprintf(stderr, BENCH_NAME ": %s: %s\n", #x, cudaGetErrorString(e_)); \
+      exit(2);                                                              \
+    }                                                                       \
   } while (0)
 #endif
 

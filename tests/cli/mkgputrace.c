@@ -32,9 +32,8 @@
 #define T0 (1000 * MS + 1 * MS) /* the header says mono 1000 ms at open */
 
 /* A COPY record of thread 100 on device 0. */
-static void mg_copy(tb *b, uint64_t start, uint64_t host_ns, uint64_t bytes,
-                    uint8_t dir, uint8_t mem, uint32_t flags, uint64_t stream,
-                    uint64_t seq, uint32_t gpu_corr) {
+static void mg_copy(tb *b, uint64_t start, uint64_t host_ns, uint64_t bytes, uint8_t dir,
+                    uint8_t mem, uint32_t flags, uint64_t stream, uint64_t seq, uint32_t gpu_corr) {
   pagelock_rec_copy r;
   memset(&r, 0, sizeof r);
   r.start_ns = start;
@@ -58,10 +57,8 @@ static void mg_copy(tb *b, uint64_t start, uint64_t host_ns, uint64_t bytes,
 }
 
 /* A GPU record with times given in CLOCK_MONOTONIC (written CUPTI-side). */
-static void mg_gpu(tb *b, uint8_t kind, uint64_t start, uint64_t end,
-                   uint64_t bytes, uint32_t corr, uint32_t stream,
-                   uint8_t copy_kind, uint8_t src, uint8_t dst,
-                   uint32_t name_id) {
+static void mg_gpu(tb *b, uint8_t kind, uint64_t start, uint64_t end, uint64_t bytes, uint32_t corr,
+                   uint32_t stream, uint8_t copy_kind, uint8_t src, uint8_t dst, uint32_t name_id) {
   pagelock_rec_gpu g;
   memset(&g, 0, sizeof g);
   g.start_ns = start + CUPTI_AHEAD;
@@ -99,7 +96,8 @@ static void mg_link(tb *b, uint32_t corr, uint64_t seq) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: mkgputrace OUT before|after|staged [--pid P] "
+    fprintf(stderr,
+            "usage: mkgputrace OUT before|after|staged [--pid P] "
             "[--rank R] [--iters N]\n");
     return 2;
   }
@@ -108,9 +106,12 @@ int main(int argc, char **argv) {
   long rank = -1;
   for (int i = 3; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : "0";
-    if (!strcmp(argv[i], "--pid")) pid = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(argv[i], "--rank")) rank = strtol(v, NULL, 10), i++;
-    else if (!strcmp(argv[i], "--iters")) iters = strtoul(v, NULL, 10), i++;
+    if (!strcmp(argv[i], "--pid"))
+      pid = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(argv[i], "--rank"))
+      rank = strtol(v, NULL, 10), i++;
+    else if (!strcmp(argv[i], "--iters"))
+      iters = strtoul(v, NULL, 10), i++;
     else {
       fprintf(stderr, "mkgputrace: unknown option %s\n", argv[i]);
       return 2;
@@ -125,8 +126,7 @@ int main(int argc, char **argv) {
   tb b = {0};
   tb_header(&b, pid, 0);
   tb_process(&b, "/opt/app/bin/app<&>\"", "gpuhost",
-             staged ? PAGELOCK_MODE_STAGE : PAGELOCK_MODE_OBSERVE,
-             (int32_t)rank);
+             staged ? PAGELOCK_MODE_STAGE : PAGELOCK_MODE_OBSERVE, (int32_t)rank);
   {
     pagelock_rec_clock c;
     memset(&c, 0, sizeof c);
@@ -166,9 +166,8 @@ int main(int argc, char **argv) {
     mg_copy(&b, t, 8 * MS, 64000000, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE,
             PAGELOCK_COPY_ASYNC | PAGELOCK_COPY_STAGED, 0x10, call_seq, 0);
     for (uint32_t k = 0; k < 4; k++)
-      mg_gpu(&b, PAGELOCK_GPU_MEMCPY, t + 1 * MS + k * 2 * MS,
-             t + 1 * MS + k * 2 * MS + 320 * US, 16000000, 2000 + k, 8,
-             PAGELOCK_GPU_COPY_HTOD, PAGELOCK_GPU_MEM_PINNED,
+      mg_gpu(&b, PAGELOCK_GPU_MEMCPY, t + 1 * MS + k * 2 * MS, t + 1 * MS + k * 2 * MS + 320 * US,
+             16000000, 2000 + k, 8, PAGELOCK_GPU_COPY_HTOD, PAGELOCK_GPU_MEM_PINNED,
              PAGELOCK_GPU_MEM_DEVICE, 0);
     mg_gpu(&b, PAGELOCK_GPU_KERNEL, t, t + 9 * MS, 0, corr++, 7, 0, 0, 0, 2);
     t += 10 * MS;
@@ -177,32 +176,27 @@ int main(int argc, char **argv) {
     uint32_t name = i + 1 == iters ? 2 : 1;
     if (before) {
       uint32_t c1 = corr++, c2 = corr++, ck = corr++;
-      mg_copy(&b, t, 10200 * US, 80000000, PAGELOCK_DIR_H2D,
-              PAGELOCK_MEM_PAGEABLE, PAGELOCK_COPY_ASYNC, 0x10, seq++, c1);
-      mg_copy(&b, t + 20300 * US, 5200 * US, 40000000, PAGELOCK_DIR_D2H,
-              PAGELOCK_MEM_PAGEABLE, PAGELOCK_COPY_ASYNC, 0x10, seq++, c2);
-      mg_gpu(&b, PAGELOCK_GPU_MEMCPY, t + 100 * US, t + 10100 * US, 80000000,
-             c1, 7, PAGELOCK_GPU_COPY_HTOD, PAGELOCK_GPU_MEM_PAGEABLE,
-             PAGELOCK_GPU_MEM_DEVICE, 0);
-      mg_gpu(&b, PAGELOCK_GPU_KERNEL, t + 10200 * US, t + 20200 * US, 0, ck,
-             7, 0, 0, 0, name);
-      mg_gpu(&b, PAGELOCK_GPU_MEMCPY, t + 20400 * US, t + 25400 * US,
-             40000000, c2, 7, PAGELOCK_GPU_COPY_DTOH, PAGELOCK_GPU_MEM_DEVICE,
-             PAGELOCK_GPU_MEM_PAGEABLE, 0);
+      mg_copy(&b, t, 10200 * US, 80000000, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE,
+              PAGELOCK_COPY_ASYNC, 0x10, seq++, c1);
+      mg_copy(&b, t + 20300 * US, 5200 * US, 40000000, PAGELOCK_DIR_D2H, PAGELOCK_MEM_PAGEABLE,
+              PAGELOCK_COPY_ASYNC, 0x10, seq++, c2);
+      mg_gpu(&b, PAGELOCK_GPU_MEMCPY, t + 100 * US, t + 10100 * US, 80000000, c1, 7,
+             PAGELOCK_GPU_COPY_HTOD, PAGELOCK_GPU_MEM_PAGEABLE, PAGELOCK_GPU_MEM_DEVICE, 0);
+      mg_gpu(&b, PAGELOCK_GPU_KERNEL, t + 10200 * US, t + 20200 * US, 0, ck, 7, 0, 0, 0, name);
+      mg_gpu(&b, PAGELOCK_GPU_MEMCPY, t + 20400 * US, t + 25400 * US, 40000000, c2, 7,
+             PAGELOCK_GPU_COPY_DTOH, PAGELOCK_GPU_MEM_DEVICE, PAGELOCK_GPU_MEM_PAGEABLE, 0);
       t += 30 * MS;
     } else {
       uint32_t c1 = corr++, c2 = corr++, ck = corr++;
-      mg_copy(&b, t, 10 * US, 80000000, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PINNED,
-              PAGELOCK_COPY_ASYNC, 0x20, seq++, c1);
-      mg_copy(&b, t + 2 * MS, 10 * US, 40000000, PAGELOCK_DIR_D2H,
-              PAGELOCK_MEM_PINNED, PAGELOCK_COPY_ASYNC, 0x20, seq++, c2);
+      mg_copy(&b, t, 10 * US, 80000000, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PINNED, PAGELOCK_COPY_ASYNC,
+              0x20, seq++, c1);
+      mg_copy(&b, t + 2 * MS, 10 * US, 40000000, PAGELOCK_DIR_D2H, PAGELOCK_MEM_PINNED,
+              PAGELOCK_COPY_ASYNC, 0x20, seq++, c2);
       mg_gpu(&b, PAGELOCK_GPU_KERNEL, t, t + 10 * MS, 0, ck, 7, 0, 0, 0, name);
-      mg_gpu(&b, PAGELOCK_GPU_MEMCPY, t + 50 * US, t + 1650 * US, 80000000,
-             c1, 8, PAGELOCK_GPU_COPY_HTOD, PAGELOCK_GPU_MEM_PINNED,
-             PAGELOCK_GPU_MEM_DEVICE, 0);
-      mg_gpu(&b, PAGELOCK_GPU_MEMCPY, t + 2050 * US, t + 2850 * US, 40000000,
-             c2, 8, PAGELOCK_GPU_COPY_DTOH, PAGELOCK_GPU_MEM_DEVICE,
-             PAGELOCK_GPU_MEM_PINNED, 0);
+      mg_gpu(&b, PAGELOCK_GPU_MEMCPY, t + 50 * US, t + 1650 * US, 80000000, c1, 8,
+             PAGELOCK_GPU_COPY_HTOD, PAGELOCK_GPU_MEM_PINNED, PAGELOCK_GPU_MEM_DEVICE, 0);
+      mg_gpu(&b, PAGELOCK_GPU_MEMCPY, t + 2050 * US, t + 2850 * US, 40000000, c2, 8,
+             PAGELOCK_GPU_COPY_DTOH, PAGELOCK_GPU_MEM_DEVICE, PAGELOCK_GPU_MEM_PINNED, 0);
       t += 10500 * US;
     }
   }

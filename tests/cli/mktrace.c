@@ -80,7 +80,9 @@
 /* --evil-names: the program path, host, note and a symbol name hold what a
  * terminal would act on (CSI and OSC sequences, CR, BS, an 8-bit CSI byte,
  * a C1 control, invalid UTF-8). */
-#define EVIL "\033[31m\033]0;t\a\r\b\x9b" "2J\xc2\x9b\xff"
+#define EVIL                   \
+  "\033[31m\033]0;t\a\r\b\x9b" \
+  "2J\xc2\x9b\xff"
 static int evil_names;
 
 /* --copy and --counters. */
@@ -96,17 +98,20 @@ static size_t nextra;
 static pagelock_rec_counters counters;
 
 static const char *const why_names[PAGELOCK_WHY_COUNT] = {
-    "none", "mode", "small", "shape", "untracked", "shared",
-    "cold", "pending", "budget", "failed", "capture", "edge"};
+    "none", "mode",    "small",  "shape",  "untracked", "shared",
+    "cold", "pending", "budget", "failed", "capture",   "edge"};
 
 /* A count with an optional K, M or G suffix (powers of 1024); -1 on junk. */
 static int parse_size(const char *s, uint64_t *v) {
   char *end;
   unsigned long long x = strtoull(s, &end, 10);
   if (end == s) return -1;
-  if (*end == 'K') x <<= 10, end++;
-  else if (*end == 'M') x <<= 20, end++;
-  else if (*end == 'G') x <<= 30, end++;
+  if (*end == 'K')
+    x <<= 10, end++;
+  else if (*end == 'M')
+    x <<= 20, end++;
+  else if (*end == 'G')
+    x <<= 30, end++;
   if (*end) return -1;
   *v = x;
   return 0;
@@ -117,24 +122,33 @@ static int parse_copy(const char *spec) {
   char buf[256], *f[7], *save = NULL;
   int k = 0;
   snprintf(buf, sizeof buf, "%s", spec);
-  for (char *p = strtok_r(buf, ":", &save); p && k < 7; p = strtok_r(NULL, ":", &save))
-    f[k++] = p;
+  for (char *p = strtok_r(buf, ":", &save); p && k < 7; p = strtok_r(NULL, ":", &save)) f[k++] = p;
   if (k != 7 || nextra == MAX_EXTRA) return -1;
   extra_copy *e = &extra[nextra];
   uint64_t n;
   if (parse_size(f[0], &n)) return -1;
   e->n = (unsigned long)n;
-  if (!strcmp(f[1], "h2d")) e->dir = PAGELOCK_DIR_H2D;
-  else if (!strcmp(f[1], "d2h")) e->dir = PAGELOCK_DIR_D2H;
-  else return -1;
-  if (!strcmp(f[2], "pageable")) e->mem = PAGELOCK_MEM_PAGEABLE;
-  else if (!strcmp(f[2], "pinned")) e->mem = PAGELOCK_MEM_PINNED;
-  else if (!strcmp(f[2], "registered")) e->mem = PAGELOCK_MEM_REGISTERED;
-  else return -1;
+  if (!strcmp(f[1], "h2d"))
+    e->dir = PAGELOCK_DIR_H2D;
+  else if (!strcmp(f[1], "d2h"))
+    e->dir = PAGELOCK_DIR_D2H;
+  else
+    return -1;
+  if (!strcmp(f[2], "pageable"))
+    e->mem = PAGELOCK_MEM_PAGEABLE;
+  else if (!strcmp(f[2], "pinned"))
+    e->mem = PAGELOCK_MEM_PINNED;
+  else if (!strcmp(f[2], "registered"))
+    e->mem = PAGELOCK_MEM_REGISTERED;
+  else
+    return -1;
   e->flags = PAGELOCK_COPY_ASYNC;
-  if (!strcmp(f[3], "stage")) e->flags |= PAGELOCK_COPY_STAGED;
-  else if (!strcmp(f[3], "register")) e->flags |= PAGELOCK_COPY_REGISTERED;
-  else if (strcmp(f[3], "pass")) return -1;
+  if (!strcmp(f[3], "stage"))
+    e->flags |= PAGELOCK_COPY_STAGED;
+  else if (!strcmp(f[3], "register"))
+    e->flags |= PAGELOCK_COPY_REGISTERED;
+  else if (strcmp(f[3], "pass"))
+    return -1;
   int w = -1;
   for (int i = 0; i < PAGELOCK_WHY_COUNT; i++)
     if (!strcmp(f[4], why_names[i])) w = i;
@@ -152,13 +166,15 @@ static int parse_copy(const char *spec) {
 
 /* Parses NAME=V,... into counters. */
 static int parse_counters(const char *spec) {
-  static const struct { const char *name; size_t off; } fields[] = {
+  static const struct {
+    const char *name;
+    size_t off;
+  } fields[] = {
 #define F(x) {#x, offsetof(pagelock_rec_counters, x)}
-      F(bytes_staged), F(bytes_passthrough), F(fallbacks), F(waits),
-      F(wait_ns), F(pool_high_water), F(pool_bytes),
-      F(registered_bytes_high_water), F(dropped_records), F(register_budget),
-      F(registrations), F(unregistrations), F(evictions),
-      F(register_failures), F(register_ns), F(registered_bytes),
+      F(bytes_staged),    F(bytes_passthrough), F(fallbacks),     F(waits),
+      F(wait_ns),         F(pool_high_water),   F(pool_bytes),    F(registered_bytes_high_water),
+      F(dropped_records), F(register_budget),   F(registrations), F(unregistrations),
+      F(evictions),       F(register_failures), F(register_ns),   F(registered_bytes),
 #undef F
   };
   char buf[1024], *save = NULL;
@@ -177,15 +193,13 @@ static int parse_counters(const char *spec) {
 }
 
 /* The classic trace: COPY records only (plus exit-time records). */
-static int mk_classic(tb *b, unsigned long copies, unsigned long sites,
-                      int end, int cut, size_t *len, size_t *complete, int v1) {
+static int mk_classic(tb *b, unsigned long copies, unsigned long sites, int end, int cut,
+                      size_t *len, size_t *complete, int v1) {
   if (sites == 0 || sites > 10000) sites = 1;
-  tb_note(b, PAGELOCK_NOTE_INFO, evil_names ? "note " EVIL
-                                            : "synthetic trace written by mktrace");
+  tb_note(b, PAGELOCK_NOTE_INFO, evil_names ? "note " EVIL : "synthetic trace written by mktrace");
   for (unsigned long s = 0; s < sites; s++) {
     /* innermost: cudart's cudaMemcpyAsync, then the user's function */
-    uint64_t fr[3] = {CUDART_BASE + 0x1000 + 0x10 * s,
-                      APP_BASE + 0x2000 + 0x100 * s + 0x20,
+    uint64_t fr[3] = {CUDART_BASE + 0x1000 + 0x10 * s, APP_BASE + 0x2000 + 0x100 * s + 0x20,
                       APP_BASE + 0x9000};
     tb_stack(b, (uint32_t)s + 1, fr, 3);
   }
@@ -231,10 +245,8 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites,
   for (unsigned long s = 0; s < sites; s++) {
     char name[64];
     snprintf(name, sizeof name, "step_%lu%s", s, evil_names ? EVIL : "");
-    tb_symbol(b, APP_BASE + 0x2000 + 0x100 * s + 0x20,
-              APP_BASE + 0x2000 + 0x100 * s, name);
-    tb_symbol(b, CUDART_BASE + 0x1000 + 0x10 * s, CUDART_BASE + 0x1000,
-              "cudaMemcpyAsync");
+    tb_symbol(b, APP_BASE + 0x2000 + 0x100 * s + 0x20, APP_BASE + 0x2000 + 0x100 * s, name);
+    tb_symbol(b, CUDART_BASE + 0x1000 + 0x10 * s, CUDART_BASE + 0x1000, "cudaMemcpyAsync");
   }
   tb_counters(b, &counters);
   *len = b->len;
@@ -273,8 +285,7 @@ static void sc_exit_records(tb *b) {
   tb_module(b, APP_BASE, APP_BASE + 0x1000, APP_BASE + 0x20000, "");
   tb_module(b, CUDART_BASE, CUDART_BASE, CUDART_BASE + 0x100000,
             "/nonexistent/lib/libcudart.so.13");
-  tb_module(b, LIBC_BASE, LIBC_BASE, LIBC_BASE + 0x100000,
-            "/nonexistent/lib/libc.so.6");
+  tb_module(b, LIBC_BASE, LIBC_BASE, LIBC_BASE + 0x100000, "/nonexistent/lib/libc.so.6");
   tb_symbol(b, CUDART_BASE + 0x1000, CUDART_BASE + 0x1000, "cudaMemcpyAsync");
   tb_symbol(b, CUDART_BASE + 0x1010, CUDART_BASE + 0x1010, "cudaMemcpy");
   tb_symbol(b, APP_BASE + 0x2020, APP_BASE + 0x2000, "load_batch");
@@ -286,9 +297,8 @@ static void sc_exit_records(tb *b) {
 
 /* A COPY record of the scenario program.  Pageable ones get the load or
  * save call stack and the matching allocation stack. */
-static void sc_copy(tb *b, uint64_t start, uint64_t host_ns, uint64_t bytes,
-                    int h2d, uint8_t mem, uint32_t flags, uint64_t seq,
-                    uint32_t corr, uint64_t stream) {
+static void sc_copy(tb *b, uint64_t start, uint64_t host_ns, uint64_t bytes, int h2d, uint8_t mem,
+                    uint32_t flags, uint64_t seq, uint32_t corr, uint64_t stream) {
   tb_copy_args c = {0};
   c.start_ns = start;
   c.host_ns = host_ns;
@@ -311,7 +321,7 @@ static void sc_copy(tb *b, uint64_t start, uint64_t host_ns, uint64_t bytes,
 /* Times in the scenarios: CLOCK_MONOTONIC, starting 1 ms after the trace. */
 #define T0 (1000000000ull + MS)
 /* The same instant in CUPTI's clock. */
-#define G(t) ((t) - CUPTI_SKEW)
+#define G(t) ((t)-CUPTI_SKEW)
 
 /* Writes one scenario's records between PROCESS and END; returns the last
  * monotonic time used, 0 for an unknown name. */
@@ -323,8 +333,7 @@ static uint64_t mk_scenario(tb *b, const char *name) {
     tb_gpu_status(b, PAGELOCK_GPU_TIMING_BUSY, 0, 0,
                   "another CUPTI client (nsys, ncu or a profiler) is "
                   "attached; copies are still intercepted");
-    for (int i = 0; i < 4; i++)
-      sc_copy(b, T0 + i * MS, 500000, 4 * MIB, 1, PG, A, 10 + i, 0, 0);
+    for (int i = 0; i < 4; i++) sc_copy(b, T0 + i * MS, 500000, 4 * MIB, 1, PG, A, 10 + i, 0, 0);
     sc_exit_records(b);
     tb_gpu_status(b, PAGELOCK_GPU_TIMING_BUSY, 0, 0,
                   "another CUPTI client (nsys, ncu or a profiler) is "
@@ -347,25 +356,23 @@ static uint64_t mk_scenario(tb *b, const char *name) {
     for (int i = 2; i >= 0; i--) {
       uint64_t t = T0 + (uint64_t)i * 10 * MS;
       tb_kernel(b, 0, 7, G(t + 3 * MS), G(t + 8 * MS), 1);
-      tb_gpu_copy(b, 0, 9, 1, PAGELOCK_GPU_MEM_PINNED, 16 * MIB,
-                  G(t + 3200000), G(t + 3500000), 2000 + i, 1);
-      tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PAGEABLE, 16 * MIB,
-                  G(t + 100000), G(t + 2900000), 1000 + i, 1);
+      tb_gpu_copy(b, 0, 9, 1, PAGELOCK_GPU_MEM_PINNED, 16 * MIB, G(t + 3200000), G(t + 3500000),
+                  2000 + i, 1);
+      tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PAGEABLE, 16 * MIB, G(t + 100000), G(t + 2900000),
+                  1000 + i, 1);
     }
-    tb_gpu_copy(b, 0, 9, 0, PAGELOCK_GPU_MEM_PINNED, 4 * MIB,
-                G(T0 + 30 * MS + 100000), G(T0 + 30 * MS + 200000), 3000, 1);
+    tb_gpu_copy(b, 0, 9, 0, PAGELOCK_GPU_MEM_PINNED, 4 * MIB, G(T0 + 30 * MS + 100000),
+                G(T0 + 30 * MS + 200000), 3000, 1);
     nrec = 10;
     end = T0 + 31 * MS;
   } else if (!strcmp(name, "same-stream")) {
     tb_device(b, 0, 2, 132, "NVIDIA H200");
     tb_name(b, 1, "_Z4stepPf");
     for (int i = 0; i < 10; i++)
-      sc_copy(b, T0 + (uint64_t)i * 3 * MS - 5000, 2000, 8 * MIB, 1, PN, A,
-              100 + i, 1000 + i, 0x7);
+      sc_copy(b, T0 + (uint64_t)i * 3 * MS - 5000, 2000, 8 * MIB, 1, PN, A, 100 + i, 1000 + i, 0x7);
     for (int i = 0; i < 10; i++) {
       uint64_t t = T0 + (uint64_t)i * 3 * MS;
-      tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(t),
-                  G(t + MS), 1000 + i, 1);
+      tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(t), G(t + MS), 1000 + i, 1);
       tb_kernel(b, 0, 7, G(t + MS), G(t + 3 * MS), 1);
     }
     nrec = 20;
@@ -380,10 +387,9 @@ static uint64_t mk_scenario(tb *b, const char *name) {
     }
     for (int i = 0; i < 10; i++) {
       uint64_t t = T0 + (uint64_t)i * 2 * MS;
-      tb_gpu_copy(b, 0, 9, 1, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(t),
-                  G(t + MS), 1000 + i, 1);
-      tb_gpu_copy(b, 0, 10, 0, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(t + MS),
-                  G(t + 2 * MS), 2000 + i, 1);
+      tb_gpu_copy(b, 0, 9, 1, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(t), G(t + MS), 1000 + i, 1);
+      tb_gpu_copy(b, 0, 10, 0, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(t + MS), G(t + 2 * MS), 2000 + i,
+                  1);
       tb_kernel(b, 0, 7, G(t), G(t + 2 * MS), 1);
     }
     nrec = 30;
@@ -405,8 +411,7 @@ static uint64_t mk_scenario(tb *b, const char *name) {
       /* The engine's chunk calls, linked from the API callback as they
        * are issued, before the app's call returns. */
       for (int k = 0; k < 4; k++) tb_link(b, corr + (uint32_t)(i * 4 + k), 100 + i);
-      sc_copy(b, t, 6 * MS, 64 * MIB, 1, PG, A | PAGELOCK_COPY_STAGED, 100 + i,
-              0, 0x7);
+      sc_copy(b, t, 6 * MS, 64 * MIB, 1, PG, A | PAGELOCK_COPY_STAGED, 100 + i, 0, 0x7);
     }
     for (int i = 0; i < 4; i++) {
       uint64_t t = T0 + (uint64_t)i * 10 * MS;
@@ -415,8 +420,8 @@ static uint64_t mk_scenario(tb *b, const char *name) {
         /* CUPTI's external-correlation record links it again. */
         tb_link(b, c, 100 + i);
         tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, 16 * MIB,
-                    G(t + MS + (uint64_t)k * 1300000),
-                    G(t + MS + (uint64_t)k * 1300000 + 300000), c, 1);
+                    G(t + MS + (uint64_t)k * 1300000), G(t + MS + (uint64_t)k * 1300000 + 300000),
+                    c, 1);
       }
     }
     nrec = 16;
@@ -430,20 +435,18 @@ static uint64_t mk_scenario(tb *b, const char *name) {
     for (int i = 0; i < 4; i++) {
       uint64_t t = T0 + (uint64_t)i * 10 * MS;
       if (i < 3) tb_link(b, 5000 + (uint32_t)i, 100 + i);
-      sc_copy(b, t, 6 * MS, 64 * MIB, 1, PG, A | PAGELOCK_COPY_STAGED, 100 + i,
-              0, 0x7);
+      sc_copy(b, t, 6 * MS, 64 * MIB, 1, PG, A | PAGELOCK_COPY_STAGED, 100 + i, 0, 0x7);
       sc_copy(b, t + 8400000, 2000, 8 * MIB, 1, PN, A, 200 + i, 2000 + i, 0x7);
     }
     for (int i = 0; i < 4; i++) {
       uint64_t t = T0 + (uint64_t)i * 10 * MS;
       for (int k = 0; k < 4; k++)
         tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, 16 * MIB,
-                    G(t + MS + (uint64_t)k * 1300000),
-                    G(t + MS + (uint64_t)k * 1300000 + 300000),
+                    G(t + MS + (uint64_t)k * 1300000), G(t + MS + (uint64_t)k * 1300000 + 300000),
                     5000 + (uint32_t)i, 1);
       tb_kernel(b, 0, 7, G(t + 6 * MS), G(t + 8 * MS), 1);
-      tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, 8 * MIB,
-                  G(t + 8500000), G(t + 9500000), 2000 + (uint32_t)i, 1);
+      tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(t + 8500000), G(t + 9500000),
+                  2000 + (uint32_t)i, 1);
     }
     /* The last call's LINK comes after its chunks: they wait for it. */
     tb_link(b, 5003, 103);
@@ -482,13 +485,17 @@ static int mk_big(const char *out, unsigned long n, uint64_t pid, int late) {
   tb_name(&b, 1, "_Z4stepPf");
   enum { SITES = 50, BATCH = 1000 };
   for (unsigned s = 0; s < SITES; s++) {
-    uint64_t fr[3] = {CUDART_BASE + 0x1000 + 0x10 * s,
-                      APP_BASE + 0x2000 + 0x100 * s + 0x20, APP_BASE + 0x9000};
+    uint64_t fr[3] = {CUDART_BASE + 0x1000 + 0x10 * s, APP_BASE + 0x2000 + 0x100 * s + 0x20,
+                      APP_BASE + 0x9000};
     tb_stack(&b, s + 1, fr, 3);
   }
   uint32_t rs = 2463534242u;
   uint64_t t = 1000000000ull + 1000;
-  typedef struct { uint64_t s, e, bytes; uint32_t corr; int pageable, h2d; } op;
+  typedef struct {
+    uint64_t s, e, bytes;
+    uint32_t corr;
+    int pageable, h2d;
+  } op;
   op *all = malloc((late ? n : BATCH) * sizeof *all);
   if (!all) {
     fclose(f);
@@ -539,8 +546,7 @@ static int mk_big(const char *out, unsigned long n, uint64_t pid, int late) {
     }
     for (size_t j = 0; j < k; j++) {
       tb_gpu_copy(&b, 0, ops[j].pageable ? 7 : 9, ops[j].h2d,
-                  ops[j].pageable ? PAGELOCK_GPU_MEM_PAGEABLE
-                                  : PAGELOCK_GPU_MEM_PINNED,
+                  ops[j].pageable ? PAGELOCK_GPU_MEM_PAGEABLE : PAGELOCK_GPU_MEM_PINNED,
                   ops[j].bytes, ops[j].s, ops[j].e, ops[j].corr, 1);
       if (j % 10 == 0) tb_kernel(&b, 0, 7, ops[j].s, ops[j].e + 500000, 1);
       if (b.len > (8u << 20)) { /* keep the builder small */
@@ -569,8 +575,7 @@ static int mk_big(const char *out, unsigned long n, uint64_t pid, int late) {
     tb_symbol(&b, APP_BASE + 0x2000 + 0x100 * s + 0x20, APP_BASE + 0x2000 + 0x100 * s, name);
   }
   for (unsigned s = 0; s < SITES; s++)
-    tb_symbol(&b, CUDART_BASE + 0x1000 + 0x10 * s, CUDART_BASE + 0x1000,
-              "cudaMemcpyAsync");
+    tb_symbol(&b, CUDART_BASE + 0x1000 + 0x10 * s, CUDART_BASE + 0x1000, "cudaMemcpyAsync");
   tb_module(&b, APP_BASE, APP_BASE + 0x1000, APP_BASE + 0x20000, "");
   tb_module(&b, CUDART_BASE, CUDART_BASE, CUDART_BASE + 0x100000,
             "/nonexistent/lib/libcudart.so.13");
@@ -648,8 +653,7 @@ static int mk_hostile(const char *out, unsigned long n, uint64_t pid) {
     g.stream = (uint32_t)(i % 1000);
     g.flags = PAGELOCK_GPU_ASYNC;
     tb_gpu(&b, &g);
-    if (i % 10 == 0)
-      tb_kernel(&b, (uint32_t)(i % 8), 7, t, t + 20000, (uint32_t)(i % 1000) + 1);
+    if (i % 10 == 0) tb_kernel(&b, (uint32_t)(i % 8), 7, t, t + 20000, (uint32_t)(i % 1000) + 1);
     recs += 2 + (i % 2 == 0) + (i % 10 == 0) + 2 * (i % 1000 == 0);
     t += 6000;
     if (b.len > (8u << 20)) {
@@ -673,7 +677,8 @@ fail:
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: mktrace OUT [--copies N] [--sites N] [--no-end] "
+    fprintf(stderr,
+            "usage: mktrace OUT [--copies N] [--sites N] [--no-end] "
             "[--cut-mid-record] [--simulated] [--mode M] [--pid P] [--rank R] "
             "[--host H] [--v1] [--scenario NAME] [--big N] [--hostile N] "
             "[--checksums K] [--flags X] [--evil-names] "
@@ -681,25 +686,37 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *out = argv[1], *scenario = NULL, *host = "testhost";
-  unsigned long copies = 100, sites = 3, pid = 4242, mode = 0, big = 0,
-                hostile = 0, checksums = 0, flags = 0;
+  unsigned long copies = 100, sites = 3, pid = 4242, mode = 0, big = 0, hostile = 0, checksums = 0,
+                flags = 0;
   long rank = -1;
   int end = 1, cut = 0, simulated = 0, v1 = 0, late = 0;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : "0";
-    if (!strcmp(a, "--copies")) copies = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--sites")) sites = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--pid")) pid = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--mode")) mode = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--rank")) rank = strtol(v, NULL, 10), i++;
-    else if (!strcmp(a, "--host")) host = v, i++;
-    else if (!strcmp(a, "--scenario")) scenario = v, i++;
-    else if (!strcmp(a, "--big")) big = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--hostile")) hostile = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--checksums")) checksums = strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--flags")) flags = strtoul(v, NULL, 0), i++;
-    else if (!strcmp(a, "--evil-names")) evil_names = 1;
+    if (!strcmp(a, "--copies"))
+      copies = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--sites"))
+      sites = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--pid"))
+      pid = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--mode"))
+      mode = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--rank"))
+      rank = strtol(v, NULL, 10), i++;
+    else if (!strcmp(a, "--host"))
+      host = v, i++;
+    else if (!strcmp(a, "--scenario"))
+      scenario = v, i++;
+    else if (!strcmp(a, "--big"))
+      big = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--hostile"))
+      hostile = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--checksums"))
+      checksums = strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--flags"))
+      flags = strtoul(v, NULL, 0), i++;
+    else if (!strcmp(a, "--evil-names"))
+      evil_names = 1;
     else if (!strcmp(a, "--copy")) {
       if (parse_copy(v)) {
         fprintf(stderr, "mktrace: bad --copy '%s' (N:DIR:MEM:ROUTE:WHY:BYTES:NS)\n", v);
@@ -712,12 +729,16 @@ int main(int argc, char **argv) {
         return 2;
       }
       i++;
-    }
-    else if (!strcmp(a, "--no-end")) end = 0;
-    else if (!strcmp(a, "--cut-mid-record")) end = 0, cut = 1;
-    else if (!strcmp(a, "--simulated")) simulated = 1;
-    else if (!strcmp(a, "--v1")) v1 = 1;
-    else if (!strcmp(a, "--late")) late = 1;
+    } else if (!strcmp(a, "--no-end"))
+      end = 0;
+    else if (!strcmp(a, "--cut-mid-record"))
+      end = 0, cut = 1;
+    else if (!strcmp(a, "--simulated"))
+      simulated = 1;
+    else if (!strcmp(a, "--v1"))
+      v1 = 1;
+    else if (!strcmp(a, "--late"))
+      late = 1;
     else {
       fprintf(stderr, "mktrace: unknown option %s\n", a);
       return 2;
@@ -738,7 +759,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (checksums && (cut || v1)) {
-    fprintf(stderr, "mktrace: --checksums needs a version-3 trace written "
+    fprintf(stderr,
+            "mktrace: --checksums needs a version-3 trace written "
             "whole (cut it afterwards)\n");
     return 2;
   }
@@ -776,8 +798,7 @@ int main(int argc, char **argv) {
     b = c;
     len = b.len;
     printf("blocks=");
-    for (size_t k = 0; k < nb; k++)
-      printf("%s%llu", k ? " " : "", (unsigned long long)starts[k]);
+    for (size_t k = 0; k < nb; k++) printf("%s%llu", k ? " " : "", (unsigned long long)starts[k]);
     printf("\n");
     free(starts);
   }

@@ -47,8 +47,8 @@ static inline void tb_free(tb *b) {
   memset(b, 0, sizeof *b);
 }
 
-static inline void tb_header_v(tb *b, uint32_t version, uint32_t header_size,
-                        uint64_t pid, uint32_t flags) {
+static inline void tb_header_v(tb *b, uint32_t version, uint32_t header_size, uint64_t pid,
+                               uint32_t flags) {
   pagelock_file_header h;
   memset(&h, 0, sizeof h);
   memcpy(h.magic, PAGELOCK_TRACE_MAGIC, 8);
@@ -61,8 +61,7 @@ static inline void tb_header_v(tb *b, uint32_t version, uint32_t header_size,
   tb_put(b, &h, sizeof h);
   /* A longer (future) header: zero-filled extension. */
   static const unsigned char zero[64];
-  for (uint32_t left = header_size > sizeof h ? header_size - sizeof h : 0;
-       left;) {
+  for (uint32_t left = header_size > sizeof h ? header_size - sizeof h : 0; left;) {
     uint32_t k = left < sizeof zero ? left : sizeof zero;
     tb_put(b, zero, k);
     left -= k;
@@ -70,14 +69,13 @@ static inline void tb_header_v(tb *b, uint32_t version, uint32_t header_size,
 }
 
 static inline void tb_header(tb *b, uint64_t pid, uint32_t flags) {
-  tb_header_v(b, PAGELOCK_TRACE_VERSION, sizeof(pagelock_file_header), pid,
-              flags);
+  tb_header_v(b, PAGELOCK_TRACE_VERSION, sizeof(pagelock_file_header), pid, flags);
 }
 
 /* Appends fixed (whose first 8 bytes are the record header, filled here)
  * followed by NUL-terminated strings, padded to 8. */
-static inline void tb_rec(tb *b, uint32_t type, void *fixed, size_t fixed_size,
-                   const char *s1, const char *s2) {
+static inline void tb_rec(tb *b, uint32_t type, void *fixed, size_t fixed_size, const char *s1,
+                          const char *s2) {
   size_t l1 = s1 ? strlen(s1) + 1 : 0, l2 = s2 ? strlen(s2) + 1 : 0;
   size_t size = (fixed_size + l1 + l2 + 7) & ~(size_t)7;
   pagelock_rec_hdr *h = fixed;
@@ -92,16 +90,15 @@ static inline void tb_rec(tb *b, uint32_t type, void *fixed, size_t fixed_size,
 }
 
 /* A record with arbitrary header values and body: for corruption. */
-static inline void tb_raw(tb *b, uint32_t type, uint32_t size, const void *body,
-                   size_t body_len) {
+static inline void tb_raw(tb *b, uint32_t type, uint32_t size, const void *body, size_t body_len) {
   pagelock_rec_hdr h = {type, size};
   tb_mark(b);
   tb_put(b, &h, sizeof h);
   if (body_len) tb_put(b, body, body_len);
 }
 
-static inline void tb_process(tb *b, const char *exe, const char *host,
-                       uint32_t mode, int32_t rank) {
+static inline void tb_process(tb *b, const char *exe, const char *host, uint32_t mode,
+                              int32_t rank) {
   pagelock_rec_process r;
   memset(&r, 0, sizeof r);
   r.ppid = 1;
@@ -120,7 +117,7 @@ typedef struct tb_copy_args {
    * before); gpu_correlation: the CUPTI id its GPU op carries. */
   uint64_t seq;
   uint32_t gpu_correlation;
-  int v1; /* write a 96-byte version-1 record */
+  int v1;      /* write a 96-byte version-1 record */
   uint8_t why; /* version 3: pagelock_why */
 } tb_copy_args;
 
@@ -148,8 +145,7 @@ static inline void tb_copy(tb *b, const tb_copy_args *a) {
   if (a->seq) r.correlation = a->seq;
   r.gpu_correlation = a->gpu_correlation;
   r.why = a->why;
-  tb_rec(b, PAGELOCK_REC_COPY, &r, a->v1 ? PAGELOCK_REC_COPY_V1_SIZE : sizeof r,
-         NULL, NULL);
+  tb_rec(b, PAGELOCK_REC_COPY, &r, a->v1 ? PAGELOCK_REC_COPY_V1_SIZE : sizeof r, NULL, NULL);
 }
 
 /* One GPU record (times in CUPTI's clock). */
@@ -180,8 +176,8 @@ static inline void tb_gpu(tb *b, const tb_gpu_args *a) {
 }
 
 /* A kernel on (device, stream). */
-static inline void tb_kernel(tb *b, uint32_t device, uint32_t stream,
-                             uint64_t start, uint64_t end, uint32_t name_id) {
+static inline void tb_kernel(tb *b, uint32_t device, uint32_t stream, uint64_t start, uint64_t end,
+                             uint32_t name_id) {
   tb_gpu_args g = {0};
   g.kind = PAGELOCK_GPU_KERNEL;
   g.device = device;
@@ -193,9 +189,8 @@ static inline void tb_kernel(tb *b, uint32_t device, uint32_t stream,
 }
 
 /* A GPU memcpy: H2D from host memory kind hmem, or D2H into it. */
-static inline void tb_gpu_copy(tb *b, uint32_t device, uint32_t stream,
-                               int h2d, uint8_t hmem, uint64_t bytes,
-                               uint64_t start, uint64_t end, uint32_t corr,
+static inline void tb_gpu_copy(tb *b, uint32_t device, uint32_t stream, int h2d, uint8_t hmem,
+                               uint64_t bytes, uint64_t start, uint64_t end, uint32_t corr,
                                int async) {
   tb_gpu_args g = {0};
   g.kind = PAGELOCK_GPU_MEMCPY;
@@ -235,8 +230,8 @@ static inline void tb_clock(tb *b, uint64_t cupti_ns, uint64_t mono_ns) {
   tb_rec(b, PAGELOCK_REC_CLOCK, &r, sizeof r, NULL, NULL);
 }
 
-static inline void tb_device(tb *b, uint32_t device, uint32_t copy_engines,
-                             uint32_t sm_count, const char *name) {
+static inline void tb_device(tb *b, uint32_t device, uint32_t copy_engines, uint32_t sm_count,
+                             const char *name) {
   pagelock_rec_device r;
   memset(&r, 0, sizeof r);
   r.device = device;
@@ -245,8 +240,8 @@ static inline void tb_device(tb *b, uint32_t device, uint32_t copy_engines,
   tb_rec(b, PAGELOCK_REC_DEVICE, &r, sizeof r, name, NULL);
 }
 
-static inline void tb_gpu_status(tb *b, uint32_t status, uint64_t records,
-                                 uint64_t dropped, const char *reason) {
+static inline void tb_gpu_status(tb *b, uint32_t status, uint64_t records, uint64_t dropped,
+                                 const char *reason) {
   pagelock_rec_gpu_status r;
   memset(&r, 0, sizeof r);
   r.status = status;
@@ -257,8 +252,7 @@ static inline void tb_gpu_status(tb *b, uint32_t status, uint64_t records,
   tb_rec(b, PAGELOCK_REC_GPU_STATUS, &r, sizeof r, reason ? reason : "", NULL);
 }
 
-static inline void tb_stack(tb *b, uint32_t id, const uint64_t *frames,
-                     uint32_t depth) {
+static inline void tb_stack(tb *b, uint32_t id, const uint64_t *frames, uint32_t depth) {
   struct {
     pagelock_rec_stack r;
     uint64_t f[PAGELOCK_MAX_FRAMES];
@@ -267,13 +261,11 @@ static inline void tb_stack(tb *b, uint32_t id, const uint64_t *frames,
   s.r.id = id;
   s.r.depth = depth;
   memcpy(s.f, frames, (depth <= PAGELOCK_MAX_FRAMES ? depth : 0) * 8);
-  tb_rec(b, PAGELOCK_REC_STACK, &s,
-         sizeof s.r + 8 * (depth <= PAGELOCK_MAX_FRAMES ? depth : 0), NULL,
-         NULL);
+  tb_rec(b, PAGELOCK_REC_STACK, &s, sizeof s.r + 8 * (depth <= PAGELOCK_MAX_FRAMES ? depth : 0),
+         NULL, NULL);
 }
 
-static inline void tb_module(tb *b, uint64_t base, uint64_t start, uint64_t end,
-                      const char *path) {
+static inline void tb_module(tb *b, uint64_t base, uint64_t start, uint64_t end, const char *path) {
   pagelock_rec_module m;
   memset(&m, 0, sizeof m);
   m.base = base;
@@ -282,8 +274,7 @@ static inline void tb_module(tb *b, uint64_t base, uint64_t start, uint64_t end,
   tb_rec(b, PAGELOCK_REC_MODULE, &m, sizeof m, path, NULL);
 }
 
-static inline void tb_symbol(tb *b, uint64_t addr, uint64_t sym_addr,
-                      const char *name) {
+static inline void tb_symbol(tb *b, uint64_t addr, uint64_t sym_addr, const char *name) {
   pagelock_rec_symbol s;
   memset(&s, 0, sizeof s);
   s.addr = addr;
@@ -320,8 +311,7 @@ static inline void tb_check_at(tb *b, uint64_t base, uint64_t *start) {
   pagelock_rec_check c;
   memset(&c, 0, sizeof c);
   c.start = *start;
-  c.crc32c = pagelock_crc32c(0, b->p + (*start - base),
-                             b->len - (size_t)(*start - base));
+  c.crc32c = pagelock_crc32c(0, b->p + (*start - base), b->len - (size_t)(*start - base));
   tb_rec(b, PAGELOCK_REC_CHECK, &c, sizeof c, NULL, NULL);
   *start = base + b->len;
 }
@@ -333,8 +323,8 @@ static inline void tb_check(tb *b, uint64_t *start) { tb_check_at(b, 0, start); 
  * its last.  starts[] (when not NULL) gets the file offset of each block,
  * *nblocks (when not NULL) their number; src->offsets must be complete
  * (nothing flushed). */
-static inline void tb_checksum(const tb *src, size_t every, tb *dst,
-                               uint64_t *starts, size_t *nblocks) {
+static inline void tb_checksum(const tb *src, size_t every, tb *dst, uint64_t *starts,
+                               size_t *nblocks) {
   memset(dst, 0, sizeof *dst);
   pagelock_file_header h;
   memcpy(&h, src->p, sizeof h);

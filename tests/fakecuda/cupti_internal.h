@@ -39,10 +39,10 @@ struct cpt_buf;
 /* Where a GPU record waits for its timestamps: start and end (and, for
  * kernels, completed) are written when the op has run. */
 struct cpt_slot {
-    struct cpt_buf *buf; /* NULL: the record was dropped */
-    size_t off;
-    uint16_t start_off, end_off, completed_off; /* completed_off 0: none */
-    uint8_t done;
+  struct cpt_buf *buf; /* NULL: the record was dropped */
+  size_t off;
+  uint16_t start_off, end_off, completed_off; /* completed_off 0: none */
+  uint8_t done;
 };
 
 /*
@@ -57,7 +57,8 @@ void cpt_slot_complete(struct cpt_slot *s, uint64_t start, uint64_t end);
  * timestamps, the buffer stops waiting for it. */
 void cpt_slot_abandon(struct cpt_slot *s);
 
-void cpt_set_buffer_callbacks(CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc done);
+void cpt_set_buffer_callbacks(CUpti_BuffersCallbackRequestFunc req,
+                              CUpti_BuffersCallbackCompleteFunc done);
 int cpt_have_buffer_callbacks(void);
 void cpt_set_flush_period(uint32_t ms);
 CUptiResult cpt_flush_all(uint32_t flag);

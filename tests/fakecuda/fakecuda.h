@@ -34,27 +34,27 @@ extern "C" {
  * otherwise; device-to-device and host-to-host copies count as neither.
  */
 struct fakecuda_stats {
-    unsigned long long copies_pageable;
-    unsigned long long copies_pinned;
-    unsigned long long copies_d2d;
-    unsigned long long bytes_h2d;
-    unsigned long long bytes_d2h;
-    unsigned long long bytes_pageable;       /* host<->device bytes, pageable host side */
-    unsigned long long bytes_pinned;         /* host<->device bytes, pinned host side */
-    unsigned long long memsets;
-    unsigned long long host_allocs_live;     /* cuMemHostAlloc/cuMemAllocHost */
-    unsigned long long host_alloc_bytes_live;
-    unsigned long long registered_ranges_live;
-    unsigned long long registered_bytes_live;
-    unsigned long long registered_bytes_high_water;
-    unsigned long long device_allocs_live;   /* cuMemAlloc + cuMemAllocManaged */
-    unsigned long long device_bytes_live;
-    unsigned long long kernels_launched;     /* direct launches + kernel nodes of launched graphs */
-    unsigned long long graph_launches;
-    unsigned long long host_funcs_run;       /* cuLaunchHostFunc/cuStreamAddCallback bodies executed */
-    unsigned long long host_register_calls;  /* cuMemHostRegister and cuMemHostRegister_v2 */
-    unsigned long long host_unregister_calls;
-    unsigned long long legacy_calls;         /* 32-bit era cuMemcpyHtoD/DtoH/DtoD[Async] */
+  unsigned long long copies_pageable;
+  unsigned long long copies_pinned;
+  unsigned long long copies_d2d;
+  unsigned long long bytes_h2d;
+  unsigned long long bytes_d2h;
+  unsigned long long bytes_pageable; /* host<->device bytes, pageable host side */
+  unsigned long long bytes_pinned;   /* host<->device bytes, pinned host side */
+  unsigned long long memsets;
+  unsigned long long host_allocs_live; /* cuMemHostAlloc/cuMemAllocHost */
+  unsigned long long host_alloc_bytes_live;
+  unsigned long long registered_ranges_live;
+  unsigned long long registered_bytes_live;
+  unsigned long long registered_bytes_high_water;
+  unsigned long long device_allocs_live; /* cuMemAlloc + cuMemAllocManaged */
+  unsigned long long device_bytes_live;
+  unsigned long long kernels_launched; /* direct launches + kernel nodes of launched graphs */
+  unsigned long long graph_launches;
+  unsigned long long host_funcs_run;      /* cuLaunchHostFunc/cuStreamAddCallback bodies executed */
+  unsigned long long host_register_calls; /* cuMemHostRegister and cuMemHostRegister_v2 */
+  unsigned long long host_unregister_calls;
+  unsigned long long legacy_calls; /* 32-bit era cuMemcpyHtoD/DtoH/DtoD[Async] */
 };
 
 /*
@@ -84,7 +84,8 @@ FAKECUDA_API int fakecuda_is_registered(const void *p, size_t n);
  * preloaded library may call it from inside free, munmap or madvise
  * (tests/preload/reg_guard.c).
  */
-FAKECUDA_API size_t fakecuda_registered_bytes_in(const void *p, size_t n, const void **first, size_t *first_len);
+FAKECUDA_API size_t fakecuda_registered_bytes_in(const void *p, size_t n, const void **first,
+                                                 size_t *first_len);
 
 /*
  * Calls of one exact exported symbol since load (or the last

@@ -40,7 +40,7 @@ enum fc_sym_id {
 #undef FC_SYM
 #undef FC_SYM_PT
 #undef FC_LOOKUP
-    FC_SYM__COUNT
+  FC_SYM__COUNT
 };
 
 extern const char *const fc_sym_names[FC_SYM__COUNT];
@@ -68,22 +68,21 @@ CUresult fc_enter(enum fc_sym_id id, struct fc_tool_call *frame, struct fc_tool_
                   const void *params, const char *symbol);
 void fc_leave(struct fc_tool_call *call, CUresult r);
 int fc_api_threads_inside(void);
-#define FC_ENTER_X(sym, params, symbol)                                                        \
-    struct fc_tool_call fc__frame;                                                             \
-    struct fc_tool_call *fc__call = NULL;                                                      \
-    do {                                                                                       \
-        CUresult fc__e = fc_enter(FC_SYM_##sym, &fc__frame, &fc__call, (params), (symbol));    \
-        if (fc__e != CUDA_SUCCESS)                                                             \
-            return fc__e;                                                                      \
-    } while (0)
+#define FC_ENTER_X(sym, params, symbol)                                                 \
+  struct fc_tool_call fc__frame;                                                        \
+  struct fc_tool_call *fc__call = NULL;                                                 \
+  do {                                                                                  \
+    CUresult fc__e = fc_enter(FC_SYM_##sym, &fc__frame, &fc__call, (params), (symbol)); \
+    if (fc__e != CUDA_SUCCESS) return fc__e;                                            \
+  } while (0)
 #define FC_ENTER(sym) FC_ENTER_X(sym, NULL, NULL)
 #define FC_ENTER_P(sym, params) FC_ENTER_X(sym, params, NULL)
-#define FC_RETURN(expr)                                \
-    do {                                               \
-        CUresult fc__r = (expr);                       \
-        fc_leave(fc__call, fc__r);                     \
-        return fc__r;                                  \
-    } while (0)
+#define FC_RETURN(expr)        \
+  do {                         \
+    CUresult fc__r = (expr);   \
+    fc_leave(fc__call, fc__r); \
+    return fc__r;              \
+  } while (0)
 
 /* ------------------------------------------------------------------ */
 /* global state and configuration (fc_core.c)                         */
@@ -94,11 +93,11 @@ extern atomic_int fc_forked_child;
 extern int fc_ndevices;
 extern size_t fc_device_mem_bytes;
 extern int fc_driver_version;
-extern _Atomic uint64_t fc_pinned_bps;   /* bytes per second */
+extern _Atomic uint64_t fc_pinned_bps; /* bytes per second */
 extern _Atomic uint64_t fc_pageable_bps;
-extern uint64_t fc_register_bps;         /* 0: registration is free */
-extern uint64_t fc_hostalloc_bps;        /* 0: pinned allocation is free */
-extern __thread int fc_tls_in_callback;  /* worker is running user code */
+extern uint64_t fc_register_bps;        /* 0: registration is free */
+extern uint64_t fc_hostalloc_bps;       /* 0: pinned allocation is free */
+extern __thread int fc_tls_in_callback; /* worker is running user code */
 /* This thread's capture-interaction mode (cuThreadExchangeStreamCaptureMode);
  * 0 is CU_STREAM_CAPTURE_MODE_GLOBAL, every thread's default. */
 extern __thread int fc_tls_capture_mode;
@@ -107,22 +106,22 @@ extern __thread int fc_tls_capture_mode;
 extern pthread_mutex_t fc_bounce_mu;
 
 struct fc_stats_atomic {
-    _Atomic unsigned long long copies_pageable, copies_pinned, copies_d2d;
-    _Atomic unsigned long long bytes_h2d, bytes_d2h, bytes_pageable, bytes_pinned;
-    _Atomic unsigned long long memsets;
-    _Atomic unsigned long long host_allocs_live, host_alloc_bytes_live;
-    _Atomic unsigned long long registered_ranges_live, registered_bytes_live;
-    _Atomic unsigned long long registered_bytes_high_water;
-    _Atomic unsigned long long device_allocs_live, device_bytes_live;
-    _Atomic unsigned long long kernels_launched, graph_launches, host_funcs_run;
-    _Atomic unsigned long long host_register_calls, host_unregister_calls;
-    _Atomic unsigned long long legacy_calls;
+  _Atomic unsigned long long copies_pageable, copies_pinned, copies_d2d;
+  _Atomic unsigned long long bytes_h2d, bytes_d2h, bytes_pageable, bytes_pinned;
+  _Atomic unsigned long long memsets;
+  _Atomic unsigned long long host_allocs_live, host_alloc_bytes_live;
+  _Atomic unsigned long long registered_ranges_live, registered_bytes_live;
+  _Atomic unsigned long long registered_bytes_high_water;
+  _Atomic unsigned long long device_allocs_live, device_bytes_live;
+  _Atomic unsigned long long kernels_launched, graph_launches, host_funcs_run;
+  _Atomic unsigned long long host_register_calls, host_unregister_calls;
+  _Atomic unsigned long long legacy_calls;
 };
 extern struct fc_stats_atomic fc_stats;
 #define FC_STAT_ADD(field, n) \
-    atomic_fetch_add_explicit(&fc_stats.field, (unsigned long long)(n), memory_order_relaxed)
+  atomic_fetch_add_explicit(&fc_stats.field, (unsigned long long)(n), memory_order_relaxed)
 #define FC_STAT_SUB(field, n) \
-    atomic_fetch_sub_explicit(&fc_stats.field, (unsigned long long)(n), memory_order_relaxed)
+  atomic_fetch_sub_explicit(&fc_stats.field, (unsigned long long)(n), memory_order_relaxed)
 void fc_stat_registered_add(size_t bytes);
 
 uint64_t fc_now_ns(void);
@@ -145,29 +144,29 @@ typedef struct fc_op fc_op;
 typedef struct fc_graph fc_graph;
 
 struct fc_device {
-    /* One copy engine per direction: uploads serialise with uploads only. */
-    pthread_mutex_t h2d_engine;
-    pthread_mutex_t d2h_engine;
-    uintptr_t va_base; /* reserved PROT_NONE window device memory is carved from */
-    size_t va_size;
-    fc_ctx *primary;
+  /* One copy engine per direction: uploads serialise with uploads only. */
+  pthread_mutex_t h2d_engine;
+  pthread_mutex_t d2h_engine;
+  uintptr_t va_base; /* reserved PROT_NONE window device memory is carved from */
+  size_t va_size;
+  fc_ctx *primary;
 };
 extern struct fc_device fc_devices[FC_MAX_DEVICES];
 
 #define FC_CTX_MAGIC 0x43545846u /* "FXTC" */
 struct fc_ctx {
-    uint32_t magic;
-    uint32_t uid; /* process-unique, from 1: CUPTI's contextId / contextUid */
-    int device;
-    int is_primary;
-    int retain;  /* primary retain count, under fc_ctx_mu */
-    int active;  /* 0 once destroyed / primary fully released */
-    unsigned flags;
-    pthread_mutex_t mu;       /* streams list and legacy pointer */
-    pthread_mutex_t order_mu; /* makes legacy-stream implicit sync atomic */
-    fc_stream *streams;       /* every stream with a live worker */
-    fc_stream *legacy;
-    fc_ctx *all_next;
+  uint32_t magic;
+  uint32_t uid; /* process-unique, from 1: CUPTI's contextId / contextUid */
+  int device;
+  int is_primary;
+  int retain; /* primary retain count, under fc_ctx_mu */
+  int active; /* 0 once destroyed / primary fully released */
+  unsigned flags;
+  pthread_mutex_t mu;       /* streams list and legacy pointer */
+  pthread_mutex_t order_mu; /* makes legacy-stream implicit sync atomic */
+  fc_stream *streams;       /* every stream with a live worker */
+  fc_stream *legacy;
+  fc_ctx *all_next;
 };
 extern pthread_mutex_t fc_ctx_mu;
 
@@ -191,15 +190,15 @@ void fc_ctx_fini(void);
 enum fc_rkind { FC_R_DEVICE = 1, FC_R_MANAGED, FC_R_HOSTALLOC, FC_R_REGISTERED };
 
 typedef struct fc_range {
-    uintptr_t start;
-    size_t size;     /* as requested */
-    size_t map_size; /* page-rounded mapping (device/host allocations) */
-    int kind;
-    int device;
-    fc_ctx *ctx;
-    unsigned flags;
-    unsigned long long id;
-    int dying; /* being unmapped: occupies its space, invisible to lookups */
+  uintptr_t start;
+  size_t size;     /* as requested */
+  size_t map_size; /* page-rounded mapping (device/host allocations) */
+  int kind;
+  int device;
+  fc_ctx *ctx;
+  unsigned flags;
+  unsigned long long id;
+  int dying; /* being unmapped: occupies its space, invisible to lookups */
 } fc_range;
 
 /* Range containing p; 1 found (copied to *out), 0 not. */
@@ -223,109 +222,109 @@ void fc_ranges_fini(void);
 /* streams and queued work (fc_streams.c)                             */
 
 enum fc_op_kind {
-    FC_OP_NOP = 0,
-    FC_OP_COPY,
-    FC_OP_MEMSET,
-    FC_OP_HOSTFN,
-    FC_OP_CALLBACK,
-    FC_OP_KERNEL,
-    FC_OP_EVENT_RECORD,
-    FC_OP_EVENT_WAIT,
+  FC_OP_NOP = 0,
+  FC_OP_COPY,
+  FC_OP_MEMSET,
+  FC_OP_HOSTFN,
+  FC_OP_CALLBACK,
+  FC_OP_KERNEL,
+  FC_OP_EVENT_RECORD,
+  FC_OP_EVENT_WAIT,
 };
 
 enum fc_dir { FC_H2D = 1, FC_D2H, FC_D2D, FC_H2H };
 
 /* One strided copy: depth slices of height rows of width bytes. */
 typedef struct fc_copy_job {
-    uintptr_t dst, src;
-    size_t width, height, depth;
-    size_t dpitch, spitch; /* row pitch */
-    size_t dslice, sslice; /* slice pitch */
-    int dir;
-    int pageable; /* decided when issued: host side not pinned */
-    int device;   /* whose copy engine moves it */
+  uintptr_t dst, src;
+  size_t width, height, depth;
+  size_t dpitch, spitch; /* row pitch */
+  size_t dslice, sslice; /* slice pitch */
+  int dir;
+  int pageable; /* decided when issued: host side not pinned */
+  int device;   /* whose copy engine moves it */
 } fc_copy_job;
 
 struct fc_dep {
-    fc_stream *s;
-    uint64_t seq;
+  fc_stream *s;
+  uint64_t seq;
 };
 
 struct fc_op {
-    fc_op *next;
-    int kind;
-    uint64_t seq;
-    struct fc_dep *deps;
-    int ndeps;
-    /* Set when a tracing tool took note of the op as it was queued
-     * (fc_tool_queue); never copied by fc_op_clone. */
-    void *trace;
-    const struct fc_tool_ops *tool;
-    union {
-        struct {
-            fc_copy_job *jobs;
-            size_t njobs;
-        } copy;
-        struct {
-            uintptr_t dst;
-            unsigned value;
-            int elsize;
-            size_t width; /* elements per row */
-            size_t height;
-            size_t pitch; /* bytes */
-        } memset;
-        struct {
-            CUhostFn fn;
-            void *data;
-        } host;
-        struct {
-            CUstreamCallback fn;
-            CUstream handle;
-            void *data;
-        } cb;
-        struct {
-            uint64_t spin_ns;
-            const char *name; /* the function's name; kept until exit (fc_module.c) */
-            uint32_t grid[3], block[3];
-            uint32_t shmem;
-        } kernel;
-        struct {
-            fc_event *ev;
-            uint64_t gen;
-        } event;
-    } u;
+  fc_op *next;
+  int kind;
+  uint64_t seq;
+  struct fc_dep *deps;
+  int ndeps;
+  /* Set when a tracing tool took note of the op as it was queued
+   * (fc_tool_queue); never copied by fc_op_clone. */
+  void *trace;
+  const struct fc_tool_ops *tool;
+  union {
+    struct {
+      fc_copy_job *jobs;
+      size_t njobs;
+    } copy;
+    struct {
+      uintptr_t dst;
+      unsigned value;
+      int elsize;
+      size_t width; /* elements per row */
+      size_t height;
+      size_t pitch; /* bytes */
+    } memset;
+    struct {
+      CUhostFn fn;
+      void *data;
+    } host;
+    struct {
+      CUstreamCallback fn;
+      CUstream handle;
+      void *data;
+    } cb;
+    struct {
+      uint64_t spin_ns;
+      const char *name; /* the function's name; kept until exit (fc_module.c) */
+      uint32_t grid[3], block[3];
+      uint32_t shmem;
+    } kernel;
+    struct {
+      fc_event *ev;
+      uint64_t gen;
+    } event;
+  } u;
 };
 
 enum fc_stream_kind { FC_SK_USER = 0, FC_SK_LEGACY, FC_SK_PER_THREAD };
 
 #define FC_STREAM_MAGIC 0x52545346u /* "FSTR" */
 struct fc_stream {
-    uint32_t magic;
-    uint32_t id; /* process-unique, from 1: CUPTI's streamId */
-    atomic_int refs;
-    fc_ctx *ctx;
-    int kind;
-    unsigned flags;
-    int priority;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_work;
-    pthread_cond_t cv_done;
-    fc_op *head, *tail;
-    uint64_t enq_seq;  /* last sequence number handed out */
-    uint64_t done_seq; /* last sequence number completed, in order */
-    int stopping;      /* destroyed: drain the queue, then exit */
-    atomic_int exited; /* written under mu; read lock-free by the reaper */
-    pthread_t thread;
-    /* capture state, under mu */
-    int capturing;
-    int cap_invalid;
-    int cap_mode;
-    unsigned long long cap_id;
-    pthread_t cap_thread;
-    fc_graph *cap_graph;
-    /* ctx->streams list, under ctx->mu */
-    fc_stream *ctx_next, *ctx_prev;
-    fc_stream *zombie_next;
+  uint32_t magic;
+  uint32_t id; /* process-unique, from 1: CUPTI's streamId */
+  atomic_int refs;
+  fc_ctx *ctx;
+  int kind;
+  unsigned flags;
+  int priority;
+  pthread_mutex_t mu;
+  pthread_cond_t cv_work;
+  pthread_cond_t cv_done;
+  fc_op *head, *tail;
+  uint64_t enq_seq;  /* last sequence number handed out */
+  uint64_t done_seq; /* last sequence number completed, in order */
+  int stopping;      /* destroyed: drain the queue, then exit */
+  atomic_int exited; /* written under mu; read lock-free by the reaper */
+  pthread_t thread;
+  /* capture state, under mu */
+  int capturing;
+  int cap_invalid;
+  int cap_mode;
+  unsigned long long cap_id;
+  pthread_t cap_thread;
+  fc_graph *cap_graph;
+  /* ctx->streams list, under ctx->mu */
+  fc_stream *ctx_next, *ctx_prev;
+  fc_stream *zombie_next;
 };
 
 fc_op *fc_op_new(int kind);
@@ -372,21 +371,21 @@ int fc_copy_classify(fc_op *op); /* returns 1 if any job is pageable */
 
 #define FC_EVENT_MAGIC 0x54564546u /* "FEVT" */
 struct fc_event {
-    uint32_t magic;
-    uint32_t id; /* process-unique, from 1: CUPTI's cudaEventId */
-    atomic_int refs;
-    unsigned flags;
-    fc_ctx *ctx;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    uint64_t rec_gen;  /* bumped by each (non-captured) record */
-    uint64_t done_gen; /* newest record generation that has completed */
-    uint64_t t_ns;     /* when done_gen completed */
-    /* Where the newest record sits in its stream: waits become a
-     * dependency on (rec_stream, rec_seq), taken at wait time. */
-    fc_stream *rec_stream; /* holds a ref */
-    uint64_t rec_seq;
-    fc_event *all_next, *all_prev;
+  uint32_t magic;
+  uint32_t id; /* process-unique, from 1: CUPTI's cudaEventId */
+  atomic_int refs;
+  unsigned flags;
+  fc_ctx *ctx;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t rec_gen;  /* bumped by each (non-captured) record */
+  uint64_t done_gen; /* newest record generation that has completed */
+  uint64_t t_ns;     /* when done_gen completed */
+  /* Where the newest record sits in its stream: waits become a
+   * dependency on (rec_stream, rec_seq), taken at wait time. */
+  fc_stream *rec_stream; /* holds a ref */
+  uint64_t rec_seq;
+  fc_event *all_next, *all_prev;
 };
 
 CUresult fc_event_lookup(CUevent h, fc_event **out);
@@ -421,14 +420,13 @@ void fc_module_fini(void);
 
 /* The attached tool, NULL almost always: every hook tests it first. */
 extern _Atomic(const struct fc_tool_ops *) fc_tool;
-static inline int fc_tool_on(void)
-{
-    return atomic_load_explicit(&fc_tool, memory_order_relaxed) != NULL;
+static inline int fc_tool_on(void) {
+  return atomic_load_explicit(&fc_tool, memory_order_relaxed) != NULL;
 }
 /* Fill in the frame, make it the thread's innermost call and tell the
  * tool; NULL when the tool is not to hear of this call. */
-struct fc_tool_call *fc_tool_enter(const struct fc_tool_ops *t, struct fc_tool_call *c, enum fc_sym_id id,
-                                   const void *params, const char *symbol);
+struct fc_tool_call *fc_tool_enter(const struct fc_tool_ops *t, struct fc_tool_call *c,
+                                   enum fc_sym_id id, const void *params, const char *symbol);
 void fc_tool_leave(struct fc_tool_call *c, CUresult r);
 /* The current call waits for the GPU (enum fc_tool_sync): a SYNCHRONIZATION record. */
 void fc_tool_sync(int kind, fc_ctx *ctx, fc_stream *s, fc_event *e);
@@ -438,14 +436,10 @@ void fc_tool_queue(fc_stream *s, fc_op *op, int async);
 /* op->trace is set: the op is being freed. */
 void fc_tool_release(fc_op *op);
 /* Timestamps for op_done, on the tool's clock. */
-static inline uint64_t fc_tool_now(const fc_op *op)
-{
-    return op->trace ? op->tool->now() : 0;
-}
-static inline void fc_tool_done(const fc_op *op, size_t idx, uint64_t start)
-{
-    if (op->trace && !atomic_load(&fc_shutdown))
-        op->tool->op_done(op->trace, idx, start, op->tool->now());
+static inline uint64_t fc_tool_now(const fc_op *op) { return op->trace ? op->tool->now() : 0; }
+static inline void fc_tool_done(const fc_op *op, size_t idx, uint64_t start) {
+  if (op->trace && !atomic_load(&fc_shutdown))
+    op->tool->op_done(op->trace, idx, start, op->tool->now());
 }
 
 /* ------------------------------------------------------------------ */

@@ -38,9 +38,7 @@ typedef struct fz_json {
 
 /* Skips JSON whitespace. */
 static void fz_ws(fz_json *j) {
-  while (j->p < j->end &&
-         (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
-    j->p++;
+  while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t')) j->p++;
 }
 
 /* One value of any kind, nested at most 64 deep. */
@@ -61,8 +59,7 @@ static int fz_string(fz_json *j) {
         for (int k = 1; k <= 4; k++) {
           if (j->p + k >= j->end) return 0;
           unsigned h = j->p[k];
-          if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') ||
-                (h >= 'A' && h <= 'F')))
+          if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
             return 0;
         }
         j->p += 5;
@@ -131,75 +128,67 @@ static int fz_value(fz_json *j, int depth) {
   fz_ws(j);
   if (j->p >= j->end) return 0;
   switch (*j->p) {
-  case '{':
-    j->p++;
-    fz_ws(j);
-    if (j->p < j->end && *j->p == '}') {
+    case '{':
       j->p++;
-      return 1;
-    }
-    for (;;) {
       fz_ws(j);
-      if (!fz_string(j)) return 0;
-      fz_ws(j);
-      if (j->p >= j->end || *j->p != ':') return 0;
-      j->p++;
-      if (!fz_value(j, depth + 1)) return 0;
-      fz_ws(j);
-      if (j->p < j->end && *j->p == ',') {
-        j->p++;
-        continue;
-      }
       if (j->p < j->end && *j->p == '}') {
         j->p++;
         return 1;
       }
-      return 0;
-    }
-  case '[':
-    j->p++;
-    fz_ws(j);
-    if (j->p < j->end && *j->p == ']') {
-      j->p++;
-      return 1;
-    }
-    for (;;) {
-      if (!fz_value(j, depth + 1)) return 0;
-      fz_ws(j);
-      if (j->p < j->end && *j->p == ',') {
+      for (;;) {
+        fz_ws(j);
+        if (!fz_string(j)) return 0;
+        fz_ws(j);
+        if (j->p >= j->end || *j->p != ':') return 0;
         j->p++;
-        continue;
+        if (!fz_value(j, depth + 1)) return 0;
+        fz_ws(j);
+        if (j->p < j->end && *j->p == ',') {
+          j->p++;
+          continue;
+        }
+        if (j->p < j->end && *j->p == '}') {
+          j->p++;
+          return 1;
+        }
+        return 0;
       }
+    case '[':
+      j->p++;
+      fz_ws(j);
       if (j->p < j->end && *j->p == ']') {
         j->p++;
         return 1;
       }
-      return 0;
-    }
-  case '"':
-    return fz_string(j);
-  case 't':
-    return fz_lit(j, "true");
-  case 'f':
-    return fz_lit(j, "false");
-  case 'n':
-    return fz_lit(j, "null");
-  default:
-    return fz_number(j);
+      for (;;) {
+        if (!fz_value(j, depth + 1)) return 0;
+        fz_ws(j);
+        if (j->p < j->end && *j->p == ',') {
+          j->p++;
+          continue;
+        }
+        if (j->p < j->end && *j->p == ']') {
+          j->p++;
+          return 1;
+        }
+        return 0;
+      }
+    case '"': return fz_string(j);
+    case 't': return fz_lit(j, "true");
+    case 'f': return fz_lit(j, "false");
+    case 'n': return fz_lit(j, "null");
+    default: return fz_number(j);
   }
 }
 
 /* Aborts (a finding) unless buf is one well-formed JSON document. */
-static void fz_check_json(const char *what, const char *buf, size_t len,
-                          int utf8) {
-  fz_json j = {(const unsigned char *)buf, (const unsigned char *)buf + len,
-               utf8};
+static void fz_check_json(const char *what, const char *buf, size_t len, int utf8) {
+  fz_json j = {(const unsigned char *)buf, (const unsigned char *)buf + len, utf8};
   int ok = fz_value(&j, 0);
   fz_ws(&j);
   if (!ok || j.p != j.end) {
     size_t at = (size_t)((const char *)j.p - buf);
-    fprintf(stderr, "fuzz_reader: %s wrote invalid JSON at byte %zu of %zu\n",
-            what, at, len);
+    fprintf(stderr, "fuzz_reader: %s wrote invalid JSON at byte %zu of %zu\n", what, at, len);
     fwrite(buf, 1, len < 4096 ? len : 4096, stderr);
     fputc('\n', stderr);
     abort();
@@ -207,13 +196,13 @@ static void fz_check_json(const char *what, const char *buf, size_t len,
 }
 
 /* Runs a writer into memory and returns what it wrote (caller frees). */
-#define FZ_CAPTURE(buf, len, call)                                           \
-  do {                                                                       \
-    FILE *out_ = open_memstream(&(buf), &(len));                             \
-    if (!out_) abort();                                                      \
-    FILE *out = out_;                                                        \
-    call;                                                                    \
-    fclose(out_);                                                            \
+#define FZ_CAPTURE(buf, len, call)               \
+  do {                                           \
+    FILE *out_ = open_memstream(&(buf), &(len)); \
+    if (!out_) abort();                          \
+    FILE *out = out_;                            \
+    call;                                        \
+    fclose(out_);                                \
   } while (0)
 
 /* Aborts (a finding) when the text report holds a byte a terminal would
@@ -232,8 +221,10 @@ static void fz_check_text(const char *buf, size_t len) {
       n = 0;
     }
     if (!n) {
-      fprintf(stderr, "fuzz_reader: the text report holds byte 0x%02x at %zu "
-              "unescaped\n", *p, (size_t)(p - (const unsigned char *)buf));
+      fprintf(stderr,
+              "fuzz_reader: the text report holds byte 0x%02x at %zu "
+              "unescaped\n",
+              *p, (size_t)(p - (const unsigned char *)buf));
       abort();
     }
     p += n;
@@ -251,8 +242,7 @@ static void fz_one(const uint8_t *data, size_t size) {
   plr_process p;
   memset(&p, 0, sizeof p);
   char msg[4096];
-  if (plr_trace_load_stream(&p.t, f, "fuzz.trace", msg, sizeof msg) != 0)
-    return;
+  if (plr_trace_load_stream(&p.t, f, "fuzz.trace", msg, sizeof msg) != 0) return;
   plr_process_warnings(null, &p);
   if (plr_process_analyze(&p, 0) == 0) {
     char *buf = NULL;

@@ -21,14 +21,16 @@ static void one(const char *what, char *h, size_t n, void *dev, cudaStream_t s) 
   cudaError_t c = cudaMemcpyAsync(h, dev, n, cudaMemcpyDeviceToHost, s);
   cudaGetLastError();
   cudaStreamSynchronize(s);
-  printf("probe_straddle: %-44s H2D sync %d, H2D async %d, D2H async %d\n", what, (int)a, (int)b, (int)c);
+  printf("probe_straddle: %-44s H2D sync %d, H2D async %d, D2H async %d\n", what, (int)a, (int)b,
+         (int)c);
 }
 
 int main(void) {
   char *p = aligned_alloc(PG, 8 * PG);
   void *dev;
   cudaStream_t s;
-  if (p == NULL || cudaMalloc(&dev, 8 * PG) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) return 2;
+  if (p == NULL || cudaMalloc(&dev, 8 * PG) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess)
+    return 2;
   memset(p, 1, 8 * PG);
   /* registered: pages 2..5 */
   if (cudaHostRegister(p + 2 * PG, 4 * PG, 0) != cudaSuccess) return 3;

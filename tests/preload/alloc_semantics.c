@@ -12,7 +12,13 @@
 #include <sys/mman.h>
 
 static int bad;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "alloc_semantics: %s failed (line %d)\n", #c, __LINE__); bad = 1; } } while (0)
+#define CHECK(c)                                                               \
+  do {                                                                         \
+    if (!(c)) {                                                                \
+      fprintf(stderr, "alloc_semantics: %s failed (line %d)\n", #c, __LINE__); \
+      bad = 1;                                                                 \
+    }                                                                          \
+  } while (0)
 
 int main(void) {
   size_t sizes[] = {1, 100, 4096, 65535, 65536, 200000, 5u << 20};
@@ -37,7 +43,12 @@ int main(void) {
     void *v = valloc(n);
     CHECK(v != NULL && ((uintptr_t)v & 4095) == 0);
     errno = 77;
-    free(q); free(z); free(a); free(b); free(c); free(v);
+    free(q);
+    free(z);
+    free(a);
+    free(b);
+    free(c);
+    free(v);
     CHECK(errno == 77);
   }
   /* a huge request fails the same way */
@@ -63,7 +74,8 @@ int main(void) {
   CHECK(m2 != MAP_FAILED && m2[(1 << 20) - 1] == 7);
   CHECK(munmap(m2, 4 << 20) == 0);
   errno = 0;
-  CHECK(mmap(NULL, 0, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED && errno == EINVAL);
+  CHECK(mmap(NULL, 0, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED &&
+        errno == EINVAL);
   printf("alloc_semantics: %s\n", bad ? "FAILED" : "ok");
   return bad;
 }

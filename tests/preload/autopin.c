@@ -60,14 +60,14 @@
 #define PG ((size_t)4096)
 #define MB ((size_t)1 << 20)
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
+#define CK(x)                                                                             \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
       fprintf(stderr, "autopin: %s:%d: %s -> %d (%s)\n", __FILE__, __LINE__, #x, (int)e_, \
-              cudaGetErrorString(e_));                                                 \
-      exit(2);                                                                         \
-    }                                                                                  \
+              cudaGetErrorString(e_));                                                    \
+      exit(2);                                                                            \
+    }                                                                                     \
   } while (0)
 
 /* ---- the fake driver's controls, when it is the driver ------------------- */
@@ -99,8 +99,8 @@ static void setup(void) {
     *(void **)&fc.get_stats = dlsym(h, "fakecuda_get_stats");
     *(void **)&fc.reset_stats = dlsym(h, "fakecuda_reset_stats");
   }
-  if (!fc.registered_bytes_in || !fc.fail || !fc.clear_faults || !fc.set_bandwidth || !fc.call_count ||
-      !fc.get_stats || !fc.reset_stats)
+  if (!fc.registered_bytes_in || !fc.fail || !fc.clear_faults || !fc.set_bandwidth ||
+      !fc.call_count || !fc.get_stats || !fc.reset_stats)
     memset(&fc, 0, sizeof fc);
   shim_present = dlsym(RTLD_DEFAULT, "pagelock_registry_check") != NULL;
   const char *m = getenv("PAGELOCK_MODE");
@@ -136,13 +136,14 @@ static void fill(uint8_t *p, size_t n, size_t from, unsigned seed) {
   for (size_t i = 0; i < n; i++) p[i] = pat(from + i, seed);
 }
 /* Wrong bytes of p[0..n) against pat(from + i, seed); says where the first is. */
-static size_t wrong_bytes(const char *what, const uint8_t *p, size_t n, size_t from, unsigned seed) {
+static size_t wrong_bytes(const char *what, const uint8_t *p, size_t n, size_t from,
+                          unsigned seed) {
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < n; i++)
     if (p[i] != pat(from + i, seed) && bad++ == 0) first = i;
   if (bad)
-    fprintf(stderr, "autopin: %s: %zu of %zu bytes wrong, first at %zu (0x%02x, expected 0x%02x)\n", what, bad, n,
-            first, p[first], pat(from + first, seed));
+    fprintf(stderr, "autopin: %s: %zu of %zu bytes wrong, first at %zu (0x%02x, expected 0x%02x)\n",
+            what, bad, n, first, p[first], pat(from + first, seed));
   return bad;
 }
 
@@ -173,7 +174,9 @@ static int warm_for(void *p, size_t n, void *dev, cudaStream_t s, int d2h, doubl
   }
   return 0;
 }
-static int warm_dir(void *p, size_t n, void *dev, cudaStream_t s, int d2h) { return warm_for(p, n, dev, s, d2h, 3); }
+static int warm_dir(void *p, size_t n, void *dev, cudaStream_t s, int d2h) {
+  return warm_for(p, n, dev, s, d2h, 3);
+}
 static int warm(void *p, size_t n, void *dev, cudaStream_t s) { return warm_dir(p, n, dev, s, 0); }
 
 /* In a registering mode over the fake, a buffer that never got registered
@@ -184,7 +187,9 @@ static int need_registered(const char *what, int seen) {
   return 1;
 }
 
-static const char *fake_word(void) { return fake() ? "" : " (no fakecuda controls: registration not observed)"; }
+static const char *fake_word(void) {
+  return fake() ? "" : " (no fakecuda controls: registration not observed)";
+}
 
 /* ---- overwrite ------------------------------------------------------------- */
 
@@ -218,7 +223,8 @@ static int cmd_overwrite(void) {
     memset(back, 0, len);
     CK(cudaStreamSynchronize(s));
     CK(cudaMemcpy(back, dev, len, cudaMemcpyDeviceToHost));
-    wrong += wrong_bytes("overwrite: device after the source was overwritten", back, len, 0, 10 + k);
+    wrong +=
+        wrong_bytes("overwrite: device after the source was overwritten", back, len, 0, 10 + k);
     copies++;
   }
   slow_dma(0);
@@ -279,8 +285,8 @@ static int cmd_readback(void) {
 /* ---- neighbours ------------------------------------------------------------ */
 
 /* One H2D + D2H round trip of p[off, off+len) against pat(seed). */
-static size_t roundtrip(const char *what, uint8_t *p, size_t off, size_t len, unsigned seed, void *dev,
-                        uint8_t *back, cudaStream_t s) {
+static size_t roundtrip(const char *what, uint8_t *p, size_t off, size_t len, unsigned seed,
+                        void *dev, uint8_t *back, cudaStream_t s) {
   CK(cudaMemcpyAsync(dev, p + off, len, cudaMemcpyHostToDevice, s));
   CK(cudaMemcpyAsync(back, dev, len, cudaMemcpyDeviceToHost, s));
   CK(cudaStreamSynchronize(s));
@@ -306,7 +312,8 @@ static int cmd_neighbours(void) {
   }
   for (int i = 0; i < nspare; i++) free(spare[i]);
   if (!shared) {
-    printf("neighbours: no two blocks shared a page with this allocator: skipped pid=%d\n", (int)getpid());
+    printf("neighbours: no two blocks shared a page with this allocator: skipped pid=%d\n",
+           (int)getpid());
     return 0;
   }
   void *dev;
@@ -342,21 +349,25 @@ static int cmd_neighbours(void) {
     wrong += wrong_bytes("neighbours: second block untouched", b, nb, 0, k ? 50 + k - 1 : 32);
     fill(b, nb, 0, 50 + k);
     wrong += roundtrip("neighbours: second block", b, 0, nb, 50 + k, dev, back, s);
-    wrong += roundtrip("neighbours: first block's last bytes", a, na - 100, 100, 40 + k, dev, back, s);
+    wrong +=
+        roundtrip("neighbours: first block's last bytes", a, na - 100, 100, 40 + k, dev, back, s);
     wrong += roundtrip("neighbours: second block's first bytes", b, 0, 100, 50 + k, dev, back, s);
     /* a download into one block's end must not touch the other */
     fill(back, 300, na - 300, 60 + k);
     CK(cudaMemcpy(dev, back, 300, cudaMemcpyHostToDevice));
     CK(cudaMemcpyAsync(a + na - 300, dev, 300, cudaMemcpyDeviceToHost, s));
-    wrong += wrong_bytes("neighbours: download into the first block's end", a + na - 300, 300, na - 300, 60 + k);
+    wrong += wrong_bytes("neighbours: download into the first block's end", a + na - 300, 300,
+                         na - 300, 60 + k);
     wrong += wrong_bytes("neighbours: second block after a download beside it", b, nb, 0, 50 + k);
     CK(cudaStreamSynchronize(s));
   }
   free(a); /* b's registration stays */
-  wrong += roundtrip("neighbours: second block after the first was freed", b, 0, nb, 53, dev, back, s);
+  wrong +=
+      roundtrip("neighbours: second block after the first was freed", b, 0, nb, 53, dev, back, s);
   int still = reg_bytes(b, nb) > 0;
-  printf("neighbours: copies=%d wrong=%zu both_registered=%s second_after_free=%s%s pid=%d\n", 4 * 6 + 1, wrong,
-         la && lb ? "yes" : "no", still ? "registered" : "not registered", fake_word(), (int)getpid());
+  printf("neighbours: copies=%d wrong=%zu both_registered=%s second_after_free=%s%s pid=%d\n",
+         4 * 6 + 1, wrong, la && lb ? "yes" : "no", still ? "registered" : "not registered",
+         fake_word(), (int)getpid());
   free(b);
   free(back);
   CK(cudaStreamDestroy(s));
@@ -413,12 +424,18 @@ static int cmd_reuse(void) {
   for (unsigned r = 0; r < 2; r++) {
     size_t m = 64 * PG;
     uint8_t *p = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) { perror("autopin: mmap"); return 1; }
+    if (p == MAP_FAILED) {
+      perror("autopin: mmap");
+      return 1;
+    }
     fill(p, m, 0, 90 + r);
     mreg += warm_for(p, m, dev, s, 0, 0.3);
     munmap(p, m);
     uint8_t *q = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (q == MAP_FAILED) { perror("autopin: mmap"); return 1; }
+    if (q == MAP_FAILED) {
+      perror("autopin: mmap");
+      return 1;
+    }
     msame += q == p;
     fill(q, m, 0, 95 + r);
     wrong += roundtrip("reuse: new mapping at the old address", q, 0, m, 95 + r, dev, back, s);
@@ -426,8 +443,9 @@ static int cmd_reuse(void) {
   }
   char mr[16] = "unknown";
   if (fake()) snprintf(mr, sizeof mr, "%d/2", mreg);
-  printf("reuse: rounds=%d same_address=%d/%d mmap_same_address=%d/2 mmap_registered=%s wrong=%zu pid=%d\n", rounds,
-         same, rounds, msame, mr, wrong, (int)getpid());
+  printf(
+      "reuse: rounds=%d same_address=%d/%d mmap_same_address=%d/2 mmap_registered=%s wrong=%zu pid=%d\n",
+      rounds, same, rounds, msame, mr, wrong, (int)getpid());
   free(back);
   CK(cudaStreamDestroy(s));
   CK(cudaFree(dev));
@@ -441,9 +459,12 @@ static uint64_t parse_size(const char *v) {
   char *end;
   uint64_t x = strtoull(v, &end, 10);
   switch (*end) {
-    case 'k': case 'K': return x << 10;
-    case 'm': case 'M': return x << 20;
-    case 'g': case 'G': return x << 30;
+    case 'k':
+    case 'K': return x << 10;
+    case 'm':
+    case 'M': return x << 20;
+    case 'g':
+    case 'G': return x << 30;
     default: return x;
   }
 }
@@ -502,15 +523,18 @@ static int cmd_budget(void) {
   int evicted_room = 0;
   for (int i = 2; i < 4; i++) {
     evicted_room += warm(buf[i], n, dev, s);
-    wrong += roundtrip("budget: second set, registered", buf[i], 0, n, 100 + (unsigned)i, dev, back, s);
+    wrong +=
+        roundtrip("budget: second set, registered", buf[i], 0, n, 100 + (unsigned)i, dev, back, s);
   }
   for (int i = 0; i < NB; i++)
     wrong += roundtrip("budget: every buffer", buf[i], 0, n, 100 + (unsigned)i, dev, back, s);
   unsigned long long high = fake() ? fc_stats().registered_bytes_high_water : 0;
   unsigned long long unreg = fake() ? fc_stats().host_unregister_calls - unreg0 : 0;
   if (fake() && budget && high > budget + pool) {
-    fprintf(stderr, "autopin: budget: %llu bytes registered at once besides the %llu of the staging pool, the budget is %llu\n",
-            high - pool, pool, (unsigned long long)budget);
+    fprintf(
+        stderr,
+        "autopin: budget: %llu bytes registered at once besides the %llu of the staging pool, the budget is %llu\n",
+        high - pool, pool, (unsigned long long)budget);
     bad = 1;
   }
   if (fake() && registering && budget && !first_kept) {
@@ -518,13 +542,16 @@ static int cmd_budget(void) {
     bad = 1;
   }
   if (fake() && registering && budget && (evicted_room < 2 || unreg < 2)) {
-    fprintf(stderr, "autopin: budget: the idle set was not evicted for the hot one (%d registered, %llu unregistered)\n",
-            evicted_room, unreg);
+    fprintf(
+        stderr,
+        "autopin: budget: the idle set was not evicted for the hot one (%d registered, %llu unregistered)\n",
+        evicted_room, unreg);
     bad = 1;
   }
   if (fake())
-    printf("budget: copies=%d wrong=%zu budget=%llu high_water=%llu unregistered_before_free=%llu pid=%d\n",
-           2 + 16 + 2 + NB, wrong, (unsigned long long)budget, high, unreg, (int)getpid());
+    printf(
+        "budget: copies=%d wrong=%zu budget=%llu high_water=%llu unregistered_before_free=%llu pid=%d\n",
+        2 + 16 + 2 + NB, wrong, (unsigned long long)budget, high, unreg, (int)getpid());
   else
     printf("budget: copies=%d wrong=%zu budget=%llu%s pid=%d\n", 2 + 16 + 2 + NB, wrong,
            (unsigned long long)budget, fake_word(), (int)getpid());
@@ -549,7 +576,10 @@ static struct {
 } drv;
 
 /* FNV-1a over every answer, so two sequences compare as one number. */
-typedef struct { uint64_t h; int n; } digest;
+typedef struct {
+  uint64_t h;
+  int n;
+} digest;
 static void dg(digest *d, long long v) {
   for (int i = 0; i < 8; i++) {
     d->h ^= (uint8_t)(v >> (8 * i));
@@ -588,9 +618,11 @@ static void answers(digest *d, uint8_t *q) {
   cudaGetLastError();
   if (!drv.pga) return;
   static const CUpointer_attribute attrs[] = {
-      CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT,     CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
-      CU_POINTER_ATTRIBUTE_HOST_POINTER, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-      CU_POINTER_ATTRIBUTE_MAPPED,      CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,  CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+      CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_CONTEXT,
+      CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_HOST_POINTER,
+      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+      CU_POINTER_ATTRIBUTE_MAPPED,         CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+      CU_POINTER_ATTRIBUTE_RANGE_SIZE,
   };
   enum { NA = sizeof attrs / sizeof attrs[0] };
   uint64_t one[NA], many[NA];
@@ -608,7 +640,9 @@ static void answers(digest *d, uint8_t *q) {
     uint64_t v[2] = {one[i], many[i]};
     for (int k = 0; k < 2; k++) {
       switch (attrs[i]) {
-        case CU_POINTER_ATTRIBUTE_CONTEXT: dg(d, v[k] == 0x5A5A5A5A5A5A5A5Aull ? 2 : v[k] != 0); break;
+        case CU_POINTER_ATTRIBUTE_CONTEXT:
+          dg(d, v[k] == 0x5A5A5A5A5A5A5A5Aull ? 2 : v[k] != 0);
+          break;
         case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
         case CU_POINTER_ATTRIBUTE_HOST_POINTER:
           dg(d, v[k] == 0x5A5A5A5A5A5A5A5Aull ? 2 : rel((uintptr_t)v[k], u));
@@ -654,7 +688,8 @@ static digest sequence(uint8_t *p, size_t n) {
   dg(&d, cudaHostUnregister(p));
   cudaGetLastError();
   answers3(&d, p, n);
-  dg(&d, cudaHostRegister(p + 2 * PG + 100, 3 * PG, cudaHostRegisterPortable)); /* unaligned, inside */
+  dg(&d,
+     cudaHostRegister(p + 2 * PG + 100, 3 * PG, cudaHostRegisterPortable)); /* unaligned, inside */
   answers3(&d, p, n);
   dg(&d, cudaHostUnregister(p + 2 * PG + 100));
   cudaGetLastError();
@@ -686,11 +721,14 @@ static int cmd_queries(void) {
   int was = reg_bytes(a, n) > 0;
   digest da = sequence(a, n), dc = sequence(c, n);
   /* the shim may register it again once copied: still right */
-  size_t wrong = roundtrip("queries: copied after the program's own registration", a, 0, n, 111, dev, back, s);
+  size_t wrong =
+      roundtrip("queries: copied after the program's own registration", a, 0, n, 111, dev, back, s);
   wrong += roundtrip("queries: the control buffer", c, 0, n, 111, dev, back, s);
   if (da.h != dc.h) {
-    fprintf(stderr, "autopin: queries: the answers over the buffer the shim registered differ from those over one"
-                    " never copied\n");
+    fprintf(
+        stderr,
+        "autopin: queries: the answers over the buffer the shim registered differ from those over one"
+        " never copied\n");
     bad = 1;
   }
   /* pid last: the case compares everything before it with a run without the shim */
@@ -732,17 +770,19 @@ static int cmd_fail(void) {
   }
   for (int rep = 0; rep < 12; rep++) {
     for (int i = 0; i < 3; i++) {
-      wrong += roundtrip("fail: copy while registration fails", buf[i], 0, n, 120 + (unsigned)i, dev, back, s);
+      wrong += roundtrip("fail: copy while registration fails", buf[i], 0, n, 120 + (unsigned)i,
+                         dev, back, s);
       copies += 2;
     }
     sleep_ms(2);
   }
-  unsigned long tried = fc.call_count("cuMemHostRegister_v2") + fc.call_count("cuMemHostRegister") - before;
+  unsigned long tried =
+      fc.call_count("cuMemHostRegister_v2") + fc.call_count("cuMemHostRegister") - before;
   size_t reg = 0;
   for (int i = 0; i < 3; i++) reg += reg_bytes(buf[i], n);
   fc.clear_faults();
-  printf("fail: copies=%d wrong=%zu register_attempts=%lu registered_bytes=%zu pid=%d\n", copies, wrong, tried, reg,
-         (int)getpid());
+  printf("fail: copies=%d wrong=%zu register_attempts=%lu registered_bytes=%zu pid=%d\n", copies,
+         wrong, tried, reg, (int)getpid());
   for (int i = 0; i < 3; i++) free(buf[i]);
   free(back);
   CK(cudaStreamDestroy(s));
@@ -810,7 +850,8 @@ static int cmd_capture(void) {
     press[i] = malloc(n);
     fill(press[i], n, 0, 140 + (unsigned)i);
     for (int k = 0; k < 4; k++) {
-      wrong += roundtrip("capture: pressure buffer", press[i], 0, n, 140 + (unsigned)i, dev, back, w);
+      wrong +=
+          roundtrip("capture: pressure buffer", press[i], 0, n, 140 + (unsigned)i, dev, back, w);
       sleep_ms(2);
     }
   }
@@ -822,7 +863,9 @@ static int cmd_capture(void) {
   wrong += wrong_bytes("capture: replay after a pause and budget pressure", out, n, 0, 133);
   replays++;
   if (fake() && registering && !pinned) {
-    fprintf(stderr, "autopin: capture: a registration a graph copies from was undone while the graph lives\n");
+    fprintf(
+        stderr,
+        "autopin: capture: a registration a graph copies from was undone while the graph lives\n");
     bad = 1;
   }
   printf("capture: replays=%d wrong=%zu graph_registrations_kept=%s%s pid=%d\n", replays, wrong,
@@ -862,10 +905,15 @@ static int cmd_fork(void) {
   unsigned long unreg0 = fake() ? fc.call_count("cuMemHostUnregister") : 0;
   fflush(NULL);
   pid_t pid = fork();
-  if (pid < 0) { perror("autopin: fork"); return 1; }
+  if (pid < 0) {
+    perror("autopin: fork");
+    return 1;
+  }
   if (pid == 0) {
     size_t w = 0;
-    for (int i = 0; i < NF; i++) w += wrong_bytes("fork: the child reading the parent's buffer", buf[i], n, 0, 150 + (unsigned)i);
+    for (int i = 0; i < NF; i++)
+      w += wrong_bytes("fork: the child reading the parent's buffer", buf[i], n, 0,
+                       150 + (unsigned)i);
     if (!fake()) _exit(w ? 1 : 0); /* a real driver: the child only reads */
     free(buf[0]);
     uint8_t *q = malloc(2 * MB);
@@ -886,10 +934,11 @@ static int cmd_fork(void) {
   int kept = 0;
   for (int i = 0; i < NF; i++) {
     kept += reg_bytes(buf[i], n) > 0;
-    wrong += roundtrip("fork: the parent's copy after the child", buf[i], 0, n, 150 + (unsigned)i, dev, back, s);
+    wrong += roundtrip("fork: the parent's copy after the child", buf[i], 0, n, 150 + (unsigned)i,
+                       dev, back, s);
   }
-  printf("fork: child=%s wrong=%zu registrations_kept=%d/%d%s pid=%d\n", bad ? "failed" : "ok", wrong, kept, NF,
-         fake_word(), (int)getpid());
+  printf("fork: child=%s wrong=%zu registrations_kept=%d/%d%s pid=%d\n", bad ? "failed" : "ok",
+         wrong, kept, NF, fake_word(), (int)getpid());
   for (int i = 0; i < NF; i++) free(buf[i]);
   free(back);
   CK(cudaStreamDestroy(s));
@@ -972,9 +1021,7 @@ static void *churn_thread(void *arg) {
         fill(x->p, n, 0, x->seed);
         break;
       }
-      case 2: /* free or munmap */
-        slot_release(x);
-        break;
+      case 2: /* free or munmap */ slot_release(x); break;
       case 3: /* realloc, or mremap */
         if (!x->mapped) {
           size_t n = 16 * 1024 + (size_t)rand_r(&rs) % (CHURN_MAX - 16 * 1024);
@@ -1009,7 +1056,8 @@ static void *churn_thread(void *arg) {
             if (adv == MADV_DONTNEED) /* private anonymous: zero pages from now on */
               for (size_t i = 0; i < len; i++)
                 if (x->p[from * PG + i] != 0 && wrong++ == 0)
-                  fprintf(stderr, "autopin: churn: a page discarded with MADV_DONTNEED is not zero\n");
+                  fprintf(stderr,
+                          "autopin: churn: a page discarded with MADV_DONTNEED is not zero\n");
             fill(x->p + from * PG, len, from * PG, x->seed);
           }
         }
@@ -1023,7 +1071,8 @@ static void *churn_thread(void *arg) {
         pthread_mutex_unlock(&xchg_mu);
         break;
       }
-      case 6: case 7: { /* a download into the slot, read at once */
+      case 6:
+      case 7: { /* a download into the slot, read at once */
         size_t off = rand_r(&rs) % 2 ? 0 : (size_t)rand_r(&rs) % x->n;
         size_t len = off ? 1 + (size_t)rand_r(&rs) % (x->n - off) : x->n;
         unsigned ns = ++gen;
@@ -1036,7 +1085,9 @@ static void *churn_thread(void *arg) {
           CK(cudaMemcpy(x->p + off, dev, len, cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < len; i++)
           if (x->p[off + i] != pat(off + i, ns) && wrong++ == 0)
-            fprintf(stderr, "autopin: churn: a download's destination read on return is wrong at %zu\n", off + i);
+            fprintf(stderr,
+                    "autopin: churn: a download's destination read on return is wrong at %zu\n",
+                    off + i);
         CK(cudaStreamSynchronize(s));
         /* back to one seed for the whole slot */
         fill(x->p, x->n, 0, x->seed);
@@ -1098,14 +1149,16 @@ static int cmd_churn(int secs, int threads) {
   atomic_store(&churn_stop, 1);
   for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < XCHG; i++) {
-    if (xchg[i].p) churn_wrong += slot_check("churn: a handed-over slot at the end", &xchg[i], 0, xchg[i].n);
+    if (xchg[i].p)
+      churn_wrong += slot_check("churn: a handed-over slot at the end", &xchg[i], 0, xchg[i].n);
     slot_release(&xchg[i]);
   }
   alarm(0);
   char seen[48] = "unknown";
-  if (fake()) snprintf(seen, sizeof seen, "%ld mapped=%ld", (long)churn_seen, (long)churn_seen_mapped);
-  printf("churn: threads=%d ops=%ld copies=%ld wrong=%ld uploads_from_registered=%s pid=%d\n", threads,
-         (long)churn_ops, (long)churn_copies, (long)churn_wrong, seen, (int)getpid());
+  if (fake())
+    snprintf(seen, sizeof seen, "%ld mapped=%ld", (long)churn_seen, (long)churn_seen_mapped);
+  printf("churn: threads=%d ops=%ld copies=%ld wrong=%ld uploads_from_registered=%s pid=%d\n",
+         threads, (long)churn_ops, (long)churn_copies, (long)churn_wrong, seen, (int)getpid());
   return churn_wrong != 0;
 }
 
@@ -1117,9 +1170,12 @@ static int cmd_churn(int secs, int threads) {
 static int cmd_stale(const char *kind) {
   const size_t n = 64 * PG;
   int ok = !strcmp(kind, "ok");
-  if (strcmp(kind, "free") && strcmp(kind, "realloc") && strcmp(kind, "munmap") && strcmp(kind, "mremap") &&
-      strcmp(kind, "madvise") && strcmp(kind, "sbrk") && strcmp(kind, "brk") && !ok) {
-    fprintf(stderr, "autopin: stale KIND: KIND is one of free, realloc, munmap, mremap, madvise, sbrk, brk, ok\n");
+  if (strcmp(kind, "free") && strcmp(kind, "realloc") && strcmp(kind, "munmap") &&
+      strcmp(kind, "mremap") && strcmp(kind, "madvise") && strcmp(kind, "sbrk") &&
+      strcmp(kind, "brk") && !ok) {
+    fprintf(
+        stderr,
+        "autopin: stale KIND: KIND is one of free, realloc, munmap, mremap, madvise, sbrk, brk, ok\n");
     return 2;
   }
   uint8_t *p;
@@ -1131,11 +1187,17 @@ static int cmd_stale(const char *kind) {
     span = malloc_usable_size(p);
   } else if (brk_) {
     p = sbrk((intptr_t)(n + PG));
-    if (p == (void *)-1) { perror("autopin: sbrk"); return 1; }
+    if (p == (void *)-1) {
+      perror("autopin: sbrk");
+      return 1;
+    }
     span = n + PG;
   } else {
     p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) { perror("autopin: mmap"); return 1; }
+    if (p == MAP_FAILED) {
+      perror("autopin: mmap");
+      return 1;
+    }
     span = n;
   }
   uint8_t *in = (uint8_t *)(((uintptr_t)p + PG - 1) / PG * PG) + PG;
@@ -1159,13 +1221,20 @@ static int cmd_stale(const char *kind) {
   printf("stale: %s of [%#lx, %#lx) while [%#lx, %#lx) is registered\n", call, (unsigned long)from,
          (unsigned long)(from + span), (unsigned long)in, (unsigned long)(in + len));
   fflush(stdout);
-  if (!strcmp(kind, "free")) free(p);
-  else if (!strcmp(kind, "realloc")) p = realloc(p, 2 * n);
-  else if (!strcmp(kind, "munmap")) munmap(p, n);
-  else if (!strcmp(kind, "mremap")) p = mremap(p, n, 2 * n, MREMAP_MAYMOVE);
-  else if (!strcmp(kind, "madvise")) madvise((void *)from, PG, MADV_DONTNEED);
-  else if (!strcmp(kind, "sbrk")) sbrk(-(intptr_t)span);
-  else brk(p);
+  if (!strcmp(kind, "free"))
+    free(p);
+  else if (!strcmp(kind, "realloc"))
+    p = realloc(p, 2 * n);
+  else if (!strcmp(kind, "munmap"))
+    munmap(p, n);
+  else if (!strcmp(kind, "mremap"))
+    p = mremap(p, n, 2 * n, MREMAP_MAYMOVE);
+  else if (!strcmp(kind, "madvise"))
+    madvise((void *)from, PG, MADV_DONTNEED);
+  else if (!strcmp(kind, "sbrk"))
+    sbrk(-(intptr_t)span);
+  else
+    brk(p);
   printf("stale: %s went through\n", kind);
   return 0;
 }
@@ -1183,8 +1252,9 @@ int main(int argc, char **argv) {
     fputs(usage, stderr);
     return 2;
   }
-  static const char *const known[] = {"churn", "overwrite", "readback", "neighbours", "reuse", "budget",
-                                      "queries", "fail", "capture", "fork", "stale"};
+  static const char *const known[] = {"churn",   "overwrite", "readback", "neighbours",
+                                      "reuse",   "budget",    "queries",  "fail",
+                                      "capture", "fork",      "stale"};
   int found = 0;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) found |= !strcmp(cmd, known[i]);
   if (!found) {

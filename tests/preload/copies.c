@@ -28,8 +28,8 @@ static void fill(unsigned char *p, size_t n, unsigned seed) {
 }
 
 /* One round trip host->device->host through `src`/`dst` host buffers. */
-static int roundtrip(unsigned char *src, unsigned char *dst, void *dev, size_t n,
-                     int async, cudaStream_t s, unsigned seed) {
+static int roundtrip(unsigned char *src, unsigned char *dst, void *dev, size_t n, int async,
+                     cudaStream_t s, unsigned seed) {
   fill(src, n, seed);
   memset(dst, 0, n);
   if (async) {
@@ -41,7 +41,8 @@ static int roundtrip(unsigned char *src, unsigned char *dst, void *dev, size_t n
     CHECK(cudaMemcpy(dst, dev, n, cudaMemcpyDeviceToHost));
   }
   if (memcmp(src, dst, n) != 0) {
-    fprintf(stderr, "copies: bytes differ after a %zu-byte %s round trip\n", n, async ? "async" : "sync");
+    fprintf(stderr, "copies: bytes differ after a %zu-byte %s round trip\n", n,
+            async ? "async" : "sync");
     return 1;
   }
   return 0;
@@ -72,7 +73,10 @@ int main(void) {
   CHECK(cudaMemcpy(dev, ps, 4096, cudaMemcpyDefault));
   CHECK(cudaMemcpy(pd, dev, 4096, cudaMemcpyDefault));
   pageable += 2, pageable_bytes += 8192;
-  if (memcmp(ps, pd, 4096) != 0) { fprintf(stderr, "copies: cudaMemcpyDefault bytes differ\n"); bad = 1; }
+  if (memcmp(ps, pd, 4096) != 0) {
+    fprintf(stderr, "copies: cudaMemcpyDefault bytes differ\n");
+    bad = 1;
+  }
   CHECK(cudaStreamDestroy(s));
   CHECK(cudaFree(dev));
   CHECK(cudaFreeHost(hs));

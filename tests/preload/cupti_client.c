@@ -24,13 +24,13 @@
 #include <cupti_driver_cbid.h>
 #include <cupti_result.h>
 
-#define CHECK(x)                                                              \
-  do {                                                                        \
-    cudaError_t e_ = (x);                                                     \
-    if (e_ != cudaSuccess) {                                                  \
+#define CHECK(x)                                                             \
+  do {                                                                       \
+    cudaError_t e_ = (x);                                                    \
+    if (e_ != cudaSuccess) {                                                 \
       fprintf(stderr, "cupti_client: %s: %s\n", #x, cudaGetErrorString(e_)); \
-      exit(2);                                                                \
-    }                                                                         \
+      exit(2);                                                               \
+    }                                                                        \
   } while (0)
 
 #define BUFSZ (1u << 20)
@@ -65,7 +65,8 @@ static void CUPTIAPI completed(CUcontext c, uint32_t s, uint8_t *buf, size_t siz
     if (a->kind == CUPTI_ACTIVITY_KIND_MEMCPY) records++;
 }
 
-static void CUPTIAPI on_api(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
+static void CUPTIAPI on_api(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
+                            const void *data) {
   (void)ud;
   (void)d;
   (void)id;
@@ -103,10 +104,11 @@ int main(int argc, char **argv) {
     return 2;
   }
 #define SYM(name) (use_dlsym ? dlsym(h, #name) : (void *)name)
-  CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *) = SYM(cuptiSubscribe);
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *) =
+      SYM(cuptiSubscribe);
   CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) = SYM(cuptiUnsubscribe);
-  CUptiResult (*enable_cb)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId) =
-      SYM(cuptiEnableCallback);
+  CUptiResult (*enable_cb)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                           CUpti_CallbackId) = SYM(cuptiEnableCallback);
   CUptiResult (*reg)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =
       SYM(cuptiActivityRegisterCallbacks);
   CUptiResult (*enable)(CUpti_ActivityKind) = SYM(cuptiActivityEnable);
@@ -134,9 +136,13 @@ int main(int argc, char **argv) {
   flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   unsubscribe(sub);
   int bad = 0;
-  if (callbacks < 4) fprintf(stderr, "cupti_client: %d callbacks for 4 uploads\n", callbacks), bad = 1;
-  if (records < 8) fprintf(stderr, "cupti_client: %d memcpy records for 8 copies\n", records), bad = 1;
-  if (foreign) fprintf(stderr, "cupti_client: CUPTI handed back %d buffers that are not ours\n", foreign), bad = 1;
+  if (callbacks < 4)
+    fprintf(stderr, "cupti_client: %d callbacks for 4 uploads\n", callbacks), bad = 1;
+  if (records < 8)
+    fprintf(stderr, "cupti_client: %d memcpy records for 8 copies\n", records), bad = 1;
+  if (foreign)
+    fprintf(stderr, "cupti_client: CUPTI handed back %d buffers that are not ours\n", foreign),
+        bad = 1;
   printf("pinned=%d pinned_bytes=%zu\n", 14, 14 * n);
   return bad;
 }

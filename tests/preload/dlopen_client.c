@@ -18,7 +18,10 @@ typedef int (*dtoh_t)(void *, uint64_t, size_t);
 
 int main(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) { fprintf(stderr, "dlopen_client: %s\n", dlerror()); return 2; }
+  if (!h) {
+    fprintf(stderr, "dlopen_client: %s\n", dlerror());
+    return 2;
+  }
   init_t init = (init_t)dlsym(h, "cuInit");
   get_t get = (get_t)dlsym(h, "cuDeviceGet");
   retain_t retain = (retain_t)dlsym(h, "cuDevicePrimaryCtxRetain");
@@ -26,7 +29,10 @@ int main(void) {
   alloc_t alloc = (alloc_t)dlsym(h, "cuMemAlloc_v2");
   htod_t htod = (htod_t)dlsym(h, "cuMemcpyHtoD_v2");
   dtoh_t dtoh = (dtoh_t)dlsym(h, "cuMemcpyDtoH_v2");
-  if (!init || !get || !retain || !setcur || !alloc || !htod || !dtoh) { fprintf(stderr, "dlopen_client: missing symbol\n"); return 2; }
+  if (!init || !get || !retain || !setcur || !alloc || !htod || !dtoh) {
+    fprintf(stderr, "dlopen_client: missing symbol\n");
+    return 2;
+  }
   int dev;
   void *ctx;
   uint64_t d;
@@ -36,7 +42,10 @@ int main(void) {
   for (size_t i = 0; i < n; i++) a[i] = (unsigned char)(i ^ 0x5a);
   int bad = 0;
   for (int k = 0; k < 3; k++) {
-    if (htod(d, a, n) || dtoh(b, d, n)) { fprintf(stderr, "dlopen_client: copy failed\n"); return 2; }
+    if (htod(d, a, n) || dtoh(b, d, n)) {
+      fprintf(stderr, "dlopen_client: copy failed\n");
+      return 2;
+    }
     bad |= memcmp(a, b, n) != 0;
   }
   printf("pageable=%d pageable_bytes=%zu\n", 6, 6 * n);

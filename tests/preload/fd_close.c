@@ -120,26 +120,41 @@ int main(int argc, char **argv) {
   copy_some(n); /* the trace file is open from the first copy on */
   int dfd = -1, from = first_fd();
   if (!strcmp(mode, "close_range")) {
-    if (close_range((unsigned)from, ~0u, 0) != 0) { perror("fd_close: close_range"); return 1; }
+    if (close_range((unsigned)from, ~0u, 0) != 0) {
+      perror("fd_close: close_range");
+      return 1;
+    }
   } else if (!strcmp(mode, "closefrom")) {
     closefrom(from);
   } else if (!strcmp(mode, "loop")) {
     long max = sysconf(_SC_OPEN_MAX);
     for (long fd = from; fd < max; fd++) {
       int r = close((int)fd);
-      if (r != 0 && errno != EBADF) { perror("fd_close: close"); return 1; }
+      if (r != 0 && errno != EBADF) {
+        perror("fd_close: close");
+        return 1;
+      }
     }
   } else if (!strcmp(mode, "dup2")) {
     int t = trace_fd();
     int fd = open_data(data);
-    if (dup2(fd, t) != t) { perror("fd_close: dup2"); return 1; }
+    if (dup2(fd, t) != t) {
+      perror("fd_close: dup2");
+      return 1;
+    }
     close(fd);
     dfd = t;
   } else if (!strcmp(mode, "raw")) {
     int t = trace_fd();
-    if (syscall(SYS_close_range, from, ~0u, 0) != 0) { perror("fd_close: SYS_close_range"); return 1; }
+    if (syscall(SYS_close_range, from, ~0u, 0) != 0) {
+      perror("fd_close: SYS_close_range");
+      return 1;
+    }
     dfd = open_data(data); /* (the lowest number: the trace's, without a high one) */
-    if (dfd != t && syscall(SYS_dup3, dfd, t, 0) != t) { perror("fd_close: SYS_dup3"); return 1; }
+    if (dfd != t && syscall(SYS_dup3, dfd, t, 0) != t) {
+      perror("fd_close: SYS_dup3");
+      return 1;
+    }
   } else if (!strcmp(mode, "fork_exec")) {
     pid_t pid = fork();
     if (pid == 0) {

@@ -22,7 +22,10 @@
 
 #define GA_SLOTS 65536u
 #define GA_PAGE 4096u
-static struct { char *p; size_t n; } ga_tab[GA_SLOTS];
+static struct {
+  char *p;
+  size_t n;
+} ga_tab[GA_SLOTS];
 static pthread_mutex_t ga_mu = PTHREAD_MUTEX_INITIALIZER;
 /* volatile: the compiler would otherwise drop the store, as nothing it can
  * see reads it before the store that clears it. */
@@ -35,8 +38,10 @@ static size_t ga_hash(const void *p) { return ((uintptr_t)p >> 12) * 2654435761u
 
 static void ga_lock(const char *entry) {
   if (ga_held) {
-    static const char msg[] = "guard_alloc: re-entered from inside its own mmap/munmap (a hook allocated there): ";
-    if (write(2, msg, sizeof msg - 1) < 0 || write(2, entry, strlen(entry)) < 0 || write(2, "\n", 1) < 0) {}
+    static const char msg[] =
+        "guard_alloc: re-entered from inside its own mmap/munmap (a hook allocated there): ";
+    if (write(2, msg, sizeof msg - 1) < 0 || write(2, entry, strlen(entry)) < 0 ||
+        write(2, "\n", 1) < 0) {}
     _exit(86);
   }
   pthread_mutex_lock(&ga_mu);
@@ -52,7 +57,9 @@ static void ga_unlock(void) {
  * inherit it locked by a thread that does not exist there. */
 static void ga_prefork(void) { pthread_mutex_lock(&ga_mu); }
 static void ga_postfork(void) { pthread_mutex_unlock(&ga_mu); }
-__attribute__((constructor)) static void ga_init(void) { pthread_atfork(ga_prefork, ga_postfork, ga_postfork); }
+__attribute__((constructor)) static void ga_init(void) {
+  pthread_atfork(ga_prefork, ga_postfork, ga_postfork);
+}
 
 /* Size of block p, or (size_t)-1 when p is not ours; `drop` forgets it and
  * unmaps it (under the lock). */
@@ -75,10 +82,17 @@ static size_t ga_find(void *p, int drop, const char *entry) {
 }
 
 static void *ga_alloc(size_t n, const char *entry) {
-  if (n > ((size_t)1 << 40)) { errno = ENOMEM; return NULL; }
+  if (n > ((size_t)1 << 40)) {
+    errno = ENOMEM;
+    return NULL;
+  }
   ga_lock(entry);
   char *m = mmap(NULL, ga_len(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) { ga_unlock(); errno = ENOMEM; return NULL; }
+  if (m == MAP_FAILED) {
+    ga_unlock();
+    errno = ENOMEM;
+    return NULL;
+  }
   mprotect(m, GA_PAGE, PROT_NONE);
   char *p = m + GA_PAGE;
   size_t i = ga_hash(p), k = 0;
@@ -97,14 +111,20 @@ __attribute__((visibility("default"))) void free(void *p) {
 }
 
 __attribute__((visibility("default"))) void *calloc(size_t k, size_t n) {
-  if (n && k > SIZE_MAX / n) { errno = ENOMEM; return NULL; }
+  if (n && k > SIZE_MAX / n) {
+    errno = ENOMEM;
+    return NULL;
+  }
   return ga_alloc(k * n, "calloc"); /* fresh mappings are zero */
 }
 
 __attribute__((visibility("default"))) void *realloc(void *old, size_t n) {
   if (old == NULL) return ga_alloc(n, "realloc");
   size_t was = ga_find(old, 0, "realloc");
-  if (was == (size_t)-1) { errno = EINVAL; return NULL; }
+  if (was == (size_t)-1) {
+    errno = EINVAL;
+    return NULL;
+  }
   void *p = ga_alloc(n, "realloc");
   if (p == NULL) return NULL;
   memcpy(p, old, was < n ? was : n);

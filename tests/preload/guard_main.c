@@ -12,23 +12,38 @@
 int main(void) {
   /* volatile: the compiler may assume malloc writes no memory of ours */
   volatile unsigned long *served = dlsym(RTLD_DEFAULT, "guard_alloc_count");
-  if (served == NULL) { fprintf(stderr, "guard_main: guard_alloc is not loaded\n"); return 2; }
+  if (served == NULL) {
+    fprintf(stderr, "guard_main: guard_alloc is not loaded\n");
+    return 2;
+  }
   unsigned long before = *served;
   static const size_t sizes[] = {1, 24, 4096, 65535, 65536, 200000, 1 << 20, (1 << 22) + 3};
   for (int round = 0; round < 50; round++) {
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
       size_t n = sizes[i];
       unsigned char *p = round & 1 ? calloc(1, n) : malloc(n);
-      if (p == NULL) { fprintf(stderr, "guard_main: no block of %zu\n", n); return 1; }
+      if (p == NULL) {
+        fprintf(stderr, "guard_main: no block of %zu\n", n);
+        return 1;
+      }
       memset(p, (int)(i + 1), n);
       p = realloc(p, n * 2);
-      if (p == NULL) { fprintf(stderr, "guard_main: realloc to %zu failed\n", n * 2); return 1; }
+      if (p == NULL) {
+        fprintf(stderr, "guard_main: realloc to %zu failed\n", n * 2);
+        return 1;
+      }
       for (size_t k = 0; k < n; k++)
-        if (p[k] != (unsigned char)(i + 1)) { fprintf(stderr, "guard_main: byte %zu of %zu lost\n", k, n); return 1; }
+        if (p[k] != (unsigned char)(i + 1)) {
+          fprintf(stderr, "guard_main: byte %zu of %zu lost\n", k, n);
+          return 1;
+        }
       free(p);
     }
   }
-  if (*served - before < 50 * 8 * 2) { fprintf(stderr, "guard_main: the next allocator served %lu blocks\n", *served - before); return 1; }
+  if (*served - before < 50 * 8 * 2) {
+    fprintf(stderr, "guard_main: the next allocator served %lu blocks\n", *served - before);
+    return 1;
+  }
   printf("guard_main: ok, %lu blocks\n", *served - before);
   return 0;
 }

@@ -132,7 +132,8 @@ __attribute__((destructor)) static void rg_fini(void) {
   char buf[96] = "reg_guard: checked ", digits[24];
   unsigned long n = atomic_load(&rg_checked);
   int k = 0;
-  do digits[k++] = (char)('0' + n % 10); while ((n /= 10) != 0);
+  do digits[k++] = (char)('0' + n % 10);
+  while ((n /= 10) != 0);
   size_t at = strlen(buf);
   while (k > 0) buf[at++] = digits[--k];
   buf[at] = 0;
@@ -143,14 +144,16 @@ __attribute__((destructor)) static void rg_fini(void) {
 static char *rg_hex(char *out, uintptr_t v) {
   char tmp[2 * sizeof v];
   int k = 0;
-  do tmp[k++] = "0123456789abcdef"[v & 15]; while ((v >>= 4) != 0);
+  do tmp[k++] = "0123456789abcdef"[v & 15];
+  while ((v >>= 4) != 0);
   *out++ = '0';
   *out++ = 'x';
   while (k > 0) *out++ = tmp[--k];
   return out;
 }
 
-static __attribute__((noreturn)) void rg_die(const char *call, uintptr_t p, size_t n, const void *a, size_t len) {
+static __attribute__((noreturn)) void rg_die(const char *call, uintptr_t p, size_t n, const void *a,
+                                             size_t len) {
   char line[256], *o = line;
   static const char head[] = "reg_guard: STALE REGISTRATION: ";
   memcpy(o, head, sizeof head - 1);

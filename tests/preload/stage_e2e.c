@@ -39,17 +39,18 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                   \
-      fprintf(stderr, "stage_e2e: %s:%d: %s -> %d\n", __FILE__, __LINE__, #x, \
-              (int)e_);                                                        \
-      exit(2);                                                                 \
-    }                                                                          \
+#define CK(x)                                                                           \
+  do {                                                                                  \
+    cudaError_t e_ = (x);                                                               \
+    if (e_ != cudaSuccess) {                                                            \
+      fprintf(stderr, "stage_e2e: %s:%d: %s -> %d\n", __FILE__, __LINE__, #x, (int)e_); \
+      exit(2);                                                                          \
+    }                                                                                   \
   } while (0)
 
-static uint8_t pat(size_t i, unsigned seed) { return (uint8_t)((i * 131u) ^ (i >> 11) ^ (seed * 0x9Du)); }
+static uint8_t pat(size_t i, unsigned seed) {
+  return (uint8_t)((i * 131u) ^ (i >> 11) ^ (seed * 0x9Du));
+}
 
 /* One H2D + D2H round trip of n bytes at host offset ho and device offset
  * dof, through API style `how`; returns 0 when the bytes came back exact. */
@@ -78,8 +79,8 @@ static int roundtrip(uint8_t *src, uint8_t *dst, char *dev, size_t n, size_t ho,
   }
   for (size_t i = 0; i < n; i++)
     if (dst[ho + i] != pat(i, seed)) {
-      fprintf(stderr, "stage_e2e: n=%zu how=%d ho=%zu do=%zu: byte %zu is %02x, want %02x\n", n, how,
-              ho, dof, i, dst[ho + i], pat(i, seed));
+      fprintf(stderr, "stage_e2e: n=%zu how=%d ho=%zu do=%zu: byte %zu is %02x, want %02x\n", n,
+              how, ho, dof, i, dst[ho + i], pat(i, seed));
       return 1;
     }
   return 0;
@@ -123,8 +124,8 @@ static int correctness(void) {
   int fails = 0, checks = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
     for (int how = 0; how < 3; how++, checks++)
-      fails += roundtrip(src, dst, dev, sizes[i], (i * 3 + (size_t)how) % 8, (i + 5 * (size_t)how) % 16, how, s,
-                         (unsigned)checks);
+      fails += roundtrip(src, dst, dev, sizes[i], (i * 3 + (size_t)how) % 8,
+                         (i + 5 * (size_t)how) % 16, how, s, (unsigned)checks);
   CK(cudaStreamDestroy(s));
   CK(cudaFree(dev));
   free(src);
@@ -146,7 +147,6 @@ static int correctness(void) {
   return fails ? 1 : 0;
 }
 
-
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -165,8 +165,10 @@ static int sweep(void) {
       double t[21];
       for (int rep = 0; rep < 21; rep++) {
         double t0 = now_s();
-        if (h2d) CK(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, s));
-        else CK(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, s));
+        if (h2d)
+          CK(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, s));
+        else
+          CK(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, s));
         CK(cudaStreamSynchronize(s));
         t[rep] = now_s() - t0;
       }
@@ -185,7 +187,8 @@ static int sweep(void) {
 static int check(const uint8_t *p, size_t n, unsigned seed, const char *what) {
   for (size_t i = 0; i < n; i++)
     if (p[i] != pat(i, seed)) {
-      fprintf(stderr, "stage_e2e: held %s: byte %zu of %zu is %02x, want %02x\n", what, i, n, p[i], pat(i, seed));
+      fprintf(stderr, "stage_e2e: held %s: byte %zu of %zu is %02x, want %02x\n", what, i, n, p[i],
+              pat(i, seed));
       return 1;
     }
   return 0;
@@ -223,7 +226,8 @@ static int held(size_t mb, size_t hold_mb) {
   CK(cudaMalloc((void **)&db, nb));
   CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
-  if (cuModuleLoadData(&m, pagelock_spin_ptx) != CUDA_SUCCESS || cuModuleGetFunction(&f, m, "pagelock_spin") != CUDA_SUCCESS) {
+  if (cuModuleLoadData(&m, pagelock_spin_ptx) != CUDA_SUCCESS ||
+      cuModuleGetFunction(&f, m, "pagelock_spin") != CUDA_SUCCESS) {
     fprintf(stderr, "stage_e2e: cannot load the spin kernel\n");
     return 2;
   }
@@ -246,7 +250,8 @@ static int held(size_t mb, size_t hold_mb) {
   if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, (CUstream)a, params, NULL) != CUDA_SUCCESS) return 2;
   double t1 = now_s();
   for (int k = 0; k < 2 && hold_mb && 2 * hold_mb * MB <= n; k++)
-    CK(cudaMemcpyAsync(ha + k * hold_mb * MB, da + k * hold_mb * MB, hold_mb * MB, cudaMemcpyDeviceToHost, a));
+    CK(cudaMemcpyAsync(ha + k * hold_mb * MB, da + k * hold_mb * MB, hold_mb * MB,
+                       cudaMemcpyDeviceToHost, a));
   double t2 = now_s();
   CK(cudaMemcpyAsync(ha, da, n, cudaMemcpyDeviceToHost, a));
   double call_ms = (now_s() - t2) * 1e3, hold_ms = (t2 - t1) * 1e3;
@@ -271,8 +276,9 @@ static int held(size_t mb, size_t hold_mb) {
   CK(cudaStreamSynchronize(0));
   fails += check(ha, n, 7, "legacy stream");
 
-  printf("result mode=held mb=%zu hold_mb=%zu hold_calls_ms=%.3f call_ms=%.3f legacy_call_ms=%.3f other_stream_ms=%.1f behind_kernel_ms=%.1f kernel_ms=%.0f early=%d wrong=%d\n",
-         mb, hold_mb, hold_ms, call_ms, call0_ms, b_ms, a_ms, spin_ns / 1e6, early_n, fails);
+  printf(
+      "result mode=held mb=%zu hold_mb=%zu hold_calls_ms=%.3f call_ms=%.3f legacy_call_ms=%.3f other_stream_ms=%.1f behind_kernel_ms=%.1f kernel_ms=%.0f early=%d wrong=%d\n",
+      mb, hold_mb, hold_ms, call_ms, call0_ms, b_ms, a_ms, spin_ns / 1e6, early_n, fails);
   CK(cudaStreamDestroy(a));
   CK(cudaStreamDestroy(b));
   CK(cudaFree(da));
@@ -286,6 +292,7 @@ int main(int argc, char **argv) {
   CK(cudaSetDevice(0));
   if (argc > 1 && strcmp(argv[1], "--sweep") == 0) return sweep();
   if (argc > 2 && strcmp(argv[1], "--held") == 0)
-    return held((size_t)strtoul(argv[2], NULL, 10), argc > 3 ? (size_t)strtoul(argv[3], NULL, 10) : 0);
+    return held((size_t)strtoul(argv[2], NULL, 10),
+                argc > 3 ? (size_t)strtoul(argv[3], NULL, 10) : 0);
   return correctness();
 }

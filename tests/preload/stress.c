@@ -25,7 +25,10 @@ static void *worker(void *arg) {
   unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u;
   void *dev;
   cudaStream_t s;
-  if (cudaMalloc(&dev, 1 << 20) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) { bad++; return NULL; }
+  if (cudaMalloc(&dev, 1 << 20) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) {
+    bad++;
+    return NULL;
+  }
   char *slot[8] = {0};
   size_t len[8] = {0};
   unsigned char *back = malloc(1 << 20);
@@ -33,12 +36,30 @@ static void *worker(void *arg) {
     int i = rand_r(&seed) % 8;
     size_t n = (size_t)(rand_r(&seed) % 4 ? 4096 : 70000) + (size_t)(rand_r(&seed) % 300000);
     switch (rand_r(&seed) % 5) {
-      case 0: free(slot[i]); slot[i] = malloc(n); len[i] = n; break;
-      case 1: { char *p = realloc(slot[i], n); if (p) { slot[i] = p; len[i] = n; } break; }
-      case 2: free(slot[i]); slot[i] = calloc(1, n); len[i] = n; break;
+      case 0:
+        free(slot[i]);
+        slot[i] = malloc(n);
+        len[i] = n;
+        break;
+      case 1: {
+        char *p = realloc(slot[i], n);
+        if (p) {
+          slot[i] = p;
+          len[i] = n;
+        }
+        break;
+      }
+      case 2:
+        free(slot[i]);
+        slot[i] = calloc(1, n);
+        len[i] = n;
+        break;
       case 3: {
         char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m != MAP_FAILED) { memset(m, 3, n); munmap(m, n); }
+        if (m != MAP_FAILED) {
+          memset(m, 3, n);
+          munmap(m, n);
+        }
         break;
       }
       default:
@@ -79,7 +100,8 @@ int main(int argc, char **argv) {
   atomic_store(&stop, 1);
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
   /* The shim exports its registry check; absent means no shim (a control run). */
-  int (*check)(size_t *, size_t *) = (int (*)(size_t *, size_t *))dlsym(RTLD_DEFAULT, "pagelock_registry_check");
+  int (*check)(size_t *, size_t *) =
+      (int (*)(size_t *, size_t *))dlsym(RTLD_DEFAULT, "pagelock_registry_check");
   size_t tracked = 0, pinned = 0;
   int ok = check ? check(&tracked, &pinned) : 1;
   printf("ops=%ld copies=%ld bad=%ld registry=%s tracked=%zu pinned=%zu\n", (long)ops, (long)copies,

@@ -60,15 +60,18 @@ typedef struct tc_link {
   uint32_t corr;
 } tc_link;
 
-#define TC_PUSH(arr, n, cap, val)                                      \
-  do {                                                                 \
-    if ((n) == (cap)) {                                                \
-      (cap) = (cap) ? 2 * (cap) : 256;                                 \
-      void *p_ = realloc((arr), (cap) * sizeof *(arr));                \
-      if (!p_) { fprintf(stderr, "trace_check: out of memory\n"); exit(2); } \
-      (arr) = p_;                                                      \
-    }                                                                  \
-    (arr)[(n)++] = (val);                                              \
+#define TC_PUSH(arr, n, cap, val)                        \
+  do {                                                   \
+    if ((n) == (cap)) {                                  \
+      (cap) = (cap) ? 2 * (cap) : 256;                   \
+      void *p_ = realloc((arr), (cap) * sizeof *(arr));  \
+      if (!p_) {                                         \
+        fprintf(stderr, "trace_check: out of memory\n"); \
+        exit(2);                                         \
+      }                                                  \
+      (arr) = p_;                                        \
+    }                                                    \
+    (arr)[(n)++] = (val);                                \
   } while (0)
 
 static int tc_cmp_gpu(const void *a, const void *b) {
@@ -85,18 +88,22 @@ static const tc_gpu *tc_find_gpu(const tc_gpu *v, size_t n, uint32_t corr) {
 }
 
 static const char *const why_names[PAGELOCK_WHY_COUNT] = {
-    "NONE", "MODE", "SMALL", "SHAPE", "UNTRACKED", "SHARED", "COLD", "PENDING", "BUDGET", "FAILED", "CAPTURE", "EDGE",
+    "NONE", "MODE",    "SMALL",  "SHAPE",  "UNTRACKED", "SHARED",
+    "COLD", "PENDING", "BUDGET", "FAILED", "CAPTURE",   "EDGE",
 };
 
 /* The registration engine's counters trace_check knows, by name. */
 enum { TC_CTR_N = 7 };
 static const char *const ctr_names[TC_CTR_N] = {
-    "registrations", "unregistrations", "evictions", "register_failures", "registered_bytes",
-    "registered_bytes_high_water", "register_budget",
+    "registrations",     "unregistrations",  "evictions",
+    "register_failures", "registered_bytes", "registered_bytes_high_water",
+    "register_budget",
 };
 static void tc_counters(const pagelock_rec_counters *c, uint64_t *v) {
-  const uint64_t now[TC_CTR_N] = {c->registrations, c->unregistrations, c->evictions, c->register_failures,
-                                  c->registered_bytes, c->registered_bytes_high_water, c->register_budget};
+  const uint64_t now[TC_CTR_N] = {c->registrations,    c->unregistrations,
+                                  c->evictions,        c->register_failures,
+                                  c->registered_bytes, c->registered_bytes_high_water,
+                                  c->register_budget};
   for (int i = 0; i < TC_CTR_N; i++)
     if (now[i] > v[i]) v[i] = now[i];
 }
@@ -118,7 +125,10 @@ static const char *const api_names[] = {
 };
 
 int main(int argc, char **argv) {
-  if (argc < 2) { fprintf(stderr, "usage: trace_check FILE [expectations]\n"); return 2; }
+  if (argc < 2) {
+    fprintf(stderr, "usage: trace_check FILE [expectations]\n");
+    return 2;
+  }
   plr_reader r;
   plr_open_status st = plr_open(&r, argv[1]);
   if (st != PLR_OPEN_OK) {
@@ -137,7 +147,8 @@ int main(int argc, char **argv) {
   tc_link *lv = NULL;
   size_t nc = 0, cc = 0, ng = 0, cg = 0, nl = 0, cl = 0;
   long gpu_status = -1;
-  unsigned long gpu_status_records = 0, gpu_memcpy = 0, gpu_kernels = 0, gpu_dropped = 0, gpu_outside = 0;
+  unsigned long gpu_status_records = 0, gpu_memcpy = 0, gpu_kernels = 0, gpu_dropped = 0,
+                gpu_outside = 0;
   uint64_t win_lo = UINT64_MAX, win_hi = 0;
   plr_clock clk = {0};
   uint64_t *gstart = NULL;
@@ -165,10 +176,12 @@ int main(int argc, char **argv) {
     if (rec.type == PAGELOCK_REC_GPU) {
       const pagelock_rec_gpu *g = rec.u.gpu;
       if (g->kind == PAGELOCK_GPU_KERNEL) gpu_kernels++;
-      if (g->kind == PAGELOCK_GPU_KERNEL && want_kernel_id && g->name_id == want_kernel_id) kernels_named++;
+      if (g->kind == PAGELOCK_GPU_KERNEL && want_kernel_id && g->name_id == want_kernel_id)
+        kernels_named++;
       if (g->kind == PAGELOCK_GPU_MEMCPY) {
         gpu_memcpy++;
-        tc_gpu x = {g->correlation, g->src_kind == PAGELOCK_GPU_MEM_PAGEABLE || g->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE};
+        tc_gpu x = {g->correlation, g->src_kind == PAGELOCK_GPU_MEM_PAGEABLE ||
+                                        g->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE};
         TC_PUSH(gv, ng, cg, x);
       }
       if (g->kind <= PAGELOCK_GPU_KERNEL) {
@@ -180,16 +193,21 @@ int main(int argc, char **argv) {
       tc_counters(rec.u.counters, ctr);
       have_counters = 1;
     }
-    if (rec.type == PAGELOCK_REC_END && rec.u.end->end_mono_ns > win_hi) win_hi = rec.u.end->end_mono_ns;
+    if (rec.type == PAGELOCK_REC_END && rec.u.end->end_mono_ns > win_hi)
+      win_hi = rec.u.end->end_mono_ns;
     if (rec.type != PAGELOCK_REC_COPY) continue;
     if (rec.u.copy->start_ns < win_lo) win_lo = rec.u.copy->start_ns;
-    if (rec.u.copy->start_ns + rec.u.copy->host_ns > win_hi) win_hi = rec.u.copy->start_ns + rec.u.copy->host_ns;
+    if (rec.u.copy->start_ns + rec.u.copy->host_ns > win_hi)
+      win_hi = rec.u.copy->start_ns + rec.u.copy->host_ns;
     const pagelock_rec_copy *c = rec.u.copy;
     if (c->flags & PAGELOCK_COPY_GRAPH_NODE) { /* a definition, not a copy */
       graph_nodes++;
       continue;
     }
-    if (c->host_mem < 8) { n[c->host_mem]++; bytes[c->host_mem] += c->bytes; }
+    if (c->host_mem < 8) {
+      n[c->host_mem]++;
+      bytes[c->host_mem] += c->bytes;
+    }
     total++;
     total_bytes += c->bytes;
     if (c->api < PAGELOCK_API_COUNT) api[c->api]++;
@@ -198,8 +216,10 @@ int main(int argc, char **argv) {
     if (c->flags & PAGELOCK_COPY_CAPTURE) captured++;
     if (c->why < PAGELOCK_WHY_COUNT) why[c->why]++;
     if (c->host_mem == PAGELOCK_MEM_PAGEABLE && c->stack_id == 0) pageable_no_stack++;
-    if (c->result == 0 && c->bytes > 0 && c->dir != PAGELOCK_DIR_H2H && !(c->flags & PAGELOCK_COPY_BATCH)) {
-      tc_copy x = {c->correlation, c->gpu_correlation, c->host_mem, (c->flags & PAGELOCK_COPY_STAGED) != 0};
+    if (c->result == 0 && c->bytes > 0 && c->dir != PAGELOCK_DIR_H2H &&
+        !(c->flags & PAGELOCK_COPY_BATCH)) {
+      tc_copy x = {c->correlation, c->gpu_correlation, c->host_mem,
+                   (c->flags & PAGELOCK_COPY_STAGED) != 0};
       TC_PUSH(cv, nc, cc, x);
     }
   }
@@ -217,12 +237,16 @@ int main(int argc, char **argv) {
       while (l > lv && l[-1].seq == cv[i].seq) l--;
       for (; l < lv + nl && l->seq == cv[i].seq; l++) {
         const tc_gpu *lg = tc_find_gpu(gv, ng, l->corr);
-        if (lg) { joined = 1; pageable |= lg->pageable; }
+        if (lg) {
+          joined = 1;
+          pageable |= lg->pageable;
+        }
       }
     }
     if (!joined) {
-      if (unjoined++ < 3) fprintf(stderr, "trace_check: copy %lu (gpu correlation %u) has no GPU record\n",
-                                  (unsigned long)cv[i].seq, cv[i].gpu_corr);
+      if (unjoined++ < 3)
+        fprintf(stderr, "trace_check: copy %lu (gpu correlation %u) has no GPU record\n",
+                (unsigned long)cv[i].seq, cv[i].gpu_corr);
       continue;
     }
     int ours = cv[i].host_mem == PAGELOCK_MEM_PAGEABLE && !cv[i].staged;
@@ -234,82 +258,141 @@ int main(int argc, char **argv) {
    * the traced window, give or take a second for ops queued before the
    * first copy call (kernels) or after the last. */
   for (size_t i = 0; i < ngs; i++)
-    if (win_lo == UINT64_MAX || gstart[i] + 1000000000ull < win_lo || gstart[i] > win_hi + 1000000000ull) gpu_outside++;
+    if (win_lo == UINT64_MAX || gstart[i] + 1000000000ull < win_lo ||
+        gstart[i] > win_hi + 1000000000ull)
+      gpu_outside++;
   int bad = 0;
-#define EXPECT(name, got, want)                                                              \
-  do {                                                                                       \
-    if ((unsigned long)(got) != (unsigned long)(want)) {                                     \
-      fprintf(stderr, "trace_check: %s: %s is %lu, expected %lu\n", argv[1], name,           \
-              (unsigned long)(got), (unsigned long)(want));                                  \
-      bad = 1;                                                                               \
-    }                                                                                        \
+#define EXPECT(name, got, want)                                                    \
+  do {                                                                             \
+    if ((unsigned long)(got) != (unsigned long)(want)) {                           \
+      fprintf(stderr, "trace_check: %s: %s is %lu, expected %lu\n", argv[1], name, \
+              (unsigned long)(got), (unsigned long)(want));                        \
+      bad = 1;                                                                     \
+    }                                                                              \
   } while (0)
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : "0";
-    if (!strcmp(a, "--pageable")) { EXPECT("pageable copies", n[PAGELOCK_MEM_PAGEABLE], strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--pageable-bytes")) { EXPECT("pageable bytes", bytes[PAGELOCK_MEM_PAGEABLE], strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--pinned")) { EXPECT("pinned copies", n[PAGELOCK_MEM_PINNED], strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--pinned-bytes")) { EXPECT("pinned bytes", bytes[PAGELOCK_MEM_PINNED], strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--copies")) { EXPECT("copies (any host memory)", total, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--bytes")) { EXPECT("bytes (any host memory)", total_bytes, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--graph-nodes")) { EXPECT("graph memcpy nodes", graph_nodes, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--failed")) { EXPECT("failed copies", failed, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--registered-min")) { if (registered < strtoul(v, 0, 10)) EXPECT("registered copies (at least)", registered, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--registered-max")) { if (registered > strtoul(v, 0, 10)) EXPECT("registered copies (at most)", registered, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--captured-min")) { if (captured < strtoul(v, 0, 10)) EXPECT("captured copies (at least)", captured, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--why-min")) {
+    if (!strcmp(a, "--pageable")) {
+      EXPECT("pageable copies", n[PAGELOCK_MEM_PAGEABLE], strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--pageable-bytes")) {
+      EXPECT("pageable bytes", bytes[PAGELOCK_MEM_PAGEABLE], strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--pinned")) {
+      EXPECT("pinned copies", n[PAGELOCK_MEM_PINNED], strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--pinned-bytes")) {
+      EXPECT("pinned bytes", bytes[PAGELOCK_MEM_PINNED], strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--copies")) {
+      EXPECT("copies (any host memory)", total, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--bytes")) {
+      EXPECT("bytes (any host memory)", total_bytes, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--graph-nodes")) {
+      EXPECT("graph memcpy nodes", graph_nodes, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--failed")) {
+      EXPECT("failed copies", failed, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--registered-min")) {
+      if (registered < strtoul(v, 0, 10))
+        EXPECT("registered copies (at least)", registered, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--registered-max")) {
+      if (registered > strtoul(v, 0, 10))
+        EXPECT("registered copies (at most)", registered, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--captured-min")) {
+      if (captured < strtoul(v, 0, 10))
+        EXPECT("captured copies (at least)", captured, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--why-min")) {
       unsigned long want;
       int k = tc_named(v, why_names, PAGELOCK_WHY_COUNT, &want);
-      if (k < 0) { fprintf(stderr, "trace_check: unknown reason %s (valid: MODE, SMALL, SHAPE, UNTRACKED, SHARED, COLD, PENDING, BUDGET, FAILED, CAPTURE, EDGE)\n", v); bad = 1; }
-      else if (why[k] < want) {
-        fprintf(stderr, "trace_check: %s: %lu copies not registered because %s, expected at least %lu\n", argv[1], why[k], why_names[k], want);
+      if (k < 0) {
+        fprintf(
+            stderr,
+            "trace_check: unknown reason %s (valid: MODE, SMALL, SHAPE, UNTRACKED, SHARED, COLD, PENDING, BUDGET, FAILED, CAPTURE, EDGE)\n",
+            v);
+        bad = 1;
+      } else if (why[k] < want) {
+        fprintf(stderr,
+                "trace_check: %s: %lu copies not registered because %s, expected at least %lu\n",
+                argv[1], why[k], why_names[k], want);
         bad = 1;
       }
       i++;
-    }
-    else if (!strcmp(a, "--counter-min") || !strcmp(a, "--counter-max")) {
+    } else if (!strcmp(a, "--counter-min") || !strcmp(a, "--counter-max")) {
       unsigned long want;
       int k = tc_named(v, ctr_names, TC_CTR_N, &want), min = !strcmp(a, "--counter-min");
-      if (k < 0) { fprintf(stderr, "trace_check: unknown counter %s (valid: registrations, unregistrations, evictions, register_failures, registered_bytes, registered_bytes_high_water, register_budget)\n", v); bad = 1; }
-      else if (!have_counters) { fprintf(stderr, "trace_check: %s: no COUNTERS record\n", argv[1]); bad = 1; }
-      else if (min ? ctr[k] < want : ctr[k] > want) {
-        fprintf(stderr, "trace_check: %s: counter %s is %llu, expected %s %lu\n", argv[1], ctr_names[k],
-                (unsigned long long)ctr[k], min ? "at least" : "at most", want);
+      if (k < 0) {
+        fprintf(
+            stderr,
+            "trace_check: unknown counter %s (valid: registrations, unregistrations, evictions, register_failures, registered_bytes, registered_bytes_high_water, register_budget)\n",
+            v);
+        bad = 1;
+      } else if (!have_counters) {
+        fprintf(stderr, "trace_check: %s: no COUNTERS record\n", argv[1]);
+        bad = 1;
+      } else if (min ? ctr[k] < want : ctr[k] > want) {
+        fprintf(stderr, "trace_check: %s: counter %s is %llu, expected %s %lu\n", argv[1],
+                ctr_names[k], (unsigned long long)ctr[k], min ? "at least" : "at most", want);
         bad = 1;
       }
       i++;
-    }
-    else if (!strcmp(a, "--simulated")) { EXPECT("simulated flag", (r.hdr.flags & PAGELOCK_FILE_SIMULATED) != 0, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--complete")) EXPECT("clean END record", r.stop == PLR_STOP_END, 1);
+    } else if (!strcmp(a, "--simulated")) {
+      EXPECT("simulated flag", (r.hdr.flags & PAGELOCK_FILE_SIMULATED) != 0, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--complete"))
+      EXPECT("clean END record", r.stop == PLR_STOP_END, 1);
     else if (!strcmp(a, "--gpu-status")) {
       if (gpu_status != strtol(v, 0, 10)) {
-        fprintf(stderr, "trace_check: %s: GPU timing status is %ld, expected %s\n", argv[1], gpu_status, v);
+        fprintf(stderr, "trace_check: %s: GPU timing status is %ld, expected %s\n", argv[1],
+                gpu_status, v);
         bad = 1;
       }
       i++;
-    }
-    else if (!strcmp(a, "--gpu-status-records")) { EXPECT("GPU_STATUS records", gpu_status_records, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--gpu-memcpy-min")) { if (gpu_memcpy < strtoul(v, 0, 10)) EXPECT("GPU memcpy records (at least)", gpu_memcpy, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--gpu-kernels-min")) { if (gpu_kernels < strtoul(v, 0, 10)) EXPECT("GPU kernel records (at least)", gpu_kernels, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--gpu-links-min")) { if (nl < strtoul(v, 0, 10)) EXPECT("LINK records (at least)", nl, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--gpu-dropped-min")) { if (gpu_dropped < strtoul(v, 0, 10)) EXPECT("dropped GPU records (at least)", gpu_dropped, strtoul(v, 0, 10)); i++; }
-    else if (!strcmp(a, "--gpu-kernel-name")) {
+    } else if (!strcmp(a, "--gpu-status-records")) {
+      EXPECT("GPU_STATUS records", gpu_status_records, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--gpu-memcpy-min")) {
+      if (gpu_memcpy < strtoul(v, 0, 10))
+        EXPECT("GPU memcpy records (at least)", gpu_memcpy, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--gpu-kernels-min")) {
+      if (gpu_kernels < strtoul(v, 0, 10))
+        EXPECT("GPU kernel records (at least)", gpu_kernels, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--gpu-links-min")) {
+      if (nl < strtoul(v, 0, 10)) EXPECT("LINK records (at least)", nl, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--gpu-dropped-min")) {
+      if (gpu_dropped < strtoul(v, 0, 10))
+        EXPECT("dropped GPU records (at least)", gpu_dropped, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--gpu-kernel-name")) {
       if (kernels_named == 0) {
         fprintf(stderr, "trace_check: %s: no kernel record named '%s'\n", argv[1], v);
         bad = 1;
       }
       i++;
-    }
-    else if (!strcmp(a, "--gpu-joined")) {
+    } else if (!strcmp(a, "--gpu-joined")) {
       EXPECT("copies without a GPU record", unjoined, 0);
       EXPECT("copies whose CUPTI memory kind disagrees", kind_mismatch, 0);
       EXPECT("GPU records outside the traced window", gpu_outside, 0);
-      if (nc == 0) { fprintf(stderr, "trace_check: %s: no copies to join\n", argv[1]); bad = 1; }
-    }
-    else if (!strcmp(a, "--stacks")) {
+      if (nc == 0) {
+        fprintf(stderr, "trace_check: %s: no copies to join\n", argv[1]);
+        bad = 1;
+      }
+    } else if (!strcmp(a, "--stacks")) {
       EXPECT("pageable copies without a stack", pageable_no_stack, 0);
-      if (stacks == 0) { fprintf(stderr, "trace_check: %s: no STACK records\n", argv[1]); bad = 1; }
+      if (stacks == 0) {
+        fprintf(stderr, "trace_check: %s: no STACK records\n", argv[1]);
+        bad = 1;
+      }
     } else if (!strcmp(a, "--api-min")) {
       char name[128];
       snprintf(name, sizeof name, "%s", v);
@@ -317,20 +400,29 @@ int main(int argc, char **argv) {
       unsigned long want = eq ? strtoul(eq + 1, 0, 10) : 1;
       if (eq) *eq = 0;
       int found = -1;
-      for (int k = 0; k < PAGELOCK_API_COUNT; k++) if (!strcmp(api_names[k], name)) found = k;
-      if (found < 0) { fprintf(stderr, "trace_check: unknown api %s\n", name); bad = 1; }
-      else if (api[found] < want) {
-        fprintf(stderr, "trace_check: %s: %s seen %lu times, expected at least %lu\n", argv[1], name, api[found], want);
+      for (int k = 0; k < PAGELOCK_API_COUNT; k++)
+        if (!strcmp(api_names[k], name)) found = k;
+      if (found < 0) {
+        fprintf(stderr, "trace_check: unknown api %s\n", name);
+        bad = 1;
+      } else if (api[found] < want) {
+        fprintf(stderr, "trace_check: %s: %s seen %lu times, expected at least %lu\n", argv[1],
+                name, api[found], want);
         bad = 1;
       }
       i++;
-    } else { fprintf(stderr, "trace_check: unknown option %s\n", a); bad = 1; }
+    } else {
+      fprintf(stderr, "trace_check: unknown option %s\n", a);
+      bad = 1;
+    }
   }
-  printf("trace_check: %s: pageable=%lu (%lu B) pinned=%lu (%lu B) device=%lu unknown=%lu failed=%lu"
-         " registered=%lu gpu: status=%ld memcpy=%lu kernels=%lu links=%zu joined=%lu/%zu dropped=%lu\n", argv[1],
-         n[PAGELOCK_MEM_PAGEABLE], bytes[PAGELOCK_MEM_PAGEABLE], n[PAGELOCK_MEM_PINNED], bytes[PAGELOCK_MEM_PINNED],
-         n[PAGELOCK_MEM_DEVICE], n[PAGELOCK_MEM_UNKNOWN], failed, registered, gpu_status, gpu_memcpy, gpu_kernels, nl,
-         (unsigned long)(nc - unjoined), nc, gpu_dropped);
+  printf(
+      "trace_check: %s: pageable=%lu (%lu B) pinned=%lu (%lu B) device=%lu unknown=%lu failed=%lu"
+      " registered=%lu gpu: status=%ld memcpy=%lu kernels=%lu links=%zu joined=%lu/%zu dropped=%lu\n",
+      argv[1], n[PAGELOCK_MEM_PAGEABLE], bytes[PAGELOCK_MEM_PAGEABLE], n[PAGELOCK_MEM_PINNED],
+      bytes[PAGELOCK_MEM_PINNED], n[PAGELOCK_MEM_DEVICE], n[PAGELOCK_MEM_UNKNOWN], failed,
+      registered, gpu_status, gpu_memcpy, gpu_kernels, nl, (unsigned long)(nc - unjoined), nc,
+      gpu_dropped);
   free(cv);
   free(gv);
   free(lv);

@@ -19,13 +19,13 @@
 #include "pystack_layout.h"
 
 static int bad;
-#define EQ(what, got, want)                                                                   \
-  do {                                                                                        \
-    if ((size_t)(got) != (size_t)(want)) {                                                    \
-      printf("3.%d %s: pystack_layout.h has %zu, the header %zu\n", PY_MINOR_VERSION, what,   \
-             (size_t)(got), (size_t)(want));                                                  \
-      bad = 1;                                                                                \
-    }                                                                                         \
+#define EQ(what, got, want)                                                                 \
+  do {                                                                                      \
+    if ((size_t)(got) != (size_t)(want)) {                                                  \
+      printf("3.%d %s: pystack_layout.h has %zu, the header %zu\n", PY_MINOR_VERSION, what, \
+             (size_t)(got), (size_t)(want));                                                \
+      bad = 1;                                                                              \
+    }                                                                                       \
   } while (0)
 
 int main(void) {
@@ -87,7 +87,8 @@ int main(void) {
 #endif
 #if PY_VERSION_HEX >= 0x030d0000
   /* The mirror of _Py_DebugOffsets pystack.c reads 3.13 through. */
-#define DO(f) EQ("_Py_DebugOffsets." #f, offsetof(pl_py_debug_offsets_313, f), offsetof(_Py_DebugOffsets, f))
+#define DO(f) \
+  EQ("_Py_DebugOffsets." #f, offsetof(pl_py_debug_offsets_313, f), offsetof(_Py_DebugOffsets, f))
   DO(version);
   DO(free_threaded);
   DO(thread_state.current_frame);

@@ -30,7 +30,8 @@ int main(int argc, char **argv) {
     perror(argv[1]);
     return 2;
   }
-  volatile uint64_t *count = mmap(NULL, 2 * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  volatile uint64_t *count =
+      mmap(NULL, 2 * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (count == MAP_FAILED) {
     perror("mmap");
     return 2;

@@ -102,11 +102,24 @@ static int load_driver(void) {
     fprintf(stderr, "fake libcuda not found (LD_LIBRARY_PATH?): %s\n", dlerror());
     return -1;
   }
-  LOAD(cuInit); LOAD(cuDevicePrimaryCtxRetain); LOAD(cuCtxSetCurrent); LOAD(cuCtxSynchronize);
-  LOAD(cuMemAlloc_v2); LOAD(cuMemFree_v2); LOAD(cuMemsetD8_v2); LOAD(cuStreamCreate);
-  LOAD(cuStreamDestroy_v2); LOAD(cuStreamSynchronize); LOAD(cuLaunchHostFunc);
-  LOAD(cuStreamBeginCapture_v2); LOAD(cuStreamEndCapture); LOAD(cuGraphDestroy);
-  LOAD(cuMemcpyHtoD_v2); LOAD(cuMemcpyDtoH_v2); LOAD(cuMemHostRegister_v2); LOAD(cuMemHostUnregister);
+  LOAD(cuInit);
+  LOAD(cuDevicePrimaryCtxRetain);
+  LOAD(cuCtxSetCurrent);
+  LOAD(cuCtxSynchronize);
+  LOAD(cuMemAlloc_v2);
+  LOAD(cuMemFree_v2);
+  LOAD(cuMemsetD8_v2);
+  LOAD(cuStreamCreate);
+  LOAD(cuStreamDestroy_v2);
+  LOAD(cuStreamSynchronize);
+  LOAD(cuLaunchHostFunc);
+  LOAD(cuStreamBeginCapture_v2);
+  LOAD(cuStreamEndCapture);
+  LOAD(cuGraphDestroy);
+  LOAD(cuMemcpyHtoD_v2);
+  LOAD(cuMemcpyDtoH_v2);
+  LOAD(cuMemHostRegister_v2);
+  LOAD(cuMemHostUnregister);
   LOAD(cuStreamQuery);
   *(void **)&f_fail = sym("fakecuda_fail");
   *(void **)&f_clear_faults = sym("fakecuda_clear_faults");
@@ -205,14 +218,17 @@ static CUresult nat_dtoh_async(const pl_copy *c) {
 }
 
 enum { V_SYNC, V_SYNC_PTDS, V_ASYNC, V_ASYNC_PTSZ0, V_COUNT };
-static const int h2d_api[V_COUNT] = {PAGELOCK_API_cuMemcpyHtoD_v2, PAGELOCK_API_cuMemcpyHtoD_v2_ptds,
-                                     PAGELOCK_API_cuMemcpyHtoDAsync_v2, PAGELOCK_API_cuMemcpyHtoDAsync_v2_ptsz};
-static const int d2h_api[V_COUNT] = {PAGELOCK_API_cuMemcpyDtoH_v2, PAGELOCK_API_cuMemcpyDtoH_v2_ptds,
-                                     PAGELOCK_API_cuMemcpyDtoHAsync_v2, PAGELOCK_API_cuMemcpyDtoHAsync_v2_ptsz};
+static const int h2d_api[V_COUNT] = {
+    PAGELOCK_API_cuMemcpyHtoD_v2, PAGELOCK_API_cuMemcpyHtoD_v2_ptds,
+    PAGELOCK_API_cuMemcpyHtoDAsync_v2, PAGELOCK_API_cuMemcpyHtoDAsync_v2_ptsz};
+static const int d2h_api[V_COUNT] = {
+    PAGELOCK_API_cuMemcpyDtoH_v2, PAGELOCK_API_cuMemcpyDtoH_v2_ptds,
+    PAGELOCK_API_cuMemcpyDtoHAsync_v2, PAGELOCK_API_cuMemcpyDtoHAsync_v2_ptsz};
 
 /* One copy through pl_copy_exec, its pl_copy (flags, why) back in *out.
  * The host side is classified as a wrapper leaves it: unknown. */
-static CUresult xcopy(bool h2d, int v, CUdeviceptr dev, void *host, size_t n, CUstream s, pl_copy *out) {
+static CUresult xcopy(bool h2d, int v, CUdeviceptr dev, void *host, size_t n, CUstream s,
+                      pl_copy *out) {
   pl_copy c;
   memset(&c, 0, sizeof c);
   c.api = h2d ? h2d_api[v] : d2h_api[v];
@@ -259,7 +275,8 @@ static CUresult down(int v, void *host, CUdeviceptr dev, size_t n, CUstream s, p
   return xcopy(false, v, dev, host, n, s, out);
 }
 static void v_sync(int v, CUstream s) {
-  assert_int_equal(f_cuStreamSynchronize(v == V_ASYNC_PTSZ0 ? CU_STREAM_PER_THREAD : s), CUDA_SUCCESS);
+  assert_int_equal(f_cuStreamSynchronize(v == V_ASYNC_PTSZ0 ? CU_STREAM_PER_THREAD : s),
+                   CUDA_SUCCESS);
   assert_int_equal(f_cuCtxSynchronize(), CUDA_SUCCESS);
 }
 
@@ -290,7 +307,9 @@ static void blk_free(blk *b) {
   assert_int_equal(munmap(b->map, b->maplen), 0);
 }
 static uintptr_t lo_of(const void *p) { return ((uintptr_t)p + g_pg - 1) & ~(uintptr_t)(g_pg - 1); }
-static uintptr_t hi_of(const void *p, size_t n) { return ((uintptr_t)p + n) & ~(uintptr_t)(g_pg - 1); }
+static uintptr_t hi_of(const void *p, size_t n) {
+  return ((uintptr_t)p + n) & ~(uintptr_t)(g_pg - 1);
+}
 /* Bytes of b's interior the driver holds registered. */
 static size_t reg_interior(const blk *b) {
   return f_reg_bytes_in((void *)lo_of(b->p), hi_of(b->p, b->n) - lo_of(b->p), NULL, NULL);
@@ -531,9 +550,7 @@ static void test_bytes_exact(void **state) {
 }
 
 /* Keeps its stream busy for a while: a DMA queued behind it runs late. */
-static void CUDA_CB hold_stream(void *arg) {
-  sleep_ms((unsigned)(uintptr_t)arg);
-}
+static void CUDA_CB hold_stream(void *arg) { sleep_ms((unsigned)(uintptr_t)arg); }
 
 /* An upload returns only once the DMA has read the source: overwrite it
  * right after the call, with the stream held back and the bandwidth low
@@ -570,8 +587,10 @@ static void returns_after(bool h2d) {
     if (h2d && !async_mode) memset(b.p, 0x33, n); /* the program's own again */
     if (!h2d && !async_mode) assert_int_equal(check_pat(b.p, n, 30), n); /* there at once */
     assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
-    if (async_mode) assert_true(dt < 80000000ull); /* did not wait behind the stream */
-    else assert_true(dt >= 80000000ull);
+    if (async_mode)
+      assert_true(dt < 80000000ull); /* did not wait behind the stream */
+    else
+      assert_true(dt >= 80000000ull);
     assert_int_equal(f_cuStreamSynchronize(s), CUDA_SUCCESS);
     if (h2d) {
       assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
@@ -585,8 +604,14 @@ static void returns_after(bool h2d) {
   assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
-static void test_h2d_returns_after_read(void **state) { (void)state; returns_after(true); }
-static void test_d2h_returns_with_bytes(void **state) { (void)state; returns_after(false); }
+static void test_h2d_returns_after_read(void **state) {
+  (void)state;
+  returns_after(true);
+}
+static void test_d2h_returns_with_bytes(void **state) {
+  (void)state;
+  returns_after(false);
+}
 
 /* A large upload from a registration: its last eighth goes through the
  * staging pool, so that its DMA is still queued when the call returns
@@ -620,8 +645,8 @@ static void test_h2d_tail_staged(void **state) {
   memset(b.p, 0x33, n); /* the program's own again */
   pl_stage_get_stats(&st1);
   assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
-  assert_true(dt >= 50000000ull);                  /* waited for the head's read */
-  assert_int_equal(q, CUDA_ERROR_NOT_READY);       /* the tail's DMA still queued */
+  assert_true(dt >= 50000000ull);            /* waited for the head's read */
+  assert_int_equal(q, CUDA_ERROR_NOT_READY); /* the tail's DMA still queued */
   assert_int_equal(st1.bytes_staged - st0.bytes_staged, tail);
   assert_int_equal(f_cuStreamSynchronize(s), CUDA_SUCCESS);
   assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
@@ -1193,9 +1218,11 @@ static void *worker(void *arg) {
       unsigned seed = id * 1000 + it * 10 + k;
       fill(p, n, seed);
       pl_copy c;
-      if (xcopy(true, (int)(k % V_COUNT), dev, p, n, NULL, &c) != CUDA_SUCCESS) atomic_fetch_add(&t_fail, 1);
+      if (xcopy(true, (int)(k % V_COUNT), dev, p, n, NULL, &c) != CUDA_SUCCESS)
+        atomic_fetch_add(&t_fail, 1);
       memset(p, 0, n);
-      if (xcopy(false, (int)((k + 1) % V_COUNT), dev, p, n, NULL, &c) != CUDA_SUCCESS) atomic_fetch_add(&t_fail, 1);
+      if (xcopy(false, (int)((k + 1) % V_COUNT), dev, p, n, NULL, &c) != CUDA_SUCCESS)
+        atomic_fetch_add(&t_fail, 1);
       if (f_cuStreamSynchronize(CU_STREAM_PER_THREAD) != CUDA_SUCCESS) atomic_fetch_add(&t_fail, 1);
       if (check_pat(p, n, seed) != n) atomic_fetch_add(&t_fail, 1);
     }
@@ -1256,9 +1283,9 @@ static void test_counters_record(void **state) {
   assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
   blk b = blk_new(n, 0);
   pl_copy c;
-  assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);  /* PENDING, staged */
+  assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS); /* PENDING, staged */
   pl_pinreg_quiesce_for_test();
-  assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);  /* REGISTERED */
+  assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);   /* REGISTERED */
   assert_int_equal(down(V_SYNC, b.p, dev, n, NULL, &c), CUDA_SUCCESS); /* REGISTERED */
   blk_free(&b);
   pl_exit_trace();
@@ -1310,7 +1337,8 @@ int main(void) {
    * registration is still under way while copies run beside it. */
   setenv("FAKECUDA_REGISTER_GBPS", "4", 1);
   g_pg = (size_t)sysconf(_SC_PAGESIZE);
-  snprintf(tmpdir, sizeof tmpdir, "%s/pagelock-autopin.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  snprintf(tmpdir, sizeof tmpdir, "%s/pagelock-autopin.XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (mkdtemp(tmpdir) == NULL) return 2;
   char path[512];
   snprintf(path, sizeof path, "%s/all.trace", tmpdir);

@@ -187,8 +187,7 @@ static void test_spans_brute_force(void **state) {
       size_t best = SIZE_MAX;
       for (size_t i = 0; i < nall; i++) {
         if (all[i].end == 0) continue; /* taken */
-        if (best == SIZE_MAX ||
-            all[i].end - all[i].start > all[best].end - all[best].start)
+        if (best == SIZE_MAX || all[i].end - all[i].start > all[best].end - all[best].start)
           best = i;
       }
       assert_int_equal(top[k].start, all[best].start);
@@ -216,8 +215,7 @@ static unsigned bf_cdir(unsigned k) {
 }
 
 static unsigned bf_bucket(uint64_t b) {
-  static const uint64_t lim[] = {64 << 10, 1 << 20, 16 << 20, 64 << 20,
-                                 256 << 20};
+  static const uint64_t lim[] = {64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20};
   unsigned k = 0;
   while (k < 5 && b >= lim[k]) k++;
   return k;
@@ -243,8 +241,8 @@ static double bf_p10(double *v, size_t n) {
 }
 
 /* The brute-force report of one device over cells [0, GRID). */
-static void bf_device(const bf_rec *r, size_t n, uint32_t dev, uint64_t thr,
-                      uint64_t base, const plr_device_report *got) {
+static void bf_device(const bf_rec *r, size_t n, uint32_t dev, uint64_t thr, uint64_t base,
+                      const plr_device_report *got) {
   unsigned char K[GRID], C[3][GRID], M[GRID];
   memset(K, 0, sizeof K);
   memset(C, 0, sizeof C);
@@ -252,16 +250,18 @@ static void bf_device(const bf_rec *r, size_t n, uint32_t dev, uint64_t thr,
   uint64_t ws = UINT64_MAX, we = 0, kernels = 0, copies = 0, memsets = 0;
   for (size_t i = 0; i < n; i++) {
     if (r[i].device != dev || r[i].bad) continue;
-    if (r[i].kind == PAGELOCK_GPU_SYNC || r[i].kind == PAGELOCK_GPU_OVERHEAD)
-      continue;
+    if (r[i].kind == PAGELOCK_GPU_SYNC || r[i].kind == PAGELOCK_GPU_OVERHEAD) continue;
     if (r[i].s < ws) ws = r[i].s;
     if (r[i].e > we) we = r[i].e;
     unsigned char *row = r[i].kind == PAGELOCK_GPU_KERNEL   ? K
                          : r[i].kind == PAGELOCK_GPU_MEMSET ? M
                                                             : C[bf_cdir(r[i].copy_kind)];
-    if (row == K) kernels++;
-    else if (row == M) memsets++;
-    else copies++;
+    if (row == K)
+      kernels++;
+    else if (row == M)
+      memsets++;
+    else
+      copies++;
     for (uint64_t c = r[i].s; c < r[i].e; c++) row[c] = 1;
   }
   assert_int_equal(got->device, dev);
@@ -318,8 +318,7 @@ static void bf_device(const bf_rec *r, size_t n, uint32_t dev, uint64_t thr,
   for (size_t i = 0; i < want; i++) {
     size_t best = SIZE_MAX;
     for (size_t j = 0; j < ng; j++)
-      if (g[j].end && (best == SIZE_MAX || g[j].end - g[j].start >
-                                               g[best].end - g[best].start))
+      if (g[j].end && (best == SIZE_MAX || g[j].end - g[j].start > g[best].end - g[best].start))
         best = j;
     assert_int_equal(got->gaps[i].start, base + g[best].start);
     assert_int_equal(got->gaps[i].end, base + g[best].end);
@@ -335,8 +334,8 @@ static void bf_device(const bf_rec *r, size_t n, uint32_t dev, uint64_t thr,
     for (size_t j = 0; j < i && first; j++)
       if (r[j].device == dev && !r[j].bad &&
           (r[j].kind == PAGELOCK_GPU_MEMCPY || r[j].kind == PAGELOCK_GPU_MEMCPY_P2P) &&
-          r[j].copy_kind == r[i].copy_kind && r[j].src == r[i].src &&
-          r[j].dst == r[i].dst && bf_bucket(r[j].bytes) == bf_bucket(r[i].bytes))
+          r[j].copy_kind == r[i].copy_kind && r[j].src == r[i].src && r[j].dst == r[i].dst &&
+          bf_bucket(r[j].bytes) == bf_bucket(r[i].bytes))
         first = 0;
     if (!first) continue;
     rows++;
@@ -346,8 +345,8 @@ static void bf_device(const bf_rec *r, size_t n, uint32_t dev, uint64_t thr,
     for (size_t j = 0; j < n; j++) {
       if (r[j].device != dev || r[j].bad ||
           (r[j].kind != PAGELOCK_GPU_MEMCPY && r[j].kind != PAGELOCK_GPU_MEMCPY_P2P) ||
-          r[j].copy_kind != r[i].copy_kind || r[j].src != r[i].src ||
-          r[j].dst != r[i].dst || bf_bucket(r[j].bytes) != bf_bucket(r[i].bytes))
+          r[j].copy_kind != r[i].copy_kind || r[j].src != r[i].src || r[j].dst != r[i].dst ||
+          bf_bucket(r[j].bytes) != bf_bucket(r[i].bytes))
         continue;
       cnt++;
       bytes += r[j].bytes;
@@ -356,9 +355,8 @@ static void bf_device(const bf_rec *r, size_t n, uint32_t dev, uint64_t thr,
     }
     const plr_bw_row *row = NULL;
     for (size_t k2 = 0; k2 < got->nbw; k2++)
-      if (got->bw[k2].copy_kind == r[i].copy_kind &&
-          got->bw[k2].src_kind == r[i].src && got->bw[k2].dst_kind == r[i].dst &&
-          got->bw[k2].bucket == bf_bucket(r[i].bytes))
+      if (got->bw[k2].copy_kind == r[i].copy_kind && got->bw[k2].src_kind == r[i].src &&
+          got->bw[k2].dst_kind == r[i].dst && got->bw[k2].bucket == bf_bucket(r[i].bytes))
         row = &got->bw[k2];
     assert_non_null(row);
     assert_int_equal(row->count, cnt);
@@ -386,10 +384,8 @@ static void bf_device(const bf_rec *r, size_t n, uint32_t dev, uint64_t thr,
       if (x->device != dev || x->bad || x->e <= x->s || x->bytes < MIB ||
           (x->kind != PAGELOCK_GPU_MEMCPY && x->kind != PAGELOCK_GPU_MEMCPY_P2P))
         continue;
-      int ok = d == 0 ? x->copy_kind == PAGELOCK_GPU_COPY_HTOD &&
-                            x->src == PAGELOCK_GPU_MEM_PINNED
-                      : x->copy_kind == PAGELOCK_GPU_COPY_DTOH &&
-                            x->dst == PAGELOCK_GPU_MEM_PINNED;
+      int ok = d == 0 ? x->copy_kind == PAGELOCK_GPU_COPY_HTOD && x->src == PAGELOCK_GPU_MEM_PINNED
+                      : x->copy_kind == PAGELOCK_GPU_COPY_DTOH && x->dst == PAGELOCK_GPU_MEM_PINNED;
       if (ok) v[nv++] = (double)x->bytes / (double)(x->e - x->s);
     }
     assert_true(got->pinned_gbps[d] == bf_median(v, nv));
@@ -399,17 +395,15 @@ static void bf_device(const bf_rec *r, size_t n, uint32_t dev, uint64_t thr,
 static void test_device_report_brute_force(void **state) {
   (void)state;
   rnd_state = 0x9e3779b9u;
-  static const uint8_t kinds[] = {PAGELOCK_GPU_KERNEL, PAGELOCK_GPU_KERNEL,
-                                  PAGELOCK_GPU_MEMCPY, PAGELOCK_GPU_MEMCPY,
-                                  PAGELOCK_GPU_MEMCPY, PAGELOCK_GPU_MEMCPY_P2P,
+  static const uint8_t kinds[] = {PAGELOCK_GPU_KERNEL, PAGELOCK_GPU_KERNEL, PAGELOCK_GPU_MEMCPY,
+                                  PAGELOCK_GPU_MEMCPY, PAGELOCK_GPU_MEMCPY, PAGELOCK_GPU_MEMCPY_P2P,
                                   PAGELOCK_GPU_MEMSET, PAGELOCK_GPU_SYNC};
   static const uint8_t ckinds[] = {PAGELOCK_GPU_COPY_HTOD, PAGELOCK_GPU_COPY_DTOH,
                                    PAGELOCK_GPU_COPY_DTOD, PAGELOCK_GPU_COPY_HTOA,
                                    PAGELOCK_GPU_COPY_ATOH, PAGELOCK_GPU_COPY_PTOP};
   static const uint8_t mems[] = {PAGELOCK_GPU_MEM_PAGEABLE, PAGELOCK_GPU_MEM_PINNED,
                                  PAGELOCK_GPU_MEM_DEVICE};
-  static const uint64_t sizes[] = {4096, 100000, MIB, 3 * MIB, 20 * MIB,
-                                   100 * MIB, 300 * MIB};
+  static const uint64_t sizes[] = {4096, 100000, MIB, 3 * MIB, 20 * MIB, 100 * MIB, 300 * MIB};
   for (int iter = 0; iter < 3000; iter++) {
     bf_rec r[40];
     size_t n = rnd_below(40);
@@ -531,8 +525,8 @@ static void test_reader_v2_records(void **state) {
   tb_clock(&b, 100, 200);
   tb_gpu_args g = {0};
   g.kind = PAGELOCK_GPU_MEMCPY;
-  g.copy_kind = 99;  /* absurd: unknown */
-  g.src_kind = 200;  /* absurd: unknown */
+  g.copy_kind = 99; /* absurd: unknown */
+  g.src_kind = 200; /* absurd: unknown */
   g.dst_kind = PAGELOCK_GPU_MEM_DEVICE;
   g.start_ns = 1000;
   g.end_ns = 2000;
@@ -568,33 +562,33 @@ static void test_reader_v2_records(void **state) {
   while (plr_next(&r, &rec)) {
     seen[rec.type]++;
     switch (rec.type) {
-    case PAGELOCK_REC_GPU_STATUS:
-      assert_int_equal(rec.u.gpu_status->status, PAGELOCK_GPU_TIMING_ERROR);
-      assert_int_equal(rec.u.gpu_status->records, 5);
-      assert_string_equal(rec.str1, "strange");
-      break;
-    case PAGELOCK_REC_DEVICE:
-      assert_int_equal(rec.u.device->device, 3);
-      assert_int_equal(rec.u.device->copy_engines, 2);
-      assert_string_equal(rec.str1, "NVIDIA H200");
-      break;
-    case PAGELOCK_REC_NAME:
-      assert_int_equal(rec.u.name->id, 7);
-      assert_string_equal(rec.str1, "_Z6kernelv");
-      break;
-    case PAGELOCK_REC_LINK:
-      assert_int_equal(rec.u.link->correlation, 11);
-      assert_int_equal(rec.u.link->copy_seq, 22);
-      break;
-    case PAGELOCK_REC_CLOCK:
-      assert_int_equal(rec.u.clock->cupti_ns, 100);
-      assert_int_equal(rec.u.clock->mono_ns, 200);
-      break;
-    case PAGELOCK_REC_GPU:
-      assert_int_equal(rec.u.gpu->copy_kind, PAGELOCK_GPU_COPY_UNKNOWN);
-      assert_int_equal(rec.u.gpu->src_kind, PAGELOCK_GPU_MEM_UNKNOWN);
-      assert_int_equal(rec.u.gpu->dst_kind, PAGELOCK_GPU_MEM_DEVICE);
-      break;
+      case PAGELOCK_REC_GPU_STATUS:
+        assert_int_equal(rec.u.gpu_status->status, PAGELOCK_GPU_TIMING_ERROR);
+        assert_int_equal(rec.u.gpu_status->records, 5);
+        assert_string_equal(rec.str1, "strange");
+        break;
+      case PAGELOCK_REC_DEVICE:
+        assert_int_equal(rec.u.device->device, 3);
+        assert_int_equal(rec.u.device->copy_engines, 2);
+        assert_string_equal(rec.str1, "NVIDIA H200");
+        break;
+      case PAGELOCK_REC_NAME:
+        assert_int_equal(rec.u.name->id, 7);
+        assert_string_equal(rec.str1, "_Z6kernelv");
+        break;
+      case PAGELOCK_REC_LINK:
+        assert_int_equal(rec.u.link->correlation, 11);
+        assert_int_equal(rec.u.link->copy_seq, 22);
+        break;
+      case PAGELOCK_REC_CLOCK:
+        assert_int_equal(rec.u.clock->cupti_ns, 100);
+        assert_int_equal(rec.u.clock->mono_ns, 200);
+        break;
+      case PAGELOCK_REC_GPU:
+        assert_int_equal(rec.u.gpu->copy_kind, PAGELOCK_GPU_COPY_UNKNOWN);
+        assert_int_equal(rec.u.gpu->src_kind, PAGELOCK_GPU_MEM_UNKNOWN);
+        assert_int_equal(rec.u.gpu->dst_kind, PAGELOCK_GPU_MEM_DEVICE);
+        break;
     }
   }
   assert_int_equal(r.stop, PLR_STOP_END);
@@ -698,9 +692,10 @@ static void test_v1_copies_zero_filled(void **state) {
   assert_int_equal(p.gpu.status, PAGELOCK_GPU_TIMING_ERROR);
   assert_string_equal(p.gpu.reason, "no GPU_STATUS record");
   char *s = report(&p, 1, 0);
-  assert_contains(s, "GPU timing unavailable: no GPU_STATUS record\n"
-                     "  fix: this trace was written by an older pagelock "
-                     "(trace format 1)");
+  assert_contains(s,
+                  "GPU timing unavailable: no GPU_STATUS record\n"
+                  "  fix: this trace was written by an older pagelock "
+                  "(trace format 1)");
   /* No GPU columns without GPU timing. */
   assert_contains(s, "  count  bytes  host blocked  GB/s  dir  call site\n");
   free(s);
@@ -733,8 +728,8 @@ static void test_clock_conversion(void **state) {
 /* ---- the join -------------------------------------------------------------- */
 
 /* A COPY of the join tests; stack 1 is its call site, stack 2 its buffer. */
-static void jcopy(tb *b, uint64_t seq, uint32_t corr, uint32_t flags,
-                  uint8_t mem, uint64_t bytes, uint64_t host_ns) {
+static void jcopy(tb *b, uint64_t seq, uint32_t corr, uint32_t flags, uint8_t mem, uint64_t bytes,
+                  uint64_t host_ns) {
   tb_copy_args c = {0};
   c.start_ns = 1000000000ull + seq * MS;
   c.host_ns = host_ns;
@@ -752,8 +747,7 @@ static void jcopy(tb *b, uint64_t seq, uint32_t corr, uint32_t flags,
   tb_copy(b, &c);
 }
 
-static void jop(tb *b, uint32_t corr, uint8_t gmem, uint64_t bytes,
-                uint64_t start, uint64_t dur) {
+static void jop(tb *b, uint32_t corr, uint8_t gmem, uint64_t bytes, uint64_t start, uint64_t dur) {
   tb_gpu_copy(b, 0, 7, 1, gmem, bytes, start, start + dur, corr, 1);
 }
 
@@ -782,8 +776,8 @@ static void test_join_made_sync(void **state) {
   jcopy(&b, 6, 0, A, PG, MIB, 900000);    /* no GPU op: unjoined */
   /* GPU records later, reversed */
   for (uint32_t c = 105; c >= 101; c--)
-    jop(&b, c, c == 105 ? PAGELOCK_GPU_MEM_PINNED : PAGELOCK_GPU_MEM_PAGEABLE,
-        MIB, 2000000000ull + c * MS, MS);
+    jop(&b, c, c == 105 ? PAGELOCK_GPU_MEM_PINNED : PAGELOCK_GPU_MEM_PAGEABLE, MIB,
+        2000000000ull + c * MS, MS);
   jop(&b, 999, PAGELOCK_GPU_MEM_PINNED, 4096, 2000000000ull + 106 * MS, 1000); /* no call */
   tb_end(&b, 3000000000ull);
   plr_process p;
@@ -906,7 +900,7 @@ static void test_join_orders(void **state) {
   assert_int_equal(j->gpu_ns, MS + 3 * MS + MS / 2);
   assert_int_equal(j->gpu_ops, 5);
   assert_int_equal(j->gpu_ops_unjoined, 0);
-  assert_int_equal(j->unjoined, 1); /* the captured copy */
+  assert_int_equal(j->unjoined, 1);     /* the captured copy */
   assert_int_equal(j->mem_mismatch, 0); /* staged: pinned chunks by design */
   assert_int_equal(p.t.gpu.links, 4);
   plr_process_free(&p);
@@ -919,8 +913,7 @@ static void test_join_leftovers(void **state) {
   (void)state;
   tb b = {0};
   tb_header(&b, 1, 0);
-  jcopy(&b, 1, 0, PAGELOCK_COPY_ASYNC | PAGELOCK_COPY_STAGED,
-        PAGELOCK_MEM_PAGEABLE, MIB, MS);
+  jcopy(&b, 1, 0, PAGELOCK_COPY_ASYNC | PAGELOCK_COPY_STAGED, PAGELOCK_MEM_PAGEABLE, MIB, MS);
   jcopy(&b, 2, 55, PAGELOCK_COPY_ASYNC, PAGELOCK_MEM_PAGEABLE, MIB, MS);
   tb_link(&b, 66, 7); /* a link whose op never comes */
   tb_end(&b, 5);
@@ -948,8 +941,7 @@ static void test_verdicts(void **state) {
     uint64_t t = t0 + i * 10 * MS;
     tb_gpu_copy(&b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, 4 * MIB, t, t + MS, 0, 1);
     tb_kernel(&b, 0, 7, t + MS, t + 2 * MS, 0);
-    tb_gpu_copy(&b, 0, 7, 0, PAGELOCK_GPU_MEM_PINNED, 4 * MIB, t + 2 * MS,
-                t + 3 * MS, 0, 1);
+    tb_gpu_copy(&b, 0, 7, 0, PAGELOCK_GPU_MEM_PINNED, 4 * MIB, t + 2 * MS, t + 3 * MS, 0, 1);
   }
   tb_end(&b, t0 + 50 * MS);
   plr_process p;
@@ -979,24 +971,30 @@ static void test_verdicts(void **state) {
                   "under kernels, 8.000 ms exposed)");
   assert_contains(g->verdicts[1].advice, "cudaStreamNonBlocking");
   char *s = report(&p, 1, 0);
-  assert_contains(s, "==\nGPU timing: CUPTI, 12 records, 0 dropped\n"
-                     "verdict: the GPU idled for long gaps");
-  assert_contains(s, "\nverdict: pinned but not overlapped: copies and "
-                     "kernels share a stream");
-  assert_contains(s, "  fix: move copies to their own stream with "
-                     "cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)");
-  assert_contains(s, "GPU devices (GPU time, ms):\n"
-                     "  device  name      engines  window  kernels    H2D    "
-                     "D2H  other  copies  hidden  exposed  H2D+D2H    idle  "
-                     "gaps\n"
-                     "       0  Tesla T4        1  33.000    4.000  4.000  "
-                     "4.000  0.000   8.000      0%    8.000    0.000  21.000"
-                     "     3\n");
-  assert_contains(s, "  device 0 idle gaps >= 1.000 ms (longest first): "
-                     "7.000 ms at +3.000 ms, 7.000 ms at +13.000 ms, 7.000 ms "
-                     "at +23.000 ms\n");
-  assert_contains(s, "       0  HtoD  pinned  device  1M-16M      4  "
-                     "16.0 MiB   4.000         4.19      4.19\n");
+  assert_contains(s,
+                  "==\nGPU timing: CUPTI, 12 records, 0 dropped\n"
+                  "verdict: the GPU idled for long gaps");
+  assert_contains(s,
+                  "\nverdict: pinned but not overlapped: copies and "
+                  "kernels share a stream");
+  assert_contains(s,
+                  "  fix: move copies to their own stream with "
+                  "cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)");
+  assert_contains(s,
+                  "GPU devices (GPU time, ms):\n"
+                  "  device  name      engines  window  kernels    H2D    "
+                  "D2H  other  copies  hidden  exposed  H2D+D2H    idle  "
+                  "gaps\n"
+                  "       0  Tesla T4        1  33.000    4.000  4.000  "
+                  "4.000  0.000   8.000      0%    8.000    0.000  21.000"
+                  "     3\n");
+  assert_contains(s,
+                  "  device 0 idle gaps >= 1.000 ms (longest first): "
+                  "7.000 ms at +3.000 ms, 7.000 ms at +13.000 ms, 7.000 ms "
+                  "at +23.000 ms\n");
+  assert_contains(s,
+                  "       0  HtoD  pinned  device  1M-16M      4  "
+                  "16.0 MiB   4.000         4.19      4.19\n");
   assert_null(strstr(s, "\033[")); /* not a terminal: no colour */
   free(s);
   /* Several processes: the per-rank table. */
@@ -1004,16 +1002,18 @@ static void test_verdicts(void **state) {
   memcpy(&two[0], &p, sizeof p);
   memcpy(&two[1], &p, sizeof p);
   s = report(two, 2, 0);
-  assert_contains(s, "\nper rank:\n"
-                     "  rank  host  pid  copies  pageable  host blocked  "
-                     "exposed copy  hidden\n"
-                     "     2  h       1       0         0      0.000 ms      "
-                     "8.000 ms      0%\n");
+  assert_contains(s,
+                  "\nper rank:\n"
+                  "  rank  host  pid  copies  pageable  host blocked  "
+                  "exposed copy  hidden\n"
+                  "     2  h       1       0         0      0.000 ms      "
+                  "8.000 ms      0%\n");
   free(s);
   s = report(two, 2, 1);
-  assert_contains(s, "\"ranks\": [\n    {\"rank\": 2, \"host\": \"h\", "
-                     "\"pid\": 1, \"copies\": 0, \"pageable\": 0, \"host_ns\": "
-                     "0, \"exposed_copy_ns\": 8000000, \"hidden_pct\": 0.0}");
+  assert_contains(s,
+                  "\"ranks\": [\n    {\"rank\": 2, \"host\": \"h\", "
+                  "\"pid\": 1, \"copies\": 0, \"pageable\": 0, \"host_ns\": "
+                  "0, \"exposed_copy_ns\": 8000000, \"hidden_pct\": 0.0}");
   assert_contains(s, "{\"kind\": \"one-engine\", \"ns\": 4000000, \"device\": 0");
   assert_contains(s, "\"h2d_d2h_together_ns\": 0, \"idle_ns\": 21000000");
   free(s);
@@ -1052,8 +1052,7 @@ static void test_no_gpu_timing_first(void **state) {
   tb b = {0};
   tb_header(&b, 1, 0);
   tb_process(&b, "/bin/app", "h", 0, -1);
-  tb_gpu_status(&b, PAGELOCK_GPU_TIMING_DISABLED, 0, 0,
-                "PAGELOCK_CUPTI=0 turned it off");
+  tb_gpu_status(&b, PAGELOCK_GPU_TIMING_DISABLED, 0, 0, "PAGELOCK_CUPTI=0 turned it off");
   jcopy(&b, 1, 0, PAGELOCK_COPY_ASYNC, PAGELOCK_MEM_PAGEABLE, MIB, MS);
   tb_end(&b, 5);
   plr_process p;
@@ -1061,16 +1060,18 @@ static void test_no_gpu_timing_first(void **state) {
   assert_int_equal(load(&p.t, &b), 0);
   assert_int_equal(plr_process_analyze(&p, 0), 0);
   char *text = report(&p, 1, 0);
-  const char *want = "GPU timing unavailable: PAGELOCK_CUPTI=0 turned it "
-                     "off\n  fix: unset PAGELOCK_CUPTI";
+  const char *want =
+      "GPU timing unavailable: PAGELOCK_CUPTI=0 turned it "
+      "off\n  fix: unset PAGELOCK_CUPTI";
   size_t first_len = strcspn(text, "\n");
   assert_memory_equal(text + first_len + 1, want, strlen(want));
   free(text);
   char *json = report(&p, 1, 1);
   assert_contains(json, "\"status\": \"disabled\"");
-  assert_contains(json, "{\"kind\": \"no-gpu-timing\", \"ns\": 0, \"device\": "
-                        "null, \"text\": \"GPU timing unavailable: "
-                        "PAGELOCK_CUPTI=0 turned it off\"");
+  assert_contains(json,
+                  "{\"kind\": \"no-gpu-timing\", \"ns\": 0, \"device\": "
+                  "null, \"text\": \"GPU timing unavailable: "
+                  "PAGELOCK_CUPTI=0 turned it off\"");
   free(json);
   plr_process_free(&p);
   tb_free(&b);
@@ -1090,8 +1091,8 @@ static void test_random_corruption_gpu(void **state) {
     if (i % 5 == 0) tb_link(&ref, 900 + i, i);
   }
   for (uint32_t i = 20; i >= 1; i--) {
-    jop(&ref, 100 + i, i % 3 ? PAGELOCK_GPU_MEM_PAGEABLE : PAGELOCK_GPU_MEM_PINNED,
-        MIB * i, 2000000000ull + i * MS, MS);
+    jop(&ref, 100 + i, i % 3 ? PAGELOCK_GPU_MEM_PAGEABLE : PAGELOCK_GPU_MEM_PINNED, MIB * i,
+        2000000000ull + i * MS, MS);
     tb_kernel(&ref, i % 2, 7, 2000000000ull + i * MS, 2000000000ull + i * MS + 500000, 1);
     if (i % 5 == 0) jop(&ref, 900 + i, PAGELOCK_GPU_MEM_PINNED, MIB, 2000000000ull, 1000);
   }

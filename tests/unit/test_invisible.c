@@ -96,7 +96,8 @@ static region shim_region(void) {
    * otherwise come from the wrappers. */
   assert_true(f_is_registered(g.block, LEN));
   unsigned type = 0;
-  assert_int_equal(f_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, g.p), CUDA_SUCCESS);
+  assert_int_equal(f_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, g.p),
+                   CUDA_SUCCESS);
   assert_int_equal(type, CU_MEMORYTYPE_HOST);
   return g;
 }
@@ -130,7 +131,8 @@ typedef struct answer {
   unsigned char out[SLOT];
 } answer;
 
-static void same_answer(const answer *got, const answer *want, const char *what, int attr, size_t off) {
+static void same_answer(const answer *got, const answer *want, const char *what, int attr,
+                        size_t off) {
   if (got->r != want->r || memcmp(got->out, want->out, SLOT) != 0) {
     fprintf(stderr, "%s (attribute %d, offset %zu): result %d, want %d%s\n", what, attr, off,
             (int)got->r, (int)want->r, got->r == want->r ? "; the bytes differ" : "");
@@ -149,9 +151,15 @@ static int setup(void **state) {
     fprintf(stderr, "fake libcuda not found (LD_LIBRARY_PATH?): %s\n", dlerror());
     return -1;
   }
-  LOAD(cuInit); LOAD(cuDevicePrimaryCtxRetain); LOAD(cuCtxSetCurrent);
-  LOAD(cuPointerGetAttribute); LOAD(cuPointerGetAttributes); LOAD(cuMemHostGetFlags);
-  LOAD(cuMemHostGetDevicePointer_v2); LOAD(cuMemHostRegister_v2); LOAD(cuMemHostUnregister);
+  LOAD(cuInit);
+  LOAD(cuDevicePrimaryCtxRetain);
+  LOAD(cuCtxSetCurrent);
+  LOAD(cuPointerGetAttribute);
+  LOAD(cuPointerGetAttributes);
+  LOAD(cuMemHostGetFlags);
+  LOAD(cuMemHostGetDevicePointer_v2);
+  LOAD(cuMemHostRegister_v2);
+  LOAD(cuMemHostUnregister);
   *(void **)&f_is_registered = sym("fakecuda_is_registered");
   *(void **)&f_call_count = sym("fakecuda_call_count");
   if (f_cuInit(0) != CUDA_SUCCESS || f_cuDevicePrimaryCtxRetain(&g_ctx, 0) != CUDA_SUCCESS ||
@@ -190,7 +198,8 @@ static int fresh(void **state) {
 /* ---- the pointer queries ----------------------------------------------------- */
 
 /* Every attribute there is, one unknown, and 0. */
-static const int attrs_all[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 99};
+static const int attrs_all[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 99};
 #define NATTRS (sizeof attrs_all / sizeof attrs_all[0])
 
 static void test_pointer_attribute(void **state) {
@@ -228,8 +237,9 @@ static void attributes_agree(uintptr_t sp, uintptr_t qp, const int *first, unsig
   CUresult rs = cuPointerGetAttributes(n, a, ds, sp + off);
   CUresult rq = f_cuPointerGetAttributes(n, a, dq, qp + off);
   if (rs != rq || memcmp(bs, bq, sizeof bs[0] * n) != 0) {
-    fprintf(stderr, "cuPointerGetAttributes (%u from attribute %d, offset %zu): result %d, want %d%s\n",
-            n, first[0], off, (int)rs, (int)rq, rs == rq ? "; the values differ" : "");
+    fprintf(stderr,
+            "cuPointerGetAttributes (%u from attribute %d, offset %zu): result %d, want %d%s\n", n,
+            first[0], off, (int)rs, (int)rq, rs == rq ? "; the values differ" : "");
     fail();
   }
 }
@@ -240,7 +250,8 @@ static void test_pointer_attributes(void **state) {
   /* Every known attribute but P2P_TOKENS (5, not supported), at once: the
    * call succeeds with the defaults; then everything (5 makes it fail);
    * then none. */
-  static const int known[] = {1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21};
+  static const int known[] = {1,  2,  3,  4,  6,  7,  8,  9,  10, 11,
+                              12, 13, 14, 15, 16, 17, 18, 19, 20, 21};
   for (size_t i = 0; i < NOFFS; i++) {
     attributes_agree(s.p, q.p, known, sizeof known / sizeof known[0], offs[i]);
     attributes_agree(s.p, q.p, attrs_all + 1, NATTRS - 1, offs[i]);
@@ -263,8 +274,10 @@ static void test_host_flags_and_device_pointer(void **state) {
     for (unsigned flags = 0; flags < 2; flags++) {
       memset(got.out, 0xa5, SLOT);
       memset(want.out, 0xa5, SLOT);
-      got.r = cuMemHostGetDevicePointer_v2((CUdeviceptr *)(void *)got.out, (void *)(s.p + offs[i]), flags);
-      want.r = f_cuMemHostGetDevicePointer_v2((CUdeviceptr *)(void *)want.out, (void *)(q.p + offs[i]), flags);
+      got.r = cuMemHostGetDevicePointer_v2((CUdeviceptr *)(void *)got.out, (void *)(s.p + offs[i]),
+                                           flags);
+      want.r = f_cuMemHostGetDevicePointer_v2((CUdeviceptr *)(void *)want.out,
+                                              (void *)(q.p + offs[i]), flags);
       same_answer(&got, &want, "cuMemHostGetDevicePointer_v2", (int)flags, offs[i]);
     }
   }
@@ -292,7 +305,8 @@ static void test_is_pinned_through_cudart(void **state) {
     assert_memory_equal(&as, &aq, sizeof as);
     /* The runtime's other questions, to the driver's wrapped entry points. */
     unsigned fs = 0xa5a5a5a5u, fq = 0xa5a5a5a5u;
-    assert_int_equal(cudaHostGetFlags(&fs, (void *)(s.p + offs[i])), cudaHostGetFlags(&fq, (void *)(q.p + offs[i])));
+    assert_int_equal(cudaHostGetFlags(&fs, (void *)(s.p + offs[i])),
+                     cudaHostGetFlags(&fq, (void *)(q.p + offs[i])));
     assert_int_equal(fs, fq);
     void *ds = (void *)1, *dq = (void *)1;
     assert_int_equal(cudaHostGetDevicePointer(&ds, (void *)(s.p + offs[i]), 0),
@@ -318,7 +332,8 @@ static void program_registers_over(register_fn reg) {
   assert_int_equal(reg(ps, 3 * PAGE, 0), want);
   /* The program's registration is the program's: its queries say so. */
   unsigned type = 0, flags = 99;
-  assert_int_equal(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)ps + 5),
+  assert_int_equal(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                         (CUdeviceptr)(uintptr_t)ps + 5),
                    CUDA_SUCCESS);
   assert_int_equal(type, CU_MEMORYTYPE_HOST);
   assert_int_equal(cuMemHostGetFlags(&flags, ps), CUDA_SUCCESS);
@@ -412,7 +427,8 @@ static void test_pass_through(void **state) {
   unsigned long n0 = f_call_count("cuPointerGetAttribute");
   unsigned long m0 = f_call_count("cuPointerGetAttributes");
   unsigned type = 0;
-  assert_int_equal(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, q.p), CUDA_SUCCESS);
+  assert_int_equal(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, q.p),
+                   CUDA_SUCCESS);
   assert_int_equal(type, CU_MEMORYTYPE_HOST);
   struct cudaPointerAttributes a;
   assert_int_equal(cudaPointerGetAttributes(&a, (void *)q.p), cudaSuccess);

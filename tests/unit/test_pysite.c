@@ -36,7 +36,8 @@ static void pycode(tb *b, uint32_t id, uint32_t flags, const char *file, const c
 }
 
 /* A PYSTACK of n (code, line) pairs; depth as given (a lie, for tests). */
-static void pystack(tb *b, uint32_t stack, uint16_t depth, uint16_t flags, const uint32_t *cl, size_t n) {
+static void pystack(tb *b, uint32_t stack, uint16_t depth, uint16_t flags, const uint32_t *cl,
+                    size_t n) {
   struct {
     pagelock_rec_pystack r;
     pagelock_py_frame f[16];
@@ -101,11 +102,11 @@ static void build(tb *b) {
   pystack(b, 5, 1, PAGELOCK_PY_LIBRARY, s5, 1);
   /* Malformed, each skipped and counted: */
   uint32_t nine[18] = {0};
-  pystack(b, 6, 9, 0, nine, 9);                   /* depth over the cap */
-  pystack(b, 6, 0, 0, nine, 0);                   /* depth 0 */
-  pystack(b, 6, 3, 0, nine, 1);                   /* depth past the record */
-  pystack(b, 0, 1, 0, s2, 1);                     /* stack id 0 */
-  pycode(b, 0, 0, "/src/x.py", "f");              /* code id 0 */
+  pystack(b, 6, 9, 0, nine, 9);      /* depth over the cap */
+  pystack(b, 6, 0, 0, nine, 0);      /* depth 0 */
+  pystack(b, 6, 3, 0, nine, 1);      /* depth past the record */
+  pystack(b, 0, 1, 0, s2, 1);        /* stack id 0 */
+  pycode(b, 0, 0, "/src/x.py", "f"); /* code id 0 */
   pagelock_rec_pycode half;
   memset(&half, 0, sizeof half);
   half.id = 9;
@@ -158,10 +159,12 @@ static void test_rows_group_by_python_line(void **state) {
   assert_true(strncmp(s + at, "native: 0x1000", 14) == 0);
   free(s);
   s = report(&p, 1);
-  assert_contains(s, "\"python\": {\"file\": \"/src/train.py\", \"line\": 42, \"function\": \"main\", "
-                     "\"library\": false, \"truncated\": false, \"frames\": [{\"file\": \"/src/train.py\", "
-                     "\"line\": 42, \"function\": \"main\", \"library\": false}, {\"file\": \"/src/train.py\", "
-                     "\"line\": 7, \"function\": \"main\", \"library\": false}]}");
+  assert_contains(
+      s,
+      "\"python\": {\"file\": \"/src/train.py\", \"line\": 42, \"function\": \"main\", "
+      "\"library\": false, \"truncated\": false, \"frames\": [{\"file\": \"/src/train.py\", "
+      "\"line\": 42, \"function\": \"main\", \"library\": false}, {\"file\": \"/src/train.py\", "
+      "\"line\": 7, \"function\": \"main\", \"library\": false}]}");
   /* The native-only row keeps its exact shape. */
   assert_contains(s, "\"line\": 0, \"gpu_calls\"");
   free(s);

@@ -32,8 +32,7 @@
 #define SHIM 0x7f3000000000ull   /* libpagelock.so */
 
 /* Loads the first len bytes of b through a real FILE, as the CLI does. */
-static int load_len(plr_trace *t, const tb *b, size_t len, char *msg,
-                    size_t msglen) {
+static int load_len(plr_trace *t, const tb *b, size_t len, char *msg, size_t msglen) {
   FILE *f = tmpfile();
   assert_non_null(f);
   if (len) assert_int_equal(fwrite(b->p, 1, len, f), len);
@@ -48,9 +47,8 @@ static int load(plr_trace *t, const tb *b) {
   return rc;
 }
 
-static void copy(tb *b, uint8_t dir, uint8_t mem, uint32_t flags,
-                 uint64_t bytes, uint64_t host_ns, uint32_t stack,
-                 uint64_t callsite, uint32_t alloc_stack) {
+static void copy(tb *b, uint8_t dir, uint8_t mem, uint32_t flags, uint64_t bytes, uint64_t host_ns,
+                 uint32_t stack, uint64_t callsite, uint32_t alloc_stack) {
   tb_copy_args c = {0};
   c.start_ns = 1000000000ull + 1000 * (b->nrec + 1);
   c.host_ns = host_ns;
@@ -86,20 +84,14 @@ static void build_reference(tb *b, int with_end) {
   tb_stack(b, 4, s4, 3);
   const uint32_t A = PAGELOCK_COPY_ASYNC;
   /* site load_batch: 3 pageable async H2D, 1 MiB, 1 ms each */
-  copy(b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, A, 1 << 20, 1000000, 1,
-       CUDART + 0x500, 4);
-  copy(b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, A, 1 << 20, 1000000, 2,
-       CUDART + 0x500, 4);
-  copy(b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, A, 1 << 20, 1000000, 1,
-       CUDART + 0x500, 0);
+  copy(b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, A, 1 << 20, 1000000, 1, CUDART + 0x500, 4);
+  copy(b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, A, 1 << 20, 1000000, 2, CUDART + 0x500, 4);
+  copy(b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, A, 1 << 20, 1000000, 1, CUDART + 0x500, 0);
   /* site save_result: 2 pageable sync D2H, 4 MiB, 5 ms each */
-  copy(b, PAGELOCK_DIR_D2H, PAGELOCK_MEM_PAGEABLE, 0, 4 << 20, 5000000, 3,
-       APP + 0x8010, 4);
-  copy(b, PAGELOCK_DIR_D2H, PAGELOCK_MEM_PAGEABLE, 0, 4 << 20, 5000000, 3,
-       APP + 0x8010, 0);
+  copy(b, PAGELOCK_DIR_D2H, PAGELOCK_MEM_PAGEABLE, 0, 4 << 20, 5000000, 3, APP + 0x8010, 4);
+  copy(b, PAGELOCK_DIR_D2H, PAGELOCK_MEM_PAGEABLE, 0, 4 << 20, 5000000, 3, APP + 0x8010, 0);
   /* pinned async H2D from load_batch: not in the pageable tables */
-  copy(b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PINNED, A, 1 << 20, 3000, 1,
-       CUDART + 0x500, 0);
+  copy(b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PINNED, A, 1 << 20, 3000, 1, CUDART + 0x500, 0);
   /* a D2D and a failed registered copy */
   copy(b, PAGELOCK_DIR_D2D, PAGELOCK_MEM_DEVICE, A, 4096, 2000, 0, 0, 0);
   tb_copy_args c = {0};
@@ -111,8 +103,7 @@ static void build_reference(tb *b, int with_end) {
   c.result = 1;
   tb_copy(b, &c);
   tb_module(b, APP, APP + 0x1000, APP + 0x10000, "");
-  tb_module(b, CUDART, CUDART, CUDART + 0x100000,
-            "/nonexistent/libcudart.so.13");
+  tb_module(b, CUDART, CUDART, CUDART + 0x100000, "/nonexistent/libcudart.so.13");
   tb_module(b, LIBC, LIBC, LIBC + 0x100000, "/nonexistent/libc.so.6");
   tb_module(b, SHIM, SHIM, SHIM + 0x10000, "/nonexistent/libpagelock.so");
   tb_symbol(b, CUDART + 0x500, CUDART + 0x400, "cudaMemcpyAsync");
@@ -127,9 +118,7 @@ static void build_reference(tb *b, int with_end) {
   if (with_end) tb_end(b, 1000000000ull + 50000000ull);
 }
 
-static void analyze(plr_process *p) {
-  assert_int_equal(plr_process_analyze(p, 0), 0);
-}
+static void analyze(plr_process *p) { assert_int_equal(plr_process_analyze(p, 0), 0); }
 
 static char *report_text(const plr_process *p, size_t n) {
   char *s = NULL;
@@ -172,19 +161,16 @@ static void test_good_trace_aggregates_exactly(void **state) {
   assert_string_equal(t.host, "node1");
   assert_int_equal(t.rank, 3);
   assert_int_equal(t.tot.all.count, 8);
-  assert_int_equal(t.tot.all.bytes, 3 * (1 << 20) + 2 * (4 << 20) +
-                                        (1 << 20) + 4096 + 512);
+  assert_int_equal(t.tot.all.bytes, 3 * (1 << 20) + 2 * (4 << 20) + (1 << 20) + 4096 + 512);
   assert_int_equal(t.tot.pageable.count, 5);
   assert_int_equal(t.tot.pageable.host_ns, 13000000);
   assert_int_equal(t.tot.pageable_async.count, 3);
   assert_int_equal(t.tot.pageable_async.host_ns, 3000000);
   assert_int_equal(t.tot.by[PAGELOCK_DIR_H2D][PAGELOCK_MEM_PAGEABLE].count, 3);
-  assert_int_equal(t.tot.by[PAGELOCK_DIR_D2H][PAGELOCK_MEM_PAGEABLE].bytes,
-                   8 << 20);
+  assert_int_equal(t.tot.by[PAGELOCK_DIR_D2H][PAGELOCK_MEM_PAGEABLE].bytes, 8 << 20);
   assert_int_equal(t.tot.by[PAGELOCK_DIR_H2D][PAGELOCK_MEM_PINNED].count, 1);
   assert_int_equal(t.tot.by[PAGELOCK_DIR_D2D][PAGELOCK_MEM_DEVICE].count, 1);
-  assert_int_equal(
-      t.tot.by[PAGELOCK_DIR_D2H][PAGELOCK_MEM_REGISTERED].host_ns, 1500);
+  assert_int_equal(t.tot.by[PAGELOCK_DIR_D2H][PAGELOCK_MEM_REGISTERED].host_ns, 1500);
   assert_int_equal(t.tot.failed, 1);
   assert_int_equal(t.nnotes, 1);
   assert_int_equal(t.nmodules, 4);
@@ -229,28 +215,34 @@ static void test_report_text_lines(void **state) {
   assert_int_equal(load(&p.t, &b), 0);
   analyze(&p);
   char *s = report_text(&p, 1);
-  assert_contains(s, "== pid 777 /opt/app/bin/app on node1: mode observe, "
-                     "50.000 ms traced, rank 3 (simulated timings) ==\n");
+  assert_contains(s,
+                  "== pid 777 /opt/app/bin/app on node1: mode observe, "
+                  "50.000 ms traced, rank 3 (simulated timings) ==\n");
   assert_contains(s, "\nnote: warning: CUPTI unavailable: no GPU timing\n");
-  assert_contains(s, "copies: 8 calls, 12.0 MiB, 13.007 ms of host time "
-                     "inside copy calls\n");
-  assert_contains(s, "  dir      host mem      copies       bytes     host "
-                     "time\n"
-                     "  H2D      pageable           3     3.0 MiB      3.000 "
-                     "ms\n");
-  assert_contains(s, "3 async copies were made synchronous by pageable "
-                     "memory, blocking the host 3.000 ms\n");
+  assert_contains(s,
+                  "copies: 8 calls, 12.0 MiB, 13.007 ms of host time "
+                  "inside copy calls\n");
+  assert_contains(s,
+                  "  dir      host mem      copies       bytes     host "
+                  "time\n"
+                  "  H2D      pageable           3     3.0 MiB      3.000 "
+                  "ms\n");
+  assert_contains(s,
+                  "3 async copies were made synchronous by pageable "
+                  "memory, blocking the host 3.000 ms\n");
   assert_contains(s, "1 copies returned a CUDA error to the program\n");
-  assert_contains(s, "pageable copies by call site (worst first):\n"
-                     "  count    bytes  host blocked  GB/s  dir  call site\n"
-                     "      2  8.0 MiB     10.000 ms  0.84  D2H  "
-                     "save_result+0x8 (app)\n"
-                     "      3  3.0 MiB      3.000 ms  1.05  H2D  "
-                     "load_batch+0x40 (app)\n");
+  assert_contains(s,
+                  "pageable copies by call site (worst first):\n"
+                  "  count    bytes  host blocked  GB/s  dir  call site\n"
+                  "      2  8.0 MiB     10.000 ms  0.84  D2H  "
+                  "save_result+0x8 (app)\n"
+                  "      3  3.0 MiB      3.000 ms  1.05  H2D  "
+                  "load_batch+0x40 (app)\n");
   assert_contains(s, "pageable copies by allocation site (worst first):\n");
   assert_contains(s, "make_buffer+0x30 (app)\n");
-  assert_contains(s, "advice: allocate these buffers with "
-                     "cudaHostAlloc/cudaMallocHost");
+  assert_contains(s,
+                  "advice: allocate these buffers with "
+                  "cudaHostAlloc/cudaMallocHost");
   assert_null(strstr(s, "cudaMemcpy"));
   assert_null(strstr(s, "staging:")); /* counters all zero */
   assert_null(strstr(s, "partial"));
@@ -272,23 +264,30 @@ static void test_report_json(void **state) {
   assert_contains(s, "\"pid\": 777, \"ppid\": 1, \"rank\": 3");
   assert_contains(s, "\"simulated\": true, \"partial\": false");
   assert_contains(s, "\"kind\": \"warning\", \"text\": \"CUPTI unavailable");
-  assert_contains(s, "\"copies\": 2, \"bytes\": 8388608, \"host_ns\": "
-                     "10000000, \"gbps\": 0.839, \"dirs\": [\"D2H\"]");
+  assert_contains(s,
+                  "\"copies\": 2, \"bytes\": 8388608, \"host_ns\": "
+                  "10000000, \"gbps\": 0.839, \"dirs\": [\"D2H\"]");
   assert_contains(s, "\"function\": \"save_result\", \"module\": \"app\"");
-  assert_contains(s, "\"pageable_async\": {\"copies\": 3, \"bytes\": "
-                     "3145728, \"host_ns\": 3000000}");
+  assert_contains(s,
+                  "\"pageable_async\": {\"copies\": 3, \"bytes\": "
+                  "3145728, \"host_ns\": 3000000}");
   assert_contains(s, "\"counters\": {\"bytes_staged\": 0");
   /* Brackets and braces balance outside strings. */
   int depth = 0, in_str = 0;
   for (const char *c = s; *c; c++) {
     if (in_str) {
-      if (*c == '\\') c++;
-      else if (*c == '"') in_str = 0;
+      if (*c == '\\')
+        c++;
+      else if (*c == '"')
+        in_str = 0;
       continue;
     }
-    if (*c == '"') in_str = 1;
-    else if (*c == '{' || *c == '[') depth++;
-    else if (*c == '}' || *c == ']') assert_true(--depth >= 0);
+    if (*c == '"')
+      in_str = 1;
+    else if (*c == '{' || *c == '[')
+      depth++;
+    else if (*c == '}' || *c == ']')
+      assert_true(--depth >= 0);
   }
   assert_int_equal(depth, 0);
   free(s);
@@ -309,12 +308,14 @@ static void test_truncated_at_every_offset(void **state) {
     if (len < sizeof(pagelock_file_header)) {
       assert_int_equal(rc, -1);
       if (len == 0)
-        assert_string_equal(msg, "'mem.trace' is empty (the traced program "
-                                 "may have died before writing its trace "
-                                 "header)");
+        assert_string_equal(msg,
+                            "'mem.trace' is empty (the traced program "
+                            "may have died before writing its trace "
+                            "header)");
       else
-        assert_string_equal(msg, "'mem.trace' is truncated: its trace header "
-                                 "is incomplete");
+        assert_string_equal(msg,
+                            "'mem.trace' is truncated: its trace header "
+                            "is incomplete");
       continue;
     }
     assert_int_equal(rc, 0);
@@ -329,8 +330,8 @@ static void test_truncated_at_every_offset(void **state) {
       assert_false(plr_trace_partial(&t));
     } else {
       assert_true(plr_trace_partial(&t));
-      int at_boundary = len == sizeof(pagelock_file_header) ||
-                        (whole < b.nrec && b.offsets[whole] == len);
+      int at_boundary =
+          len == sizeof(pagelock_file_header) || (whole < b.nrec && b.offsets[whole] == len);
       assert_int_equal(t.stop, at_boundary ? PLR_STOP_EOF : PLR_STOP_TRUNCATED);
       char w[1024], want[1024];
       plr_trace_partial_message(&t, w, sizeof w);
@@ -346,8 +347,7 @@ static void test_truncated_at_every_offset(void **state) {
 }
 
 /* A valid prefix of n records followed by a bad record header. */
-static void check_corrupt_tail(uint32_t type, uint32_t size,
-                               const void *body, size_t body_len,
+static void check_corrupt_tail(uint32_t type, uint32_t size, const void *body, size_t body_len,
                                plr_stop want_stop) {
   tb b = {0};
   tb_header(&b, 1, 0);
@@ -375,13 +375,10 @@ static void test_corrupt_record_sizes(void **state) {
   check_corrupt_tail(PAGELOCK_REC_COPY, 4, NULL, 0, PLR_STOP_CORRUPT);
   check_corrupt_tail(PAGELOCK_REC_COPY, 12, junk, 8, PLR_STOP_CORRUPT);
   check_corrupt_tail(PAGELOCK_REC_COPY, 100, junk, 64, PLR_STOP_CORRUPT);
-  check_corrupt_tail(PAGELOCK_REC_COPY, PAGELOCK_TRACE_MAX_RECORD + 8, junk,
-                     64, PLR_STOP_CORRUPT);
-  check_corrupt_tail(PAGELOCK_REC_COPY, 0xfffffff8u, junk, 64,
-                     PLR_STOP_CORRUPT);
+  check_corrupt_tail(PAGELOCK_REC_COPY, PAGELOCK_TRACE_MAX_RECORD + 8, junk, 64, PLR_STOP_CORRUPT);
+  check_corrupt_tail(PAGELOCK_REC_COPY, 0xfffffff8u, junk, 64, PLR_STOP_CORRUPT);
   /* Plausible size, but the file ends first. */
-  check_corrupt_tail(PAGELOCK_REC_NOTE, 1u << 16, junk, 64,
-                     PLR_STOP_TRUNCATED);
+  check_corrupt_tail(PAGELOCK_REC_NOTE, 1u << 16, junk, 64, PLR_STOP_TRUNCATED);
 }
 
 static void check_open_error(const tb *b, const char *want) {
@@ -394,8 +391,9 @@ static void check_open_error(const tb *b, const char *want) {
 static void test_header_errors(void **state) {
   (void)state;
   tb b = {0};
-  const char *text = "not a trace file, just some text that is long enough "
-                     "to fill a header";
+  const char *text =
+      "not a trace file, just some text that is long enough "
+      "to fill a header";
   tb_put(&b, text, strlen(text));
   check_open_error(&b, "'mem.trace' is not a pagelock trace");
   tb_free(&b);
@@ -403,8 +401,9 @@ static void test_header_errors(void **state) {
   check_open_error(&b, "'mem.trace' is not a pagelock trace");
   tb_free(&b);
   tb_put(&b, "PGLK", 4);
-  check_open_error(&b, "'mem.trace' is truncated: its trace header is "
-                       "incomplete");
+  check_open_error(&b,
+                   "'mem.trace' is truncated: its trace header is "
+                   "incomplete");
   tb_free(&b);
   tb_header_v(&b, PAGELOCK_TRACE_VERSION + 1, 64, 1, 0);
   char want[256];
@@ -418,8 +417,8 @@ static void test_header_errors(void **state) {
 
 /* One header field set to value in an otherwise good version-v trace with
  * records: refused with exactly want. */
-static void check_header_field(uint32_t v, size_t off, size_t width,
-                               uint64_t value, const char *want) {
+static void check_header_field(uint32_t v, size_t off, size_t width, uint64_t value,
+                               const char *want) {
   tb b = {0};
   tb_header_v(&b, v, 64, 1, 0);
   tb_process(&b, "/bin/x", "h", 0, -1);
@@ -436,8 +435,7 @@ static void check_header_field(uint32_t v, size_t off, size_t width,
  * skipping "extra" bytes would read a damaged file from the wrong offset. */
 static void test_header_fields_refused(void **state) {
   (void)state;
-#define F(field) offsetof(pagelock_file_header, field), \
-                 sizeof(((pagelock_file_header *)0)->field)
+#define F(field) offsetof(pagelock_file_header, field), sizeof(((pagelock_file_header *)0)->field)
   check_header_field(3, F(version), 0,
                      "'mem.trace' is corrupt: its trace header's version is "
                      "0 (valid: 1 to 3)");
@@ -508,8 +506,7 @@ static void test_header_fields_refused(void **state) {
 }
 
 /* Loads bytes through fmemopen (fast enough to do thousands of times). */
-static int load_mem(plr_trace *t, const unsigned char *p, size_t len,
-                    char *msg, size_t msglen) {
+static int load_mem(plr_trace *t, const unsigned char *p, size_t len, char *msg, size_t msglen) {
   FILE *f = fmemopen((void *)p, len, "rb");
   assert_non_null(f);
   return plr_trace_load_stream(t, f, "mem.trace", msg, msglen);
@@ -584,9 +581,11 @@ static void test_checksum_catches_every_byte(void **state) {
       plr_trace t;
       assert_int_equal(load_mem(&t, m, ck.len, msg, sizeof msg), 0);
       if (t.stop != PLR_STOP_DAMAGED || t.damage.from != starts[k]) {
-        fprintf(stderr, "byte %zu ^ 0x%02x (block %zu at %llu): stop %d from "
-                "%llu\n", at, how[v], k, (unsigned long long)starts[k],
-                t.stop, (unsigned long long)t.damage.from);
+        fprintf(stderr,
+                "byte %zu ^ 0x%02x (block %zu at %llu): stop %d from "
+                "%llu\n",
+                at, how[v], k, (unsigned long long)starts[k], t.stop,
+                (unsigned long long)t.damage.from);
         fail();
       }
       assert_true(plr_trace_partial(&t));
@@ -612,10 +611,10 @@ static void test_checksum_catches_every_byte(void **state) {
       if (!plr_trace_partial(&t) && !t.malformed_records) unnoticed++;
       plr_trace_free(&t);
     }
-  printf("single-byte changes: %zu of %zu unnoticed without CHECK records "
-         "(%.0f%%), 0 of %zu with them\n",
-         unnoticed, plain_tried, 100.0 * (double)unnoticed / (double)plain_tried,
-         tried);
+  printf(
+      "single-byte changes: %zu of %zu unnoticed without CHECK records "
+      "(%.0f%%), 0 of %zu with them\n",
+      unnoticed, plain_tried, 100.0 * (double)unnoticed / (double)plain_tried, tried);
   assert_true(unnoticed > plain_tried / 4);
   free(q);
   free(m);
@@ -640,13 +639,11 @@ static void test_checksum_cut_anywhere_is_not_damage(void **state) {
     while (whole < ck.nrec) {
       size_t end = whole + 1 < ck.nrec ? ck.offsets[whole + 1] : ck.len;
       if (end > len) break;
-      const pagelock_rec_hdr *h =
-          (const pagelock_rec_hdr *)(ck.p + ck.offsets[whole]);
+      const pagelock_rec_hdr *h = (const pagelock_rec_hdr *)(ck.p + ck.offsets[whole]);
       copies += h->type == PAGELOCK_REC_COPY;
       whole++;
     }
-    if (t.stop != PLR_STOP_EOF && t.stop != PLR_STOP_TRUNCATED &&
-        t.stop != PLR_STOP_END) {
+    if (t.stop != PLR_STOP_EOF && t.stop != PLR_STOP_TRUNCATED && t.stop != PLR_STOP_END) {
       fprintf(stderr, "cut at %zu: stop %d\n", len, t.stop);
       fail();
     }
@@ -686,8 +683,7 @@ static void test_checksum_damage_kinds(void **state) {
            "'mem.trace' is corrupt from byte %llu (the CHECK record at byte "
            "%llu says its block starts at byte %llu); the report covers the "
            "2 records before it",
-           (unsigned long long)second,
-           (unsigned long long)(second + sizeof(pagelock_rec_copy)),
+           (unsigned long long)second, (unsigned long long)(second + sizeof(pagelock_rec_copy)),
            (unsigned long long)(second - 8));
   assert_string_equal(w, msg);
   assert_int_equal(t.tot.all.count, 0);
@@ -730,9 +726,10 @@ static void test_checksum_damage_kinds(void **state) {
   assert_int_equal(t.stop, PLR_STOP_DAMAGED);
   assert_int_equal(t.damage.kind, PLR_DAMAGE_LONG);
   plr_trace_partial_message(&t, w, sizeof w);
-  assert_string_equal(w, "'mem.trace' is corrupt from byte 64 (no CHECK record "
-                         "closes the block within 4 MiB); the report covers "
-                         "the 0 records before it");
+  assert_string_equal(w,
+                      "'mem.trace' is corrupt from byte 64 (no CHECK record "
+                      "closes the block within 4 MiB); the report covers "
+                      "the 0 records before it");
   plr_trace_free(&t);
   tb_free(&b);
 
@@ -754,10 +751,11 @@ static void test_checksum_damage_kinds(void **state) {
     } else {
       assert_int_equal(t.stop, PLR_STOP_DAMAGED);
       plr_trace_partial_message(&t, w, sizeof w);
-      assert_string_equal(w, "'mem.trace' is corrupt: a CHECK record at byte "
-                             "120, but its header's flags (0x0) say it has no "
-                             "checksums; the report covers the 1 records "
-                             "before it");
+      assert_string_equal(w,
+                          "'mem.trace' is corrupt: a CHECK record at byte "
+                          "120, but its header's flags (0x0) say it has no "
+                          "checksums; the report covers the 1 records "
+                          "before it");
       assert_int_equal(t.tot.all.count, 0);
     }
     plr_trace_free(&t);
@@ -775,10 +773,8 @@ static void test_stop_flags_say_why(void **state) {
     const char *why, *json;
   } cases[] = {
       {PAGELOCK_FILE_STOP_DISK_FULL, "the disk filled up", "disk-full"},
-      {PAGELOCK_FILE_STOP_WRITE_ERROR, "a write to the trace failed",
-       "write-error"},
-      {PAGELOCK_FILE_STOP_FD_LOST, "the program closed the shim's trace file",
-       "fd-lost"},
+      {PAGELOCK_FILE_STOP_WRITE_ERROR, "a write to the trace failed", "write-error"},
+      {PAGELOCK_FILE_STOP_FD_LOST, "the program closed the shim's trace file", "fd-lost"},
       {0, "the program may have died", "no-end"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -807,8 +803,7 @@ static void test_stop_flags_say_why(void **state) {
     assert_null(strstr(s, "died"));
     free(s);
     s = report_json(&p, 1);
-    snprintf(want, sizeof want, "\"trace_end\": \"%s\", \"corrupt_from\": null",
-             cases[i].json);
+    snprintf(want, sizeof want, "\"trace_end\": \"%s\", \"corrupt_from\": null", cases[i].json);
     assert_contains(s, want);
     free(s);
     plr_process_free(&p);
@@ -824,21 +819,26 @@ static void test_text_escapes(void **state) {
                       "a\\x1b[31mred\\x0d\\x08\\x09\\x7f");
   /* C1 controls as code points; a lone 0x9b (CSI in 8-bit terminals) and
    * other invalid UTF-8 as bytes; a backslash doubled; bidi overrides. */
-  assert_string_equal(plr_text_escape("\xc2\x9b" "1m \x9b \xff\xc3 \\x1b", buf,
-                                      sizeof buf),
+  assert_string_equal(plr_text_escape("\xc2\x9b"
+                                      "1m \x9b \xff\xc3 \\x1b",
+                                      buf, sizeof buf),
                       "\\u009b1m \\x9b \\xff\\xc3 \\\\x1b");
-  assert_string_equal(plr_text_escape("\xe2\x80\xae" "abc\xe2\x81\xa6", buf,
-                                      sizeof buf),
+  assert_string_equal(plr_text_escape("\xe2\x80\xae"
+                                      "abc\xe2\x81\xa6",
+                                      buf, sizeof buf),
                       "\\u202eabc\\u2066");
   /* valid UTF-8 passes: é, €, 𝄞, U+00A0 */
-  assert_string_equal(plr_text_escape("\xc3\xa9\xe2\x82\xac\xf0\x9d\x84\x9e\xc2\xa0",
-                                      buf, sizeof buf),
-                      "\xc3\xa9\xe2\x82\xac\xf0\x9d\x84\x9e\xc2\xa0");
+  assert_string_equal(
+      plr_text_escape("\xc3\xa9\xe2\x82\xac\xf0\x9d\x84\x9e\xc2\xa0", buf, sizeof buf),
+      "\xc3\xa9\xe2\x82\xac\xf0\x9d\x84\x9e\xc2\xa0");
   /* cut between characters, never inside an escape */
   assert_string_equal(plr_text_escape("ab\033cd", buf, 6), "ab");
   assert_string_equal(plr_text_escape("ab\033cd", buf, 7), "ab\\x1b");
 
-  const char *evil = "\033]0;owned\a\033[2J\r\b\x9b" "31m\xc2\x9b" "1m\xff";
+  const char *evil =
+      "\033]0;owned\a\033[2J\r\b\x9b"
+      "31m\xc2\x9b"
+      "1m\xff";
   tb b = {0};
   tb_header(&b, 1, 0);
   char exe[128], host[64], note[128], sym[128];
@@ -848,8 +848,8 @@ static void test_text_escapes(void **state) {
   snprintf(sym, sizeof sym, "fn%s", evil);
   tb_process(&b, exe, host, 0, 2);
   tb_note(&b, PAGELOCK_NOTE_WARNING, note);
-  copy(&b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, PAGELOCK_COPY_ASYNC,
-       1 << 20, 1000, 0, APP + 0x1140, 0);
+  copy(&b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, PAGELOCK_COPY_ASYNC, 1 << 20, 1000, 0,
+       APP + 0x1140, 0);
   tb_module(&b, APP, APP + 0x1000, APP + 0x10000, "");
   tb_symbol(&b, APP + 0x1140, APP + 0x1100, sym);
   tb_end(&b, 5);
@@ -891,8 +891,7 @@ static void test_unterminated_strings(void **state) {
     char s[16];
   } pr;
   memset(&pr, 'A', sizeof pr);
-  tb_raw(&b, PAGELOCK_REC_PROCESS, sizeof pr, (char *)&pr + 8,
-         sizeof pr - 8);
+  tb_raw(&b, PAGELOCK_REC_PROCESS, sizeof pr, (char *)&pr + 8, sizeof pr - 8);
   struct {
     pagelock_rec_module r;
     char s[8];
@@ -963,8 +962,7 @@ static void test_stack_validation(void **state) {
   memset(&big, 0, sizeof big);
   big.r.id = 5;
   big.r.depth = PAGELOCK_MAX_FRAMES + 1;
-  tb_raw(&b, PAGELOCK_REC_STACK, sizeof big, (char *)&big + 8,
-         sizeof big - 8);
+  tb_raw(&b, PAGELOCK_REC_STACK, sizeof big, (char *)&big + 8, sizeof big - 8);
   /* depth larger than the record holds */
   struct {
     pagelock_rec_stack r;
@@ -973,13 +971,11 @@ static void test_stack_validation(void **state) {
   memset(&lie, 0, sizeof lie);
   lie.r.id = 6;
   lie.r.depth = 5;
-  tb_raw(&b, PAGELOCK_REC_STACK, sizeof lie, (char *)&lie + 8,
-         sizeof lie - 8);
+  tb_raw(&b, PAGELOCK_REC_STACK, sizeof lie, (char *)&lie + 8, sizeof lie - 8);
   /* id 0 is reserved for "no stack" */
   lie.r.id = 0;
   lie.r.depth = 2;
-  tb_raw(&b, PAGELOCK_REC_STACK, sizeof lie, (char *)&lie + 8,
-         sizeof lie - 8);
+  tb_raw(&b, PAGELOCK_REC_STACK, sizeof lie, (char *)&lie + 8, sizeof lie - 8);
   /* id 7 twice: the first definition wins */
   uint64_t f1[] = {0x1000}, f2[] = {0x2000};
   tb_stack(&b, 7, f1, 1);
@@ -1056,8 +1052,8 @@ static void test_many_sites_truncated_table(void **state) {
   tb b = {0};
   tb_header(&b, 1, 0);
   for (unsigned i = 0; i < 25; i++)
-    copy(&b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, PAGELOCK_COPY_ASYNC,
-         1000, 1000 * (i + 1), 0, 0x10000 + 16 * i, 0);
+    copy(&b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, PAGELOCK_COPY_ASYNC, 1000, 1000 * (i + 1), 0,
+         0x10000 + 16 * i, 0);
   tb_end(&b, 5);
   plr_process p;
   memset(&p, 0, sizeof p);
@@ -1079,9 +1075,8 @@ static void test_counters_and_staging(void **state) {
   tb b = {0};
   tb_header(&b, 1, 0);
   tb_process(&b, "/bin/x", "h", PAGELOCK_MODE_STAGE, -1);
-  copy(&b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE,
-       PAGELOCK_COPY_ASYNC | PAGELOCK_COPY_STAGED, 1 << 20, 50000, 0, 0x10,
-       0);
+  copy(&b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, PAGELOCK_COPY_ASYNC | PAGELOCK_COPY_STAGED,
+       1 << 20, 50000, 0, 0x10, 0);
   pagelock_rec_counters c;
   memset(&c, 0, sizeof c);
   c.bytes_staged = 1 << 20;
@@ -1099,20 +1094,23 @@ static void test_counters_and_staging(void **state) {
   analyze(&p);
   assert_int_equal(p.t.tot.pageable_async.count, 0); /* staged: not blocked */
   char *s = report_text(&p, 1);
-  assert_contains(s, "1 pageable copies (1.0 MiB) were staged through pinned "
-                     "memory, 0.050 ms of host time\n");
-  assert_contains(s, "staging: 1.0 MiB staged, 4.0 KiB passed through, 2 "
-                     "fallbacks, 3 waits for a pool slot (1.500 ms), pool "
-                     "high water 16.0 MiB of 64.0 MiB\n");
+  assert_contains(s,
+                  "1 pageable copies (1.0 MiB) were staged through pinned "
+                  "memory, 0.050 ms of host time\n");
+  assert_contains(s,
+                  "staging: 1.0 MiB staged, 4.0 KiB passed through, 2 "
+                  "fallbacks, 3 waits for a pool slot (1.500 ms), pool "
+                  "high water 16.0 MiB of 64.0 MiB\n");
   assert_contains(s, "advice: pagelock staged every pageable copy");
   assert_null(strstr(s, "made synchronous"));
   free(s);
   /* one more pageable copy that was not staged: no --mode=auto advice */
   p.t.tot.pageable.count++;
   s = report_text(&p, 1);
-  assert_contains(s, "advice: allocate these buffers with "
-                     "cudaHostAlloc/cudaMallocHost (or torch pin_memory()); 1 "
-                     "pageable copies were not staged");
+  assert_contains(s,
+                  "advice: allocate these buffers with "
+                  "cudaHostAlloc/cudaMallocHost (or torch pin_memory()); 1 "
+                  "pageable copies were not staged");
   free(s);
   plr_process_free(&p);
   tb_free(&b);
@@ -1134,8 +1132,9 @@ static void test_several_processes_total(void **state) {
   assert_contains(s, "== pid 777 ");
   assert_contains(s, "== pid 778 ");
   assert_contains(s, "[partial trace]");
-  assert_contains(s, "== total over 2 processes ==\ncopies: 16 calls, "
-                     "24.0 MiB, 26.013 ms");
+  assert_contains(s,
+                  "== total over 2 processes ==\ncopies: 16 calls, "
+                  "24.0 MiB, 26.013 ms");
   assert_contains(s, "6 async copies were made synchronous");
   free(s);
   s = report_json(p, 2);
@@ -1149,20 +1148,23 @@ static void test_several_processes_total(void **state) {
 
 static void test_skip_rules(void **state) {
   (void)state;
-  const char *skip_fn[] = {"cudaMemcpyAsync", "cudaMemcpy", "__cudaRegister",
-                           "cuMemcpyHtoD_v2", "cuLaunchKernel",
+  const char *skip_fn[] = {"cudaMemcpyAsync",
+                           "cudaMemcpy",
+                           "__cudaRegister",
+                           "cuMemcpyHtoD_v2",
+                           "cuLaunchKernel",
                            "_ZN6cudart21cudaApiMemcpyAsyncEPv",
                            "cudart::cudaApiMemcpy(void*)"};
-  const char *keep_fn[] = {"main", "cute_copy", "cu", "c", "", "load_batch",
-                           "at::native::copy_", "curl_easy"};
+  const char *keep_fn[] = {"main",       "cute_copy",         "cu",       "c", "",
+                           "load_batch", "at::native::copy_", "curl_easy"};
   for (size_t i = 0; i < sizeof skip_fn / sizeof *skip_fn; i++)
     assert_true(plr_skip_function(skip_fn[i], PLR_SITE_CALL));
   for (size_t i = 0; i < sizeof keep_fn / sizeof *keep_fn; i++)
     assert_false(plr_skip_function(keep_fn[i], PLR_SITE_CALL));
-  const char *skip_mod[] = {"libpagelock.so", "libcudart.so.13",
-                            "libcuda.so.1", "libcupti.so.2025.1"};
-  const char *keep_mod[] = {"libtorch_cuda.so", "libcudnn.so.9", "app",
-                            "libc.so.6", "libcublas.so.13"};
+  const char *skip_mod[] = {"libpagelock.so", "libcudart.so.13", "libcuda.so.1",
+                            "libcupti.so.2025.1"};
+  const char *keep_mod[] = {"libtorch_cuda.so", "libcudnn.so.9", "app", "libc.so.6",
+                            "libcublas.so.13"};
   for (size_t i = 0; i < sizeof skip_mod / sizeof *skip_mod; i++)
     assert_true(plr_skip_module(skip_mod[i], PLR_SITE_CALL));
   for (size_t i = 0; i < sizeof keep_mod / sizeof *keep_mod; i++)
@@ -1210,9 +1212,7 @@ static void test_random_corruption_never_crashes(void **state) {
 }
 
 /* Something addr2line can resolve: a real function of this program. */
-__attribute__((noinline)) void plr_test_marker_fn(void) {
-  __asm__ volatile("" ::: "memory");
-}
+__attribute__((noinline)) void plr_test_marker_fn(void) { __asm__ volatile("" ::: "memory"); }
 
 static int find_main_bias(struct dl_phdr_info *info, size_t sz, void *arg) {
   (void)sz;
@@ -1236,11 +1236,9 @@ static void test_addr2line_symbolizes(void **state) {
   tb_process(&b, exe, "h", 0, -1);
   copy(&b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, 0, 10, 10, 0, fn + 1, 0);
   /* a vanished module must not break anything */
-  copy(&b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, 0, 10, 5, 0,
-       0x7e0000000100ull, 0);
+  copy(&b, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, 0, 10, 5, 0, 0x7e0000000100ull, 0);
   tb_module(&b, bias, fn - 0x10, fn + 0x1000, "");
-  tb_module(&b, 0x7e0000000000ull, 0x7e0000000000ull, 0x7e0000100000ull,
-            "/nonexistent/libgone.so");
+  tb_module(&b, 0x7e0000000000ull, 0x7e0000000000ull, 0x7e0000100000ull, "/nonexistent/libgone.so");
   tb_end(&b, 5);
   plr_process p;
   memset(&p, 0, sizeof p);
@@ -1250,8 +1248,7 @@ static void test_addr2line_symbolizes(void **state) {
   assert_non_null(p.calls.v[0].frame);
   assert_non_null(p.calls.v[0].frame->func);
   assert_string_equal(p.calls.v[0].frame->func, "plr_test_marker_fn");
-  if (p.calls.v[0].frame->file)
-    assert_contains(p.calls.v[0].frame->file, "test_reader.c");
+  if (p.calls.v[0].frame->file) assert_contains(p.calls.v[0].frame->file, "test_reader.c");
   char site[512];
   plr_site_format(p.calls.v[1].frame, p.calls.v[1].addr, site, sizeof site);
   assert_string_equal(site, "libgone.so+0x100");
@@ -1260,8 +1257,8 @@ static void test_addr2line_symbolizes(void **state) {
 }
 
 /* One copy with a route flag and a reason, from stack 1. */
-static void route_copy(tb *b, uint8_t dir, uint8_t mem, uint32_t flags,
-                       uint8_t why, uint64_t bytes, uint64_t host_ns) {
+static void route_copy(tb *b, uint8_t dir, uint8_t mem, uint32_t flags, uint8_t why, uint64_t bytes,
+                       uint64_t host_ns) {
   tb_copy_args c = {0};
   c.start_ns = 1000000000ull + 1000 * (b->nrec + 1);
   c.host_ns = host_ns;
@@ -1281,17 +1278,14 @@ static void route_copy(tb *b, uint8_t dir, uint8_t mem, uint32_t flags,
  * record of their own) and passed copies, with their reasons, and the
  * registration engine's counters. */
 static void build_routes(tb *b, uint32_t version, uint32_t mode) {
-  const uint32_t A = PAGELOCK_COPY_ASYNC, S = PAGELOCK_COPY_STAGED,
-                 R = PAGELOCK_COPY_REGISTERED;
-  const uint8_t PG = PAGELOCK_MEM_PAGEABLE, H2D = PAGELOCK_DIR_H2D,
-                D2H = PAGELOCK_DIR_D2H;
+  const uint32_t A = PAGELOCK_COPY_ASYNC, S = PAGELOCK_COPY_STAGED, R = PAGELOCK_COPY_REGISTERED;
+  const uint8_t PG = PAGELOCK_MEM_PAGEABLE, H2D = PAGELOCK_DIR_H2D, D2H = PAGELOCK_DIR_D2H;
   tb_header_v(b, version, sizeof(pagelock_file_header), 900, 0);
   tb_process(b, "/opt/app/bin/app", "node1", mode, -1);
   tb_gpu_status(b, PAGELOCK_GPU_TIMING_ON, 0, 0, "");
   uint64_t s1[] = {CUDART + 0x500, APP + 0x1140, APP + 0x3010};
   tb_stack(b, 1, s1, 3);
-  for (int i = 0; i < 3; i++)
-    route_copy(b, H2D, PG, A | R, PAGELOCK_WHY_NONE, 64 << 20, 2000000);
+  for (int i = 0; i < 3; i++) route_copy(b, H2D, PG, A | R, PAGELOCK_WHY_NONE, 64 << 20, 2000000);
   for (int i = 0; i < 3; i++) {
     uint64_t seq = 100 + b->nrec;
     for (uint32_t k = 0; k < 4; k++) tb_link(b, 5000 + (uint32_t)i * 4 + k, seq + 4);
@@ -1299,11 +1293,10 @@ static void build_routes(tb *b, uint32_t version, uint32_t mode) {
                i < 2 ? 16 << 20 : 32 << 20, i < 2 ? 3000000 : 4000000);
     for (uint32_t k = 0; k < 4; k++)
       tb_gpu_copy(b, 0, 7, 1, PAGELOCK_GPU_MEM_PINNED, i < 2 ? 4 << 20 : 8 << 20,
-                  1000100000ull + k * 1000, 1000100500ull + k * 1000,
-                  5000 + (uint32_t)i * 4 + k, 1);
+                  1000100000ull + k * 1000, 1000100500ull + k * 1000, 5000 + (uint32_t)i * 4 + k,
+                  1);
   }
-  for (int i = 0; i < 2; i++)
-    route_copy(b, D2H, PG, A, PAGELOCK_WHY_SMALL, 4096, 10000);
+  for (int i = 0; i < 2; i++) route_copy(b, D2H, PG, A, PAGELOCK_WHY_SMALL, 4096, 10000);
   route_copy(b, H2D, PG, A, PAGELOCK_WHY_COLD, 1 << 20, 200000);
   route_copy(b, H2D, PG, A, 200, 1 << 20, 300000); /* a reason we do not know */
   for (int i = 0; i < 2; i++)
@@ -1355,7 +1348,7 @@ static void test_route_totals(void **state) {
   assert_int_equal(t->not_registered[PAGELOCK_WHY_BUDGET].bytes, 32 << 20);
   assert_int_equal(t->not_registered[PAGELOCK_WHY_SMALL].count, 2);
   assert_int_equal(t->not_registered[PAGELOCK_WHY_COLD].count, 1);
-  assert_int_equal(t->not_registered[0].count, 1);         /* reason 200 */
+  assert_int_equal(t->not_registered[0].count, 1);                    /* reason 200 */
   assert_int_equal(t->not_registered[PAGELOCK_WHY_CAPTURE].count, 0); /* a node */
   uint64_t nr = 0;
   for (int w = 0; w < PAGELOCK_WHY_COUNT; w++) nr += t->not_registered[w].count;
@@ -1366,54 +1359,60 @@ static void test_route_totals(void **state) {
   analyze(&p[0]);
   char *s = report_text(p, 1);
   assert_contains(s,
-      "routes: 7 copies passed through (18.0 MiB), 3 staged (64.0 MiB), 3 "
-      "registered (192.0 MiB)\n"
-      "not registered: 2 copies  32.0 MiB  6.000 ms  shared memory or a file "
-      "mapping (DataLoader workers' batches): staged\n"
-      "not registered: 1 copies  32.0 MiB  4.000 ms  budget full "
-      "(PAGELOCK_REGISTER_BUDGET), nothing idle to evict: staged\n"
-      "not registered: 1 copies   1.0 MiB  0.300 ms  unknown: the trace gives "
-      "none (an older pagelock wrote it)\n"
-      "not registered: 1 copies   1.0 MiB  0.200 ms  cold: copied less than "
-      "PAGELOCK_REGISTER_HOT of the buffer\n"
-      "not registered: 2 copies   8.0 KiB  0.020 ms  small: below "
-      "PAGELOCK_STAGE_MIN, passed through\n"
-      "4 async copies were made synchronous");
-  assert_contains(s, "\nstaging: 64.0 MiB staged, 0 B passed through, 0 "
-                     "fallbacks, 0 waits for a pool slot (0.000 ms), pool high "
-                     "water 32.0 MiB of 64.0 MiB\n"
-                     "registration: 4 ranges registered (65.000 ms), 3 "
-                     "unregistered, 1 evicted, 2 failed; 64.0 MiB still "
-                     "registered at exit, high water 192.0 MiB of a 32.0 GiB "
-                     "budget\n");
-  assert_contains(s, "advice: allocate these buffers with cudaHostAlloc/"
-                     "cudaMallocHost (or torch pin_memory()); 4 pageable copies "
-                     "were neither staged nor registered (see 'not registered' "
-                     "above).\n");
+                  "routes: 7 copies passed through (18.0 MiB), 3 staged (64.0 MiB), 3 "
+                  "registered (192.0 MiB)\n"
+                  "not registered: 2 copies  32.0 MiB  6.000 ms  shared memory or a file "
+                  "mapping (DataLoader workers' batches): staged\n"
+                  "not registered: 1 copies  32.0 MiB  4.000 ms  budget full "
+                  "(PAGELOCK_REGISTER_BUDGET), nothing idle to evict: staged\n"
+                  "not registered: 1 copies   1.0 MiB  0.300 ms  unknown: the trace gives "
+                  "none (an older pagelock wrote it)\n"
+                  "not registered: 1 copies   1.0 MiB  0.200 ms  cold: copied less than "
+                  "PAGELOCK_REGISTER_HOT of the buffer\n"
+                  "not registered: 2 copies   8.0 KiB  0.020 ms  small: below "
+                  "PAGELOCK_STAGE_MIN, passed through\n"
+                  "4 async copies were made synchronous");
+  assert_contains(s,
+                  "\nstaging: 64.0 MiB staged, 0 B passed through, 0 "
+                  "fallbacks, 0 waits for a pool slot (0.000 ms), pool high "
+                  "water 32.0 MiB of 64.0 MiB\n"
+                  "registration: 4 ranges registered (65.000 ms), 3 "
+                  "unregistered, 1 evicted, 2 failed; 64.0 MiB still "
+                  "registered at exit, high water 192.0 MiB of a 32.0 GiB "
+                  "budget\n");
+  assert_contains(s,
+                  "advice: allocate these buffers with cudaHostAlloc/"
+                  "cudaMallocHost (or torch pin_memory()); 4 pageable copies "
+                  "were neither staged nor registered (see 'not registered' "
+                  "above).\n");
   free(s);
   s = report_json(p, 1);
-  assert_contains(s, "\"routes\": {\"pass\": {\"copies\": 7, \"bytes\": "
-                     "18886656, \"host_ns\": 525500},\n"
-                     "                   \"stage\": {\"copies\": 3, \"bytes\": "
-                     "67108864, \"host_ns\": 10000000},\n"
-                     "                   \"register\": {\"copies\": 3, "
-                     "\"bytes\": 201326592, \"host_ns\": 6000000}},\n");
+  assert_contains(s,
+                  "\"routes\": {\"pass\": {\"copies\": 7, \"bytes\": "
+                  "18886656, \"host_ns\": 525500},\n"
+                  "                   \"stage\": {\"copies\": 3, \"bytes\": "
+                  "67108864, \"host_ns\": 10000000},\n"
+                  "                   \"register\": {\"copies\": 3, "
+                  "\"bytes\": 201326592, \"host_ns\": 6000000}},\n");
   assert_contains(s, "\"not_registered\": {\"unknown\": {\"copies\": 1, ");
-  assert_contains(s, "\"budget\": {\"copies\": 1, \"bytes\": 33554432, "
-                     "\"host_ns\": 4000000}");
-  assert_contains(s, "\"register_budget\": 34359738368, \"registrations\": 4, "
-                     "\"unregistrations\": 3, \"evictions\": 1, "
-                     "\"register_failures\": 2, \"register_ns\": 65000000, "
-                     "\"registered_bytes\": 67108864}");
+  assert_contains(s,
+                  "\"budget\": {\"copies\": 1, \"bytes\": 33554432, "
+                  "\"host_ns\": 4000000}");
+  assert_contains(s,
+                  "\"register_budget\": 34359738368, \"registrations\": 4, "
+                  "\"unregistrations\": 3, \"evictions\": 1, "
+                  "\"register_failures\": 2, \"register_ns\": 65000000, "
+                  "\"registered_bytes\": 67108864}");
   free(s);
   /* Two processes: the totals add up, routes and reasons included. */
   assert_int_equal(load(&p[1].t, &b), 0);
   analyze(&p[1]);
   s = report_text(p, 2);
   assert_contains(s, "== total over 2 processes ==\n");
-  assert_contains(s, "routes: 14 copies passed through (36.0 MiB), 6 staged "
-                     "(128.0 MiB), 6 registered (384.0 MiB)\n"
-                     "not registered: 4 copies  64.0 MiB  12.000 ms  shared");
+  assert_contains(s,
+                  "routes: 14 copies passed through (36.0 MiB), 6 staged "
+                  "(128.0 MiB), 6 registered (384.0 MiB)\n"
+                  "not registered: 4 copies  64.0 MiB  12.000 ms  shared");
   free(s);
   plr_process_free(&p[0]);
   plr_process_free(&p[1]);
@@ -1423,8 +1422,8 @@ static void test_route_totals(void **state) {
   tb o = {0};
   tb_header(&o, 5, 0);
   tb_process(&o, "/bin/x", "h", PAGELOCK_MODE_OBSERVE, -1);
-  copy(&o, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, PAGELOCK_COPY_ASYNC,
-       1 << 20, 50000, 0, 0x10, 0);
+  copy(&o, PAGELOCK_DIR_H2D, PAGELOCK_MEM_PAGEABLE, PAGELOCK_COPY_ASYNC, 1 << 20, 50000, 0, 0x10,
+       0);
   tb_end(&o, 5);
   memset(p, 0, sizeof p);
   assert_int_equal(load(&p[0].t, &o), 0);
@@ -1451,8 +1450,7 @@ static void test_routes_old_versions(void **state) {
   const plr_totals *t = &p.t.tot;
   assert_int_equal(t->routes[PLR_ROUTE_STAGE].count, 3);
   assert_int_equal(t->not_registered[0].count, 7);
-  for (int w = 1; w < PAGELOCK_WHY_COUNT; w++)
-    assert_int_equal(t->not_registered[w].count, 0);
+  for (int w = 1; w < PAGELOCK_WHY_COUNT; w++) assert_int_equal(t->not_registered[w].count, 0);
   assert_int_equal(p.t.counters.registrations, 0);
   assert_int_equal(p.t.counters.register_budget, 0);
   assert_int_equal(p.t.counters.registered_bytes, 0);
@@ -1463,9 +1461,10 @@ static void test_routes_old_versions(void **state) {
   /* Stage mode: the routes, but no registration reasons to give. */
   assert_contains(s, "routes: 7 copies passed through");
   assert_null(strstr(s, "not registered"));
-  assert_contains(s, "registration: 0 ranges registered (0.000 ms), 0 "
-                     "unregistered, 0 evicted, 0 failed; 0 B still registered "
-                     "at exit, high water 192.0 MiB\n");
+  assert_contains(s,
+                  "registration: 0 ranges registered (0.000 ms), 0 "
+                  "unregistered, 0 evicted, 0 failed; 0 B still registered "
+                  "at exit, high water 192.0 MiB\n");
   free(s);
   plr_process_free(&p);
   tb_free(&b);
@@ -1490,8 +1489,10 @@ static void test_open_fifo_at_once(void **state) {
   plr_trace t;
   char msg[512], want[512];
   assert_int_equal(plr_trace_load(&t, path, msg, sizeof msg), -1);
-  snprintf(want, sizeof want, "'%s' is a FIFO, not a trace file (a trace is a "
-           "regular file written by libpagelock.so)", path);
+  snprintf(want, sizeof want,
+           "'%s' is a FIFO, not a trace file (a trace is a "
+           "regular file written by libpagelock.so)",
+           path);
   assert_string_equal(msg, want);
   assert_null(plr_open_trace(path, msg, sizeof msg));
   assert_string_equal(msg, want);
@@ -1514,8 +1515,9 @@ static void test_open_fifo_at_once(void **state) {
   assert_non_null(f);
   plr_report_html(f, &p, &src, 1);
   fclose(f);
-  assert_contains(h, "The timeline was left out: the trace could not be read "
-                     "again.");
+  assert_contains(h,
+                  "The timeline was left out: the trace could not be read "
+                  "again.");
   free(h);
   alarm(0);
   plr_process_free(&p);
@@ -1528,15 +1530,16 @@ static void test_open_missing_file(void **state) {
   (void)state;
   plr_trace t;
   char msg[512];
-  assert_int_equal(
-      plr_trace_load(&t, "/nonexistent/dir/x.trace", msg, sizeof msg), -1);
-  assert_string_equal(msg, "cannot open '/nonexistent/dir/x.trace': No such "
-                           "file or directory");
+  assert_int_equal(plr_trace_load(&t, "/nonexistent/dir/x.trace", msg, sizeof msg), -1);
+  assert_string_equal(msg,
+                      "cannot open '/nonexistent/dir/x.trace': No such "
+                      "file or directory");
   plr_reader r;
   assert_int_equal(plr_open(&r, "/nonexistent/x"), PLR_OPEN_ERRNO);
   plr_open_strerror(&r, PLR_OPEN_ERRNO, "/nonexistent/x", msg, sizeof msg);
-  assert_string_equal(msg, "cannot open '/nonexistent/x': No such file or "
-                           "directory");
+  assert_string_equal(msg,
+                      "cannot open '/nonexistent/x': No such file or "
+                      "directory");
 }
 
 int main(void) {

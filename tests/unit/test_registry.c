@@ -24,7 +24,10 @@
 #include "rangemap.h"
 
 /* The model: up to 256 disjoint ranges in a plain array. */
-typedef struct { uintptr_t b; size_t n; } model_range;
+typedef struct {
+  uintptr_t b;
+  size_t n;
+} model_range;
 
 static int model_find(const model_range *m, int k, uintptr_t p) {
   for (int i = 0; i < k; i++)
@@ -45,8 +48,10 @@ static void test_rangemap_model(void **state) {
       case 0: /* insert: overlapping model ranges go, as in the map */
         if (k < 500) {
           for (int i = 0; i < k;)
-            if (model[i].b < b + n && b < model[i].b + model[i].n) model[i] = model[--k];
-            else i++;
+            if (model[i].b < b + n && b < model[i].b + model[i].n)
+              model[i] = model[--k];
+            else
+              i++;
           model[k++] = (model_range){b, n};
           assert_non_null(pl_rangemap_insert(&map, b, n));
         }
@@ -64,8 +69,11 @@ static void test_rangemap_model(void **state) {
       case 2: { /* erase overlap */
         size_t erased = 0;
         for (int i = 0; i < k;)
-          if (model[i].b < b + n && b < model[i].b + model[i].n) { model[i] = model[--k]; erased++; }
-          else i++;
+          if (model[i].b < b + n && b < model[i].b + model[i].n) {
+            model[i] = model[--k];
+            erased++;
+          } else
+            i++;
         assert_int_equal(pl_rangemap_erase_overlap(&map, b, n), erased);
         break;
       }
@@ -74,8 +82,13 @@ static void test_rangemap_model(void **state) {
           uintptr_t p = 0x100000 + (uintptr_t)(rand_r(&seed) % (4096 * 256 + 4096));
           int i = model_find(model, k, p);
           pl_range *r = pl_rangemap_find(&map, p);
-          if (i < 0) assert_null(r);
-          else { assert_non_null(r); assert_int_equal(r->base, model[i].b); assert_int_equal(r->size, model[i].n); }
+          if (i < 0)
+            assert_null(r);
+          else {
+            assert_non_null(r);
+            assert_int_equal(r->base, model[i].b);
+            assert_int_equal(r->size, model[i].n);
+          }
         }
       }
     }
@@ -102,21 +115,28 @@ static void test_granmap_model(void **state) {
       case 0:
         if (k < 500) {
           for (int i = 0; i < k;)
-            if (model[i].b < b + n && b < model[i].b + model[i].n) model[i] = model[--k];
-            else i++;
+            if (model[i].b < b + n && b < model[i].b + model[i].n)
+              model[i] = model[--k];
+            else
+              i++;
           model[k++] = (model_range){b, n};
           assert_non_null(pl_granmap_insert(b, n));
         }
         break;
       case 1: {
         int i = k ? rand_r(&seed) % k : -1;
-        if (i >= 0) { assert_true(pl_granmap_erase(model[i].b)); model[i] = model[--k]; }
+        if (i >= 0) {
+          assert_true(pl_granmap_erase(model[i].b));
+          model[i] = model[--k];
+        }
         break;
       }
       case 2:
         for (int i = 0; i < k;)
-          if (model[i].b < b + n && b < model[i].b + model[i].n) model[i] = model[--k];
-          else i++;
+          if (model[i].b < b + n && b < model[i].b + model[i].n)
+            model[i] = model[--k];
+          else
+            i++;
         pl_granmap_erase_overlap(b, n);
         break;
       default:
@@ -124,8 +144,13 @@ static void test_granmap_model(void **state) {
           uintptr_t p = lo + (uintptr_t)(rand_r(&seed) % (2048 * 4096 + 5 * G));
           int i = model_find(model, k, p);
           pl_range *r = pl_granmap_find(p);
-          if (i < 0) assert_null(r);
-          else { assert_non_null(r); assert_int_equal(r->base, model[i].b); assert_int_equal(r->size, model[i].n); }
+          if (i < 0)
+            assert_null(r);
+          else {
+            assert_non_null(r);
+            assert_int_equal(r->base, model[i].b);
+            assert_int_equal(r->size, model[i].n);
+          }
         }
     }
     if (op % 500 == 0) {
@@ -144,21 +169,27 @@ static void test_classify_rules(void **state) {
   pl_hostmem_track(buf, 1 << 20, 7);
   uint32_t site = 0;
   /* no driver: the tracked range still gives its site */
-  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(buf + 100), &site), PAGELOCK_MEM_UNKNOWN);
+  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(buf + 100), &site),
+                   PAGELOCK_MEM_UNKNOWN);
   assert_int_equal(site, 7);
   pl_hostmem_pinned_add(buf + 4096, 8192, PAGELOCK_MEM_REGISTERED);
-  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)(buf + 4096)), PAGELOCK_MEM_REGISTERED);
-  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)(buf + 4096 + 8191)), PAGELOCK_MEM_REGISTERED);
-  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)(buf + 4096 + 8192)), PAGELOCK_MEM_UNKNOWN);
+  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)(buf + 4096)),
+                   PAGELOCK_MEM_REGISTERED);
+  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)(buf + 4096 + 8191)),
+                   PAGELOCK_MEM_REGISTERED);
+  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)(buf + 4096 + 8192)),
+                   PAGELOCK_MEM_UNKNOWN);
   pl_hostmem_pinned_remove(buf + 4096);
   assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)(buf + 4096)), PAGELOCK_MEM_UNKNOWN);
   assert_true(pl_hostmem_untrack(buf));
   assert_false(pl_hostmem_untrack(buf));
-  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(buf + 100), &site), PAGELOCK_MEM_UNKNOWN);
+  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(buf + 100), &site),
+                   PAGELOCK_MEM_UNKNOWN);
   assert_int_equal(site, 0); /* freed ranges leave the registry at once */
   pl_hostmem_track(buf, 1 << 20, 9);
   pl_hostmem_untrack_range(buf + 5000, 10); /* munmap of part of it */
-  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)buf, &site), PAGELOCK_MEM_UNKNOWN);
+  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)buf, &site),
+                   PAGELOCK_MEM_UNKNOWN);
   assert_int_equal(site, 0);
   size_t t, p;
   assert_true(pl_hostmem_check(&t, &p));
@@ -191,17 +222,24 @@ static void *stress_worker(void *arg) {
         pl_hostmem_track(mine[i], len[i], (uint32_t)(uintptr_t)arg);
         break;
       case 1:
-        if (mine[i] && !pinned[i]) { pl_hostmem_pinned_add(mine[i], len[i], PAGELOCK_MEM_REGISTERED); pinned[i] = 1; }
+        if (mine[i] && !pinned[i]) {
+          pl_hostmem_pinned_add(mine[i], len[i], PAGELOCK_MEM_REGISTERED);
+          pinned[i] = 1;
+        }
         break;
       case 2:
-        if (mine[i] && pinned[i]) { pl_hostmem_pinned_remove(mine[i]); pinned[i] = 0; }
+        if (mine[i] && pinned[i]) {
+          pl_hostmem_pinned_remove(mine[i]);
+          pinned[i] = 0;
+        }
         break;
       default:
         if (mine[i]) {
           uint32_t site;
           int k = pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(mine[i] + len[i] / 2), &site);
           /* only this thread changes its own ranges: answers must be exact */
-          if (pinned[i] ? k != PAGELOCK_MEM_REGISTERED : (k != PAGELOCK_MEM_UNKNOWN || site != (uint32_t)(uintptr_t)arg))
+          if (pinned[i] ? k != PAGELOCK_MEM_REGISTERED
+                        : (k != PAGELOCK_MEM_UNKNOWN || site != (uint32_t)(uintptr_t)arg))
             bad++;
         }
     }

@@ -28,11 +28,16 @@
 static void test_parse_size(void **state) {
   (void)state;
   uint64_t v;
-  assert_true(pl_parse_size("4096", &v)); assert_int_equal(v, 4096);
-  assert_true(pl_parse_size("64K", &v)); assert_int_equal(v, 64 << 10);
-  assert_true(pl_parse_size("16m", &v)); assert_int_equal(v, 16 << 20);
-  assert_true(pl_parse_size("2GiB", &v)); assert_int_equal(v, 2ull << 30);
-  assert_true(pl_parse_size("0", &v)); assert_int_equal(v, 0);
+  assert_true(pl_parse_size("4096", &v));
+  assert_int_equal(v, 4096);
+  assert_true(pl_parse_size("64K", &v));
+  assert_int_equal(v, 64 << 10);
+  assert_true(pl_parse_size("16m", &v));
+  assert_int_equal(v, 16 << 20);
+  assert_true(pl_parse_size("2GiB", &v));
+  assert_int_equal(v, 2ull << 30);
+  assert_true(pl_parse_size("0", &v));
+  assert_int_equal(v, 0);
   assert_false(pl_parse_size("", &v));
   assert_false(pl_parse_size("-1", &v));
   assert_false(pl_parse_size("12Q", &v));
@@ -70,8 +75,12 @@ static void test_config_values(void **state) {
   setenv("PAGELOCK_MODE", "fast", 1);
   setenv("PAGELOCK_BACKTRACE_DEPTH", "4x", 1);
   reload_config(err, sizeof err);
-  assert_non_null(strstr(err, "pagelock: invalid PAGELOCK_MODE='fast' (valid: observe,stage,register,auto,off); using 'observe'\n"));
-  assert_non_null(strstr(err, "pagelock: invalid PAGELOCK_BACKTRACE_DEPTH='4x' (valid: an integer from 0 to 16); using 8\n"));
+  assert_non_null(strstr(
+      err,
+      "pagelock: invalid PAGELOCK_MODE='fast' (valid: observe,stage,register,auto,off); using 'observe'\n"));
+  assert_non_null(strstr(
+      err,
+      "pagelock: invalid PAGELOCK_BACKTRACE_DEPTH='4x' (valid: an integer from 0 to 16); using 8\n"));
   assert_int_equal(pl_opt_long(PL_OPT_MODE), PAGELOCK_MODE_OBSERVE);
   assert_int_equal(pl_opt_long(PL_OPT_BACKTRACE_DEPTH), 8);
 
@@ -149,9 +158,18 @@ static void test_trace_roundtrip(void **state) {
   int copies = 0, process = 0, notes = 0, modules = 0;
   uint64_t bytes = 0;
   while (plr_next(&r, &rec)) {
-    if (rec.type == PAGELOCK_REC_COPY) { copies++; bytes += rec.u.copy->bytes; }
-    if (rec.type == PAGELOCK_REC_PROCESS) { process++; assert_non_null(strstr(rec.str1, "test_shim_")); }
-    if (rec.type == PAGELOCK_REC_NOTE) { notes++; assert_string_equal(rec.str1, "a note"); }
+    if (rec.type == PAGELOCK_REC_COPY) {
+      copies++;
+      bytes += rec.u.copy->bytes;
+    }
+    if (rec.type == PAGELOCK_REC_PROCESS) {
+      process++;
+      assert_non_null(strstr(rec.str1, "test_shim_"));
+    }
+    if (rec.type == PAGELOCK_REC_NOTE) {
+      notes++;
+      assert_string_equal(rec.str1, "a note");
+    }
     if (rec.type == PAGELOCK_REC_MODULE) modules++;
   }
   assert_int_equal(r.stop, PLR_STOP_END);
@@ -239,7 +257,7 @@ static int copies_in_file(const char *path, int want) {
  * drained as they go); the main thread's records are still in its ring
  * when the trace ends.  Run with a ring for every thread, and with rings
  * for two only (the others write through the shared buffer). */
-#define TW_THREADS 5 /* the main thread is number TW_THREADS - 1 */
+#define TW_THREADS 5     /* the main thread is number TW_THREADS - 1 */
 #define TW_RECORDS 20000 /* 4 x 20000 x 104 B: about 30 buffers */
 #define TW_MAIN 10
 static void *trace_writer_thread(void *arg) {
@@ -254,7 +272,8 @@ static void trace_threads(unsigned rings) {
   trace_start(name, path, sizeof path);
   pl_trace_rings_for_test(rings);
   pthread_t th[TW_THREADS - 1];
-  for (uintptr_t t = 0; t < TW_THREADS - 1; t++) assert_int_equal(pthread_create(&th[t], NULL, trace_writer_thread, (void *)t), 0);
+  for (uintptr_t t = 0; t < TW_THREADS - 1; t++)
+    assert_int_equal(pthread_create(&th[t], NULL, trace_writer_thread, (void *)t), 0);
   for (uint64_t i = 0; i < TW_MAIN; i++) put_copy(TW_THREADS - 1, i);
   for (int t = 0; t < TW_THREADS - 1; t++) pthread_join(th[t], NULL);
   assert_true(pl_trace_writer_running());
@@ -267,8 +286,10 @@ static void trace_threads(unsigned rings) {
   while (plr_next(&r, &rec)) {
     if (rec.type != PAGELOCK_REC_COPY) continue;
     uint32_t t = rec.u.copy->tid;
-    if (t >= TW_THREADS || rec.u.copy->correlation != next[t]) bad++;
-    else next[t]++;
+    if (t >= TW_THREADS || rec.u.copy->correlation != next[t])
+      bad++;
+    else
+      next[t]++;
   }
   assert_int_equal(r.stop, PLR_STOP_END);
   assert_int_equal(bad, 0);
@@ -323,7 +344,8 @@ static void test_trace_writer_drains_many_rings(void **state) {
   pthread_barrier_init(&td_filled, NULL, TD_THREADS + 1);
   pthread_barrier_init(&td_release, NULL, TD_THREADS + 1);
   pthread_t th[TD_THREADS];
-  for (uintptr_t t = 0; t < TD_THREADS; t++) assert_int_equal(pthread_create(&th[t], NULL, trace_drain_thread, (void *)t), 0);
+  for (uintptr_t t = 0; t < TD_THREADS; t++)
+    assert_int_equal(pthread_create(&th[t], NULL, trace_drain_thread, (void *)t), 0);
   pthread_barrier_wait(&td_filled);
   int copies = copies_in_file(path, TD_THREADS * 63);
   pthread_barrier_wait(&td_release);
@@ -359,18 +381,23 @@ static void test_log_whole_line(void **state) {
   memset(big, 'x', 5000);
   big[0] = '/';
   capture_begin();
-  pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "PAGELOCK_OUTPUT is too long (at most %zu bytes); no trace: PAGELOCK_OUTPUT='%s'",
+  pl_log(PL_LOG_ERROR, PL_LK_CONFIG,
+         "PAGELOCK_OUTPUT is too long (at most %zu bytes); no trace: PAGELOCK_OUTPUT='%s'",
          (size_t)4079, big);
-  pl_log(PL_LOG_ERROR, PL_LK_CONFIG, "%d|%5d|%-5d|%ld|%u|%lu|%llu|%x|%#X|%zu|%.1f|%c|%%|%.*s|%-6s|%6s|%hhu|%p|%*d|",
-         -42, 7, 7, -1234567890123L, 4000000000u, 18446744073709551615ul, 1ull << 63, 0xbeef, 0xbeef,
+  pl_log(PL_LOG_ERROR, PL_LK_CONFIG,
+         "%d|%5d|%-5d|%ld|%u|%lu|%llu|%x|%#X|%zu|%.1f|%c|%%|%.*s|%-6s|%6s|%hhu|%p|%*d|", -42, 7, 7,
+         -1234567890123L, 4000000000u, 18446744073709551615ul, 1ull << 63, 0xbeef, 0xbeef,
          (size_t)99, 2.25, 'q', 3, "abcdef", "ab", "ab", 300, (void *)0x1234, -4, 5);
   capture_end(got, sizeof got);
-  int n = snprintf(want, sizeof want, "pagelock: PAGELOCK_OUTPUT is too long (at most %zu bytes); no trace: PAGELOCK_OUTPUT='%s'\n",
-                   (size_t)4079, big);
-  n += snprintf(want + n, sizeof want - (size_t)n,
-                "pagelock: %d|%5d|%-5d|%ld|%u|%lu|%llu|%x|%#X|%zu|%.1f|%c|%%|%.*s|%-6s|%6s|%hhu|%p|%*d|\n", -42, 7, 7,
-                -1234567890123L, 4000000000u, 18446744073709551615ul, 1ull << 63, 0xbeef, 0xbeef, (size_t)99, 2.25,
-                'q', 3, "abcdef", "ab", "ab", 300, (void *)0x1234, -4, 5);
+  int n = snprintf(
+      want, sizeof want,
+      "pagelock: PAGELOCK_OUTPUT is too long (at most %zu bytes); no trace: PAGELOCK_OUTPUT='%s'\n",
+      (size_t)4079, big);
+  n += snprintf(
+      want + n, sizeof want - (size_t)n,
+      "pagelock: %d|%5d|%-5d|%ld|%u|%lu|%llu|%x|%#X|%zu|%.1f|%c|%%|%.*s|%-6s|%6s|%hhu|%p|%*d|\n",
+      -42, 7, 7, -1234567890123L, 4000000000u, 18446744073709551615ul, 1ull << 63, 0xbeef, 0xbeef,
+      (size_t)99, 2.25, 'q', 3, "abcdef", "ab", "ab", 300, (void *)0x1234, -4, 5);
   assert_string_equal(got, want);
 }
 
@@ -505,8 +532,11 @@ static void test_trace_fd_lost(void **state) {
   for (int i = 1; i < 100; i++) put_copy(1, (uint64_t)i);
   pl_exit_trace();
   capture_end(err, sizeof err);
-  snprintf(want, sizeof want, "pagelock: the program closed the trace's descriptor and the trace file cannot be opened "
-           "again: No such file or directory; the trace stops at byte 64: '%s'\n", path);
+  snprintf(
+      want, sizeof want,
+      "pagelock: the program closed the trace's descriptor and the trace file cannot be opened "
+      "again: No such file or directory; the trace stops at byte 64: '%s'\n",
+      path);
   assert_string_equal(err, want);
   assert_int_equal(atomic_load(&pl_trace_fd), -1);
   struct stat st;
@@ -522,7 +552,8 @@ static void test_trace_fd_lost(void **state) {
   c.h.type = PAGELOCK_REC_COPY;
   c.h.size = sizeof c;
   for (int i = 0; i < 3000; i++) pl_trace_write(&c, sizeof c);
-  for (int tries = 0; tries < 250 && (stat(path, &st) != 0 || st.st_size < (256 << 10)); tries++) usleep(20000);
+  for (int tries = 0; tries < 250 && (stat(path, &st) != 0 || st.st_size < (256 << 10)); tries++)
+    usleep(20000);
   assert_true(st.st_size >= (256 << 10));
   close_behind_the_shim();
   assert_int_equal(truncate(path, st.st_size - 8), 0);
@@ -576,8 +607,10 @@ static void test_trace_file_size_limit(void **state) {
   assert_int_equal(blocks, 1);
   assert_true(copies > 900);
   char want[1024];
-  snprintf(want, sizeof want, "pagelock: the file size limit (RLIMIT_FSIZE) is reached (File too large): the trace "
-           "stops at its last whole record, byte %zu: '%s'\n", n, path);
+  snprintf(want, sizeof want,
+           "pagelock: the file size limit (RLIMIT_FSIZE) is reached (File too large): the trace "
+           "stops at its last whole record, byte %zu: '%s'\n",
+           n, path);
   assert_string_equal(err, want);
   free(b);
   trace_stop();
@@ -591,7 +624,11 @@ static uint64_t real_ns(void) {
 
 /* Reads pl_now_ns for `ms` milliseconds: counts steps back and the worst
  * distance from clock_gettime (read just before and after). */
-typedef struct clock_run { int ms; int back; uint64_t worst; } clock_run;
+typedef struct clock_run {
+  int ms;
+  int back;
+  uint64_t worst;
+} clock_run;
 static void *clock_reader(void *arg) {
   clock_run *cr = arg;
   uint64_t end = real_ns() + (uint64_t)cr->ms * 1000000ull, last = 0;
@@ -612,17 +649,23 @@ static void *clock_reader(void *arg) {
 static void test_clock(void **state) {
   (void)state;
   bool was = pl_clock_uses_tsc();
-  if (!pl_clock_use_tsc_for_test(true)) { print_message("no TSC on this machine: skipped\n"); skip(); }
+  if (!pl_clock_use_tsc_for_test(true)) {
+    print_message("no TSC on this machine: skipped\n");
+    skip();
+  }
   assert_false(pl_clock_calibrated()); /* no rate measured yet */
   clock_run runs[4] = {{.ms = 400}, {.ms = 400}, {.ms = 400}, {.ms = 400}};
   pthread_t th[4];
-  for (int t = 0; t < 4; t++) assert_int_equal(pthread_create(&th[t], NULL, clock_reader, &runs[t]), 0);
+  for (int t = 0; t < 4; t++)
+    assert_int_equal(pthread_create(&th[t], NULL, clock_reader, &runs[t]), 0);
   for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
   assert_true(pl_clock_calibrated());
   for (int t = 0; t < 4; t++) {
     assert_int_equal(runs[t].back, 0);
     /* A wrong rate would be off by milliseconds within the 400 ms. */
-    if (runs[t].worst > 50000) print_message("thread %d: %llu ns from clock_gettime\n", t, (unsigned long long)runs[t].worst);
+    if (runs[t].worst > 50000)
+      print_message("thread %d: %llu ns from clock_gettime\n", t,
+                    (unsigned long long)runs[t].worst);
     assert_true(runs[t].worst <= 50000);
   }
   pl_clock_use_tsc_for_test(was);
@@ -633,7 +676,10 @@ static void test_clock(void **state) {
 static void test_classify(void **state) {
   (void)state;
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (h == NULL) { print_message("fake libcuda not found: %s\n", dlerror()); fail(); }
+  if (h == NULL) {
+    print_message("fake libcuda not found: %s\n", dlerror());
+    fail();
+  }
   CUresult (*init)(unsigned) = dlsym(h, "cuInit");
   CUresult (*retain)(CUcontext *, CUdevice) = dlsym(h, "cuDevicePrimaryCtxRetain");
   CUresult (*setcur)(CUcontext) = dlsym(h, "cuCtxSetCurrent");
@@ -642,7 +688,9 @@ static void test_classify(void **state) {
   CUresult (*reg)(void *, size_t, unsigned) = dlsym(h, "cuMemHostRegister_v2");
   CUresult (*unreg)(void *) = dlsym(h, "cuMemHostUnregister");
   CUresult (*managed)(CUdeviceptr *, size_t, unsigned) = dlsym(h, "cuMemAllocManaged");
-  assert_non_null(init); assert_non_null(retain); assert_non_null(managed);
+  assert_non_null(init);
+  assert_non_null(retain);
+  assert_non_null(managed);
   CUcontext ctx;
   assert_int_equal(init(0), 0);
   assert_int_equal(retain(&ctx, 0), 0);
@@ -674,18 +722,22 @@ static void test_classify(void **state) {
   assert_true(calls <= 65);
   assert_int_equal(unreg(pageable), 0);
   pl_hostmem_invalidate(); /* (the hooks would have done this) */
-  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)pageable + 100), PAGELOCK_MEM_PAGEABLE);
+  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)pageable + 100),
+                   PAGELOCK_MEM_PAGEABLE);
   /* What the cuMemHostRegister hook records is seen at the very next call,
    * memo or not. */
   pl_hostmem_pinned_add(pageable, 1 << 20, PAGELOCK_MEM_REGISTERED);
-  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)pageable + 100), PAGELOCK_MEM_REGISTERED);
+  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)pageable + 100),
+                   PAGELOCK_MEM_REGISTERED);
   pl_hostmem_pinned_remove(pageable);
-  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)pageable + 100), PAGELOCK_MEM_PAGEABLE);
+  assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)pageable + 100),
+                   PAGELOCK_MEM_PAGEABLE);
   free(pageable);
 }
 
 int main(void) {
-  snprintf(tmpdir, sizeof tmpdir, "%s/pagelock-unit.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  snprintf(tmpdir, sizeof tmpdir, "%s/pagelock-unit.XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (mkdtemp(tmpdir) == NULL) return 2;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_size),

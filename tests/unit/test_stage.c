@@ -104,13 +104,30 @@ static int load_driver(void) {
     fprintf(stderr, "fake libcuda not found (LD_LIBRARY_PATH?): %s\n", dlerror());
     return -1;
   }
-  LOAD(cuInit); LOAD(cuDevicePrimaryCtxRetain); LOAD(cuCtxSetCurrent); LOAD(cuCtxSynchronize);
-  LOAD(cuCtxCreate_v2); LOAD(cuCtxDestroy_v2);
-  LOAD(cuMemAlloc_v2); LOAD(cuMemFree_v2); LOAD(cuMemsetD8_v2); LOAD(cuStreamCreate);
-  LOAD(cuStreamDestroy_v2); LOAD(cuStreamSynchronize); LOAD(cuLaunchHostFunc);
-  LOAD(cuEventCreate); LOAD(cuEventRecord); LOAD(cuEventSynchronize); LOAD(cuEventDestroy_v2);
-  LOAD(cuStreamBeginCapture_v2); LOAD(cuStreamEndCapture); LOAD(cuGraphDestroy);
-  LOAD(cuMemcpyHtoD_v2); LOAD(cuMemcpyDtoH_v2); LOAD(cuMemcpyHtoDAsync_v2); LOAD(cuMemcpyDtoHAsync_v2);
+  LOAD(cuInit);
+  LOAD(cuDevicePrimaryCtxRetain);
+  LOAD(cuCtxSetCurrent);
+  LOAD(cuCtxSynchronize);
+  LOAD(cuCtxCreate_v2);
+  LOAD(cuCtxDestroy_v2);
+  LOAD(cuMemAlloc_v2);
+  LOAD(cuMemFree_v2);
+  LOAD(cuMemsetD8_v2);
+  LOAD(cuStreamCreate);
+  LOAD(cuStreamDestroy_v2);
+  LOAD(cuStreamSynchronize);
+  LOAD(cuLaunchHostFunc);
+  LOAD(cuEventCreate);
+  LOAD(cuEventRecord);
+  LOAD(cuEventSynchronize);
+  LOAD(cuEventDestroy_v2);
+  LOAD(cuStreamBeginCapture_v2);
+  LOAD(cuStreamEndCapture);
+  LOAD(cuGraphDestroy);
+  LOAD(cuMemcpyHtoD_v2);
+  LOAD(cuMemcpyDtoH_v2);
+  LOAD(cuMemcpyHtoDAsync_v2);
+  LOAD(cuMemcpyDtoHAsync_v2);
   *(void **)&f_fail = sym("fakecuda_fail");
   *(void **)&f_clear_faults = sym("fakecuda_clear_faults");
   *(void **)&f_get_stats = sym("fakecuda_get_stats");
@@ -213,16 +230,33 @@ static pl_copy mk_copy(int api, CUdeviceptr dst, CUdeviceptr src, size_t n, CUst
   c.src = src;
   c.bytes = n;
   switch (api) {
-    case PAGELOCK_API_cuMemcpyHtoD_v2: case PAGELOCK_API_cuMemcpyHtoD_v2_ptds:
-      c.dir = PAGELOCK_DIR_H2D; c.dst_mem = PAGELOCK_MEM_DEVICE; c.native = nat_htod; break;
-    case PAGELOCK_API_cuMemcpyHtoDAsync_v2: case PAGELOCK_API_cuMemcpyHtoDAsync_v2_ptsz:
-      c.dir = PAGELOCK_DIR_H2D; c.dst_mem = PAGELOCK_MEM_DEVICE; c.native = nat_htod_async;
-      c.flags |= PAGELOCK_COPY_ASYNC; c.stream = s; break;
-    case PAGELOCK_API_cuMemcpyDtoH_v2: case PAGELOCK_API_cuMemcpyDtoH_v2_ptds:
-      c.dir = PAGELOCK_DIR_D2H; c.src_mem = PAGELOCK_MEM_DEVICE; c.native = nat_dtoh; break;
+    case PAGELOCK_API_cuMemcpyHtoD_v2:
+    case PAGELOCK_API_cuMemcpyHtoD_v2_ptds:
+      c.dir = PAGELOCK_DIR_H2D;
+      c.dst_mem = PAGELOCK_MEM_DEVICE;
+      c.native = nat_htod;
+      break;
+    case PAGELOCK_API_cuMemcpyHtoDAsync_v2:
+    case PAGELOCK_API_cuMemcpyHtoDAsync_v2_ptsz:
+      c.dir = PAGELOCK_DIR_H2D;
+      c.dst_mem = PAGELOCK_MEM_DEVICE;
+      c.native = nat_htod_async;
+      c.flags |= PAGELOCK_COPY_ASYNC;
+      c.stream = s;
+      break;
+    case PAGELOCK_API_cuMemcpyDtoH_v2:
+    case PAGELOCK_API_cuMemcpyDtoH_v2_ptds:
+      c.dir = PAGELOCK_DIR_D2H;
+      c.src_mem = PAGELOCK_MEM_DEVICE;
+      c.native = nat_dtoh;
+      break;
     default:
-      c.dir = PAGELOCK_DIR_D2H; c.src_mem = PAGELOCK_MEM_DEVICE; c.native = nat_dtoh_async;
-      c.flags |= PAGELOCK_COPY_ASYNC; c.stream = s; break;
+      c.dir = PAGELOCK_DIR_D2H;
+      c.src_mem = PAGELOCK_MEM_DEVICE;
+      c.native = nat_dtoh_async;
+      c.flags |= PAGELOCK_COPY_ASYNC;
+      c.stream = s;
+      break;
   }
   if (api == PAGELOCK_API_cuMemcpyHtoD_v2_ptds || api == PAGELOCK_API_cuMemcpyHtoDAsync_v2_ptsz ||
       api == PAGELOCK_API_cuMemcpyDtoH_v2_ptds || api == PAGELOCK_API_cuMemcpyDtoHAsync_v2_ptsz)
@@ -235,7 +269,8 @@ static pl_copy mk_copy(int api, CUdeviceptr dst, CUdeviceptr src, size_t n, CUst
 /* ---- exact bytes, every entry point, sizes and alignments ----------------- */
 
 enum { V_SYNC, V_SYNC_PTDS, V_ASYNC, V_ASYNC_PTSZ0, V_ANY, V_ANY_ASYNC, V_COUNT };
-static const char *const vname[V_COUNT] = {"sync", "sync_ptds", "async", "async_ptsz(0)", "cuMemcpy", "cuMemcpyAsync"};
+static const char *const vname[V_COUNT] = {"sync",          "sync_ptds", "async",
+                                           "async_ptsz(0)", "cuMemcpy",  "cuMemcpyAsync"};
 
 static CUresult do_h2d(int v, CUdeviceptr d, const void *h, size_t n, CUstream s) {
   switch (v) {
@@ -260,12 +295,29 @@ static CUresult do_d2h(int v, void *h, CUdeviceptr d, size_t n, CUstream s) {
 static bool v_async(int v) { return v == V_ASYNC || v == V_ASYNC_PTSZ0 || v == V_ANY_ASYNC; }
 /* Wait for the stream variant v used. */
 static void v_sync(int v, CUstream s) {
-  assert_int_equal(f_cuStreamSynchronize(v == V_ASYNC_PTSZ0 ? CU_STREAM_PER_THREAD : s), CUDA_SUCCESS);
+  assert_int_equal(f_cuStreamSynchronize(v == V_ASYNC_PTSZ0 ? CU_STREAM_PER_THREAD : s),
+                   CUDA_SUCCESS);
   assert_int_equal(f_cuCtxSynchronize(), CUDA_SUCCESS);
 }
 
-static const size_t sizes[] = {0, 1, 2, 7, 63, 4095, 4096, 65535, 65536, 65537, 131071, 200001,
-                               524288, 1048575, 1048576, 1048577, 3 * 1048576 + 123, 5 * 1048576 + 7};
+static const size_t sizes[] = {0,
+                               1,
+                               2,
+                               7,
+                               63,
+                               4095,
+                               4096,
+                               65535,
+                               65536,
+                               65537,
+                               131071,
+                               200001,
+                               524288,
+                               1048575,
+                               1048576,
+                               1048577,
+                               3 * 1048576 + 123,
+                               5 * 1048576 + 7};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 #define MAXN (5 * MB + 7)
 #define GUARD 64
@@ -321,13 +373,15 @@ static void one_h2d(bufs *b, int v, size_t n, size_t ho, size_t dof, unsigned se
   assert_int_equal(f_cuMemcpyDtoH_v2(b->chk, b->dev, span), CUDA_SUCCESS);
   assert_int_equal(check_byte(b->chk, dof, 0), dof);
   size_t bad = check_pat(b->chk + dof, n, seed);
-  if (bad != n) print_error("h2d %s n=%zu ho=%zu do=%zu: byte %zu differs\n", vname[v], n, ho, dof, bad);
+  if (bad != n)
+    print_error("h2d %s n=%zu ho=%zu do=%zu: byte %zu differs\n", vname[v], n, ho, dof, bad);
   assert_int_equal(bad, n);
   assert_int_equal(check_byte(b->chk + dof + n, GUARD, 0), GUARD);
   assert_true(bound_ok());
 }
 
-static void one_d2h(bufs *b, int v, size_t n, size_t ho, size_t dof, unsigned seed, bool async_mode) {
+static void one_d2h(bufs *b, int v, size_t n, size_t ho, size_t dof, unsigned seed,
+                    bool async_mode) {
   size_t span = dof + n + GUARD;
   fill(b->chk, span, seed);
   assert_int_equal(f_cuMemcpyHtoD_v2(b->dev, b->chk, span), CUDA_SUCCESS);
@@ -351,7 +405,8 @@ static void one_d2h(bufs *b, int v, size_t n, size_t ho, size_t dof, unsigned se
   size_t bad = n;
   for (size_t i = 0; i < n && bad == n; i++)
     if (b->host[ho + i] != pat(dof + i, seed)) bad = i;
-  if (bad != n) print_error("d2h %s n=%zu ho=%zu do=%zu: byte %zu differs\n", vname[v], n, ho, dof, bad);
+  if (bad != n)
+    print_error("d2h %s n=%zu ho=%zu do=%zu: byte %zu differs\n", vname[v], n, ho, dof, bad);
   assert_int_equal(bad, n);
   assert_int_equal(check_byte(b->host + ho + n, GUARD, 0xEE), GUARD);
   v_sync(v, b->s);
@@ -380,8 +435,14 @@ static void exact_d2h(bool async_mode) {
       one_d2h(&b, v, sizes[i], (k * 3) % 8 + (k & 1), (k * 5) % 16 + 1, k, async_mode);
   bufs_fini(&b);
 }
-static void test_exact_d2h_sync(void **state) { (void)state; exact_d2h(false); }
-static void test_exact_d2h_async(void **state) { (void)state; exact_d2h(true); }
+static void test_exact_d2h_sync(void **state) {
+  (void)state;
+  exact_d2h(false);
+}
+static void test_exact_d2h_async(void **state) {
+  (void)state;
+  exact_d2h(true);
+}
 
 /* A chunk bigger than the pool allows is cut to half the pool, and a
  * pool of several megabytes with big chunks still works. */
@@ -452,8 +513,14 @@ static void ordering(const char *mode) {
   assert_int_equal(f_cuStreamSynchronize(b.s), CUDA_SUCCESS);
   bufs_fini(&b);
 }
-static void test_ordering_sync(void **state) { (void)state; ordering("sync"); }
-static void test_ordering_async(void **state) { (void)state; ordering("async"); }
+static void test_ordering_sync(void **state) {
+  (void)state;
+  ordering("sync");
+}
+static void test_ordering_async(void **state) {
+  (void)state;
+  ordering("async");
+}
 
 /* ---- many threads, streams at once ------------------------------------------ */
 
@@ -476,7 +543,10 @@ static void *worker(void *arg) {
   unsigned id = (unsigned)(uintptr_t)arg;
   uint64_t rng = 0x9E3779B97F4A7C15ull * (id + 1);
 #define RND() (rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17, rng)
-  if (f_cuCtxSetCurrent(g_ctx) != CUDA_SUCCESS) { atomic_fetch_add(&t_fail, 1); return NULL; }
+  if (f_cuCtxSetCurrent(g_ctx) != CUDA_SUCCESS) {
+    atomic_fetch_add(&t_fail, 1);
+    return NULL;
+  }
   CUstream s[2];
   CUdeviceptr dev[2];
   uint8_t *src = malloc(TMAX + 16), *dst = malloc(TMAX + 16);
@@ -537,8 +607,14 @@ static void threads(const char *mode) {
   assert_true(s.pool.high_water <= POOL);
   assert_true(bound_ok());
 }
-static void test_threads_sync(void **state) { (void)state; threads("sync"); }
-static void test_threads_async(void **state) { (void)state; threads("async"); }
+static void test_threads_sync(void **state) {
+  (void)state;
+  threads("sync");
+}
+static void test_threads_async(void **state) {
+  (void)state;
+  threads("async");
+}
 
 /* ---- the bounded wait ---------------------------------------------------------- */
 
@@ -911,7 +987,8 @@ static void test_d2h_async_no_stream_id(void **state) {
   atomic_store(&gate, 0);
   assert_int_equal(f_cuLaunchHostFunc(a.s, gate_fn, NULL), CUDA_SUCCESS);
   for (int k = 0; k < 2; k++) {
-    pl_copy c = mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(out[k]), a.dev + (size_t)k * n, n, a.s);
+    pl_copy c =
+        mk_copy(PAGELOCK_API_cuMemcpyDtoHAsync_v2, HP(out[k]), a.dev + (size_t)k * n, n, a.s);
     assert_int_equal(pl_copy_exec(&c), CUDA_SUCCESS);
     assert_true(c.flags & PAGELOCK_COPY_STAGED);
     assert_false(c.flags & PAGELOCK_COPY_FALLBACK);
@@ -1068,7 +1145,8 @@ static void test_job_limit(void **state) {
     for (size_t i = 0; i < nseg; i++) pl_job_add(&j, dst + i * seg, src + i * seg, seg, i & 1);
     for (unsigned i = 0; i < nseg; i++) pl_job_wait(&j, i);
     pl_job_close(&j);
-    print_message("job %s: at most %u copy threads inside at once\n", limited ? "limited to 1" : "unlimited", j.peak);
+    print_message("job %s: at most %u copy threads inside at once\n",
+                  limited ? "limited to 1" : "unlimited", j.peak);
     if (limited) assert_true(j.peak <= 1);
     assert_int_equal(check_pat(dst, seg * nseg, 80u + (unsigned)round), seg * nseg);
   }
@@ -1101,8 +1179,8 @@ static void test_download_store_policy(void **state) {
       pl_stage_get_stats(&s1);
       assert_int_equal(s1.copies_staged - s0.copies_staged, 1);
       if (nt != (n >= min ? n : 0))
-        print_error("%s download of %zu bytes: %llu bytes with streaming stores\n", async_mode ? "async" : "sync", n,
-                    (unsigned long long)nt);
+        print_error("%s download of %zu bytes: %llu bytes with streaming stores\n",
+                    async_mode ? "async" : "sync", n, (unsigned long long)nt);
       assert_int_equal(nt, n >= min ? n : 0);
     }
     bufs_fini(&b);
@@ -1240,10 +1318,13 @@ static void test_invalid_device(void **state) {
   bufs b;
   bufs_init(&b);
   size_t alloc = MAXN + 2 * GUARD;
-  struct { CUdeviceptr d; size_t n; } cases[] = {
-      {b.dev + alloc - 100, 1000},    /* runs past the allocation's end */
+  struct {
+    CUdeviceptr d;
+    size_t n;
+  } cases[] = {
+      {b.dev + alloc - 100, 1000},     /* runs past the allocation's end */
       {(CUdeviceptr)0x1000, 200 * KB}, /* not device memory at all */
-      {b.dev + 16, alloc},            /* 16 bytes too long */
+      {b.dev + 16, alloc},             /* 16 bytes too long */
   };
   for (unsigned i = 0; i < 3; i++) {
     memset(b.host, 0xEE, cases[i].n);
@@ -1254,7 +1335,8 @@ static void test_invalid_device(void **state) {
     f_reset_call_counts();
     assert_int_equal(cuMemcpyHtoDAsync_v2(cases[i].d, b.host, cases[i].n, b.s), want_h);
     assert_int_equal(cuMemcpyDtoHAsync_v2(b.host, cases[i].d, cases[i].n, b.s), want_d);
-    assert_int_equal(cuMemcpyDtoH_v2(b.host, cases[i].d, cases[i].n), f_cuMemcpyDtoH_v2(b.host, cases[i].d, cases[i].n));
+    assert_int_equal(cuMemcpyDtoH_v2(b.host, cases[i].d, cases[i].n),
+                     f_cuMemcpyDtoH_v2(b.host, cases[i].d, cases[i].n));
     assert_int_equal(f_call_count("cuMemcpyHtoDAsync_v2"), 1); /* the native call only */
     assert_int_equal(f_call_count("cuMemcpyDtoHAsync_v2"), 1);
     assert_int_equal(f_call_count("cuEventRecord"), 0);
@@ -1333,7 +1415,8 @@ static void test_exit_in_flight(void **state) {
   assert_int_equal(posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ), 0);
   int st = 0;
   assert_int_equal(waitpid(pid, &st, 0), pid);
-  if (!WIFEXITED(st)) print_error("child died with signal %d\n", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
+  if (!WIFEXITED(st))
+    print_error("child died with signal %d\n", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
   assert_true(WIFEXITED(st));
   assert_int_equal(WEXITSTATUS(st), 7);
 }
@@ -1379,9 +1462,10 @@ static int stress(int seconds) {
   pl_stage_stats st;
   pl_stage_get_stats(&st);
   int failed = atomic_load(&t_fail) + atomic_load(&t_bound);
-  printf("stress: %ld copies, %d failed, %.1f MB staged, %llu fallbacks, pool high water %llu KB of %llu\n",
-         atomic_load(&t_copies), failed, st.bytes_staged / 1e6, (unsigned long long)st.fallbacks,
-         (unsigned long long)st.pool.high_water >> 10, (unsigned long long)POOL >> 10);
+  printf(
+      "stress: %ld copies, %d failed, %.1f MB staged, %llu fallbacks, pool high water %llu KB of %llu\n",
+      atomic_load(&t_copies), failed, st.bytes_staged / 1e6, (unsigned long long)st.fallbacks,
+      (unsigned long long)st.pool.high_water >> 10, (unsigned long long)POOL >> 10);
   return failed == 0 && st.bytes_staged > 0 && st.pool.high_water <= POOL ? 0 : 1;
 }
 
@@ -1482,7 +1566,8 @@ int main(int argc, char **argv) {
    * hand-off must be right with several helpers on every job. */
   setenv("PAGELOCK_COPY_THREADS", "4", 1);
   if (argc > 1 && strcmp(argv[1], "--exit-in-flight") == 0) return exit_in_flight();
-  snprintf(tmpdir, sizeof tmpdir, "%s/pagelock-stage.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  snprintf(tmpdir, sizeof tmpdir, "%s/pagelock-stage.XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (mkdtemp(tmpdir) == NULL) return 2;
   char path[512];
   snprintf(path, sizeof path, "%s/all.trace", tmpdir);
@@ -1517,7 +1602,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_two_contexts),
       cmocka_unit_test(test_counters_record),
   };
-  int rc = stressing ? stress(atoi(argv[2])) : cmocka_run_group_tests_name("stage", tests, NULL, NULL);
+  int rc =
+      stressing ? stress(atoi(argv[2])) : cmocka_run_group_tests_name("stage", tests, NULL, NULL);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (system(cmd) != 0) rc = rc ? rc : 1;
