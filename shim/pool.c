@@ -331,10 +331,12 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
 /* Why: a slab costs ~6.5 ms per 32 MiB to map, fault in and register on
  * the H100 host (the demo's first staged upload took 7.6 ms against 0.9
  * for the next ones), and a pool that grows on demand puts that into the
- * program's first staged copy.  A context's first device allocation
- * announces its copies: the shim's thread then builds half the bound
- * (32 MiB by default) while the program goes on setting up.  Half: the
- * rest stays for copies that need more, and for other contexts. */
+ * program's first staged copies.  A context's first device allocation
+ * announces its copies: the shim's thread then builds the pool, up to its
+ * bound or 64 MiB, while the program goes on setting up.  Another
+ * context's pool takes chunks over from it when the bound is reached. */
+#define PL_PREWARM_MAX ((uint64_t)64 << 20)
+
 static void pl_pool_prewarm_run(void *arg) {
   pl_pool *p = arg;
   const pl_stage_drv *d = pl_stage_drv_get();
@@ -343,7 +345,7 @@ static void pl_pool_prewarm_run(void *arg) {
   /* A copy may have grown the pool meanwhile: then it needs nothing. */
   if (d == NULL || size == 0 || atomic_load(&p->bytes) > 0) return;
   if (d->cuCtxPushCurrent(p->ctx) != CUDA_SUCCESS) return; /* destroyed since */
-  unsigned n = (unsigned)(bound / 2 / size);
+  unsigned n = (unsigned)((bound < PL_PREWARM_MAX ? bound : PL_PREWARM_MAX) / size);
   pl_chunk *c = NULL;
   CUresult err;
   if (pl_pool_grow(p, n ? n : 1, &c, &err) > 0) pl_pool_release(c, false);

@@ -76,6 +76,45 @@ for v in variants:
           f"of-pinned {speed(med, p[0] if p else None):.3f}  vs-native {speed(med, n[0] if n else None):.3f}")
 PY
 done
+# The demo (pagelock-demo: 8 x {32 MiB up, 2 ms kernel, 32 MiB down} on one
+# stream, pageable then pinned): its binary alone, then `pagelock demo` in
+# each mode.  Its pageable phase against its own pinned phase (the physical
+# limit, same process) and against the pageable phase without pagelock.
+if [ -z "${PL_PAT_PATTERNS:-}" ] || [ "${PL_PAT_DEMO:-}" = 1 ]; then
+  for r in $(seq "$ROUNDS"); do
+    for v in native observe stage auto; do
+      f="$OUT/patterns/demo_${v}_$r.txt"
+      if [ $v = native ]; then timeout 120 "$B/pagelock-demo" >"$f" 2>&1
+      else timeout 120 "$B/pagelock" demo --mode $v -o "$d/demo.$v.$r.%p.trace" >"$f" 2>&1; fi
+      grep -q 'all bytes round-tripped' "$f" || echo "patterns: FAIL demo $v round $r: $(tail -2 "$f" | tr '\n' ' ' | cut -c1-200)"
+    done
+  done
+  python3 - "$OUT/patterns" "$ROUNDS" <<'PY'
+import re, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def phase(txt, name):
+    m = re.search(name + r"[^:]*:\s*([0-9.]+) ms", txt)
+    return float(m.group(1)) if m else None
+res = {}
+for v in ("native", "observe", "stage", "auto"):
+    pg, pn = [], []
+    for r in range(1, rounds + 1):
+        try:
+            txt = open(f"{out}/demo_{v}_{r}.txt").read()
+        except OSError:
+            continue
+        a, b = phase(txt, r"pageable \(malloc\)"), phase(txt, r"pinned \(cudaMallocHost\)")
+        if a and b:
+            pg.append(a)
+            pn.append(b)
+    if pg:
+        res[v] = (statistics.median(pg), min(pg), max(pg), statistics.median(pn))
+nat = res.get("native")
+for v, (med, lo, hi, pin) in res.items():
+    print(f"patterns: demo     {v:8s} {med:10.3f} ms/phase  [{lo:.3f}-{hi:.3f}]  pinned phase {pin:.3f}  "
+          f"pageable/pinned {med / pin:.3f}  vs-native {(nat[0] / med if nat else float('nan')):.3f}")
+PY
+fi
 for pat in $PATS; do
   for v in stage auto; do
     f="$OUT/patterns/${pat}_${v}_1.txt.err"

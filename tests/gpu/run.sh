@@ -30,25 +30,30 @@ nvcc -O2 -o "$B/probe_straddle" "$ROOT/tests/gpu/probe_straddle.c" >>"$OUT/build
   "$B/probe_straddle" >"$OUT/probe_straddle.txt" 2>&1
 row "driver: copies across a registration edge" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -c . "$OUT/probe_straddle.txt") cases: probe_straddle.txt"
 
-# Registration (PAGELOCK_MODE=register/auto): fork, invisibility and the
-# speed of reused buffers, in tests/gpu/autopin.sh.  PL_GPU_ONLY=autopin runs
-# just that after the build (a device call has 10 minutes); PL_GPU_SKIP=autopin
-# leaves it out of a full run.
+# Registration (PAGELOCK_MODE=register/auto): fork and invisibility, and
+# the demo under auto, in tests/gpu/autopin.sh (their speed: patterns).
 autopin() {
   if python3 -c "import torch" 2>/dev/null; then
-    "$ROOT/tests/gpu/autopin.sh" "$B" "$OUT" "${PL_AUTOPIN_ROUNDS:-3}" >"$OUT/autopin.log" 2>&1
+    "$ROOT/tests/gpu/autopin.sh" "$B" "$OUT" >"$OUT/autopin.log" 2>&1
     row "autopin (register/auto)" "$(grep -q 'FAIL\|rc=[1-9]' "$OUT/autopin.log" && echo FAIL || echo ok)" "see autopin.log"
   else
     row "autopin (register/auto)" skip "no PyTorch"
   fi
 }
-if [ "${PL_GPU_ONLY:-}" = autopin ]; then
-  autopin
-  cat "$OUT/probe_straddle.txt" "$OUT/autopin.log"
-  printf '%s\n' "${rows[@]}"
-  exit 0
-fi
+# Parts, so that a run fits the device tool's 10 minutes a call:
+# PL_GPU_PARTS picks them (default: all, in this order).
+#   core      preload tests, static cudart, CUPTI, PyTorch/CuPy, allocators,
+#             staging correctness, the demo, report formats, torch.profiler
+#   readme    README's first command, verbatim, in a clean copy (default build)
+#   autopin   register/auto: fork after registration, the demo under auto
+#   pysites   Python call and allocation sites (PyTorch, CuPy, Numba)
+#   goldens   records the GPU golden traces (tests/gpu/record_goldens.sh)
+#   patterns  the copy patterns of real programs in every mode, one table
+#   bench     the single-copy benchmarks (tests/bench/run.sh)
+PARTS=${PL_GPU_PARTS:-${PL_GPU_ONLY:-core readme autopin pysites goldens patterns bench}}
+want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
+if want core; then
 # A default nvcc build links cudart statically: the shim must still see it.
 nvcc -O2 -o "$B/test_copies_static" "$ROOT/tests/preload/copies.c" >>"$OUT/build.log" 2>&1 &&
   row "nvcc static build" ok "" || row "nvcc static build" FAIL ""
@@ -201,18 +206,41 @@ if python3 -c "import torch" 2>/dev/null; then
   done
 fi
 
-[ "${PL_GPU_SKIP:-}" = autopin ] || autopin
+fi # core
 
-if [ -x "$ROOT/tests/bench/run.sh" ]; then
+if want readme; then
+  "$ROOT/tests/gpu/readme_first.sh" >"$OUT/readme_first.log" 2>&1
+  row "README's first command (default build)" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/readme_first.log" | cut -c1-100)"
+fi
+want autopin && autopin
+if want pysites; then
+  "$ROOT/tests/gpu/pysites.sh" "$B" "$OUT" >"$OUT/pysites.log" 2>&1
+  row "Python sites (torch, cupy, numba)" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep '^pysites:' "$OUT/pysites.log" | tr '\n' ' ' | cut -c1-120)"
+fi
+if want goldens; then
+  B="$B" "$ROOT/tests/gpu/record_goldens.sh" "$OUT/goldens" >"$OUT/goldens.log" 2>&1
+  row "golden traces recorded" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(ls "$OUT/goldens"/*.trace 2>/dev/null | wc -l) traces in goldens/"
+fi
+if want patterns; then
+  if python3 -c "import torch" 2>/dev/null; then
+    "$ROOT/tests/gpu/patterns.sh" "$B" "$OUT" "${PL_PAT_ROUNDS:-3}" >"$OUT/patterns.log" 2>&1
+    row "patterns (every mode)" "$(grep -q FAIL "$OUT/patterns.log" && echo FAIL || echo ok)" "see patterns.log"
+  else
+    row "patterns (every mode)" skip "no PyTorch"
+  fi
+fi
+if want bench && [ -x "$ROOT/tests/bench/run.sh" ]; then
   "$ROOT/tests/bench/run.sh" "$B" "$OUT" >"$OUT/bench.log" 2>&1
   row "benchmarks" "$([ $? = 0 ] && echo ok || echo FAIL)" "see bench.log"
 fi
 
 echo
-cat "$OUT/preload.log"
+[ -f "$OUT/preload.log" ] && cat "$OUT/preload.log"
 echo "---- autopin ----"; grep '^autopin:' "$OUT/autopin.log" 2>/dev/null
+echo "---- python sites ----"; grep '^pysites:' "$OUT/pysites.log" 2>/dev/null
+echo "---- patterns ----"; grep '^patterns:' "$OUT/patterns.log" 2>/dev/null
 echo "---- bench ----"; cat "$OUT/bench.log" 2>/dev/null | tail -95
-echo "---- demo ----"; head -60 "$OUT/demo.txt"
+[ -f "$OUT/demo.txt" ] && { echo "---- demo ----"; head -60 "$OUT/demo.txt"; }
 # One archive of everything, for the device tool (it returns few files).
 tar -C "$OUT" -czf /tmp/pagelock-gpu-all.tar.gz --exclude='*.tar.gz' . 2>/dev/null && mv /tmp/pagelock-gpu-all.tar.gz "$OUT/all.tar.gz"
 

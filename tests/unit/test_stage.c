@@ -711,7 +711,7 @@ static void CUDA_CB free_probe_fn(void *arg) {
 }
 
 /* A context's first device allocation (through the shim's cuMemAlloc_v2)
- * has the shim's thread build half the pool in the background; the first
+ * has the shim's thread build the pool in the background; the first
  * staged copy then finds its chunks made.  Once per context, and never in
  * observe mode. */
 static void test_prewarm(void **state) {
@@ -725,8 +725,8 @@ static void test_prewarm(void **state) {
   pl_stage_get_stats(&st);
   struct fakecuda_stats fs;
   f_get_stats(&fs);
-  assert_int_equal(st.pool.bytes, POOL / 2);
-  assert_int_equal(fs.registered_bytes_live, POOL / 2);
+  assert_int_equal(st.pool.bytes, POOL);
+  assert_int_equal(fs.registered_bytes_live, POOL);
   assert_int_equal(f_call_count("cuMemHostRegister_v2"), 1);
   CUdeviceptr dev2;
   assert_int_equal(cuMemAlloc_v2(&dev2, POOL), CUDA_SUCCESS);
