@@ -210,8 +210,10 @@ static bool pl_py_is_library(const char *f) {
   const char *sp = strstr(f, "/site-packages/");
   if (sp == NULL) sp = strstr(f, "/dist-packages/");
   if (sp != NULL) {
-    static const char *const pkgs[] = {"torch/",         "numpy/", "cupy/", "cupyx/",
-                                       "cupy_backends/", "numba/", "jax/",  "jaxlib/"};
+    /* numba_cuda: Numba's CUDA target as a package of its own (numba-cuda
+     * 0.x); cuda: NVIDIA's cuda-python bindings, which it calls. */
+    static const char *const pkgs[] = {"torch/", "numpy/",      "cupy/", "cupyx/", "cupy_backends/",
+                                       "numba/", "numba_cuda/", "cuda/", "jax/",   "jaxlib/"};
     const char *pkg = strchr(sp + 1, '/') + 1;
     for (size_t i = 0; i < sizeof pkgs / sizeof pkgs[0]; i++)
       if (strncmp(pkg, pkgs[i], strlen(pkgs[i])) == 0) return true;

@@ -43,8 +43,10 @@ one torch "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'" 
   call:h2d:upload:step_upload call:d2h:download \
   alloc:alloc:make_batch alloc:d2h:download \
   call:loader_h2d:train alloc:loader_next:train
+# cupy.asarray stages a NumPy array through CuPy's own pinned pool: its
+# upload is not pageable, so only the download is checked.
 one cupy "import cupy; cupy.cuda.runtime.getDeviceCount()" \
-  call:h2d:upload call:d2h:download alloc:alloc:make alloc:d2h:download
+  call:d2h:download alloc:d2h:download
 one numba "from numba import cuda; assert cuda.is_available(), 'numba sees no GPU'" \
   call:h2d:upload call:d2h:download alloc:alloc:make alloc:d2h:download
 exit $failed

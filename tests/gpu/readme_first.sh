@@ -8,7 +8,9 @@ set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=$(mktemp -d "${TMPDIR:-/tmp}/pagelock-readme.XXXXXX") || exit 1
 trap 'rm -rf "$W"' EXIT
-if git -C "$ROOT" rev-parse HEAD >/dev/null 2>&1; then
+# git archive only where ROOT is a checkout's top (the GPU host gets a copy
+# of the tree, which may sit inside another checkout).
+if [ "$(git -C "$ROOT" rev-parse --show-toplevel 2>/dev/null)" = "$ROOT" ]; then
   git -C "$ROOT" archive HEAD | tar -x -C "$W"
 else
   (cd "$ROOT" && tar --exclude='./build*' -cf - .) | tar -x -C "$W"

@@ -4,6 +4,7 @@ comment "# SITE:<name>", which the checker turns into a line number."""
 import ctypes
 import os
 import sys
+import tempfile
 import threading
 
 rt = ctypes.CDLL(os.environ["PL_CUDART"])
@@ -63,3 +64,21 @@ for _ in batches(2):
 lib = threading.Thread(target=rt.cudaMemcpy, args=(dev, top, N, H2D))
 lib.start()
 lib.join()
+
+# A framework's own frames are looked past: a module laid out as Numba's
+# CUDA target ships (site-packages/numba_cuda/numba/cuda/...) copies for
+# its caller, and the report names the caller's line.
+fw = os.path.join(tempfile.mkdtemp(), "site-packages")
+os.makedirs(os.path.join(fw, "numba_cuda", "numba", "cuda"))
+with open(os.path.join(fw, "numba_cuda", "numba", "cuda", "fakedrv.py"), "w") as f:
+    f.write("def to_device(rt, dev, buf, n):\n    return rt.cudaMemcpy(dev, buf, n, 1)\n")
+sys.path.insert(0, os.path.join(fw, "numba_cuda", "numba", "cuda"))
+import fakedrv  # noqa: E402
+
+
+def framework_upload():
+    buf = new_buffer()
+    check(fakedrv.to_device(rt, dev, buf, N))  # SITE:framework
+
+
+framework_upload()

@@ -47,6 +47,7 @@ for minor in 10 11 12 13; do
       call:thread:worker:END \
       calllib:threading.py:run \
       call:generator:batches \
+      call:framework:framework_upload \
       alloc:alloc_top:'<module>' \
       alloc:alloc:new_buffer; then
     # HTML: the line in bold, the native site beneath; Chrome: the line
