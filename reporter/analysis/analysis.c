@@ -32,6 +32,19 @@ int plr_row_framework(const plr_row *r) {
   return PLR_FW_NONE;
 }
 
+const char *plr_process_pin_words(const plr_process *p) {
+  int fw = p->allocs.n ? plr_row_framework(&p->allocs.v[0]) : PLR_FW_NONE;
+  if (fw == PLR_FW_NONE && p->calls.n) fw = plr_row_framework(&p->calls.v[0]);
+  switch (fw) {
+    case PLR_FW_TORCH:
+      return "pin them with PyTorch (DataLoader(pin_memory=True) for batches, "
+             "tensor.pin_memory() for tensors that live long)";
+    case PLR_FW_CUPY: return "allocate them with cupyx.empty_pinned";
+    case PLR_FW_NUMBA: return "allocate them with numba.cuda.pinned_array";
+    default: return "allocate these buffers with cudaHostAlloc/cudaMallocHost";
+  }
+}
+
 /* Part of x proportional to part / whole. */
 static uint64_t plr_share(uint64_t x, uint64_t part, uint64_t whole) {
   if (!whole || part >= whole) return x;
@@ -47,7 +60,10 @@ void plr_site_advice(const plr_process *p, const plr_row *alloc, const plr_row *
   if (r && r->addr) plr_row_site_format(r, site, sizeof site);
   int fw = plr_row_framework(alloc && alloc->addr ? alloc : NULL);
   if (fw == PLR_FW_NONE) fw = plr_row_framework(call);
-  int shared = r && r->shared.count;
+  /* Shared memory: copies the shim saw from a shared mapping (register,
+   * auto), or PyTorch's MapAllocator, which maps the shared-memory file a
+   * DataLoader worker filled (any mode). */
+  int shared = r && (r->shared.count || (r->frame && plr_has(r->frame->func, "MapAllocator")));
   const char *at = alloc && alloc->addr ? "allocated at" : "copied at";
   int k;
   /* Cut rather than overflow: a long C++ name still leaves the advice
@@ -106,19 +122,26 @@ void plr_site_advice(const plr_process *p, const plr_row *alloc, const plr_row *
              "through (all below PAGELOCK_STAGE_MIN, 1 MiB) and save nothing");
     return;
   }
-  plr_fmt_ms(plr_share(left, r->big.host_ns, r->b.host_ns), ms, sizeof ms);
+  /* The time at stake only where the trace measured it (a pinned copy of
+   * the same kind to compare with). */
+  char save[64] = "";
+  if (r->would_save_ns > 0) {
+    plr_fmt_ms(plr_share(left, r->big.host_ns, r->b.host_ns), ms, sizeof ms);
+    snprintf(save, sizeof save, ": up to %s ms less %s", ms,
+             mode == PAGELOCK_MODE_STAGE ? "left" : "blocked");
+  }
   if (shared || !(alloc && alloc->addr))
     snprintf(buf + k, len - (size_t)k,
              "; --mode=auto would stage its "
              "copies of 1 MiB or more through pinned chunks (%s memory is "
-             "never registered): up to %s ms less %s",
-             shared ? "shared" : "untracked", ms, mode == PAGELOCK_MODE_STAGE ? "left" : "blocked");
+             "never registered)%s",
+             shared ? "shared" : "untracked", save);
   else
     snprintf(buf + k, len - (size_t)k,
              "; --mode=auto would register the "
              "buffer once it is copied often enough (PAGELOCK_REGISTER_HOT) "
-             "and copy it at pinned speed: up to %s ms less blocked",
-             ms);
+             "and copy it at pinned speed%s",
+             save);
 }
 
 /* Names the allocation site to pin in the made-sync verdict's advice:

@@ -32,6 +32,10 @@ int plr_process_analyze(plr_process *p, int use_tools);
  * module path or function name. */
 enum plr_framework { PLR_FW_NONE = 0, PLR_FW_TORCH, PLR_FW_CUPY, PLR_FW_NUMBA };
 int plr_row_framework(const plr_row *r);
+/* How to pin this process's worst pageable buffers, in the words of the
+ * framework that allocated them: "allocate these buffers with
+ * cudaHostAlloc/cudaMallocHost", "pin them with PyTorch (...)", ... */
+const char *plr_process_pin_words(const plr_process *p);
 
 /* What to do about one site, in its framework's words (PyTorch:
  * DataLoader pin_memory=True for shared-memory batches, else

@@ -339,55 +339,46 @@ static void plr_print_counters(FILE *out, const pagelock_rec_counters *c) {
   }
 }
 
-/* One line telling the user what to do about what the trace shows. */
-static void plr_print_advice(FILE *out, const plr_trace *t) {
+/* One line telling the user what to do about what the trace shows, in
+ * the words of the framework that made the buffers (analysis.c). */
+static void plr_print_advice(FILE *out, const plr_process *p) {
+  const plr_trace *t = &p->t;
   const plr_totals *tot = &t->tot;
+  const char *pin = plr_process_pin_words(p);
   if (!tot->pageable.count) {
     fprintf(out,
             "advice: no copy used pageable host memory: nothing for "
             "pagelock to fix.\n");
     return;
   }
-  if (tot->staged.count && tot->staged.count == tot->pageable.count) {
-    fprintf(out,
-            "advice: pagelock staged every pageable copy; to get the same "
-            "speed without it, allocate these buffers with "
-            "cudaHostAlloc/cudaMallocHost (or torch pin_memory()).\n");
-    return;
-  }
   uint64_t moved = tot->staged.count + tot->registered;
-  if (tot->registered && moved >= tot->pageable.count) {
-    fprintf(out,
-            "advice: pagelock staged or registered every pageable copy; to "
-            "get the same speed without it, allocate these buffers with "
-            "cudaHostAlloc/cudaMallocHost (or torch pin_memory()).\n");
+  if (moved >= tot->pageable.count) {
+    fprintf(out, "advice: pagelock %s every pageable copy; to get the same speed without it, %s.\n",
+            tot->registered ? "staged or registered" : "staged", pin);
     return;
   }
   if (plr_trace_shows_why(t)) {
     fprintf(out,
-            "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost "
-            "(or torch pin_memory()); %" PRIu64
-            " pageable copies were "
-            "neither staged nor registered (see 'not registered' above).\n",
-            tot->pageable.count > moved ? tot->pageable.count - moved : 0);
+            "advice: %s; %" PRIu64
+            " pageable copies were neither staged nor registered (see 'not registered' above).\n",
+            pin, tot->pageable.count - moved);
     return;
   }
   if (t->have_process && t->mode == PAGELOCK_MODE_STAGE) {
-    /* Suggesting --mode=stage to a run that used it would be useless. */
-    /* Point at the notes only when there are some to read. */
+    /* Suggesting --mode=stage to a run that used it would be useless.
+     * Point at the notes only when there are some to read. */
     fprintf(out,
-            "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost "
-            "(or torch pin_memory()); %" PRIu64
+            "advice: %s; %" PRIu64
             " pageable copies were not "
             "staged (smaller than PAGELOCK_STAGE_MIN, 2D/3D or batch copies, "
             "on a capturing stream, or staging unavailable%s).\n",
-            tot->pageable.count - tot->staged.count, t->nnotes ? ": see the notes above" : "");
+            pin, tot->pageable.count - tot->staged.count, t->nnotes ? ": see the notes above" : "");
     return;
   }
   fprintf(out,
-          "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost "
-          "(or torch pin_memory()), or run with --mode=stage to stage them "
-          "through pinned memory.\n");
+          "advice: %s, or run with --mode=auto: it registers buffers copied again and again "
+          "and stages the rest through pinned memory.\n",
+          pin);
 }
 
 /* The first lines about GPU timing: where it came from, or why there is
@@ -632,7 +623,7 @@ static void plr_print_process(FILE *out, const plr_process *p) {
                   &p->allocs, timed, moving);
   if (t->have_counters) plr_print_counters(out, &t->counters);
   fputc('\n', out);
-  plr_print_advice(out, t);
+  plr_print_advice(out, p);
 }
 
 /* One row per process when several were reported: where the time went,

@@ -201,7 +201,7 @@ report_good)
   has_out "30 async copies were made synchronous by pageable memory, blocking the host"
   has_out "pageable copies by call site (worst first):"
   has_out "step_2+0x20 (app)"
-  has_out "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost"
+  has_out "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost, or run with --mode=auto"
   grep -q "cudaMemcpyAsync" out && fail "a cudart frame was chosen as call site"
   ;;
 report_json)
@@ -734,7 +734,7 @@ report_routes)
     "8 async copies were made synchronous by pageable memory, blocking the host 0.560 ms" >want
   cmp -s want got || fail "routes lines differ: $(diff want got)"
   has_out "registration: 12 ranges registered (65.000 ms), 11 unregistered, 2 evicted, 1 failed; 64.0 MiB still registered at exit, high water 640.0 MiB of a 32.0 GiB budget"
-  has_out "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost (or torch pin_memory()); 8 pageable copies were neither staged nor registered (see 'not registered' above)."
+  has_out "advice: allocate these buffers with cudaHostAlloc/cudaMallocHost; 8 pageable copies were neither staged nor registered (see 'not registered' above)."
   grep -q "^staging:" out && fail "a staging line without staging counters"
   run_pl 0 report --format json auto.trace
   python3 - out <<'PYEOF' || fail "json check failed"
