@@ -251,16 +251,17 @@ static bool pl_must_wait(const pl_copy *c) {
  * (docs/benchmarks.md).  The tail, copied into pinned chunks by the CPU
  * while the head's DMA runs, is the shim's own: its DMA may still be
  * queued when the call returns, and it keeps the engine busy across that
- * gap.  A quarter of the span, at most 16 MiB (0.3 ms of DMA at 55 GB/s:
- * longer than a PyTorch loop's turn between two uploads, ~0.1-0.3 ms),
- * none below 4 MiB; the copy threads fill it while the other three
- * quarters' DMA runs, 3x longer. */
+ * gap.  An eighth of the span, at most 16 MiB (0.3 ms of DMA at 55 GB/s),
+ * none below 4 MiB: the CPU must fill it while the other seven eighths'
+ * DMA runs, and one copy thread fills ~10 GB/s against the DMA's 55 (a
+ * quarter made the copy-kernel-copy pattern 0.3 ms a round slower, H100,
+ * docs/benchmarks.md). */
 #define PL_TAIL_MIN_SPAN (4u << 20)
 #define PL_TAIL_MAX (16u << 20)
 
 static size_t pl_tail_bytes(size_t span) {
   if (span < PL_TAIL_MIN_SPAN) return 0;
-  size_t t = span / 4 < PL_TAIL_MAX ? span / 4 : PL_TAIL_MAX;
+  size_t t = span / 8 < PL_TAIL_MAX ? span / 8 : PL_TAIL_MAX;
   return t & ~(size_t)4095;
 }
 
