@@ -13,7 +13,8 @@
 # and, where PL_PAT_VARIANTS names them, diagnostic variants of observe:
 #   preload   the shim preloaded by hand, CUPTI off (no launcher, no CUPTI)
 #   notrack   observe with PAGELOCK_TRACK_MIN=1T (no allocation tracked)
-#   nostack   observe with PAGELOCK_BACKTRACE_DEPTH=0 (no unwinding)
+#   nostack   observe with PAGELOCK_BACKTRACE_DEPTH=0 (no native or Python stacks)
+#   nocupti   observe with PAGELOCK_CUPTI=0 (no GPU timestamps)
 #   byhand    the program cudaHostRegister's its own tensors
 # The table gives the median of ROUNDS (default 3) with its range, the
 # speed as a fraction of pinned and relative to native, all from this run.
@@ -36,6 +37,7 @@ one() { # pattern variant round
     preload) PAGELOCK_CUPTI=0 PAGELOCK_OUTPUT="$t" LD_PRELOAD="$B/libpagelock.so" timeout 300 python3 "$P" "$pat" ;;
     notrack) PAGELOCK_TRACK_MIN=1T timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     nostack) PAGELOCK_BACKTRACE_DEPTH=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
+    nocupti) PAGELOCK_CUPTI=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
   esac >"$f" 2>"$f.err"
   grep -q 'ok=1' "$f" || echo "patterns: FAIL $pat $v round $r: $(tail -2 "$f" "$f.err" 2>/dev/null | tr '\n' ' ' | cut -c1-200)"
 }
