@@ -68,20 +68,8 @@ static uint64_t pl_heat_add(uintptr_t abase, size_t alen, uint64_t n) {
 
 /* ---- the driver ------------------------------------------------------------------ */
 
-/* Beyond the staging engine's table (stage.h): the stream waits the
- * fallback needs when an event cannot be recorded. */
-static CUresult (*pl_stream_sync[2])(CUstream);
-static atomic_int pl_ap_state; /* 0 unresolved, 1 ready */
-
-static const pl_stage_drv *pl_ap_drv(void) {
-  const pl_stage_drv *d = pl_stage_drv_get();
-  if (d && PL_UNLIKELY(atomic_load_explicit(&pl_ap_state, memory_order_acquire) == 0)) {
-    *(void **)&pl_stream_sync[0] = pl_driver_sym("cuStreamSynchronize");
-    *(void **)&pl_stream_sync[1] = pl_driver_sym("cuStreamSynchronize_ptsz");
-    atomic_store_explicit(&pl_ap_state, 1, memory_order_release);
-  }
-  return d;
-}
+/* The engines' one table of real entry points (driver.c). */
+static const pl_stage_drv *pl_ap_drv(void) { return pl_stage_drv_get(); }
 
 static size_t pl_page(void) {
   static size_t pg;
@@ -146,7 +134,7 @@ static CUresult pl_wait_mark(const pl_stage_drv *d, CUcontext ctx, CUstream s, i
     pl_ev_put(d, ctx, ev);
     return r;
   }
-  return pl_stream_sync[pt] ? pl_stream_sync[pt](s) : CUDA_ERROR_INVALID_HANDLE;
+  return d->cuStreamSynchronize[pt](s);
 }
 
 /* Return once everything queued so far on the copy's stream is done. */

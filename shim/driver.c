@@ -173,6 +173,8 @@ const pl_stage_drv *pl_stage_drv_get(void) {
     PL_SYM(cuEventRecord[1], "cuEventRecord_ptsz", true);
     PL_SYM(cuLaunchHostFunc[0], "cuLaunchHostFunc", true);
     PL_SYM(cuLaunchHostFunc[1], "cuLaunchHostFunc_ptsz", true);
+    PL_SYM(cuStreamSynchronize[0], "cuStreamSynchronize", true);
+    PL_SYM(cuStreamSynchronize[1], "cuStreamSynchronize_ptsz", true);
 #undef PL_SYM
     atomic_store_explicit(&pl_sd_state, miss ? -1 : 1, memory_order_release);
   }

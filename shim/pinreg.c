@@ -96,16 +96,6 @@ typedef struct pl_fence {
   uint64_t until_ns;
 } pl_fence;
 
-/* The driver entry points, resolved (by the copy path) before the first
- * registration and never afterwards: a release hook must not dlsym. */
-typedef struct pl_pin_drv {
-  CUresult (*reg)(void *, size_t, unsigned);
-  CUresult (*unreg)(void *);
-  CUresult (*push)(CUcontext);
-  CUresult (*pop)(CUcontext *);
-  CUresult (*mode)(CUstreamCaptureMode *); /* optional */
-} pl_pin_drv;
-
 static pthread_mutex_t pl_pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pl_pin_wake = PTHREAD_COND_INITIALIZER; /* the thread: work may be there */
 static pthread_cond_t pl_pin_done = PTHREAD_COND_INITIALIZER; /* waiters: a slot changed state */
@@ -127,7 +117,10 @@ static struct {
 } pl_posts[PL_POSTS];
 static unsigned pl_nposts, pl_posts_running;
 static pl_fence pl_fences[PL_FENCES];
-static pl_pin_drv pl_pd;
+/* The engines' table of real entry points (driver.c), resolved by the copy
+ * path before the first registration and never afterwards: a release hook
+ * must not dlsym. */
+static const pl_stage_drv *pl_pd;
 
 /* Read without the lock: */
 static atomic_uint pl_pin_count; /* slots not free: pl_pinreg_any */
@@ -242,21 +235,21 @@ static void pl_slot_undo(uint32_t s) {
  * mode: registering is an "unsafe" call there, which would invalidate
  * that capture (CUDA's cuThreadExchangeStreamCaptureMode). */
 static bool pl_relax(CUstreamCaptureMode *old) {
-  if (pl_pd.mode == NULL) return false;
+  if (pl_pd->cuThreadExchangeStreamCaptureMode == NULL) return false;
   *old = CU_STREAM_CAPTURE_MODE_RELAXED;
-  return pl_pd.mode(old) == CUDA_SUCCESS;
+  return pl_pd->cuThreadExchangeStreamCaptureMode(old) == CUDA_SUCCESS;
 }
 
 static CUresult pl_drv_unregister(uintptr_t base, CUcontext ctx) {
   CUstreamCaptureMode m;
   bool relaxed = pl_relax(&m);
-  CUresult r = pl_pd.push(ctx);
+  CUresult r = pl_pd->cuCtxPushCurrent(ctx);
   if (r == CUDA_SUCCESS) {
-    r = pl_pd.unreg((void *)base);
+    r = pl_pd->cuMemHostUnregister((void *)base);
     CUcontext dummy;
-    pl_pd.pop(&dummy);
+    pl_pd->cuCtxPopCurrent(&dummy);
   }
-  if (relaxed) pl_pd.mode(&m);
+  if (relaxed) pl_pd->cuThreadExchangeStreamCaptureMode(&m);
   return r;
 }
 
@@ -298,11 +291,11 @@ static void pl_register_now(uint32_t s) {
   bool noted = tracked && pl_hostmem_shim_add(base, len);
   uint64_t t0 = pl_now_ns(), dt = 0;
   if (noted) {
-    r = pl_pd.push(e->ctx);
+    r = pl_pd->cuCtxPushCurrent(e->ctx);
     if (r == CUDA_SUCCESS) {
-      r = pl_pd.reg((void *)base, len, CU_MEMHOSTREGISTER_PORTABLE);
+      r = pl_pd->cuMemHostRegister((void *)base, len, CU_MEMHOSTREGISTER_PORTABLE);
       CUcontext dummy;
-      pl_pd.pop(&dummy);
+      pl_pd->cuCtxPopCurrent(&dummy);
     }
     dt = pl_now_ns() - t0;
   }
@@ -420,15 +413,8 @@ static void *pl_pin_main(void *arg) {
 }
 
 static bool pl_drv_resolve(void) {
-  pl_pin_drv d;
-  *(void **)&d.reg = pl_driver_sym("cuMemHostRegister_v2");
-  *(void **)&d.unreg = pl_driver_sym("cuMemHostUnregister");
-  *(void **)&d.push = pl_driver_sym("cuCtxPushCurrent_v2");
-  *(void **)&d.pop = pl_driver_sym("cuCtxPopCurrent_v2");
-  *(void **)&d.mode = pl_driver_sym("cuThreadExchangeStreamCaptureMode");
-  if (d.reg == NULL || d.unreg == NULL || d.push == NULL || d.pop == NULL) return false;
-  pl_pd = d; /* published by pl_thread_state's release store */
-  return true;
+  pl_pd = pl_stage_drv_get(); /* published by pl_thread_state's release store */
+  return pl_pd != NULL;
 }
 
 /* Start the thread on the first request (the copy path: it may allocate). */

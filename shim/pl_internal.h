@@ -219,6 +219,7 @@ typedef struct pl_stage_drv {
   CUresult (*cuMemcpyDtoHAsync[2])(void *, CUdeviceptr, size_t, CUstream);
   CUresult (*cuEventRecord[2])(CUevent, CUstream);
   CUresult (*cuLaunchHostFunc[2])(CUstream, CUhostFn, void *);
+  CUresult (*cuStreamSynchronize[2])(CUstream);
 } pl_stage_drv;
 
 /* The resolved table, or NULL when the driver is not loaded or lacks a

@@ -1109,7 +1109,7 @@ static void test_counters_and_staging(void **state) {
   s = report_text(&p, 1);
   assert_contains(s,
                   "advice: allocate these buffers with "
-                  "cudaHostAlloc/cudaMallocHost (or torch pin_memory()); 1 "
+                  "cudaHostAlloc/cudaMallocHost; 1 "
                   "pageable copies were not staged");
   free(s);
   plr_process_free(&p);
@@ -1382,7 +1382,7 @@ static void test_route_totals(void **state) {
                   "budget\n");
   assert_contains(s,
                   "advice: allocate these buffers with cudaHostAlloc/"
-                  "cudaMallocHost (or torch pin_memory()); 4 pageable copies "
+                  "cudaMallocHost; 4 pageable copies "
                   "were neither staged nor registered (see 'not registered' "
                   "above).\n");
   free(s);
