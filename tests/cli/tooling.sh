@@ -188,6 +188,12 @@ apt-get update -qq
 sudo:
 apt-get install -y -qq --no-install-recommends uthash-dev" ] || fail "apt-get calls: $(cat "$FAKE_LOG")"
   rm -f "$FAKE_LOG"
+  # cmake on PATH without its Debian package (a pip or tarball install, as
+  # on GPU images with no mirror to reach): not installed again.
+  printf '#!/bin/sh\nexit 0\n' >"$T/bin/cmake" && chmod +x "$T/bin/cmake"
+  run 0 env FAKE_MISSING="cmake uthash-dev" FAKE_UID=0 "$SRC_SETUP"
+  [ "$(cat "$T/out")" = "scripts/setup: installing uthash-dev" ] || fail "cmake on PATH: $(cat "$T/out")"
+  rm -f "$FAKE_LOG" "$T/bin/cmake"
   run 0 env FAKE_MISSING="uthash-dev libcmocka-dev" FAKE_UID=0 "$SRC_SETUP" --tests
   has_out "scripts/setup: installing uthash-dev libcmocka-dev"
   no_out "sudo"
