@@ -238,7 +238,7 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
   const plr_call_join *j = &r->join;
   int staging =
       t->have_process && (t->mode == PAGELOCK_MODE_STAGE || t->mode == PAGELOCK_MODE_AUTO);
-  const char *stage_hint = staging ? "" : " or run `pagelock run --mode=stage`";
+  const char *stage_hint = staging ? "" : " or run `pagelock run --mode=auto`";
 
   if (r->status != PAGELOCK_GPU_TIMING_ON) {
     plr_verdict *v = plr_vadd(&l, PLR_VERDICT_NO_GPU_TIMING, 0, -1);
