@@ -565,17 +565,21 @@ static void pl_cupti_exit(void) {
  * (the graph-node calls queue nothing). */
 static const CUpti_CallbackId pl_copy_cbids[] = {
 #define PL_CBID(name) CUPTI_DRIVER_TRACE_CBID_##name,
-    PL_CBID(cuMemcpyHtoD_v2) PL_CBID(cuMemcpyHtoD_v2_ptds) PL_CBID(cuMemcpyDtoH_v2) PL_CBID(
-        cuMemcpyDtoH_v2_ptds) PL_CBID(cuMemcpyHtoDAsync_v2) PL_CBID(cuMemcpyHtoDAsync_v2_ptsz)
-        PL_CBID(cuMemcpyDtoHAsync_v2) PL_CBID(cuMemcpyDtoHAsync_v2_ptsz) PL_CBID(cuMemcpy)
-            PL_CBID(cuMemcpy_ptds) PL_CBID(cuMemcpyAsync) PL_CBID(cuMemcpyAsync_ptsz)
-                PL_CBID(cuMemcpy2D_v2) PL_CBID(cuMemcpy2D_v2_ptds) PL_CBID(cuMemcpy2DUnaligned_v2)
-                    PL_CBID(cuMemcpy2DUnaligned_v2_ptds) PL_CBID(cuMemcpy2DAsync_v2)
-                        PL_CBID(cuMemcpy2DAsync_v2_ptsz) PL_CBID(cuMemcpy3D_v2)
-                            PL_CBID(cuMemcpy3D_v2_ptds) PL_CBID(cuMemcpy3DAsync_v2)
-                                PL_CBID(cuMemcpy3DAsync_v2_ptsz) PL_CBID(cuMemcpyBatchAsync)
-                                    PL_CBID(cuMemcpyBatchAsync_ptsz) PL_CBID(cuMemcpyBatchAsync_v2)
-                                        PL_CBID(cuMemcpyBatchAsync_v2_ptsz)
+    // clang-format off
+    PL_CBID(cuMemcpyHtoD_v2) PL_CBID(cuMemcpyHtoD_v2_ptds)
+    PL_CBID(cuMemcpyDtoH_v2) PL_CBID(cuMemcpyDtoH_v2_ptds)
+    PL_CBID(cuMemcpyHtoDAsync_v2) PL_CBID(cuMemcpyHtoDAsync_v2_ptsz)
+    PL_CBID(cuMemcpyDtoHAsync_v2) PL_CBID(cuMemcpyDtoHAsync_v2_ptsz)
+    PL_CBID(cuMemcpy) PL_CBID(cuMemcpy_ptds)
+    PL_CBID(cuMemcpyAsync) PL_CBID(cuMemcpyAsync_ptsz)
+    PL_CBID(cuMemcpy2D_v2) PL_CBID(cuMemcpy2D_v2_ptds)
+    PL_CBID(cuMemcpy2DUnaligned_v2) PL_CBID(cuMemcpy2DUnaligned_v2_ptds)
+    PL_CBID(cuMemcpy2DAsync_v2) PL_CBID(cuMemcpy2DAsync_v2_ptsz)
+    PL_CBID(cuMemcpy3D_v2) PL_CBID(cuMemcpy3D_v2_ptds)
+    PL_CBID(cuMemcpy3DAsync_v2) PL_CBID(cuMemcpy3DAsync_v2_ptsz)
+    PL_CBID(cuMemcpyBatchAsync) PL_CBID(cuMemcpyBatchAsync_ptsz)
+    PL_CBID(cuMemcpyBatchAsync_v2) PL_CBID(cuMemcpyBatchAsync_v2_ptsz)
+// clang-format on
 #undef PL_CBID
 };
 
