@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 
 /* pl_internal.h first: it includes cuda.h without the _v2 renames, which
@@ -275,12 +277,11 @@ static void CUPTIAPI pl_buffer_requested(uint8_t **buffer, size_t *size, size_t 
     unsigned old = atomic_fetch_or(&pl_buf_busy, bit);
     if (old & bit) continue;
     if (pl_bufs[i] == NULL) {
-      /* mmap, not malloc: the buffer must not look like a tracked heap
-       * allocation of the program's, and CUPTI wants 8-byte alignment. */
-      pl_in_shim++;
-      void *p =
-          mmap(NULL, PL_CUPTI_BUFSZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      pl_in_shim--;
+      /* A system call, not malloc or mmap: the buffer is the shim's, and
+       * must never reach the allocation hooks as the program's memory
+       * (CUPTI wants 8-byte alignment; pages have it). */
+      void *p = (void *)syscall(SYS_mmap, NULL, PL_CUPTI_BUFSZ, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) {
         atomic_fetch_and(&pl_buf_busy, ~bit);
         return;

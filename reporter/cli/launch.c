@@ -80,18 +80,6 @@ void plr_escape_ctl(const char *s, char *buf, size_t len) {
   buf[o] = 0;
 }
 
-int plr_self_dir(char *buf, size_t len) {
-  char path[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) return -1;
-  path[n] = 0;
-  char *slash = strrchr(path, '/');
-  if (!slash) return -1;
-  *slash = 0;
-  if ((size_t)snprintf(buf, len, "%s", path[0] ? path : "/") >= len) return -1;
-  return 0;
-}
-
 /* Resolves name like execvp would.  Returns 0 with the path in out, or
  * ENOENT / EACCES (found only files that are not executable). */
 static int plr_find_program(const char *name, char *out, size_t len) {

@@ -43,8 +43,4 @@ int plr_mode_error(const char *source, const char *mode);
  * about it stays on one line; truncated to fit len. */
 void plr_escape_ctl(const char *s, char *buf, size_t len);
 
-/* Directory holding the pagelock executable (from /proc/self/exe), into
- * buf; returns -1 when it cannot be found. */
-int plr_self_dir(char *buf, size_t len);
-
 #endif

@@ -15,4 +15,8 @@
  * message), or with out empty when /proc/self/exe cannot be read. */
 int plr_pkg_path(const char *name, char *out, size_t len);
 
+/* Directory holding the pagelock executable (from /proc/self/exe), into
+ * buf; returns -1 when it cannot be found. */
+int plr_self_dir(char *buf, size_t len);
+
 #endif
