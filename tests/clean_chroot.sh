@@ -11,15 +11,19 @@ C=${1:-/tmp/pagelock-chroot}
 CUDA=$(readlink -f "${CUDA_HOME:-/usr/local/cuda}")
 [ "$(id -u)" = 0 ] || { echo "clean_chroot: needs root (chroot, mounts)"; exit 77; }
 command -v debootstrap >/dev/null || { echo "clean_chroot: needs debootstrap"; exit 77; }
-[ -d "$C/usr" ] || debootstrap --variant=minbase bookworm "$C" >/dev/null
+if [ ! -d "$C/usr" ] && ! debootstrap --variant=minbase bookworm "$C" >"${C%/}.debootstrap.log" 2>&1; then
+  echo "clean_chroot: debootstrap could not build a Debian root (no mirror reachable?): $(tail -1 "${C%/}.debootstrap.log")"
+  exit 77
+fi
 cp /etc/resolv.conf "$C/etc/resolv.conf"
 rm -rf "$C/src" && mkdir -p "$C/src" "$C/usr/local/cuda"
 git -C "$ROOT" archive HEAD | tar -x -C "$C/src"
-cleanup() { umount "$C/usr/local/cuda" "$C/proc" "$C/dev" 2>/dev/null || true; }
+cleanup() { umount "$C/usr/local/cuda" "$C/proc" "$C/dev/pts" "$C/dev" 2>/dev/null || true; }
 trap cleanup EXIT
 mount --bind -o ro "$CUDA" "$C/usr/local/cuda"
 mount -t proc proc "$C/proc"
 mount --bind /dev "$C/dev"
+mount --bind /dev/pts "$C/dev/pts"
 for p in uthash-dev libcmocka-dev; do
   ! chroot "$C" dpkg -s "$p" >/dev/null 2>&1 || { echo "clean_chroot: $p is already in the chroot"; exit 1; }
 done

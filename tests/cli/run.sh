@@ -608,6 +608,8 @@ signal_terminal)
   # SIGINT and SIGQUIT to pagelock run's own pid alone are ignored, as
   # time(1) does.  Each under a timeout: a hang fails the case.
   command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
+  # A container or chroot without /dev/pts has no terminal to give the job.
+  python3 -c 'import os; os.close(os.openpty()[0])' 2>/dev/null || { echo "SKIP: no pseudo-terminal (/dev/pts)"; exit 77; }
   mk t.trace >/dev/null
   printf '#!/bin/sh\necho "%s" >>"$PAGELOCK_MANIFEST"\necho ready\nexec sleep 20\n' "$T/t.trace" >job.sh
   chmod +x job.sh
