@@ -3,11 +3,22 @@
 # (debootstrap --variant=minbase bookworm: no uthash, no cmocka, no
 # compiler) with only the CUDA toolkit bind-mounted at /usr/local/cuda, as a
 # new user's machine.  Needs root, debootstrap and a Debian mirror; a CI
-# job, not part of tests/run-tests.  PL_CHROOT_TESTS=1 runs the test command
+# step of .ci/run, not part of tests/run-tests.  PL_CHROOT_TESTS=1 runs the test command
 # too (about 8 minutes on 2 cores); by default only the first.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-C=${1:-/tmp/pagelock-chroot}
+# A fresh root each time unless one is named: a second run over the same
+# root would find the packages the first one installed.
+fresh=0
+if [ $# -ge 1 ]; then C=$1; else C=$(mktemp -d /tmp/pagelock-chroot.XXXXXX); fresh=1; fi
+cleanup() {
+  umount "$C/usr/local/cuda" "$C/proc" "$C/dev/pts" "$C/dev" 2>/dev/null || true
+  # Removed only once nothing is mounted inside it any more: the toolkit's
+  # bind mount shares the host's file system, so --one-file-system alone
+  # would not keep rm out of it.
+  if [ "$fresh" = 1 ] && ! grep -q " ${C%/}/" /proc/mounts; then rm -rf --one-file-system "$C"; fi
+}
+trap cleanup EXIT
 CUDA=$(readlink -f "${CUDA_HOME:-/usr/local/cuda}")
 [ "$(id -u)" = 0 ] || { echo "clean_chroot: needs root (chroot, mounts)"; exit 77; }
 command -v debootstrap >/dev/null || { echo "clean_chroot: needs debootstrap"; exit 77; }
@@ -18,8 +29,6 @@ fi
 cp /etc/resolv.conf "$C/etc/resolv.conf"
 rm -rf "$C/src" && mkdir -p "$C/src" "$C/usr/local/cuda"
 git -C "$ROOT" archive HEAD | tar -x -C "$C/src"
-cleanup() { umount "$C/usr/local/cuda" "$C/proc" "$C/dev/pts" "$C/dev" 2>/dev/null || true; }
-trap cleanup EXIT
 mount --bind -o ro "$CUDA" "$C/usr/local/cuda"
 mount -t proc proc "$C/proc"
 mount --bind /dev "$C/dev"

@@ -222,7 +222,7 @@ readme)
   second=$(sed -n '/^```sh$/,/^```$/p' "$SRC/README.md" | sed -n 3p | sed 's/ *#.*//')
   [ "$first" = "scripts/setup && cmake -S . -B build && cmake --build build -j && ./build/pagelock demo" ] ||
     fail "README's first command is '$first'"
-  ci=$(grep -v '^#' "$SRC/.ci/run" | grep -v '^set -eu$' | grep -v '^cd ' | sed '/^$/d')
+  ci=$(grep -v '^#' "$SRC/.ci/run" | grep -v '^set -eu$' | grep -v '^cd ' | sed '/^$/d' | head -1)
   [ "$second" = "$ci" ] || fail "README's test command '$second' is not .ci/run's '$ci'"
   ;;
 *)
