@@ -196,6 +196,23 @@ int plr_format_parse(const char *name, int allow_views, plr_format *f) {
   return 0;
 }
 
+int plr_opt_value(int argc, char **argv, int *i, const char *lng, const char *shrt,
+                  const char *what, const char **val) {
+  const char *a = argv[*i];
+  size_t n = strlen(lng);
+  if (strncmp(a, lng, n) == 0 && a[n] == '=') {
+    *val = a + n + 1;
+    return 1;
+  }
+  if (strcmp(a, lng) != 0 && (shrt == NULL || strcmp(a, shrt) != 0)) return 0;
+  if (*i + 1 >= argc) {
+    fprintf(stderr, "pagelock: %s needs %s\n", a, what);
+    return -1;
+  }
+  *val = argv[++(*i)];
+  return 1;
+}
+
 int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o, int allow_quick, int *done) {
   *done = 0;
   const char *mode = NULL;
@@ -209,21 +226,11 @@ int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o, int allow
       break;
     }
     if (a[0] != '-' || !a[1]) break;
-    int is_out = strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0;
-    if (is_out || strcmp(a, "--mode") == 0 || strcmp(a, "-m") == 0) {
-      if (*i + 1 >= argc) {
-        fprintf(stderr, "pagelock: %s needs a value\n", a);
-        return 2;
-      }
-      const char *v = argv[++(*i)];
-      if (is_out)
-        o->output = v;
-      else
-        mode = v;
-    } else if (strncmp(a, "--mode=", 7) == 0) {
-      mode = a + 7;
-    } else if (strncmp(a, "--output=", 9) == 0) {
-      o->output = a + 9;
+    int got = plr_opt_value(argc, argv, i, "--output", "-o", "a value", &o->output);
+    if (got == 0) got = plr_opt_value(argc, argv, i, "--mode", "-m", "a value", &mode);
+    if (got < 0) return 2;
+    if (got > 0) {
+      continue;
     } else if (strncmp(a, "-o", 2) == 0) {
       o->output = a + 2;
     } else if (allow_quick && strcmp(a, "--quick") == 0) {

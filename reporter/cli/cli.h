@@ -24,6 +24,12 @@ typedef enum plr_format {
 /* Parses a --format value; returns -1 for an unknown name.  allow_views
  * admits html and chrome (report), else only text and json (compare). */
 int plr_format_parse(const char *name, int allow_views, plr_format *f);
+/* Whether argv[*i] is option lng (or shrt, may be NULL), as "--lng V",
+ * "SHRT V" or "--lng=V": 1 with *val set (*i past a separate value), 0
+ * when it is another argument, -1 when its value is missing (one line,
+ * "pagelock: OPT needs WHAT", printed). */
+int plr_opt_value(int argc, char **argv, int *i, const char *lng, const char *shrt,
+                  const char *what, const char **val);
 
 int plr_cmd_run(int argc, char **argv);
 int plr_cmd_report(int argc, char **argv);

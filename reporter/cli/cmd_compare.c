@@ -155,22 +155,18 @@ int plr_cmd_compare(int argc, char **argv) {
       i++;
       break;
     }
-    if (strcmp(a, "--format") == 0 || strcmp(a, "-f") == 0) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "pagelock: %s needs a value (text or json)\n", a);
+    int got = plr_opt_value(argc, argv, &i, "--format", "-f", "a value (text or json)", &val);
+    if (got < 0) return PLR_EXIT_USAGE;
+    if (got == 0) {
+      if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        plr_usage(stdout);
+        return 0;
+      }
+      if (a[0] == '-' && a[1]) {
+        fprintf(stderr, "pagelock: compare: unknown option '%s'\n", a);
+        plr_usage(stderr);
         return PLR_EXIT_USAGE;
       }
-      val = argv[++i];
-    } else if (strncmp(a, "--format=", 9) == 0) {
-      val = a + 9;
-    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      plr_usage(stdout);
-      return 0;
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "pagelock: compare: unknown option '%s'\n", a);
-      plr_usage(stderr);
-      return PLR_EXIT_USAGE;
-    } else {
       break;
     }
     if (plr_format_parse(val, 0, &format) != 0) {

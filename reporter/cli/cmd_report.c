@@ -18,32 +18,22 @@ int plr_cmd_report(int argc, char **argv) {
       i++;
       break;
     }
-    if (strcmp(a, "--format") == 0 || strcmp(a, "-f") == 0) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "pagelock: %s needs a value (text, json, html or chrome)\n", a);
+    int got = plr_opt_value(argc, argv, &i, "--format", "-f",
+                            "a value (text, json, html or chrome)", &val);
+    if (got == 0 &&
+        (got = plr_opt_value(argc, argv, &i, "--output", "-o", "a file name", &output)) > 0)
+      continue;
+    if (got < 0) return PLR_EXIT_USAGE;
+    if (got == 0) {
+      if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        plr_usage(stdout);
+        return 0;
+      }
+      if (a[0] == '-' && a[1]) {
+        fprintf(stderr, "pagelock: report: unknown option '%s'\n", a);
+        plr_usage(stderr);
         return PLR_EXIT_USAGE;
       }
-      val = argv[++i];
-    } else if (strncmp(a, "--format=", 9) == 0) {
-      val = a + 9;
-    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "pagelock: %s needs a file name\n", a);
-        return PLR_EXIT_USAGE;
-      }
-      output = argv[++i];
-      continue;
-    } else if (strncmp(a, "--output=", 9) == 0) {
-      output = a + 9;
-      continue;
-    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      plr_usage(stdout);
-      return 0;
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "pagelock: report: unknown option '%s'\n", a);
-      plr_usage(stderr);
-      return PLR_EXIT_USAGE;
-    } else {
       break;
     }
     if (plr_format_parse(val, 1, &format) != 0) {
