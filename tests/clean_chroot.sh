@@ -28,7 +28,13 @@ if [ ! -d "$C/usr" ] && ! debootstrap --variant=minbase bookworm "$C" >"${C%/}.d
 fi
 cp /etc/resolv.conf "$C/etc/resolv.conf"
 rm -rf "$C/src" && mkdir -p "$C/src" "$C/usr/local/cuda"
-git -C "$ROOT" archive HEAD | tar -x -C "$C/src"
+# The committed tree where ROOT is a checkout's top, else its files as
+# they are (a CI that copies the tree without .git).
+if [ "$(git -C "$ROOT" rev-parse --show-toplevel 2>/dev/null)" = "$ROOT" ]; then
+  git -C "$ROOT" archive HEAD | tar -x -C "$C/src"
+else
+  (cd "$ROOT" && tar --exclude='./build*' --exclude=./.git -cf - .) | tar -x -C "$C/src"
+fi
 mount --bind -o ro "$CUDA" "$C/usr/local/cuda"
 mount -t proc proc "$C/proc"
 mount --bind /dev "$C/dev"
