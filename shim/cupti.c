@@ -69,14 +69,15 @@ typedef struct pl_cupti_api {
 static pl_cupti_api pl_cu;
 static CUpti_SubscriberHandle pl_sub;
 /* Never CUPTI_ACTIVITY_KIND_KERNEL: it serialises kernels.  The first four
- * are the point; the rest is a bonus. */
-static const CUpti_ActivityKind pl_kinds[] = {CUPTI_ACTIVITY_KIND_MEMCPY,
-                                              CUPTI_ACTIVITY_KIND_MEMCPY2,
-                                              CUPTI_ACTIVITY_KIND_MEMSET,
-                                              CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                              CUPTI_ACTIVITY_KIND_OVERHEAD,
-                                              CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-                                              CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+ * are the point; the rest is a bonus.  Nor SYNCHRONIZATION: it made every
+ * stream or event synchronize of the program slower, and a loop of small
+ * copies and syncs ran 1.3-1.9x its time without pagelock under observe;
+ * without that kind, 0.96x (H100, docs/benchmarks.md, run G).  The report
+ * never needed it: only JSON's gpu.syncs counted its records. */
+static const CUpti_ActivityKind pl_kinds[] = {
+    CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMCPY2,
+    CUPTI_ACTIVITY_KIND_MEMSET,   CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 static pthread_once_t pl_cupti_once = PTHREAD_ONCE_INIT;
 static pthread_once_t pl_devices_once = PTHREAD_ONCE_INIT;
 static atomic_bool pl_cupti_on;    /* records are flowing */

@@ -24,7 +24,7 @@
  *   GPU side (CUPTI records):
  *                         [--gpu-status S] (last GPU_STATUS; -1 = none)
  *                         [--gpu-status-records N] [--gpu-memcpy-min N]
- *                         [--gpu-kernels-min N] [--gpu-links-min N]
+ *                         [--gpu-kernels-min N] [--gpu-syncs-max N] [--gpu-links-min N]
  *                         [--gpu-dropped-min N]
  *                         [--gpu-kernel-name S] a kernel record names S
  *                         [--gpu-joined] every successful, non-empty,
@@ -147,8 +147,8 @@ int main(int argc, char **argv) {
   tc_link *lv = NULL;
   size_t nc = 0, cc = 0, ng = 0, cg = 0, nl = 0, cl = 0;
   long gpu_status = -1;
-  unsigned long gpu_status_records = 0, gpu_memcpy = 0, gpu_kernels = 0, gpu_dropped = 0,
-                gpu_outside = 0;
+  unsigned long gpu_status_records = 0, gpu_memcpy = 0, gpu_kernels = 0, gpu_syncs = 0,
+                gpu_dropped = 0, gpu_outside = 0;
   uint64_t win_lo = UINT64_MAX, win_hi = 0;
   plr_clock clk = {0};
   uint64_t *gstart = NULL;
@@ -176,6 +176,7 @@ int main(int argc, char **argv) {
     if (rec.type == PAGELOCK_REC_GPU) {
       const pagelock_rec_gpu *g = rec.u.gpu;
       if (g->kind == PAGELOCK_GPU_KERNEL) gpu_kernels++;
+      if (g->kind == PAGELOCK_GPU_SYNC) gpu_syncs++;
       if (g->kind == PAGELOCK_GPU_KERNEL && want_kernel_id && g->name_id == want_kernel_id)
         kernels_named++;
       if (g->kind == PAGELOCK_GPU_MEMCPY) {
@@ -365,6 +366,10 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--gpu-kernels-min")) {
       if (gpu_kernels < strtoul(v, 0, 10))
         EXPECT("GPU kernel records (at least)", gpu_kernels, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--gpu-syncs-max")) {
+      if (gpu_syncs > strtoul(v, 0, 10))
+        EXPECT("GPU synchronization records (at most)", gpu_syncs, strtoul(v, 0, 10));
       i++;
     } else if (!strcmp(a, "--gpu-links-min")) {
       if (nl < strtoul(v, 0, 10)) EXPECT("LINK records (at least)", nl, strtoul(v, 0, 10));
