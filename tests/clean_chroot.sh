@@ -16,7 +16,10 @@ cleanup() {
   # Removed only once nothing is mounted inside it any more: the toolkit's
   # bind mount shares the host's file system, so --one-file-system alone
   # would not keep rm out of it.
-  if [ "$fresh" = 1 ] && ! grep -q " ${C%/}/" /proc/mounts; then rm -rf --one-file-system "$C"; fi
+  if [ "$fresh" = 1 ] && ! grep -q " ${C%/}/" /proc/mounts; then
+    rm -rf --one-file-system "$C"
+    rm -f "${C%/}.debootstrap.log"
+  fi
 }
 trap cleanup EXIT
 CUDA=$(readlink -f "${CUDA_HOME:-/usr/local/cuda}")
