@@ -123,14 +123,22 @@ uint32_t pl_cupti_corr_end(void) {
 /* The external correlation id (CUSTOM0 = the app call's seq) marks the
  * engine's calls for any CUPTI consumer that records DRIVER activity; our
  * own join goes through LINK records written by the callback. */
+/* Scopes nest (a registered upload stages its tail, autopin.c): only the
+ * outermost pushes and pops, so CUPTI's per-thread stack is left as it
+ * was found, whatever the depth, and the program's own later calls never
+ * carry one of our ids. */
+static PL_TLS unsigned pl_tls_link_depth;
+
 void pl_cupti_link_begin(uint64_t seq) {
   if (!atomic_load_explicit(&pl_cupti_on, memory_order_relaxed)) return;
+  if (pl_tls_link_depth++ > 0) return;
   pl_tls_link_seq = seq;
   if (pl_cu.ActivityPushExternalCorrelationId)
     pl_cu.ActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, seq);
 }
 
 void pl_cupti_link_end(void) {
+  if (pl_tls_link_depth == 0 || --pl_tls_link_depth > 0) return;
   if (pl_tls_link_seq && pl_cu.ActivityPopExternalCorrelationId) {
     uint64_t id;
     pl_cu.ActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);

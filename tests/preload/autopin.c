@@ -191,6 +191,36 @@ static const char *fake_word(void) {
   return fake() ? "" : " (no fakecuda controls: registration not observed)";
 }
 
+/* ---- tail ------------------------------------------------------------------- */
+
+/* Registered uploads of 4 MiB or more send their last eighth through the
+ * staging pool: the bytes arrive whole, and the source may be overwritten
+ * as soon as the call returns. */
+static int cmd_tail(void) {
+  const size_t n = 8 * MB + 4099;
+  uint8_t *p = malloc(n), *back = malloc(n);
+  void *dev;
+  cudaStream_t s;
+  CK(cudaMalloc(&dev, n));
+  CK(cudaStreamCreate(&s));
+  fill(p, n, 0, 150);
+  int bad = need_registered("the 8 MiB buffer", warm(p, n, dev, s));
+  size_t wrong = 0;
+  for (unsigned r = 0; r < 6; r++) {
+    fill(p, n, 0, 151 + r);
+    CK(cudaMemcpyAsync(dev, p, n, cudaMemcpyHostToDevice, s));
+    memset(p, 0x5a, n); /* the program's own again */
+    CK(cudaMemcpyAsync(back, dev, n, cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+    wrong += wrong_bytes("tail: upload then overwrite", back, n, 0, 151 + r);
+  }
+  printf("tail: copies=%d wrong=%zu pid=%d\n", 2 * 6, wrong, (int)getpid());
+  free(p);
+  free(back);
+  CK(cudaFree(dev));
+  return wrong || bad;
+}
+
 /* ---- overwrite ------------------------------------------------------------- */
 
 /* An upload from a registered buffer, its source overwritten as soon as
@@ -1243,7 +1273,7 @@ int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : "";
   static const char usage[] =
       "usage: autopin churn SECONDS THREADS | overwrite | readback | neighbours | reuse | budget | queries | fail |"
-      " capture | fork | stale KIND\n";
+      " capture | fork | tail | stale KIND\n";
   if (!strcmp(cmd, "churn") && argc != 4) {
     fputs(usage, stderr);
     return 2;
@@ -1254,7 +1284,7 @@ int main(int argc, char **argv) {
   }
   static const char *const known[] = {"churn",   "overwrite", "readback", "neighbours",
                                       "reuse",   "budget",    "queries",  "fail",
-                                      "capture", "fork",      "stale"};
+                                      "capture", "fork",      "tail",     "stale"};
   int found = 0;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) found |= !strcmp(cmd, known[i]);
   if (!found) {
@@ -1273,5 +1303,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "fail")) return cmd_fail();
   if (!strcmp(cmd, "capture")) return cmd_capture();
   if (!strcmp(cmd, "fork")) return cmd_fork();
+  if (!strcmp(cmd, "tail")) return cmd_tail();
   return cmd_stale(argv[2]);
 }

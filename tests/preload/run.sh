@@ -612,6 +612,9 @@ case_autopin_churn() {
 # the fake's DMA slowed down, a shim that returned before the DMA read the
 # source would send the new bytes).
 case_autopin_overwrite() { ap_skip || ap2 overwrite overwrite -- --registered-min 3; }
+# Registered uploads of 8 MiB with their tail staged: bytes whole after an
+# overwrite.
+case_autopin_tail() { ap_skip || ap2 tail tail -- --registered-min 6; }
 # A download's destination read as soon as the call returns.
 case_autopin_readback() { ap_skip || ap2 readback readback -- --registered-min 3; }
 # Two blocks sharing a page, both registered, one freed while the other stays.
