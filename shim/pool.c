@@ -345,6 +345,16 @@ static void pl_pool_prewarm_run(void *arg) {
   /* A copy may have grown the pool meanwhile: then it needs nothing. */
   if (d == NULL || size == 0 || atomic_load(&p->bytes) > 0) return;
   if (d->cuCtxPushCurrent(p->ctx) != CUDA_SUCCESS) return; /* destroyed since */
+  /* A handle can be reused by a context created since: then the chunks
+   * would carry events of another context than their pool's. */
+  unsigned long long id = 0;
+  if (d->cuCtxGetId != NULL && d->cuCtxGetId(p->ctx, &id) != CUDA_SUCCESS)
+    id = 0; /* as pl_pool_get */
+  if (id != p->ctx_id) {
+    CUcontext popped;
+    d->cuCtxPopCurrent(&popped);
+    return;
+  }
   unsigned n = (unsigned)((bound < PL_PREWARM_MAX ? bound : PL_PREWARM_MAX) / size);
   pl_chunk *c = NULL;
   CUresult err;
