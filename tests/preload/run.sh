@@ -681,6 +681,84 @@ case_autopin_capture() {
 # 0; the parent's buffers still copy right, still registered.
 case_autopin_fork() { ap_skip || ap2 fork fork -- --registered-min 4; }
 
+# ---- several devices (issue 23) --------------------------------------------
+# tests/preload/multigpu.c: one process, two devices, two threads each with
+# its own device current, pageable 3 MiB uploads and downloads of known
+# bytes, then one device-to-device copy each way between the devices.
+# Over fakecuda with FAKECUDA_DEVICES=2 (the GPU host runs it over its own
+# devices and skips it with fewer than two).
+MG_ENV="FAKECUDA_DEVICES=2 PAGELOCK_TRACK_MIN=16K PAGELOCK_STAGE_MIN=16K PAGELOCK_REGISTER_HOT=100"
+MG_ROUNDS=6
+# Each thread's host<->device copies: 2 per round and the download of
+# what the other thread copied in.
+MG_PER_DEV=$((2 * MG_ROUNDS + 1))
+
+# mg MODE TAG [-- TRACE_CHECK_OPTIONS...]: test_multigpu under
+# --mode=MODE (MG_SET: more VAR=VALUE).  Bytes exact on both devices, the
+# trace complete with no failed copy, and the JSON report's GPU device
+# table lists devices 0 and 1, each with copies.  Leaves the program's
+# line in MG_LINE and the run's folder in MG_DIR.
+mg() {
+  local mode=$1 tag=$2 d st pid; shift 2
+  [ $# -gt 0 ] && shift
+  d="$T/mg_${tag}_$mode"; mkdir -p "$d"; MG_DIR=$d
+  env $MG_ENV ${MG_SET:-} timeout -k 5 100 \
+    "$B/pagelock" run --mode="$mode" -o "$d/t.%p.trace" -- "$B/test_multigpu" $MG_ROUNDS >"$d/out" 2>"$d/err"
+  st=$?
+  MG_LINE=$(grep '^multigpu: ' "$d/out" | tail -1)
+  [ $st = 0 ] || fail "--mode=$mode: exit $st: $MG_LINE $(grep -E '^(multigpu|pagelock):' "$d/err" | grep -v 'trace written' | head -4)" || return
+  echo "    --mode=$mode: $MG_LINE" >&2
+  case $MG_LINE in *": skipped "*) MG_LINE=; return 0 ;; esac
+  echo "$MG_LINE" | grep -q " copies_per_device=$MG_PER_DEV d2d=2 wrong=0 failed=0 " ||
+    fail "--mode=$mode: $MG_LINE" || return
+  pid=${MG_LINE##* pid=}
+  [ -f "$d/t.$pid.trace" ] || fail "--mode=$mode: no trace of pid $pid: $(ls "$d")" || return
+  "$B/trace_check" "$d/t.$pid.trace" --complete --failed 0 --pageable $((4 * MG_ROUNDS + 2)) "$@" >&2 ||
+    fail "--mode=$mode: the trace" || return
+  "$B/pagelock" report --format json "$d/t.$pid.trace" >"$d/report.json" 2>"$d/report.err" ||
+    fail "--mode=$mode: report --format json failed: $(cat "$d/report.err")" || return
+  python3 - "$d/report.json" <<'PY' >&2 || fail "--mode=$mode: the report's device table"
+import json, sys
+j = json.load(open(sys.argv[1]))
+devs = {d["device"]: d for p in j["processes"] for d in (p.get("gpu") or {}).get("devices", [])}
+bad = [f"device {i}: {'missing' if i not in devs else 'no copies'}" for i in (0, 1)
+       if i not in devs or devs[i]["copies"] == 0]
+if set(devs) - {0, 1}:
+    bad.append(f"devices {sorted(set(devs) - {0, 1})} the program never used")
+for b in bad:
+    print("report: " + b)
+sys.exit(1 if bad else 0)
+PY
+}
+mg_skip() {
+  command -v python3 >/dev/null && [ -x "$B/test_multigpu" ] && return 1
+  echo "    (python3 or test_multigpu missing: skipped)" >&2
+}
+
+# Observe: nothing staged or registered, both devices in the report, the
+# device-to-device copies recorded as they went.
+case_multigpu_observe() { mg_skip || mg observe observe -- --registered-max 0 --d2d-min 1; }
+
+# Stage with a 4 MiB pool shared by the two devices' contexts: bytes exact,
+# the pool bound never exceeded (stage registers nothing but the pool's
+# slabs, so the fake driver's registered-bytes high-water mark is the
+# pool's), copies staged, device-to-device copies passed through.  Whether
+# a chunk is used only with its own context the fake cannot tell: it does
+# not check that an event and the stream it is recorded on share a context.
+case_multigpu_stage() {
+  mg_skip && return 0
+  MG_SET="PAGELOCK_POOL_SIZE=4M" mg stage stage -- --registered-max 0 --d2d-min 1 || return
+  [ -n "$MG_LINE" ] || return 0
+  local hw=${MG_LINE##* high_water=}; hw=${hw%% *}
+  [ "$hw" = -1 ] || [ "$hw" -le 4194304 ] || fail "registered bytes reached $hw, over the 4 MiB pool: $MG_LINE" || return
+  [ "$hw" = -1 ] || [ "$hw" -gt 0 ] || fail "nothing staged: $MG_LINE" || return
+  grep -q "^routes: .* [1-9][0-9]* staged" "$MG_DIR/err" || fail "no staged copies in the report: $(grep '^routes' "$MG_DIR/err")"
+}
+
+# Auto with the default pool: hot buffers registered in both contexts,
+# bytes exact, device-to-device copies passed through.
+case_multigpu_auto() { mg_skip || mg auto auto -- --registered-min 4 --d2d-min 1; }
+
 # Every case defined above, in the order they appear.
 all=$(grep -o '^case_[a-z0-9_]*()' "$0" | sed 's/^case_//; s/()$//')
 for c in ${@:-$all}; do

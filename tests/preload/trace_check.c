@@ -5,6 +5,14 @@
  *                         [--graph-nodes N] (graph memcpy node records)
  *                         [--pinned-bytes B] [--simulated 0|1] [--complete]
  *                         [--api-min NAME=N]...
+ *   Devices (several GPUs):
+ *                         [--device-copies D=N]... exactly N host<->device
+ *                           copies name device D
+ *                         [--thread-one-device] every thread's
+ *                           host<->device copies name one device only
+ *                         [--d2d N] [--d2d-min N] exactly (at least) N
+ *                           device-to-device copies, none staged or
+ *                           registered (route: passed through)
  *   Routes (PAGELOCK_MODE register, auto):
  *                         [--registered-min N] [--registered-max N] copies
  *                           through a shim registration (COPY flag
@@ -140,6 +148,14 @@ int main(int argc, char **argv) {
   unsigned long n[8] = {0}, bytes[8] = {0}, api[PAGELOCK_API_COUNT] = {0}, failed = 0, stacks = 0;
   unsigned long pageable_no_stack = 0, total = 0, total_bytes = 0, graph_nodes = 0;
   unsigned long registered = 0, captured = 0, why[PAGELOCK_WHY_COUNT] = {0};
+  /* Host<->device copies per device ordinal (8: what the fake models at
+   * most), and each thread's first device, to catch a copy recorded
+   * against another thread's device. */
+  enum { TC_DEV_N = 8, TC_TID_N = 64 };
+  unsigned long dev_copies[TC_DEV_N] = {0}, dev_other = 0, d2d = 0, d2d_routed = 0;
+  uint32_t tid_v[TC_TID_N];
+  int32_t tid_dev[TC_TID_N];
+  unsigned long tid_n = 0, tid_mixed = 0;
   uint64_t ctr[TC_CTR_N] = {0};
   int have_counters = 0;
   tc_copy *cv = NULL;
@@ -217,6 +233,25 @@ int main(int argc, char **argv) {
     if (c->flags & PAGELOCK_COPY_CAPTURE) captured++;
     if (c->why < PAGELOCK_WHY_COUNT) why[c->why]++;
     if (c->host_mem == PAGELOCK_MEM_PAGEABLE && c->stack_id == 0) pageable_no_stack++;
+    if (c->dir == PAGELOCK_DIR_D2D) {
+      d2d++;
+      if (c->flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_REGISTERED)) d2d_routed++;
+    }
+    if (c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_D2H) {
+      if (c->device >= 0 && c->device < TC_DEV_N)
+        dev_copies[c->device]++;
+      else
+        dev_other++;
+      unsigned long k = 0;
+      while (k < tid_n && tid_v[k] != c->tid) k++;
+      if (k == tid_n && tid_n < TC_TID_N) {
+        tid_v[tid_n] = c->tid;
+        tid_dev[tid_n++] = c->device;
+      } else if (k < tid_n && tid_dev[k] != c->device && tid_mixed++ < 3) {
+        fprintf(stderr, "trace_check: copy %lu of thread %u names device %d, its earlier ones %d\n",
+                (unsigned long)c->correlation, c->tid, c->device, tid_dev[k]);
+      }
+    }
     if (c->result == 0 && c->bytes > 0 && c->dir != PAGELOCK_DIR_H2H &&
         !(c->flags & PAGELOCK_COPY_BATCH)) {
       tc_copy x = {c->correlation, c->gpu_correlation, c->host_mem,
@@ -398,6 +433,36 @@ int main(int argc, char **argv) {
         fprintf(stderr, "trace_check: %s: no STACK records\n", argv[1]);
         bad = 1;
       }
+    } else if (!strcmp(a, "--device-copies")) {
+      unsigned long want = 0;
+      char *eq = strchr(v, '=');
+      long d = strtol(v, 0, 10);
+      if (eq) want = strtoul(eq + 1, 0, 10);
+      if (!eq || d < 0 || d >= TC_DEV_N) {
+        fprintf(stderr, "trace_check: bad --device-copies '%s' (valid: D=N, D from 0 to %d)\n", v,
+                TC_DEV_N - 1);
+        bad = 1;
+      } else {
+        char name[64];
+        snprintf(name, sizeof name, "host<->device copies on device %ld", d);
+        EXPECT(name, dev_copies[d], want);
+      }
+      i++;
+    } else if (!strcmp(a, "--thread-one-device")) {
+      EXPECT("copies naming another device than their thread's first", tid_mixed, 0);
+      EXPECT("host<->device copies with no device", dev_other, 0);
+    } else if (!strcmp(a, "--d2d")) {
+      EXPECT("device-to-device copies", d2d, strtoul(v, 0, 10));
+      EXPECT("device-to-device copies staged or registered", d2d_routed, 0);
+      i++;
+    } else if (!strcmp(a, "--d2d-min")) {
+      if (d2d < strtoul(v, 0, 10)) {
+        fprintf(stderr, "trace_check: %s: device-to-device copies is %lu, expected at least %s\n",
+                argv[1], d2d, v);
+        bad = 1;
+      }
+      EXPECT("device-to-device copies staged or registered", d2d_routed, 0);
+      i++;
     } else if (!strcmp(a, "--api-min")) {
       char name[128];
       snprintf(name, sizeof name, "%s", v);

@@ -1,0 +1,165 @@
+/* multigpu.c - one process driving two devices from two threads (issue 23).
+ * An ordinary CUDA runtime program: over the fake driver with
+ * FAKECUDA_DEVICES=2 in CI, over two real GPUs on the GPU host.
+ *
+ *   multigpu [ROUNDS]   (default 6)
+ *
+ * Thread i makes device i current (cudaSetDevice) and, ROUNDS times,
+ * uploads a pageable 3 MiB buffer of bytes known from (device, round) and
+ * downloads it into another, alternating cudaMemcpy and cudaMemcpyAsync on a
+ * stream of its own.  Then each thread copies its device buffer to a buffer
+ * on the other device (device to device: cudaMemcpy DeviceToDevice from
+ * thread 0, cudaMemcpyAsync Default from thread 1) and, once both have,
+ * downloads the buffer on its own device: the other thread's last bytes.
+ * So each thread's host<->device copies all name its own device: 2 * ROUNDS
+ * + 1 of them, and 2 device-to-device copies in all.
+ *
+ * Prints one line, "multigpu: devices=2 rounds=R copies_per_device=N d2d=2
+ * wrong=W high_water=H pid=P" (H: the fake driver's registered-bytes
+ * high-water mark, -1 over a real driver) and exits non-zero on any wrong
+ * byte or failed call; with fewer than two devices "multigpu: skipped
+ * devices=N pid=P" and 0. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "fakecuda.h" /* struct fakecuda_stats: looked up, never linked */
+
+#define MG_BYTES ((size_t)3 << 20)
+
+typedef struct mg_thread {
+  int dev, rounds;
+  pthread_t th;
+  unsigned char *dbuf;  /* this device: the rounds' buffer */
+  unsigned char *dpeer; /* this device: what the other thread copies in */
+  unsigned long wrong, failed, copies;
+  int last_seed; /* the seed of this thread's last round */
+} mg_thread;
+
+static mg_thread mg[2];
+static pthread_barrier_t mg_bar;
+
+static void mg_fill(unsigned char *p, size_t n, int seed) {
+  for (size_t j = 0; j < n; j++) p[j] = (unsigned char)(j * 131u + (unsigned)seed * 29u + (j >> 12));
+}
+
+static unsigned long mg_check(const unsigned char *p, size_t n, int seed) {
+  unsigned long bad = 0;
+  for (size_t j = 0; j < n; j++)
+    if (p[j] != (unsigned char)(j * 131u + (unsigned)seed * 29u + (j >> 12))) bad++;
+  return bad;
+}
+
+#define MG_CALL(t, call)                                                                     \
+  do {                                                                                       \
+    cudaError_t e_ = (call);                                                                 \
+    if (e_ != cudaSuccess) {                                                                 \
+      fprintf(stderr, "multigpu: device %d: %s failed: %s\n", (t)->dev, #call,              \
+              cudaGetErrorString(e_));                                                       \
+      (t)->failed++;                                                                         \
+    }                                                                                        \
+  } while (0)
+
+static void *mg_run(void *arg) {
+  mg_thread *t = arg;
+  cudaStream_t s = NULL;
+  unsigned char *up = malloc(MG_BYTES), *down = malloc(MG_BYTES);
+  if (!up || !down) {
+    t->failed++;
+    goto out;
+  }
+  MG_CALL(t, cudaSetDevice(t->dev));
+  MG_CALL(t, cudaStreamCreate(&s));
+  for (int r = 0; r < t->rounds; r++) {
+    int seed = t->dev * 1000 + r;
+    mg_fill(up, MG_BYTES, seed);
+    memset(down, 0xee, MG_BYTES);
+    if (r % 2 == 0) {
+      MG_CALL(t, cudaMemcpy(t->dbuf, up, MG_BYTES, cudaMemcpyHostToDevice));
+      MG_CALL(t, cudaMemcpy(down, t->dbuf, MG_BYTES, cudaMemcpyDeviceToHost));
+    } else {
+      MG_CALL(t, cudaMemcpyAsync(t->dbuf, up, MG_BYTES, cudaMemcpyHostToDevice, s));
+      MG_CALL(t, cudaMemcpyAsync(down, t->dbuf, MG_BYTES, cudaMemcpyDeviceToHost, s));
+      MG_CALL(t, cudaStreamSynchronize(s));
+    }
+    t->copies += 2;
+    t->wrong += mg_check(down, MG_BYTES, seed);
+    t->last_seed = seed;
+    int cur = -1;
+    MG_CALL(t, cudaGetDevice(&cur));
+    if (cur != t->dev) {
+      fprintf(stderr, "multigpu: thread of device %d finds device %d current\n", t->dev, cur);
+      t->failed++;
+    }
+  }
+  /* Device to device, into the other device's buffer. */
+  mg_thread *o = &mg[1 - t->dev];
+  if (t->dev == 0) {
+    MG_CALL(t, cudaMemcpy(o->dpeer, t->dbuf, MG_BYTES, cudaMemcpyDeviceToDevice));
+  } else {
+    MG_CALL(t, cudaMemcpyAsync(o->dpeer, t->dbuf, MG_BYTES, cudaMemcpyDefault, s));
+    MG_CALL(t, cudaStreamSynchronize(s));
+  }
+  pthread_barrier_wait(&mg_bar);
+  memset(down, 0xee, MG_BYTES);
+  MG_CALL(t, cudaMemcpy(down, t->dpeer, MG_BYTES, cudaMemcpyDeviceToHost));
+  t->copies++;
+  t->wrong += mg_check(down, MG_BYTES, o->last_seed);
+  MG_CALL(t, cudaStreamDestroy(s));
+out:
+  free(up);
+  free(down);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  int rounds = argc > 1 ? atoi(argv[1]) : 6, n = 0;
+  if (rounds < 1 || rounds > 1000) {
+    fprintf(stderr, "multigpu: bad ROUNDS '%s' (valid: 1 to 1000)\n", argv[1]);
+    return 2;
+  }
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
+    printf("multigpu: skipped devices=%d pid=%d\n", n, (int)getpid());
+    return 0;
+  }
+  unsigned long failed = 0;
+  for (int i = 0; i < 2; i++) {
+    mg[i].dev = i;
+    mg[i].rounds = rounds;
+    if (cudaSetDevice(i) != cudaSuccess || cudaMalloc((void **)&mg[i].dbuf, MG_BYTES) != cudaSuccess ||
+        cudaMalloc((void **)&mg[i].dpeer, MG_BYTES) != cudaSuccess) {
+      fprintf(stderr, "multigpu: device %d: setup failed\n", i);
+      return 1;
+    }
+  }
+  pthread_barrier_init(&mg_bar, NULL, 2);
+  for (int i = 0; i < 2; i++) pthread_create(&mg[i].th, NULL, mg_run, &mg[i]);
+  for (int i = 0; i < 2; i++) pthread_join(mg[i].th, NULL);
+  pthread_barrier_destroy(&mg_bar);
+  for (int i = 0; i < 2; i++) {
+    cudaSetDevice(i);
+    if (cudaFree(mg[i].dbuf) != cudaSuccess || cudaFree(mg[i].dpeer) != cudaSuccess) failed++;
+    failed += mg[i].failed;
+  }
+  long long high = -1;
+  void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  void (*get_stats)(struct fakecuda_stats *) = NULL;
+  if (h) *(void **)&get_stats = dlsym(h, "fakecuda_get_stats");
+  if (get_stats) {
+    struct fakecuda_stats st;
+    get_stats(&st);
+    high = (long long)st.registered_bytes_high_water;
+  }
+  unsigned long wrong = mg[0].wrong + mg[1].wrong;
+  printf("multigpu: devices=%d rounds=%d copies_per_device=%lu d2d=2 wrong=%lu failed=%lu high_water=%lld pid=%d\n",
+         n, rounds, mg[0].copies == mg[1].copies ? mg[0].copies : 0, wrong, failed, high,
+         (int)getpid());
+  return wrong || failed ? 1 : 0;
+}
