@@ -47,7 +47,8 @@ static mg_thread mg[2];
 static pthread_barrier_t mg_bar;
 
 static void mg_fill(unsigned char *p, size_t n, int seed) {
-  for (size_t j = 0; j < n; j++) p[j] = (unsigned char)(j * 131u + (unsigned)seed * 29u + (j >> 12));
+  for (size_t j = 0; j < n; j++)
+    p[j] = (unsigned char)(j * 131u + (unsigned)seed * 29u + (j >> 12));
 }
 
 static unsigned long mg_check(const unsigned char *p, size_t n, int seed) {
@@ -57,14 +58,14 @@ static unsigned long mg_check(const unsigned char *p, size_t n, int seed) {
   return bad;
 }
 
-#define MG_CALL(t, call)                                                                     \
-  do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess) {                                                                 \
-      fprintf(stderr, "multigpu: device %d: %s failed: %s\n", (t)->dev, #call,              \
-              cudaGetErrorString(e_));                                                       \
-      (t)->failed++;                                                                         \
-    }                                                                                        \
+#define MG_CALL(t, call)                                                       \
+  do {                                                                         \
+    cudaError_t e_ = (call);                                                   \
+    if (e_ != cudaSuccess) {                                                   \
+      fprintf(stderr, "multigpu: device %d: %s failed: %s\n", (t)->dev, #call, \
+              cudaGetErrorString(e_));                                         \
+      (t)->failed++;                                                           \
+    }                                                                          \
   } while (0)
 
 static void *mg_run(void *arg) {
@@ -133,7 +134,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 2; i++) {
     mg[i].dev = i;
     mg[i].rounds = rounds;
-    if (cudaSetDevice(i) != cudaSuccess || cudaMalloc((void **)&mg[i].dbuf, MG_BYTES) != cudaSuccess ||
+    if (cudaSetDevice(i) != cudaSuccess ||
+        cudaMalloc((void **)&mg[i].dbuf, MG_BYTES) != cudaSuccess ||
         cudaMalloc((void **)&mg[i].dpeer, MG_BYTES) != cudaSuccess) {
       fprintf(stderr, "multigpu: device %d: setup failed\n", i);
       return 1;
@@ -158,8 +160,9 @@ int main(int argc, char **argv) {
     high = (long long)st.registered_bytes_high_water;
   }
   unsigned long wrong = mg[0].wrong + mg[1].wrong;
-  printf("multigpu: devices=%d rounds=%d copies_per_device=%lu d2d=2 wrong=%lu failed=%lu high_water=%lld pid=%d\n",
-         n, rounds, mg[0].copies == mg[1].copies ? mg[0].copies : 0, wrong, failed, high,
-         (int)getpid());
+  printf(
+      "multigpu: devices=%d rounds=%d copies_per_device=%lu d2d=2 wrong=%lu failed=%lu high_water=%lld pid=%d\n",
+      n, rounds, mg[0].copies == mg[1].copies ? mg[0].copies : 0, wrong, failed, high,
+      (int)getpid());
   return wrong || failed ? 1 : 0;
 }
