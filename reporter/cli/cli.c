@@ -8,38 +8,8 @@
 #include "cli.h"
 #include "escape.h"
 #include "launch.h"
+#include "optdoc.h"
 #include "pagelock/trace_format.h"
-
-/* The options of include/pagelock/options.def, as --help lists them. */
-enum { PLR_OPT_CHOICE, PLR_OPT_LONG, PLR_OPT_SIZE, PLR_OPT_STRING, PLR_OPT_CLI };
-
-typedef struct plr_option_doc {
-  const char *name;
-  int type;
-  long def, min, max;
-  const char *values, *shown, *help;
-} plr_option_doc;
-
-static const plr_option_doc plr_option_docs[] = {
-#define PAGELOCK_OPTION(id, type, def, min, max, values, shown, help) \
-  {"PAGELOCK_" #id, PLR_OPT_##type, def, min, max, values, shown, help},
-#include "pagelock/options.def"
-#undef PAGELOCK_OPTION
-};
-
-/* 65536 -> "64K", as the option list writes sizes. */
-static void plr_size_str(long v, char *buf, size_t len) {
-  static const char units[] = "KMG";
-  int u = -1;
-  while (v >= 1024 && v % 1024 == 0 && u < 2) {
-    v /= 1024;
-    u++;
-  }
-  if (u < 0)
-    snprintf(buf, len, "%ld", v);
-  else
-    snprintf(buf, len, "%ld%c", v, units[u]);
-}
 
 /* Appends s to the help text being wrapped, without markdown's backticks;
  * a '\n' in buf never happens: words are split on spaces only. */
@@ -76,44 +46,11 @@ static void plr_print_wrapped(FILE *out, const char *name, const char *text) {
 }
 
 static void plr_usage_options(FILE *out) {
-  size_t n = sizeof plr_option_docs / sizeof plr_option_docs[0];
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < plr_option_count; i++) {
     const plr_option_doc *o = &plr_option_docs[i];
-    char text[1024] = "", def[64] = "", a[32], b[32];
-    switch (o->type) {
-      case PLR_OPT_CHOICE: {
-        const char *p = o->values;
-        for (long k = 0; k < o->def && p; k++) {
-          p = strchr(p, ',');
-          if (p) p++;
-        }
-        if (p) snprintf(def, sizeof def, "%.*s", (int)strcspn(p, ","), p);
-        for (const char *c = o->values; *c; c++) {
-          size_t l = strlen(text);
-          if (l + 1 < sizeof text) {
-            text[l] = *c == ',' ? '|' : *c;
-            text[l + 1] = 0;
-          }
-        }
-        break;
-      }
-      case PLR_OPT_LONG:
-        snprintf(def, sizeof def, "%ld", o->def);
-        snprintf(text, sizeof text, "%ld-%ld", o->min, o->max);
-        break;
-      case PLR_OPT_SIZE:
-        plr_size_str(o->def, def, sizeof def);
-        plr_size_str(o->min, a, sizeof a);
-        plr_size_str(o->max, b, sizeof b);
-        if (o->max > 0)
-          snprintf(text, sizeof text, "%s-%s", a, b);
-        else if (o->min > 0)
-          snprintf(text, sizeof text, "at least %s", a);
-        else
-          snprintf(text, sizeof text, "a size");
-        break;
-      default: plr_cat_plain(text, sizeof text, o->values); break;
-    }
+    char text[1024] = "", def[64], range[512], name[64];
+    plr_option_words(o, "", "", "|", def, sizeof def, range, sizeof range);
+    plr_cat_plain(text, sizeof text, range);
     /* The documented default without backticks: "(default 0; a quarter
      * of physical memory)" for "`0` (a quarter of physical memory)", and
      * "(default searched)" for a string's "(searched)". */
@@ -135,7 +72,8 @@ static void plr_usage_options(FILE *out) {
     plr_cat_plain(text, sizeof text, note);
     plr_cat_plain(text, sizeof text, "): ");
     plr_cat_plain(text, sizeof text, o->help);
-    plr_print_wrapped(out, o->name, text);
+    snprintf(name, sizeof name, "PAGELOCK_%s", o->id);
+    plr_print_wrapped(out, name, text);
   }
 }
 

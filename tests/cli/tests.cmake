@@ -6,8 +6,10 @@ target_include_directories(pl_mktrace PRIVATE
 
 # README's configuration table, written from include/pagelock/options.def
 # (cli_help_options compares the two).
-add_executable(pl_optdump ${CMAKE_CURRENT_LIST_DIR}/optdump.c)
-target_include_directories(pl_optdump PRIVATE ${PAGELOCK_INCLUDE})
+# One description of the options (reporter/cli/optdoc.c) for both.
+add_executable(pl_optdump ${CMAKE_CURRENT_LIST_DIR}/optdump.c
+  ${CMAKE_SOURCE_DIR}/reporter/cli/optdoc.c)
+target_include_directories(pl_optdump PRIVATE ${PAGELOCK_INCLUDE} ${CMAKE_SOURCE_DIR}/reporter/cli)
 
 set(PL_CLI_CASES usage version exit_status signal not_found not_executable
     bad_mode no_program unwritable_output report_missing report_not_trace
