@@ -385,17 +385,8 @@ static void *pl_pin_main(void *arg) {
       continue;
     }
     seen = pl_kicks;
-    while (pl_nposts > 0 && !atomic_load(&pl_pin_stop)) {
-      void (*fn)(void *) = pl_posts[0].fn;
-      void *arg = pl_posts[0].arg;
-      memmove(&pl_posts[0], &pl_posts[1], (--pl_nposts) * sizeof pl_posts[0]);
-      pl_posts_running++;
-      pthread_mutex_unlock(&pl_pin_lock);
-      fn(arg);
-      pthread_mutex_lock(&pl_pin_lock);
-      pl_posts_running--;
-      pthread_cond_broadcast(&pl_pin_done);
-    }
+    /* Registrations and undos first: a copy or a free of the program's
+     * waits on them; a posted call (a pool's prewarm) is speculative. */
     bool undo;
     uint32_t s;
     while ((s = pl_next_job(&undo)) != 0 && !atomic_load(&pl_pin_stop)) {
@@ -406,6 +397,19 @@ static void *pl_pin_main(void *arg) {
         pl_register_now(s);
       pthread_mutex_lock(&pl_pin_lock);
       seen = pl_kicks;
+    }
+    /* Then one posted call, and back to the jobs that came meanwhile. */
+    if (pl_nposts > 0 && !atomic_load(&pl_pin_stop)) {
+      void (*fn)(void *) = pl_posts[0].fn;
+      void *arg = pl_posts[0].arg;
+      memmove(&pl_posts[0], &pl_posts[1], (--pl_nposts) * sizeof pl_posts[0]);
+      pl_posts_running++;
+      pthread_mutex_unlock(&pl_pin_lock);
+      fn(arg);
+      pthread_mutex_lock(&pl_pin_lock);
+      pl_posts_running--;
+      pthread_cond_broadcast(&pl_pin_done);
+      seen = pl_kicks - 1;
     }
   }
   pthread_mutex_unlock(&pl_pin_lock);
