@@ -14,7 +14,7 @@ static atomic_uint pl_logged_kinds;
 void pl_log(int level, pl_log_kind kind, const char *fmt, ...) {
   int saved = errno;
   if (level > pl_opt_long(PL_OPT_LOG)) goto out;
-  if (kind != PL_LK_CONFIG) {
+  if (kind != PL_LK_CONFIG && kind != PL_LK_EVENT) {
     unsigned bit = 1u << kind;
     if (atomic_fetch_or(&pl_logged_kinds, bit) & bit) goto out;
   }

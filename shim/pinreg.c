@@ -78,6 +78,7 @@ enum pl_pin_state {
 
 typedef struct pl_pin {
   uintptr_t base, end; /* the registered interior */
+  uintptr_t done;      /* [base, done) is registered: whole pieces */
   uintptr_t abase;     /* the allocation */
   size_t alen;
   CUcontext ctx;    /* the requesting copy's context */
@@ -188,7 +189,7 @@ static uint32_t pl_slot_take(uintptr_t base, uintptr_t end) {
   pl_slots_init();
   if (pl_nspare == 0) return 0;
   uint32_t s = pl_spare[--pl_nspare];
-  pl_pins[s] = (pl_pin){.base = base, .end = end};
+  pl_pins[s] = (pl_pin){.base = base, .end = end, .done = base};
   uint32_t k = pl_idx_after(base);
   memmove(&pl_idx[k + 1], &pl_idx[k], (pl_nidx - k) * sizeof pl_idx[0]);
   pl_idx[k] = s;
@@ -240,12 +241,17 @@ static bool pl_relax(CUstreamCaptureMode *old) {
   return pl_pd->cuThreadExchangeStreamCaptureMode(old) == CUDA_SUCCESS;
 }
 
-static CUresult pl_drv_unregister(uintptr_t base, CUcontext ctx) {
+/* Undo the pieces registered in [base, done); the first error is the
+ * answer, and the other pieces are still undone. */
+static CUresult pl_drv_unregister(uintptr_t base, uintptr_t done, CUcontext ctx) {
   CUstreamCaptureMode m;
   bool relaxed = pl_relax(&m);
   CUresult r = pl_pd->cuCtxPushCurrent(ctx);
   if (r == CUDA_SUCCESS) {
-    r = pl_pd->cuMemHostUnregister((void *)base);
+    for (uintptr_t at = base; at < done; at = pl_pin_piece_end(base, at)) {
+      CUresult e = pl_pd->cuMemHostUnregister((void *)at);
+      if (r == CUDA_SUCCESS) r = e;
+    }
     CUcontext dummy;
     pl_pd->cuCtxPopCurrent(&dummy);
   }
@@ -258,9 +264,13 @@ static CUresult pl_drv_unregister(uintptr_t base, CUcontext ctx) {
 static void pl_undo_now(uint32_t s) {
   pl_pin *e = &pl_pins[s];
   uintptr_t base = e->base;
-  CUresult r = pl_drv_unregister(base, e->ctx);
+  uint64_t t0 = pl_now_ns();
+  CUresult r = pl_drv_unregister(base, e->done, e->ctx);
+  pl_log(PL_LOG_DEBUG, PL_LK_EVENT, "unregistered %zu KiB in %.2f ms (error %d) at %.6f s",
+         (size_t)(e->end - base) >> 10, (double)(pl_now_ns() - t0) / 1e6, (int)r, (double)t0 / 1e9);
   pl_hostmem_shim_remove(base);
-  if (r != CUDA_SUCCESS && !atomic_load(&pl_pin_off))
+  /* A driver shut down already undid everything with its contexts. */
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED && !atomic_load(&pl_pin_off))
     pl_log(PL_LOG_WARN, PL_LK_UNREGISTER,
            "could not undo a registration of its own (error %d); continuing", (int)r);
   pthread_mutex_lock(&pl_pin_lock);
@@ -274,6 +284,52 @@ static void pl_undo_now(uint32_t s) {
   pthread_cond_broadcast(&pl_pin_done);
   pthread_mutex_unlock(&pl_pin_lock);
   if (ff) ff(fp);
+}
+
+/* The driver refused to register an allocation: its copies are staged
+ * from now on. */
+static void pl_register_failed(uintptr_t abase, size_t alen, size_t len, CUresult r) {
+  if (atomic_load(&pl_pin_off)) return;
+  PL_ADD(pl_n_fail, 1);
+  pl_hostmem_mark(abase, alen, PL_ALLOC_REG_FAILED);
+  pl_log(PL_LOG_WARN, PL_LK_REGISTER,
+         "could not page-lock a %zu-byte buffer (error %d): its copies are staged instead; "
+         "this is logged once (RLIMIT_MEMLOCK or the driver's limits?)",
+         len, (int)r);
+}
+
+/* The pause between two pieces of a registration (PL_PIN_PIECE): long
+ * enough for the program's threads waiting in the driver to get in first
+ * (with none, an upload beside 8 MiB pieces still waited for all 32 of
+ * them, probe_register.c), and 16 pauses add 0.8 ms to a 256 MiB
+ * registration that takes 12-19 ms. */
+#define PL_PIECE_PAUSE_NS 50000L
+
+/* Register slot s's pieces in order, which this thread set REGISTERING
+ * (lock not held); the copies may use each piece as soon as it is made
+ * (pl_pinreg_hold).  Stops early when the memory is released meanwhile. */
+static CUresult pl_register_pieces(pl_pin *e) {
+  CUresult r = pl_pd->cuCtxPushCurrent(e->ctx);
+  if (r != CUDA_SUCCESS) return r;
+  for (uintptr_t at = e->base; at < e->end;) {
+    uintptr_t next = pl_pin_piece_end(e->base, at);
+    if (next > e->end) next = e->end;
+    r = pl_pd->cuMemHostRegister((void *)at, next - at, CU_MEMHOSTREGISTER_PORTABLE);
+    if (r != CUDA_SUCCESS) break;
+    pthread_mutex_lock(&pl_pin_lock);
+    e->done = next;
+    bool stop = e->dying;
+    pthread_mutex_unlock(&pl_pin_lock);
+    if (stop) break;
+    at = next;
+    if (at < e->end) {
+      struct timespec ts = {0, PL_PIECE_PAUSE_NS};
+      nanosleep(&ts, NULL);
+    }
+  }
+  CUcontext dummy;
+  pl_pd->cuCtxPopCurrent(&dummy);
+  return r;
 }
 
 /* Register slot s, which this thread set REGISTERING (lock not held). */
@@ -291,24 +347,28 @@ static void pl_register_now(uint32_t s) {
   bool noted = tracked && pl_hostmem_shim_add(base, len);
   uint64_t t0 = pl_now_ns(), dt = 0;
   if (noted) {
-    r = pl_pd->cuCtxPushCurrent(e->ctx);
-    if (r == CUDA_SUCCESS) {
-      r = pl_pd->cuMemHostRegister((void *)base, len, CU_MEMHOSTREGISTER_PORTABLE);
-      CUcontext dummy;
-      pl_pd->cuCtxPopCurrent(&dummy);
-    }
+    r = pl_register_pieces(e);
     dt = pl_now_ns() - t0;
+    pl_log(PL_LOG_DEBUG, PL_LK_EVENT, "registered %zu of %zu KiB in %.2f ms (error %d) at %.6f s",
+           (size_t)(e->done - base) >> 10, len >> 10, (double)dt / 1e6, (int)r, (double)t0 / 1e9);
   }
   pthread_mutex_lock(&pl_pin_lock);
-  if (r == CUDA_SUCCESS) {
-    PL_ADD(pl_n_reg, 1);
-    PL_ADD(pl_reg_ns, dt);
+  if (r == CUDA_SUCCESS || e->done > base) {
+    /* Refused after its first pieces: what was made is undone as a
+     * release would, and the allocation is staged from now on. */
+    bool failed = r != CUDA_SUCCESS;
+    if (failed && !e->dying) pl_committed -= len;
+    if (!failed) {
+      PL_ADD(pl_n_reg, 1);
+      PL_ADD(pl_reg_ns, dt);
+    }
     e->used_ns = pl_now_ns();
     /* Released meanwhile: its bytes already left the budget. */
-    e->state = e->dying ? PL_PS_UNDO : PL_PS_LIVE;
-    if (e->dying) pl_kick();
+    e->state = e->dying || failed ? PL_PS_UNDO : PL_PS_LIVE;
+    if (e->state == PL_PS_UNDO) pl_kick();
     pthread_cond_broadcast(&pl_pin_done);
     pthread_mutex_unlock(&pl_pin_lock);
+    if (failed) pl_register_failed(abase, alen, len, r);
     return;
   }
   atomic_fetch_sub(&pl_drv_bytes, len);
@@ -319,14 +379,7 @@ static void pl_register_now(uint32_t s) {
   pthread_cond_broadcast(&pl_pin_done);
   pthread_mutex_unlock(&pl_pin_lock);
   if (noted) pl_hostmem_shim_remove(base);
-  if (tracked && !atomic_load(&pl_pin_off)) {
-    PL_ADD(pl_n_fail, 1);
-    pl_hostmem_mark(abase, alen, PL_ALLOC_REG_FAILED);
-    pl_log(PL_LOG_WARN, PL_LK_REGISTER,
-           "could not page-lock a %zu-byte buffer (error %d): its copies are staged instead; "
-           "this is logged once (RLIMIT_MEMLOCK or the driver's limits?)",
-           len, (int)r);
-  }
+  if (tracked) pl_register_failed(abase, alen, len, r);
   if (ff) ff(fp);
 }
 
@@ -463,12 +516,18 @@ bool pl_pinreg_hold(uintptr_t p, size_t n, pl_pin_use *use) {
   if (!pl_pinreg_any()) return false;
   pthread_mutex_lock(&pl_pin_lock);
   uint32_t s = pl_slot_overlap(p, n ? n : 1);
-  bool ok = s != 0 && pl_pins[s].state == PL_PS_LIVE;
+  pl_pin *e = &pl_pins[s];
+  /* Being made: its first pieces serve a copy that starts in them (or
+   * before them), the rest of the copy is staged. */
+  bool ok = s != 0 && (e->state == PL_PS_LIVE || (e->state == PL_PS_REGISTERING && !e->dying &&
+                                                  e->done > e->base && p < e->done));
   if (ok) {
-    pl_pin *e = &pl_pins[s];
     e->holds++;
     e->used_ns = pl_now_ns();
-    *use = (pl_pin_use){.base = e->base, .end = e->end, .slot = s};
+    *use = (pl_pin_use){.base = e->base,
+                        .end = e->state == PL_PS_LIVE ? e->end : e->done,
+                        .iend = e->end,
+                        .slot = s};
   }
   pthread_mutex_unlock(&pl_pin_lock);
   return ok;

@@ -17,11 +17,32 @@
 
 /* ---- pinreg.c: the registrations and the thread that makes them -------- */
 
+/* A registration is made as consecutive pieces of this size, each its
+ * own cuMemHostRegister, with a pause between them.  Why: the driver
+ * stalls every other thread's copy and event record for as long as one
+ * registration call runs (18 ms for 256 MiB of small pages, H100 host,
+ * tests/gpu/probe_register.c): the program's staged copies would stop for
+ * that long.  In 8 MiB pieces 50 us apart an 8 MiB upload beside them
+ * waited at most 1.2 ms, in 32 MiB pieces 2.3 ms.  The driver refuses a
+ * copy whose host range runs from one registration into the next
+ * (CUDA_ERROR_INVALID_VALUE), so a copy over a registration is cut at
+ * piece edges: one more driver call (~3 us) per piece copied, 1% of a
+ * 16 MiB DMA. */
+#define PL_PIN_PIECE ((size_t)16 << 20)
+
+/* The edges of the pieces of a registration starting at base: every
+ * multiple of PL_PIN_PIECE above it. */
+static inline uintptr_t pl_pin_piece_end(uintptr_t base, uintptr_t p) {
+  return base + ((p - base) / PL_PIN_PIECE + 1) * PL_PIN_PIECE;
+}
+
 /* One copy's hold on a registration: while held, the registration is
  * neither evicted nor undone by the engine (a release by the program
  * during the copy is the program's own race, as without the shim). */
 typedef struct pl_pin_use {
-  uintptr_t base, end; /* the registered interior */
+  uintptr_t base, end; /* the registered part of the interior: its first
+                          pieces while it is being made, else all of it */
+  uintptr_t iend;      /* the interior's end */
   uint32_t slot;       /* 0: no hold */
 } pl_pin_use;
 
@@ -29,8 +50,10 @@ typedef struct pl_pin_use {
  * atomic load, the release hooks' fast path. */
 bool pl_pinreg_any(void);
 
-/* Hold the live registration covering any byte of [p, p+n); false when
- * none does (then nothing is held).  Marks it used now (eviction order). */
+/* Hold the registration covering any byte of [p, p+n), live or with its
+ * first pieces made, when [p, p+n) starts in its registered part or
+ * before it; false when none does (then nothing is held).  Marks it used
+ * now (eviction order). */
 bool pl_pinreg_hold(uintptr_t p, size_t n, pl_pin_use *use);
 void pl_pinreg_unhold(pl_pin_use *use);
 

@@ -107,14 +107,15 @@ typedef enum pl_log_kind {
   PL_LK_UNREGISTER,     /* the driver refused to undo one */
   PL_LK_PIN_THREAD,     /* the registration thread could not be started */
   PL_LK_PY_CODES,       /* the Python code table is full */
+  PL_LK_EVENT,          /* PAGELOCK_LOG=debug: engine events, every one */
   PL_LK_COUNT
 } pl_log_kind;
 
 /* Log one line to stderr with the "pagelock: " prefix, never cut: the
  * format's pieces and every %s go out as they are in one writev, so put
  * the reason first and a long value (a path, an environment value) last.
- * Never allocates, never touches stdout, keeps errno.  kind !=
- * PL_LK_CONFIG logs only once. */
+ * Never allocates, never touches stdout, keeps errno.  Kinds other than
+ * PL_LK_CONFIG and PL_LK_EVENT log only once. */
 void pl_log(int level, pl_log_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void pl_log_reset_for_test(void);

@@ -279,7 +279,12 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   bool swapped = d->cuThreadExchangeStreamCaptureMode != NULL &&
                  d->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+  uint64_t t0 = pl_now_ns();
   CUresult r = pl_slab_map(d, slab, (size_t)k * size);
+  pl_log(PL_LOG_DEBUG, PL_LK_EVENT,
+         "staging slab of %zu MiB mapped and registered in %.2f ms "
+         "(error %d) at %.6f s",
+         ((size_t)k * size) >> 20, (double)(pl_now_ns() - t0) / 1e6, (int)r, (double)t0 / 1e9);
   const char *what = "cuMemHostRegister";
   unsigned nev = 0;
   if (r == CUDA_SUCCESS) {

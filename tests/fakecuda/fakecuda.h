@@ -101,6 +101,9 @@ FAKECUDA_API void fakecuda_reset_call_counts(void);
  * (24) and FAKECUDA_PAGEABLE_GBPS (6).
  */
 FAKECUDA_API void fakecuda_set_bandwidth(double pinned_gbps, double pageable_gbps);
+/* How fast cuMemHostRegister pins (GB/s; FAKECUDA_REGISTER_GBPS at load):
+ * a slow one lets a test act while a registration is being made. */
+FAKECUDA_API void fakecuda_set_register_bandwidth(double gbps);
 
 #ifdef __cplusplus
 }

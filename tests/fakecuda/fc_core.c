@@ -264,3 +264,7 @@ FC_EXPORT void fakecuda_set_bandwidth(double pinned_gbps, double pageable_gbps) 
   if (pinned_gbps > 0) atomic_store(&fc_pinned_bps, fc_gbps(pinned_gbps));
   if (pageable_gbps > 0) atomic_store(&fc_pageable_bps, fc_gbps(pageable_gbps));
 }
+
+FC_EXPORT void fakecuda_set_register_bandwidth(double gbps) {
+  if (gbps > 0) __atomic_store_n(&fc_register_bps, fc_gbps(gbps), __ATOMIC_RELAXED);
+}

@@ -348,7 +348,7 @@ CUresult fc_host_register(fc_ctx *ctx, void *p, size_t size, unsigned flags) {
   pthread_rwlock_unlock(&fc_rt_lock);
   FC_STAT_ADD(registered_ranges_live, 1);
   fc_stat_registered_add(size);
-  fc_model_time(t0, size, fc_register_bps);
+  fc_model_time(t0, size, __atomic_load_n(&fc_register_bps, __ATOMIC_RELAXED));
   return CUDA_SUCCESS;
 }
 
@@ -366,7 +366,7 @@ CUresult fc_host_unregister(void *p) {
   FC_STAT_SUB(registered_ranges_live, 1);
   FC_STAT_SUB(registered_bytes_live, size);
   /* Unpinning measured at about half the cost of pinning. */
-  fc_model_time(t0, size / 2, fc_register_bps);
+  fc_model_time(t0, size / 2, __atomic_load_n(&fc_register_bps, __ATOMIC_RELAXED));
   return CUDA_SUCCESS;
 }
 
