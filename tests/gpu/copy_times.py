@@ -2,7 +2,8 @@
 """Prints a trace's copies one per line, for finding where time went.
 
 usage: copy_times.py TRACE [MIN_BYTES]
-Each line: the call's start (ms after the first copy), the time the
+Each line: the call's start (CLOCK_MONOTONIC seconds, as PAGELOCK_LOG=debug
+prints the engine's events, and ms after the first copy), the time the
 caller spent in it (ms), bytes, direction, route (pass, stage, register)
 and why a pageable copy was not registered.  Reads the raw records, as
 gpu_records.py does, so a reporter bug cannot hide anything."""
@@ -33,7 +34,7 @@ def main(argv):
             if nbytes >= least:
                 t0 = start if t0 is None else t0
                 route = "register" if flags & 64 else "stage" if flags & 4 else "pass"
-                print(f"{(start - t0) / 1e6:10.3f} ms  {host_ns / 1e6:8.3f} ms  {nbytes >> 20:6d} MiB  "
+                print(f"{start / 1e9:.6f} s {(start - t0) / 1e6:10.3f} ms  {host_ns / 1e6:8.3f} ms  {nbytes >> 20:6d} MiB  "
                       f"{DIR.get(d, d)}  {route:8s} {WHY.get(why, why)}")
         off += size
 

@@ -18,14 +18,16 @@
 #   byhand    the program cudaHostRegister's its own tensors
 # The table gives the median of ROUNDS (default 3) with its range, the
 # speed as a fraction of pinned and relative to native, all from this run.
-# Prints "patterns: ..." rows.  PL_PAT_PATTERNS picks the patterns.
+# Prints "patterns: ..." rows.  PL_PAT_PATTERNS picks the patterns;
+# PL_PAT_TRACES names a folder that keeps the traces (for copy_times.py).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$1 OUT=$2 ROUNDS=${3:-3}
 PATS=${PL_PAT_PATTERNS:-cks offload reuse upload loader small threads}
 VARS=${PL_PAT_VARIANTS:-native pinned observe stage auto}
 mkdir -p "$OUT/patterns"
-d=$(mktemp -d)
+d=${PL_PAT_TRACES:-$(mktemp -d)}
+mkdir -p "$d"
 P="$ROOT/tests/gpu/patterns.py"
 one() { # pattern variant round
   local pat=$1 v=$2 r=$3 f="$OUT/patterns/${1}_${2}_$3.txt" t="$d/$1.$2.$3.%p.trace"
@@ -123,4 +125,4 @@ for pat in $PATS; do
     [ -f "$f" ] && echo "patterns:   $pat $v: $(grep -m1 '^routes:' "$f") $(grep -m1 '^registration:' "$f")"
   done
 done
-rm -rf "$d"
+[ -n "${PL_PAT_TRACES:-}" ] || rm -rf "$d"
