@@ -769,14 +769,15 @@ case_multigpu_auto_small_pool() {
     MG_SET="PAGELOCK_POOL_SIZE=4M" mg register xpool -- --registered-min 4; }
 }
 
+# Every COPY record names the device of the context its copy ran in (the
+# shim asks the driver once per context change, per thread): each thread's
+# host<->device copies on its own device, and no thread on two devices.
+case_multigpu_copy_device() {
+  mg_skip || mg observe dev -- --device-copies 0=$MG_PER_DEV --device-copies 1=$MG_PER_DEV --thread-one-device
+}
+
 # Known failures, out of the ctest list until the shim is fixed (run one
 # with `run.sh BUILD xcase_NAME`):
-# - every COPY record's `device` is -1 (shim/copy.c sets it and nothing
-#   fills it in): the trace cannot say which device a copy went to, only
-#   CUPTI's GPU records can;
-xcase_multigpu_copy_device() {
-  mg_skip || mg observe xdev -- --device-copies 0=$MG_PER_DEV --device-copies 1=$MG_PER_DEV --thread-one-device
-}
 # - cudaMemcpy DeviceToDevice (cuMemcpyDtoD_v2) leaves no COPY record: the
 #   shim hooks no cuMemcpyDtoD* (nor cuMemcpyPeer*) entry point, only the
 #   unified cuMemcpy/cuMemcpyAsync, so one of the two device-to-device
