@@ -26,7 +26,7 @@
 #include "stats.h"
 #include "trace_read.h"
 
-#define PLR_NDIR 5 /* pagelock_dir values; out-of-range -> UNKNOWN */
+#define PLR_NDIR 6 /* pagelock_dir values; out-of-range -> UNKNOWN */
 #define PLR_NMEM 7 /* pagelock_mem values; out-of-range -> UNKNOWN */
 #define PLR_MAX_NOTES 64
 /* The shim's default PAGELOCK_STAGE_MIN (shim/config.c): the smallest copy

@@ -89,8 +89,8 @@ static int plr_max(int a, size_t b) { return (size_t)a > b ? a : (int)b; }
 
 /* Prints the (direction, host memory) table of non-empty buckets. */
 static void plr_print_split(FILE *out, const plr_totals *tot) {
-  static const unsigned dirs[] = {PAGELOCK_DIR_H2D, PAGELOCK_DIR_D2H, PAGELOCK_DIR_D2D,
-                                  PAGELOCK_DIR_H2H, PAGELOCK_DIR_UNKNOWN};
+  static const unsigned dirs[] = {PAGELOCK_DIR_H2D,  PAGELOCK_DIR_D2H, PAGELOCK_DIR_D2D,
+                                  PAGELOCK_DIR_PEER, PAGELOCK_DIR_H2H, PAGELOCK_DIR_UNKNOWN};
   int header = 0;
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
     for (unsigned m = 0; m < PLR_NMEM; m++) {
