@@ -18,6 +18,13 @@ void plr_bucket_add(plr_bucket *acc, const plr_bucket *b) {
   acc->host_ns += b->host_ns;
 }
 
+plr_bucket plr_totals_dir(const plr_totals *t, unsigned dir) {
+  plr_bucket b = {0, 0, 0};
+  if (dir < PLR_NDIR)
+    for (int m = 0; m < PLR_NMEM; m++) plr_bucket_add(&b, &t->by[dir][m]);
+  return b;
+}
+
 void plr_totals_add(plr_totals *acc, const plr_totals *t) {
   plr_bucket_add(&acc->all, &t->all);
   for (int d = 0; d < PLR_NDIR; d++)

@@ -326,6 +326,9 @@ void plr_trace_free(plr_trace *t);
 void plr_bucket_add(plr_bucket *acc, const plr_bucket *b);
 
 /* Sums the totals of one trace into acc. */
+/* The copies of one pagelock_dir, whatever their host side (device to
+ * device and peer copies have none: they are never pageable). */
+plr_bucket plr_totals_dir(const plr_totals *t, unsigned dir);
 void plr_totals_add(plr_totals *acc, const plr_totals *t);
 
 /* The memory kind of the host side of a GPU copy as CUPTI saw it

@@ -45,6 +45,11 @@ static void plr_json_totals(FILE *out, const plr_totals *t, const char *ind) {
   plr_json_bucket(out, "pageable_async", &t->pageable_async);
   fprintf(out, ",\n%s  ", ind);
   plr_json_bucket(out, "staged", &t->staged);
+  plr_bucket d2d = plr_totals_dir(t, PAGELOCK_DIR_D2D), peer = plr_totals_dir(t, PAGELOCK_DIR_PEER);
+  fprintf(out, ",\n%s  ", ind);
+  plr_json_bucket(out, "device_to_device", &d2d);
+  fprintf(out, ",\n%s  ", ind);
+  plr_json_bucket(out, "peer", &peer);
   fprintf(out, ",\n%s  \"routes\": {", ind);
   for (unsigned r = 0; r < PLR_NROUTE; r++) {
     if (r) fprintf(out, ",\n%s             ", ind);
