@@ -95,8 +95,18 @@ typedef struct plr_site {
   plr_bucket shared;             /* copies of shared or file-backed memory (why) */
   plr_bucket big;                /* copies of at least PLR_STAGE_MIN_DEFAULT bytes */
   plr_site_gpu g;
+  /* The device its COPY records name (shim since issue 23; GPU timing not
+   * needed): the ordinal, -1 none named, -2 several. */
+  int32_t device;
   UT_hash_handle hh;
 } plr_site;
+
+/* Folds the device d of one more copy (-1 unknown: ignored) into *acc, a
+ * device as in plr_site (-1 none yet, -2 several). */
+static inline void plr_device_fold(int32_t *acc, int32_t d) {
+  if (d == -1 || *acc == -2) return;
+  *acc = *acc == -1 || *acc == d ? d : -2;
+}
 
 typedef struct plr_stack {
   uint32_t id;

@@ -159,8 +159,8 @@ static void plr_json_rows(FILE *out, const plr_rows *rows) {
             ", \"staged_chunk_gpu_ns\": %" PRIu64,
             r->g.chunks, r->g.chunk_bytes, r->g.chunk_gpu_ns);
     fputs(", \"device\": ", out);
-    if (r->g.calls && r->g.device >= 0)
-      fprintf(out, "%d", r->g.device);
+    if (plr_row_device(r) >= 0)
+      fprintf(out, "%d", plr_row_device(r));
     else
       fputs("null", out);
     fputc('}', out);
