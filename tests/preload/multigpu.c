@@ -18,8 +18,10 @@
  * + 2 of them, with 2 device-to-device and 2 peer copies in all.
  *
  * Prints one line, "multigpu: devices=2 rounds=R copies_per_device=N d2d=2
- * peer=2 wrong=W high_water=H pid=P" (H: the fake driver's registered-bytes
- * high-water mark, -1 over a real driver) and exits non-zero on any wrong
+ * peer=2 wrong=W high_water=H misuses=M pid=P" (H: the fake driver's
+ * registered-bytes high-water mark; M: the events it was asked to record on
+ * a stream of another context, which CUDA refuses; both -1 over a real
+ * driver) and exits non-zero on any wrong
  * byte or failed call; with fewer than two devices "multigpu: skipped
  * devices=N pid=P" and 0. */
 #define _GNU_SOURCE
@@ -166,7 +168,7 @@ int main(int argc, char **argv) {
     if (cudaFree(mg[i].dbuf) != cudaSuccess || cudaFree(mg[i].dpeer) != cudaSuccess) failed++;
     failed += mg[i].failed;
   }
-  long long high = -1;
+  long long high = -1, misuses = -1;
   void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   void (*get_stats)(struct fakecuda_stats *) = NULL;
   if (h) *(void **)&get_stats = dlsym(h, "fakecuda_get_stats");
@@ -174,11 +176,13 @@ int main(int argc, char **argv) {
     struct fakecuda_stats st;
     get_stats(&st);
     high = (long long)st.registered_bytes_high_water;
+    misuses = (long long)st.event_ctx_mismatches;
   }
   unsigned long wrong = mg[0].wrong + mg[1].wrong;
   printf(
-      "multigpu: devices=%d rounds=%d copies_per_device=%lu d2d=2 peer=2 wrong=%lu failed=%lu high_water=%lld pid=%d\n",
-      n, rounds, mg[0].copies == mg[1].copies ? mg[0].copies : 0, wrong, failed, high,
+      "multigpu: devices=%d rounds=%d copies_per_device=%lu d2d=2 peer=2 wrong=%lu failed=%lu high_water=%lld "
+      "misuses=%lld pid=%d\n",
+      n, rounds, mg[0].copies == mg[1].copies ? mg[0].copies : 0, wrong, failed, high, misuses,
       (int)getpid());
   return wrong || failed ? 1 : 0;
 }

@@ -712,6 +712,11 @@ mg() {
   case $MG_LINE in *": skipped "*) MG_LINE=; return 0 ;; esac
   echo "$MG_LINE" | grep -q " copies_per_device=$MG_PER_DEV d2d=2 peer=2 wrong=0 failed=0 " ||
     fail "--mode=$mode: $MG_LINE" || return
+  # Chunks used only with their own context: the fake refuses (and counts)
+  # an event recorded on a stream of another context, as CUDA does.
+  case $MG_LINE in *" misuses=0 "* | *" misuses=-1 "*) ;;
+    *) fail "--mode=$mode: events recorded on another context's stream: $MG_LINE" || return ;;
+  esac
   pid=${MG_LINE##* pid=}
   [ -f "$d/t.$pid.trace" ] || fail "--mode=$mode: no trace of pid $pid: $(ls "$d")" || return
   "$B/trace_check" "$d/t.$pid.trace" --complete --failed 0 --pageable $((2 * MG_PER_DEV)) "$@" >&2 ||
@@ -743,9 +748,8 @@ case_multigpu_observe() { mg_skip || mg observe observe -- --registered-max 0 --
 # Stage with a 4 MiB pool shared by the two devices' contexts: bytes exact,
 # the pool bound never exceeded (stage registers nothing but the pool's
 # slabs, so the fake driver's registered-bytes high-water mark is the
-# pool's), copies staged, device-to-device copies passed through.  Whether
-# a chunk is used only with its own context the fake cannot tell: it does
-# not check that an event and the stream it is recorded on share a context.
+# pool's), copies staged, device-to-device copies passed through, no chunk's
+# event recorded on another context's stream (mg checks it).
 case_multigpu_stage() {
   mg_skip && return 0
   MG_SET="PAGELOCK_POOL_SIZE=4M" mg stage stage -- --registered-max 0 --d2d-min 1 || return
@@ -775,6 +779,21 @@ case_multigpu_auto_small_pool() {
 # host<->device copies on its own device, and no thread on two devices.
 case_multigpu_copy_device() {
   mg_skip || mg observe dev -- --device-copies 0=$MG_PER_DEV --device-copies 1=$MG_PER_DEV --thread-one-device
+}
+
+# The register budget held over two contexts: under auto with an 8 MiB
+# budget and a 4 MiB pool, four 3 MiB buffers hot in two contexts cannot
+# all be registered (copies staged for the budget).  The shim's own high-water mark stays within the
+# budget, and so does the fake driver's registered bytes minus the pool.
+case_multigpu_budget() {
+  mg_skip && return 0
+  MG_SET="PAGELOCK_POOL_SIZE=4M PAGELOCK_REGISTER_BUDGET=8M" mg auto budget -- --registered-min 1 --why-min BUDGET=1 \
+    --counter-max registered_bytes_high_water=8388608 --counter-min register_budget=8388608 \
+    --counter-max register_budget=8388608 || return
+  [ -n "$MG_LINE" ] || return 0
+  local hw=${MG_LINE##* high_water=}; hw=${hw%% *}
+  [ "$hw" = -1 ] || [ "$hw" -le $(((4 + 8) << 20)) ] ||
+    fail "registered bytes reached $hw, over the 8 MiB budget plus the 4 MiB pool: $MG_LINE"
 }
 
 # Device-to-device copies (cudaMemcpy DeviceToDevice: cuMemcpyDtoD_v2;
