@@ -106,6 +106,7 @@ static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult 
    * they take the stack lock, which must not nest inside the trace lock. */
   pl_stack_emit(stack_id);
   pl_stack_emit(c->alloc_stack);
+  int device = pl_copy_device(c->stream);
   uint32_t tid = pl_gettid();
   pagelock_rec_copy *rec = pl_trace_copy_begin();
   if (rec == NULL) return;
@@ -130,7 +131,7 @@ static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult 
   rec->alloc_stack_id = c->alloc_stack;
   rec->flags = c->flags;
   rec->result = (int32_t)r;
-  rec->device = -1;
+  rec->device = device;
   rec->api = (uint16_t)c->api;
   rec->gpu_correlation = gpu_corr;
   rec->why = c->why;

@@ -589,6 +589,10 @@ static const CUpti_CallbackId pl_copy_cbids[] = {
     PL_CBID(cuMemcpy3DAsync_v2) PL_CBID(cuMemcpy3DAsync_v2_ptsz)
     PL_CBID(cuMemcpyBatchAsync) PL_CBID(cuMemcpyBatchAsync_ptsz)
     PL_CBID(cuMemcpyBatchAsync_v2) PL_CBID(cuMemcpyBatchAsync_v2_ptsz)
+    PL_CBID(cuMemcpyDtoD_v2) PL_CBID(cuMemcpyDtoD_v2_ptds)
+    PL_CBID(cuMemcpyDtoDAsync_v2) PL_CBID(cuMemcpyDtoDAsync_v2_ptsz)
+    PL_CBID(cuMemcpyPeer) PL_CBID(cuMemcpyPeer_ptds)
+    PL_CBID(cuMemcpyPeerAsync) PL_CBID(cuMemcpyPeerAsync_ptsz)
 // clang-format on
 #undef PL_CBID
 };

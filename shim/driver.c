@@ -181,3 +181,51 @@ const pl_stage_drv *pl_stage_drv_get(void) {
   pthread_mutex_unlock(&pl_sd_lock);
   return atomic_load(&pl_sd_state) == 1 ? &pl_sd : NULL;
 }
+
+/* ---- the device a copy runs on ------------------------------------------ */
+
+/* The last context this thread copied in and its device: a thread's
+ * copies almost all go to one context (a cudaSetDevice loop changes it
+ * between batches, not between copies), so the device itself is asked
+ * once per change.  A context handle can be reused by a later context on
+ * another device; cuCtxGetId (CUDA 12.0+) tells the two apart where the
+ * driver has it. */
+static PL_TLS CUcontext pl_dev_ctx;
+static PL_TLS unsigned long long pl_dev_ctx_id;
+static PL_TLS int pl_dev_ordinal;
+
+int pl_copy_device(CUstream stream) {
+  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_driver *dr = pl_driver_get();
+  if (d == NULL || dr == NULL || dr->cuCtxGetDevice == NULL) return -1;
+  /* Both getters only read the thread's context stack or the stream's
+   * owner: no allocation, no lock of the program's. */
+  CUcontext cur = NULL, ctx = NULL;
+  if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS) cur = NULL;
+  if (stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD ||
+      d->cuStreamGetCtx == NULL || d->cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS)
+    ctx = cur;
+  if (ctx == NULL) return -1;
+  unsigned long long id = 0;
+  if (d->cuCtxGetId != NULL && d->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) id = 0;
+  if (PL_LIKELY(ctx == pl_dev_ctx && id == pl_dev_ctx_id)) return pl_dev_ordinal;
+  /* cuCtxGetDevice answers for the current context only: a stream of
+   * another one is asked with that context pushed for the one call. */
+  CUdevice dev = -1;
+  CUresult r;
+  if (ctx == cur) {
+    r = dr->cuCtxGetDevice(&dev);
+  } else {
+    if (d->cuCtxPushCurrent(ctx) != CUDA_SUCCESS) return -1;
+    r = dr->cuCtxGetDevice(&dev);
+    CUcontext popped;
+    (void)d->cuCtxPopCurrent(&popped);
+  }
+  if (r != CUDA_SUCCESS) return -1;
+  /* A CUdevice is the ordinal cuDeviceGet was given (every driver so far
+   * hands out 0..n-1), which is what CUPTI's records carry too. */
+  pl_dev_ctx = ctx;
+  pl_dev_ctx_id = id;
+  pl_dev_ordinal = (int)dev;
+  return pl_dev_ordinal;
+}

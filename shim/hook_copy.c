@@ -2,7 +2,8 @@
  *
  * Each wrapper only describes its call (direction, pointers, bytes, stream,
  * the saved arguments and a thunk that reissues the original call) and hands
- * it to pl_copy_exec(), the single place where a copy is decided.  One
+ * it to pl_copy_exec(), the single place where a copy is decided (device
+ * to device and peer copies only get their COPY record there).  One
  * wrapper per decorated name matters: cuMemcpyHtoD_v2 and its _ptds twin
  * differ in which default stream they use, and mapping a hook to the legacy
  * 32-bit cuMemcpyHtoD would silently truncate pointers. */
@@ -152,6 +153,102 @@ PL_WRAP_ANY(cuMemcpy, 0)
 PL_WRAP_ANY(cuMemcpy_ptds, PAGELOCK_COPY_PTDS)
 PL_WRAP_ANY_ASYNC(cuMemcpyAsync, 0)
 PL_WRAP_ANY_ASYNC(cuMemcpyAsync_ptsz, PAGELOCK_COPY_PTDS)
+
+/* ---- device to device, peer: recorded, never staged nor registered --------
+ * No host memory takes part, so the wrappers name both sides device memory
+ * and the direction themselves: no pointer query is made for them. */
+
+typedef CUresult (*pl_peer_t)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t);
+typedef CUresult (*pl_peer_async_t)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t,
+                                    CUstream);
+typedef struct pl_peer_args {
+  CUcontext dst_ctx, src_ctx;
+} pl_peer_args;
+
+static CUresult pl_native_peer(const pl_copy *c) {
+  const pl_peer_args *a = c->args;
+  PL_REAL(c->api, pl_peer_t);
+  return f(c->dst, a->dst_ctx, c->src, a->src_ctx, c->bytes);
+}
+static CUresult pl_native_peer_async(const pl_copy *c) {
+  const pl_peer_args *a = c->args;
+  PL_REAL(c->api, pl_peer_async_t);
+  return f(c->dst, a->dst_ctx, c->src, a->src_ctx, c->bytes, c->stream);
+}
+
+#define PL_WRAP_DTOD(NAME, FLAGS)                                       \
+  PL_EXPORT CUresult NAME(CUdeviceptr dst, CUdeviceptr src, size_t n) { \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                            \
+                 .flags = (FLAGS),                                      \
+                 .dir = PAGELOCK_DIR_D2D,                               \
+                 .dst = dst,                                            \
+                 .src = src,                                            \
+                 .bytes = n,                                            \
+                 .callsite = PL_CALLSITE,                               \
+                 .native = pl_native_any,                               \
+                 .src_mem = PAGELOCK_MEM_DEVICE,                        \
+                 .dst_mem = PAGELOCK_MEM_DEVICE};                       \
+    return pl_copy_exec(&c);                                            \
+  }
+#define PL_WRAP_DTOD_ASYNC(NAME, FLAGS)                                             \
+  PL_EXPORT CUresult NAME(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                                        \
+                 .flags = (FLAGS) | PAGELOCK_COPY_ASYNC,                            \
+                 .dir = PAGELOCK_DIR_D2D,                                           \
+                 .dst = dst,                                                        \
+                 .src = src,                                                        \
+                 .bytes = n,                                                        \
+                 .stream = s,                                                       \
+                 .callsite = PL_CALLSITE,                                           \
+                 .native = pl_native_any_async,                                     \
+                 .src_mem = PAGELOCK_MEM_DEVICE,                                    \
+                 .dst_mem = PAGELOCK_MEM_DEVICE};                                   \
+    return pl_copy_exec(&c);                                                        \
+  }
+#define PL_WRAP_PEER(NAME, FLAGS)                                                           \
+  PL_EXPORT CUresult NAME(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, \
+                          size_t n) {                                                       \
+    pl_peer_args a = {dctx, sctx};                                                          \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                                                \
+                 .flags = (FLAGS),                                                          \
+                 .dir = PAGELOCK_DIR_PEER,                                                  \
+                 .dst = dst,                                                                \
+                 .src = src,                                                                \
+                 .bytes = n,                                                                \
+                 .callsite = PL_CALLSITE,                                                   \
+                 .args = &a,                                                                \
+                 .native = pl_native_peer,                                                  \
+                 .src_mem = PAGELOCK_MEM_DEVICE,                                            \
+                 .dst_mem = PAGELOCK_MEM_DEVICE};                                           \
+    return pl_copy_exec(&c);                                                                \
+  }
+#define PL_WRAP_PEER_ASYNC(NAME, FLAGS)                                                     \
+  PL_EXPORT CUresult NAME(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, \
+                          size_t n, CUstream s) {                                           \
+    pl_peer_args a = {dctx, sctx};                                                          \
+    pl_copy c = {.api = PAGELOCK_API_##NAME,                                                \
+                 .flags = (FLAGS) | PAGELOCK_COPY_ASYNC,                                    \
+                 .dir = PAGELOCK_DIR_PEER,                                                  \
+                 .dst = dst,                                                                \
+                 .src = src,                                                                \
+                 .bytes = n,                                                                \
+                 .stream = s,                                                               \
+                 .callsite = PL_CALLSITE,                                                   \
+                 .args = &a,                                                                \
+                 .native = pl_native_peer_async,                                            \
+                 .src_mem = PAGELOCK_MEM_DEVICE,                                            \
+                 .dst_mem = PAGELOCK_MEM_DEVICE};                                           \
+    return pl_copy_exec(&c);                                                                \
+  }
+
+PL_WRAP_DTOD(cuMemcpyDtoD_v2, 0)
+PL_WRAP_DTOD(cuMemcpyDtoD_v2_ptds, PAGELOCK_COPY_PTDS)
+PL_WRAP_DTOD_ASYNC(cuMemcpyDtoDAsync_v2, 0)
+PL_WRAP_DTOD_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, PAGELOCK_COPY_PTDS)
+PL_WRAP_PEER(cuMemcpyPeer, 0)
+PL_WRAP_PEER(cuMemcpyPeer_ptds, PAGELOCK_COPY_PTDS)
+PL_WRAP_PEER_ASYNC(cuMemcpyPeerAsync, 0)
+PL_WRAP_PEER_ASYNC(cuMemcpyPeerAsync_ptsz, PAGELOCK_COPY_PTDS)
 
 /* ---- 2D / 3D ----------------------------------------------------------- */
 

@@ -226,6 +226,12 @@ typedef struct pl_stage_drv {
 /* The resolved table, or NULL when the driver is not loaded or lacks a
  * required entry point.  Resolved once; safe from any thread. */
 const pl_stage_drv *pl_stage_drv_get(void);
+/* The ordinal of the device a copy on `stream` runs on: that of the
+ * stream's context, or of the current one for the legacy and per-thread
+ * default streams; -1 unknown.  Cached per thread by context, so a copy
+ * costs two getter calls into the driver.  Call it outside the CUPTI
+ * correlation window of the program's call. */
+int pl_copy_device(CUstream stream);
 
 /* ---- hooks.c: the wrapper of every wrapped driver symbol ---------------- */
 

@@ -53,7 +53,7 @@ typedef struct pagelock_rec_hdr {
 
 enum pagelock_rec_type {
   PAGELOCK_REC_PROCESS = 1,  /* once, first record */
-  PAGELOCK_REC_COPY = 2,     /* one host<->device copy call */
+  PAGELOCK_REC_COPY = 2,     /* one copy call of the program */
   PAGELOCK_REC_STACK = 3,    /* interned call stack, before first use */
   PAGELOCK_REC_MODULE = 4,   /* a loaded object, written at exit */
   PAGELOCK_REC_SYMBOL = 5,   /* dladdr() name of one address, at exit */
@@ -100,6 +100,9 @@ enum pagelock_dir {
   PAGELOCK_DIR_D2H = 2,
   PAGELOCK_DIR_D2D = 3,
   PAGELOCK_DIR_H2H = 4,
+  /* cuMemcpyPeer*: between two contexts' memory.  Came within version 3: a
+   * reader that predates it counts such copies under unknown. */
+  PAGELOCK_DIR_PEER = 5,
 };
 
 /* What the host side of a copy is, from the pointer-attribute query. */
@@ -458,7 +461,15 @@ typedef struct pagelock_rec_gpu_status {
   X(cuGraphAddNode)                 \
   X(cuGraphAddNode_v2)              \
   X(cuGraphNodeSetParams)           \
-  X(cuGraphExecNodeSetParams)
+  X(cuGraphExecNodeSetParams)       \
+  X(cuMemcpyDtoD_v2)                \
+  X(cuMemcpyDtoD_v2_ptds)           \
+  X(cuMemcpyDtoDAsync_v2)           \
+  X(cuMemcpyDtoDAsync_v2_ptsz)      \
+  X(cuMemcpyPeer)                   \
+  X(cuMemcpyPeer_ptds)              \
+  X(cuMemcpyPeerAsync)              \
+  X(cuMemcpyPeerAsync_ptsz)
 
 enum pagelock_api_id {
 #define PAGELOCK_API_ENUM(name) PAGELOCK_API_##name,

@@ -204,6 +204,7 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym, plr_site_kind
     v[i].shared = s->shared;
     v[i].big = s->big;
     v[i].g = s->g;
+    v[i].device = s->device;
     v[i].would_save_ns = -1;
     v[i].addr = plr_choose(t, sym, s, kind);
     v[i].py = plr_py_site(t, s->key.stack_id);
@@ -223,6 +224,7 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym, plr_site_kind
       plr_bucket_add(&r->shared, &v[i].shared);
       plr_bucket_add(&r->big, &v[i].big);
       plr_site_gpu_merge(&r->g, &v[i].g);
+      plr_device_fold(&r->device, v[i].device);
     } else {
       v[m++] = v[i];
     }
@@ -237,22 +239,29 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym, plr_site_kind
   return 0;
 }
 
+int32_t plr_row_device(const plr_row *r) {
+  if (r->device != -1) return r->device;
+  return r->g.calls ? r->g.device : -1;
+}
+
 void plr_rows_apply_gpu(plr_rows *rows, const plr_gpu_report *g) {
   for (size_t i = 0; i < rows->n; i++) {
     plr_row *r = &rows->v[i];
     const double *bw = g->pinned_gbps;
-    /* The site's own device when all its joined copies ran on one
-     * (g->dev is sorted by ordinal). */
-    if (r->g.calls && r->g.device >= 0) {
+    /* The site's own device when all its copies ran on one: as their COPY
+     * records name it, else as their joined GPU ops do (traces before the
+     * shim filled it in).  g->dev is sorted by ordinal. */
+    int32_t dev = plr_row_device(r);
+    if (dev >= 0) {
       size_t lo = 0, hi = g->ndev;
       while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (g->dev[mid].device < (uint32_t)r->g.device)
+        if (g->dev[mid].device < (uint32_t)dev)
           lo = mid + 1;
         else
           hi = mid;
       }
-      if (lo < g->ndev && g->dev[lo].device == (uint32_t)r->g.device) bw = g->dev[lo].pinned_gbps;
+      if (lo < g->ndev && g->dev[lo].device == (uint32_t)dev) bw = g->dev[lo].pinned_gbps;
     }
     int64_t save = 0;
     int known = 0;

@@ -30,6 +30,7 @@ typedef struct plr_row {
   plr_bucket routes[PLR_NROUTE]; /* b split by route (plr_site) */
   plr_bucket shared, big;        /* as in plr_site */
   plr_site_gpu g;                /* joined calls, GPU time, made-sync */
+  int32_t device;                /* as in plr_site: from the COPY records */
   /* Host time a pinned buffer would have saved: host blocked minus bytes /
    * the pinned bandwidth measured for that direction on that device (or
    * over all devices), per direction; -1 when a bandwidth is unknown.  Set
@@ -55,6 +56,11 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym, plr_site_kind
                     plr_rows *out);
 
 void plr_rows_free(plr_rows *r);
+
+/* A row's device: the ordinal all its copies ran on (from their COPY
+ * records, or from their joined GPU ops in traces whose COPY records name
+ * none), -2 several, -1 unknown. */
+int32_t plr_row_device(const plr_row *r);
 
 /* Fills would_save_ns of every row from the bandwidths of g (rows keep
  * their order: worst host time first). */

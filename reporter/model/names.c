@@ -11,7 +11,7 @@ const char *plr_mode_name(uint32_t mode) {
 }
 
 const char *plr_dir_name(unsigned dir) {
-  static const char *const names[] = {"unknown", "H2D", "D2H", "D2D", "H2H"};
+  static const char *const names[] = {"unknown", "H2D", "D2H", "D2D", "H2H", "peer"};
   return dir < PLR_NDIR ? names[dir] : names[0];
 }
 

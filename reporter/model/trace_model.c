@@ -18,6 +18,13 @@ void plr_bucket_add(plr_bucket *acc, const plr_bucket *b) {
   acc->host_ns += b->host_ns;
 }
 
+plr_bucket plr_totals_dir(const plr_totals *t, unsigned dir) {
+  plr_bucket b = {0, 0, 0};
+  if (dir < PLR_NDIR)
+    for (int m = 0; m < PLR_NMEM; m++) plr_bucket_add(&b, &t->by[dir][m]);
+  return b;
+}
+
 void plr_totals_add(plr_totals *acc, const plr_totals *t) {
   plr_bucket_add(&acc->all, &t->all);
   for (int d = 0; d < PLR_NDIR; d++)
@@ -57,13 +64,14 @@ static char *plr_dup(const char *s, int *oom) {
 
 /* Adds one copy of b to the site keyed by key in *table, creating it. */
 static int plr_site_add(plr_site **table, const plr_site_key *key, const plr_bucket *b,
-                        unsigned dir, unsigned route, int shared) {
+                        unsigned dir, unsigned route, int shared, int32_t device) {
   plr_site *s;
   HASH_FIND(hh, *table, key, sizeof *key, s);
   if (!s) {
     s = calloc(1, sizeof *s);
     if (!s) return -1;
     s->key = *key;
+    s->device = -1;
     HASH_ADD(hh, *table, key, sizeof s->key, s);
   }
   plr_bucket_add(&s->b, b);
@@ -71,6 +79,7 @@ static int plr_site_add(plr_site **table, const plr_site_key *key, const plr_buc
   s->dirs |= 1u << (dir < PLR_NDIR ? dir : 0);
   plr_bucket_add(&s->routes[route], b);
   if (shared) plr_bucket_add(&s->shared, b);
+  plr_device_fold(&s->device, device < 0 ? -1 : device);
   if (b->bytes >= PLR_STAGE_MIN_DEFAULT) plr_bucket_add(&s->big, b);
   return 0;
 }
@@ -130,10 +139,10 @@ static int plr_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
                                                          : PLR_ROUTE_PASS;
   int shared = t->hdr.version >= 3 && c->why == PAGELOCK_WHY_SHARED;
   plr_site_key k = {c->callsite, c->stack_id, 0};
-  if (plr_site_add(&t->sites, &k, &b, dir, route, shared)) return -1;
+  if (plr_site_add(&t->sites, &k, &b, dir, route, shared, c->device)) return -1;
   if (c->alloc_stack_id) {
     plr_site_key ak = {0, c->alloc_stack_id, 0};
-    if (plr_site_add(&t->alloc_sites, &ak, &b, dir, route, shared)) return -1;
+    if (plr_site_add(&t->alloc_sites, &ak, &b, dir, route, shared, c->device)) return -1;
   }
   return 0;
 }

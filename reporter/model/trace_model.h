@@ -26,7 +26,7 @@
 #include "stats.h"
 #include "trace_read.h"
 
-#define PLR_NDIR 5 /* pagelock_dir values; out-of-range -> UNKNOWN */
+#define PLR_NDIR 6 /* pagelock_dir values; out-of-range -> UNKNOWN */
 #define PLR_NMEM 7 /* pagelock_mem values; out-of-range -> UNKNOWN */
 #define PLR_MAX_NOTES 64
 /* The shim's default PAGELOCK_STAGE_MIN (shim/config.c): the smallest copy
@@ -95,8 +95,18 @@ typedef struct plr_site {
   plr_bucket shared;             /* copies of shared or file-backed memory (why) */
   plr_bucket big;                /* copies of at least PLR_STAGE_MIN_DEFAULT bytes */
   plr_site_gpu g;
+  /* The device its COPY records name (shim since issue 23; GPU timing not
+   * needed): the ordinal, -1 none named, -2 several. */
+  int32_t device;
   UT_hash_handle hh;
 } plr_site;
+
+/* Folds the device d of one more copy (-1 unknown: ignored) into *acc, a
+ * device as in plr_site (-1 none yet, -2 several). */
+static inline void plr_device_fold(int32_t *acc, int32_t d) {
+  if (d == -1 || *acc == -2) return;
+  *acc = *acc == -1 || *acc == d ? d : -2;
+}
 
 typedef struct plr_stack {
   uint32_t id;
@@ -326,6 +336,9 @@ void plr_trace_free(plr_trace *t);
 void plr_bucket_add(plr_bucket *acc, const plr_bucket *b);
 
 /* Sums the totals of one trace into acc. */
+/* The copies of one pagelock_dir, whatever their host side (device to
+ * device and peer copies have none: they are never pageable). */
+plr_bucket plr_totals_dir(const plr_totals *t, unsigned dir);
 void plr_totals_add(plr_totals *acc, const plr_totals *t);
 
 /* The memory kind of the host side of a GPU copy as CUPTI saw it

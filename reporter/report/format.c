@@ -13,8 +13,8 @@ void plr_fmt_dirs(uint32_t dirs, char *buf, size_t len) {
   size_t used = 0;
   if (len) buf[0] = 0;
   /* Known directions first so "unknown" only trails when mixed in. */
-  static const unsigned order[] = {PAGELOCK_DIR_H2D, PAGELOCK_DIR_D2H, PAGELOCK_DIR_D2D,
-                                   PAGELOCK_DIR_H2H, PAGELOCK_DIR_UNKNOWN};
+  static const unsigned order[] = {PAGELOCK_DIR_H2D,  PAGELOCK_DIR_D2H, PAGELOCK_DIR_D2D,
+                                   PAGELOCK_DIR_PEER, PAGELOCK_DIR_H2H, PAGELOCK_DIR_UNKNOWN};
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
     if (!(dirs & (1u << order[i]))) continue;
     int k = snprintf(buf + used, len > used ? len - used : 0, "%s%s", used ? "," : "",

@@ -45,6 +45,11 @@ static void plr_json_totals(FILE *out, const plr_totals *t, const char *ind) {
   plr_json_bucket(out, "pageable_async", &t->pageable_async);
   fprintf(out, ",\n%s  ", ind);
   plr_json_bucket(out, "staged", &t->staged);
+  plr_bucket d2d = plr_totals_dir(t, PAGELOCK_DIR_D2D), peer = plr_totals_dir(t, PAGELOCK_DIR_PEER);
+  fprintf(out, ",\n%s  ", ind);
+  plr_json_bucket(out, "device_to_device", &d2d);
+  fprintf(out, ",\n%s  ", ind);
+  plr_json_bucket(out, "peer", &peer);
   fprintf(out, ",\n%s  \"routes\": {", ind);
   for (unsigned r = 0; r < PLR_NROUTE; r++) {
     if (r) fprintf(out, ",\n%s             ", ind);
@@ -154,8 +159,8 @@ static void plr_json_rows(FILE *out, const plr_rows *rows) {
             ", \"staged_chunk_gpu_ns\": %" PRIu64,
             r->g.chunks, r->g.chunk_bytes, r->g.chunk_gpu_ns);
     fputs(", \"device\": ", out);
-    if (r->g.calls && r->g.device >= 0)
-      fprintf(out, "%d", r->g.device);
+    if (plr_row_device(r) >= 0)
+      fprintf(out, "%d", plr_row_device(r));
     else
       fputs("null", out);
     fputc('}', out);

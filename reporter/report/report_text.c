@@ -89,8 +89,8 @@ static int plr_max(int a, size_t b) { return (size_t)a > b ? a : (int)b; }
 
 /* Prints the (direction, host memory) table of non-empty buckets. */
 static void plr_print_split(FILE *out, const plr_totals *tot) {
-  static const unsigned dirs[] = {PAGELOCK_DIR_H2D, PAGELOCK_DIR_D2H, PAGELOCK_DIR_D2D,
-                                  PAGELOCK_DIR_H2H, PAGELOCK_DIR_UNKNOWN};
+  static const unsigned dirs[] = {PAGELOCK_DIR_H2D,  PAGELOCK_DIR_D2H, PAGELOCK_DIR_D2D,
+                                  PAGELOCK_DIR_PEER, PAGELOCK_DIR_H2H, PAGELOCK_DIR_UNKNOWN};
   int header = 0;
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
     for (unsigned m = 0; m < PLR_NMEM; m++) {
@@ -119,6 +119,18 @@ static void plr_print_routes(FILE *out, const plr_totals *tot) {
           " registered (%s)\n",
           tot->routes[PLR_ROUTE_PASS].count, by[PLR_ROUTE_PASS], tot->routes[PLR_ROUTE_STAGE].count,
           by[PLR_ROUTE_STAGE], tot->routes[PLR_ROUTE_REGISTER].count, by[PLR_ROUTE_REGISTER]);
+}
+
+/* One line for the copies with no host side (several GPUs), when there
+ * are any: they are never staged, registered nor counted as pageable. */
+static void plr_print_d2d(FILE *out, const plr_totals *tot) {
+  plr_bucket d = plr_totals_dir(tot, PAGELOCK_DIR_D2D), p = plr_totals_dir(tot, PAGELOCK_DIR_PEER);
+  if (!d.count && !p.count) return;
+  char db[32], pb[32];
+  plr_fmt_bytes(d.bytes, db, sizeof db);
+  plr_fmt_bytes(p.bytes, pb, sizeof pb);
+  fprintf(out, "device-to-device: %" PRIu64 " copies, %s; peer: %" PRIu64 " copies, %s\n", d.count,
+          db, p.count, pb);
 }
 
 /* One "not registered:" line per reason pageable copies were not
@@ -166,6 +178,7 @@ static void plr_print_totals(FILE *out, const plr_totals *tot, int routes, int w
           "copy calls\n",
           tot->all.count, by, ms);
   plr_print_split(out, tot);
+  plr_print_d2d(out, tot);
   if (routes) plr_print_routes(out, tot);
   if (why) plr_print_not_registered(out, tot);
   if (tot->pageable_async.count) {

@@ -26,8 +26,9 @@
  *
  * --copy (repeatable) appends N async copies of BYTES each, NS of host time
  * each, after the classic ones (--copies 0 for none of those), from the
- * first call site: DIR h2d or d2h, MEM pageable, pinned or registered
- * (pagelock_mem), ROUTE pass, stage or register (the COPY flags STAGED,
+ * first call site: DIR h2d, d2h, d2d or peer, MEM pageable, pinned,
+ * registered or none (pagelock_mem; none for d2d and peer, which have no
+ * host side, as the shim writes them), ROUTE pass, stage or register (the COPY flags STAGED,
  * REGISTERED), WHY a pagelock_why name (none, mode, small, shape,
  * untracked, shared, cold, pending, budget, failed, capture, edge) or
  * number.  BYTES takes a K, M or G suffix.  --counters sets fields of the
@@ -132,6 +133,10 @@ static int parse_copy(const char *spec) {
     e->dir = PAGELOCK_DIR_H2D;
   else if (!strcmp(f[1], "d2h"))
     e->dir = PAGELOCK_DIR_D2H;
+  else if (!strcmp(f[1], "d2d"))
+    e->dir = PAGELOCK_DIR_D2D;
+  else if (!strcmp(f[1], "peer"))
+    e->dir = PAGELOCK_DIR_PEER;
   else
     return -1;
   if (!strcmp(f[2], "pageable"))
@@ -140,6 +145,8 @@ static int parse_copy(const char *spec) {
     e->mem = PAGELOCK_MEM_PINNED;
   else if (!strcmp(f[2], "registered"))
     e->mem = PAGELOCK_MEM_REGISTERED;
+  else if (!strcmp(f[2], "none"))
+    e->mem = PAGELOCK_MEM_UNKNOWN;
   else
     return -1;
   e->flags = PAGELOCK_COPY_ASYNC;
@@ -230,8 +237,10 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites, int end,
       c.callsite = CUDART_BASE + 0x1000;
       c.stack_id = 1;
       c.dir = extra[e].dir;
-      c.api = c.dir == PAGELOCK_DIR_H2D ? PAGELOCK_API_cuMemcpyHtoDAsync_v2
-                                        : PAGELOCK_API_cuMemcpyDtoHAsync_v2;
+      c.api = c.dir == PAGELOCK_DIR_H2D    ? PAGELOCK_API_cuMemcpyHtoDAsync_v2
+              : c.dir == PAGELOCK_DIR_D2H  ? PAGELOCK_API_cuMemcpyDtoHAsync_v2
+              : c.dir == PAGELOCK_DIR_PEER ? PAGELOCK_API_cuMemcpyPeerAsync
+                                           : PAGELOCK_API_cuMemcpyDtoDAsync_v2;
       c.host_mem = extra[e].mem;
       c.flags = extra[e].flags;
       c.why = extra[e].why;

@@ -712,6 +712,33 @@ not_regular)
   tpl 2 run sh f.sh
   has_err "pagelock: '$T/fifo.trace' is a FIFO, not a trace file"
   ;;
+report_d2d_peer)
+  # Device-to-device and peer copies (several GPUs) are counted apart from
+  # host<->device copies, on one line and in totals.device_to_device and
+  # totals.peer, and never as pageable.
+  mk d.trace --copies 0 --copy 3:h2d:pageable:pass:mode:4M:100000 \
+    --copy 2:d2d:none:pass:none:3M:5000 --copy 5:peer:none:pass:none:1M:7000 >/dev/null
+  run_pl 0 report d.trace
+  [ -s err ] && fail "unexpected stderr"
+  has_out "device-to-device: 2 copies, 6.0 MiB; peer: 5 copies, 5.0 MiB"
+  has_out "copies: 10 calls, 23.0 MiB,"
+  grep -q '^  peer     unknown            5 ' out || fail "no peer row in the split table: $(cat out)"
+  run_pl 0 report --format json d.trace
+  python3 - out <<'PYEOF' || fail "json check failed"
+import json, sys
+d = json.load(open(sys.argv[1]))
+M = 1 << 20
+for t in (d["processes"][0]["totals"], d["totals"]):
+    assert t["device_to_device"] == {"copies": 2, "bytes": 6 * M, "host_ns": 10000}, t
+    assert t["peer"] == {"copies": 5, "bytes": 5 * M, "host_ns": 35000}, t
+    assert t["pageable"]["copies"] == 3, t["pageable"]
+    assert t["copies"] == 10, t
+PYEOF
+  # none: no line
+  mk h.trace --copies 0 --copy 3:h2d:pageable:pass:mode:4M:100000 >/dev/null
+  run_pl 0 report h.trace
+  grep -q "^device-to-device:" out && fail "a device-to-device line without such copies"
+  ;;
 report_routes)
   # --mode auto: which route each copy took, why the pageable ones were not
   # registered (most host time first), the registration engine's counters.

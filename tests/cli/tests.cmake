@@ -19,7 +19,7 @@ set(PL_CLI_CASES usage version exit_status signal not_found not_executable
     demo gpu_made_sync gpu_same_stream gpu_one_engine gpu_idle gpu_busy
     gpu_staged gpu_v1 gpu_ranks help_options mode_env output_ctl output_full
     run_lost_trace run_preload_order signal_terminal not_regular report_routes
-    report_escaped_paths)
+    report_escaped_paths report_d2d_peer)
 foreach(c ${PL_CLI_CASES})
   add_test(NAME cli_${c}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/run.sh ${CMAKE_BINARY_DIR} ${c})

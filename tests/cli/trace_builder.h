@@ -117,8 +117,9 @@ typedef struct tb_copy_args {
    * before); gpu_correlation: the CUPTI id its GPU op carries. */
   uint64_t seq;
   uint32_t gpu_correlation;
-  int v1;      /* write a 96-byte version-1 record */
-  uint8_t why; /* version 3: pagelock_why */
+  int v1;         /* write a 96-byte version-1 record */
+  uint8_t why;    /* version 3: pagelock_why */
+  int32_t device; /* the COPY's device (0, the one device, unless set) */
 } tb_copy_args;
 
 static inline void tb_copy(tb *b, const tb_copy_args *a) {
@@ -136,7 +137,7 @@ static inline void tb_copy(tb *b, const tb_copy_args *a) {
   r.alloc_stack_id = a->alloc_stack_id;
   r.flags = a->flags;
   r.result = a->result;
-  r.device = 0;
+  r.device = a->device;
   r.api = a->api;
   r.dir = a->dir;
   r.host_mem = a->host_mem;

@@ -62,6 +62,8 @@
   X(cuMemcpyHtoDAsync, 3020)                  \
   X(cuMemcpyDtoHAsync, 3020)                  \
   X(cuMemcpyDtoDAsync, 3020)                  \
+  X(cuMemcpyPeer, 4000)                       \
+  X(cuMemcpyPeerAsync, 4000)                  \
   X(cuMemcpy2DUnaligned, 3020)                \
   X(cuMemcpy2DAsync, 3020)                    \
   X(cuMemcpyBatchAsync, 13000)                \
@@ -462,6 +464,41 @@ RT_API cudaError_t CUDARTAPI cudaMemcpyAsync(void *dst, const void *src, size_t 
 RT_API cudaError_t CUDARTAPI cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count,
                                                   enum cudaMemcpyKind kind, cudaStream_t stream) {
   return rt_memcpy(dst, src, count, kind, stream, 1, 1);
+}
+
+/* cudaMemcpyPeer[Async]: the two devices' primary contexts. */
+static cudaError_t rt_memcpy_peer(void *dst, int dst_dev, const void *src, int src_dev, size_t n,
+                                  cudaStream_t s, int async, int pt) {
+  RT_BEGIN();
+  if (dst_dev < 0 || dst_dev >= rt_device_count || src_dev < 0 || src_dev >= rt_device_count)
+    return rt_ret(cudaErrorInvalidDevice);
+  CUcontext dc, sc;
+  cudaError_t e = rt_retain_primary(dst_dev, &dc);
+  if (e == cudaSuccess) e = rt_retain_primary(src_dev, &sc);
+  if (e != cudaSuccess) return rt_ret(e);
+  return rt_drv(async ? DRV(pt, cuMemcpyPeerAsync)(DP(dst), dc, DP(src), sc, n, s)
+                      : DRV(pt, cuMemcpyPeer)(DP(dst), dc, DP(src), sc, n));
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpyPeer(void *dst, int dstDevice, const void *src,
+                                            int srcDevice, size_t count) {
+  return rt_memcpy_peer(dst, dstDevice, src, srcDevice, count, NULL, 0, 0);
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpyPeer_ptds(void *dst, int dstDevice, const void *src,
+                                                 int srcDevice, size_t count) {
+  return rt_memcpy_peer(dst, dstDevice, src, srcDevice, count, NULL, 0, 1);
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src,
+                                                 int srcDevice, size_t count, cudaStream_t stream) {
+  return rt_memcpy_peer(dst, dstDevice, src, srcDevice, count, stream, 1, 0);
+}
+
+RT_API cudaError_t CUDARTAPI cudaMemcpyPeerAsync_ptsz(void *dst, int dstDevice, const void *src,
+                                                      int srcDevice, size_t count,
+                                                      cudaStream_t stream) {
+  return rt_memcpy_peer(dst, dstDevice, src, srcDevice, count, stream, 1, 1);
 }
 
 static cudaError_t rt_memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch,

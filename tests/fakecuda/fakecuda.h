@@ -55,6 +55,12 @@ struct fakecuda_stats {
   unsigned long long host_register_calls; /* cuMemHostRegister and cuMemHostRegister_v2 */
   unsigned long long host_unregister_calls;
   unsigned long long legacy_calls; /* 32-bit era cuMemcpyHtoD/DtoH/DtoD[Async] */
+  /* cuEventRecord* of an event on a stream of another context (the
+   * legacy and per-thread streams are the current context's): refused
+   * with CUDA_ERROR_INVALID_HANDLE, as CUDA refuses it.  A wait on an
+   * event of another context (cuStreamWaitEvent) is allowed, as in CUDA,
+   * and not counted. */
+  unsigned long long event_ctx_mismatches;
 };
 
 /*

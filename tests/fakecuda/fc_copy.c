@@ -602,6 +602,44 @@ FC_EXPORT CUresult cuMemcpyDtoDAsync(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 sr
   FC_RETURN(fc_copy_dir(D(dstDevice), D(srcDevice), ByteCount, FC_D2D, hStream, 0, FC_ASYNC));
 }
 
+/* cuMemcpyPeer*: each side must lie in its context's device.  The copy
+ * is queued on the current context's stream, as in CUDA, and works with
+ * or without peer access enabled (the real driver then bounces it through
+ * the host; the bytes are the same). */
+static CUresult fc_copy_peer(uintptr_t dst, CUcontext dctx, uintptr_t src, CUcontext sctx, size_t n,
+                             CUstream h, int pt, int mode) {
+  fc_ctx *dc = (fc_ctx *)dctx, *sc = (fc_ctx *)sctx;
+  if (!fc_ctx_usable(dc) || !fc_ctx_usable(sc)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (n) {
+    int dd = -1, sd = -1;
+    if (fc_locate_device(dst, n, &dd) != CUDA_SUCCESS || dd != dc->device ||
+        fc_locate_device(src, n, &sd) != CUDA_SUCCESS || sd != sc->device)
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return fc_copy_dir(dst, src, n, FC_D2D, h, pt, mode);
+}
+
+#define FC_PEER(name, pt)                                                                       \
+  FC_EXPORT CUresult name(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,   \
+                          CUcontext srcContext, size_t ByteCount) {                             \
+    name##_params fc__p = {dstDevice, dstContext, srcDevice, srcContext, ByteCount};            \
+    FC_ENTER_P(name, &fc__p);                                                                   \
+    FC_RETURN(fc_copy_peer(D(dstDevice), dstContext, D(srcDevice), srcContext, ByteCount, NULL, \
+                           pt, FC_SYNC));                                                       \
+  }
+#define FC_PEER_ASYNC(name, pt)                                                                    \
+  FC_EXPORT CUresult name(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,      \
+                          CUcontext srcContext, size_t ByteCount, CUstream hStream) {              \
+    name##_params fc__p = {dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream};      \
+    FC_ENTER_P(name, &fc__p);                                                                      \
+    FC_RETURN(fc_copy_peer(D(dstDevice), dstContext, D(srcDevice), srcContext, ByteCount, hStream, \
+                           pt, FC_ASYNC));                                                         \
+  }
+FC_PEER(cuMemcpyPeer, 0)
+FC_PEER(cuMemcpyPeer_ptds, 1)
+FC_PEER_ASYNC(cuMemcpyPeerAsync, 0)
+FC_PEER_ASYNC(cuMemcpyPeerAsync_ptsz, 1)
+
 /* One macro per shape keeps the default and per-thread twins identical
  * except for what stream 0 means. */
 #define FC_HTOD(name, pt)                                                                   \

@@ -149,6 +149,13 @@ static CUresult fc_event_record(CUevent h, CUstream hs, unsigned flags, int pt) 
   CUresult r = fc_event_lookup(h, &e);
   if (r == CUDA_SUCCESS) r = fc_stream_resolve(hs, pt, &s);
   if (r != CUDA_SUCCESS) return r;
+  /* "hEvent and hStream must be from the same context otherwise
+   * CUDA_ERROR_INVALID_HANDLE is returned" (cuEventRecord).  Counted too,
+   * so that a test can assert a program (the shim) never tried. */
+  if (e->ctx != s->ctx) {
+    FC_STAT_ADD(event_ctx_mismatches, 1);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
   fc_op *op = fc_op_new(FC_OP_EVENT_RECORD);
   if (op == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   fc_event_ref(e);

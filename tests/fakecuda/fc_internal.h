@@ -116,6 +116,7 @@ struct fc_stats_atomic {
   _Atomic unsigned long long kernels_launched, graph_launches, host_funcs_run;
   _Atomic unsigned long long host_register_calls, host_unregister_calls;
   _Atomic unsigned long long legacy_calls;
+  _Atomic unsigned long long event_ctx_mismatches;
 };
 extern struct fc_stats_atomic fc_stats;
 #define FC_STAT_ADD(field, n) \

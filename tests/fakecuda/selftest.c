@@ -429,6 +429,44 @@ static void test_events(void) {
   CK(cudaStreamDestroy(s2));
 }
 
+/* An event belongs to the context it was created in: CUDA refuses to
+ * record it on a stream of another context (counted in the stats) and
+ * lets a stream of another context wait on it. */
+static void test_event_contexts(void) {
+  CUresult (*ctx_create)(CUcontext *, unsigned, CUdevice) = sym("cuCtxCreate_v2");
+  CUresult (*ctx_pop)(CUcontext *) = sym("cuCtxPopCurrent_v2");
+  CUresult (*ctx_destroy)(CUcontext) = sym("cuCtxDestroy_v2");
+  CUresult (*ev_create)(CUevent *, unsigned) = sym("cuEventCreate");
+  CUresult (*ev_record)(CUevent, CUstream) = sym("cuEventRecord");
+  CUresult (*ev_destroy)(CUevent) = sym("cuEventDestroy_v2");
+  CUresult (*wait)(CUstream, CUevent, unsigned) = sym("cuStreamWaitEvent");
+  if (!ctx_create || !ctx_pop || !ctx_destroy || !ev_create || !ev_record || !ev_destroy || !wait) {
+    CHECK(0);
+    return;
+  }
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  CUcontext other = NULL, popped = NULL;
+  CUevent e = NULL, mine = NULL;
+  CU(ctx_create(&other, 0, 0)); /* current until popped */
+  CU(ev_create(&e, 0));
+  CU(ctx_pop(&popped));
+  CHECK(popped == other);
+  CU(ev_create(&mine, 0));
+  unsigned long long before = stats().event_ctx_mismatches;
+  CHECK(ev_record(e, (CUstream)s) == CUDA_ERROR_INVALID_HANDLE);
+  CHECK(ev_record(e, NULL) == CUDA_ERROR_INVALID_HANDLE); /* the current context's */
+  CHECK(stats().event_ctx_mismatches == before + 2);
+  CU(ev_record(mine, (CUstream)s));
+  CU(wait((CUstream)s, e, 0)); /* never recorded: a no-op, and allowed */
+  CHECK(stats().event_ctx_mismatches == before + 2);
+  CK(cudaStreamSynchronize(s));
+  CU(ev_destroy(mine));
+  CU(ev_destroy(e));
+  CU(ctx_destroy(other));
+  CK(cudaStreamDestroy(s));
+}
+
 static atomic_int g_graph_hostfn;
 
 static void cb_count(void *arg) {
@@ -845,6 +883,7 @@ int main(void) {
   test_per_thread();
   test_ordering();
   test_events();
+  test_event_contexts();
   test_graphs();
   test_faults();
   test_registration();

@@ -11,12 +11,17 @@
  * on the other device (device to device: cudaMemcpy DeviceToDevice from
  * thread 0, cudaMemcpyAsync Default from thread 1) and, once both have,
  * downloads the buffer on its own device: the other thread's last bytes.
+ * Then each thread clears that buffer, copies the other device's round
+ * buffer into it as a peer copy (cudaMemcpyPeer from thread 0,
+ * cudaMemcpyPeerAsync on its stream from thread 1) and downloads it again.
  * So each thread's host<->device copies all name its own device: 2 * ROUNDS
- * + 1 of them, and 2 device-to-device copies in all.
+ * + 2 of them, with 2 device-to-device and 2 peer copies in all.
  *
  * Prints one line, "multigpu: devices=2 rounds=R copies_per_device=N d2d=2
- * wrong=W high_water=H pid=P" (H: the fake driver's registered-bytes
- * high-water mark, -1 over a real driver) and exits non-zero on any wrong
+ * peer=2 wrong=W high_water=H misuses=M pid=P" (H: the fake driver's
+ * registered-bytes high-water mark; M: the events it was asked to record on
+ * a stream of another context, which CUDA refuses; both -1 over a real
+ * driver) and exits non-zero on any wrong
  * byte or failed call; with fewer than two devices "multigpu: skipped
  * devices=N pid=P" and 0. */
 #define _GNU_SOURCE
@@ -113,6 +118,19 @@ static void *mg_run(void *arg) {
   MG_CALL(t, cudaMemcpy(down, t->dpeer, MG_BYTES, cudaMemcpyDeviceToHost));
   t->copies++;
   t->wrong += mg_check(down, MG_BYTES, o->last_seed);
+  /* Peer, from the other device's round buffer (final since the barrier)
+   * into this device's cleared buffer. */
+  MG_CALL(t, cudaMemset(t->dpeer, 0, MG_BYTES));
+  if (t->dev == 0) {
+    MG_CALL(t, cudaMemcpyPeer(t->dpeer, t->dev, o->dbuf, o->dev, MG_BYTES));
+  } else {
+    MG_CALL(t, cudaMemcpyPeerAsync(t->dpeer, t->dev, o->dbuf, o->dev, MG_BYTES, s));
+    MG_CALL(t, cudaStreamSynchronize(s));
+  }
+  memset(down, 0xee, MG_BYTES);
+  MG_CALL(t, cudaMemcpy(down, t->dpeer, MG_BYTES, cudaMemcpyDeviceToHost));
+  t->copies++;
+  t->wrong += mg_check(down, MG_BYTES, o->last_seed);
   MG_CALL(t, cudaStreamDestroy(s));
 out:
   free(up);
@@ -150,7 +168,7 @@ int main(int argc, char **argv) {
     if (cudaFree(mg[i].dbuf) != cudaSuccess || cudaFree(mg[i].dpeer) != cudaSuccess) failed++;
     failed += mg[i].failed;
   }
-  long long high = -1;
+  long long high = -1, misuses = -1;
   void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   void (*get_stats)(struct fakecuda_stats *) = NULL;
   if (h) *(void **)&get_stats = dlsym(h, "fakecuda_get_stats");
@@ -158,11 +176,13 @@ int main(int argc, char **argv) {
     struct fakecuda_stats st;
     get_stats(&st);
     high = (long long)st.registered_bytes_high_water;
+    misuses = (long long)st.event_ctx_mismatches;
   }
   unsigned long wrong = mg[0].wrong + mg[1].wrong;
   printf(
-      "multigpu: devices=%d rounds=%d copies_per_device=%lu d2d=2 wrong=%lu failed=%lu high_water=%lld pid=%d\n",
-      n, rounds, mg[0].copies == mg[1].copies ? mg[0].copies : 0, wrong, failed, high,
+      "multigpu: devices=%d rounds=%d copies_per_device=%lu d2d=2 peer=2 wrong=%lu failed=%lu high_water=%lld "
+      "misuses=%lld pid=%d\n",
+      n, rounds, mg[0].copies == mg[1].copies ? mg[0].copies : 0, wrong, failed, high, misuses,
       (int)getpid());
   return wrong || failed ? 1 : 0;
 }

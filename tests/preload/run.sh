@@ -684,14 +684,15 @@ case_autopin_fork() { ap_skip || ap2 fork fork -- --registered-min 4; }
 # ---- several devices (issue 23) --------------------------------------------
 # tests/preload/multigpu.c: one process, two devices, two threads each with
 # its own device current, pageable 3 MiB uploads and downloads of known
-# bytes, then one device-to-device copy each way between the devices.
+# bytes, then one device-to-device copy and one peer copy each way between
+# the devices.
 # Over fakecuda with FAKECUDA_DEVICES=2 (the GPU host runs it over its own
 # devices and skips it with fewer than two).
 MG_ENV="FAKECUDA_DEVICES=2 PAGELOCK_TRACK_MIN=16K PAGELOCK_STAGE_MIN=16K PAGELOCK_REGISTER_HOT=100"
 MG_ROUNDS=6
-# Each thread's host<->device copies: 2 per round and the download of
-# what the other thread copied in.
-MG_PER_DEV=$((2 * MG_ROUNDS + 1))
+# Each thread's host<->device copies: 2 per round and the downloads of
+# what the other device's buffer was copied into (device to device, peer).
+MG_PER_DEV=$((2 * MG_ROUNDS + 2))
 
 # mg MODE TAG [-- TRACE_CHECK_OPTIONS...]: test_multigpu under
 # --mode=MODE (MG_SET: more VAR=VALUE).  Bytes exact on both devices, the
@@ -709,11 +710,16 @@ mg() {
   [ $st = 0 ] || fail "--mode=$mode: exit $st: $MG_LINE $(grep -E '^(multigpu|pagelock):' "$d/err" | grep -v 'trace written' | head -4)" || return
   echo "    --mode=$mode: $MG_LINE" >&2
   case $MG_LINE in *": skipped "*) MG_LINE=; return 0 ;; esac
-  echo "$MG_LINE" | grep -q " copies_per_device=$MG_PER_DEV d2d=2 wrong=0 failed=0 " ||
+  echo "$MG_LINE" | grep -q " copies_per_device=$MG_PER_DEV d2d=2 peer=2 wrong=0 failed=0 " ||
     fail "--mode=$mode: $MG_LINE" || return
+  # Chunks used only with their own context: the fake refuses (and counts)
+  # an event recorded on a stream of another context, as CUDA does.
+  case $MG_LINE in *" misuses=0 "* | *" misuses=-1 "*) ;;
+    *) fail "--mode=$mode: events recorded on another context's stream: $MG_LINE" || return ;;
+  esac
   pid=${MG_LINE##* pid=}
   [ -f "$d/t.$pid.trace" ] || fail "--mode=$mode: no trace of pid $pid: $(ls "$d")" || return
-  "$B/trace_check" "$d/t.$pid.trace" --complete --failed 0 --pageable $((4 * MG_ROUNDS + 2)) "$@" >&2 ||
+  "$B/trace_check" "$d/t.$pid.trace" --complete --failed 0 --pageable $((2 * MG_PER_DEV)) "$@" >&2 ||
     fail "--mode=$mode: the trace" || return
   "$B/pagelock" report --format json "$d/t.$pid.trace" >"$d/report.json" 2>"$d/report.err" ||
     fail "--mode=$mode: report --format json failed: $(cat "$d/report.err")" || return
@@ -742,9 +748,8 @@ case_multigpu_observe() { mg_skip || mg observe observe -- --registered-max 0 --
 # Stage with a 4 MiB pool shared by the two devices' contexts: bytes exact,
 # the pool bound never exceeded (stage registers nothing but the pool's
 # slabs, so the fake driver's registered-bytes high-water mark is the
-# pool's), copies staged, device-to-device copies passed through.  Whether
-# a chunk is used only with its own context the fake cannot tell: it does
-# not check that an event and the stream it is recorded on share a context.
+# pool's), copies staged, device-to-device copies passed through, no chunk's
+# event recorded on another context's stream (mg checks it).
 case_multigpu_stage() {
   mg_skip && return 0
   MG_SET="PAGELOCK_POOL_SIZE=4M" mg stage stage -- --registered-max 0 --d2d-min 1 || return
@@ -769,19 +774,40 @@ case_multigpu_auto_small_pool() {
     MG_SET="PAGELOCK_POOL_SIZE=4M" mg register xpool -- --registered-min 4; }
 }
 
-# Known failures, out of the ctest list until the shim is fixed (run one
-# with `run.sh BUILD xcase_NAME`):
-# - every COPY record's `device` is -1 (shim/copy.c sets it and nothing
-#   fills it in): the trace cannot say which device a copy went to, only
-#   CUPTI's GPU records can;
-xcase_multigpu_copy_device() {
-  mg_skip || mg observe xdev -- --device-copies 0=$MG_PER_DEV --device-copies 1=$MG_PER_DEV --thread-one-device
+# Every COPY record names the device of the context its copy ran in (the
+# shim asks the driver once per context change, per thread): each thread's
+# host<->device copies on its own device, and no thread on two devices.
+case_multigpu_copy_device() {
+  mg_skip || mg observe dev -- --device-copies 0=$MG_PER_DEV --device-copies 1=$MG_PER_DEV --thread-one-device
 }
-# - cudaMemcpy DeviceToDevice (cuMemcpyDtoD_v2) leaves no COPY record: the
-#   shim hooks no cuMemcpyDtoD* (nor cuMemcpyPeer*) entry point, only the
-#   unified cuMemcpy/cuMemcpyAsync, so one of the two device-to-device
-#   copies is recorded.
-xcase_multigpu_d2d() { mg_skip || mg observe xd2d -- --d2d 2; }
+
+# The register budget held over two contexts: under auto with an 8 MiB
+# budget and a 4 MiB pool, four 3 MiB buffers hot in two contexts cannot
+# all be registered (copies staged for the budget).  The shim's own high-water mark stays within the
+# budget, and so does the fake driver's registered bytes minus the pool.
+case_multigpu_budget() {
+  mg_skip && return 0
+  MG_SET="PAGELOCK_POOL_SIZE=4M PAGELOCK_REGISTER_BUDGET=8M" mg auto budget -- --registered-min 1 --why-min BUDGET=1 \
+    --counter-max registered_bytes_high_water=8388608 --counter-min register_budget=8388608 \
+    --counter-max register_budget=8388608 || return
+  [ -n "$MG_LINE" ] || return 0
+  local hw=${MG_LINE##* high_water=}; hw=${hw%% *}
+  [ "$hw" = -1 ] || [ "$hw" -le $(((4 + 8) << 20)) ] ||
+    fail "registered bytes reached $hw, over the 8 MiB budget plus the 4 MiB pool: $MG_LINE"
+}
+
+# Device-to-device copies (cudaMemcpy DeviceToDevice: cuMemcpyDtoD_v2;
+# cudaMemcpyAsync Default: cuMemcpyAsync) and peer copies (cudaMemcpyPeer,
+# cudaMemcpyPeerAsync: cuMemcpyPeer, cuMemcpyPeerAsync) each leave one COPY
+# record, of its own direction, passed through under every mode.
+case_multigpu_d2d() {
+  mg_skip && return 0
+  local mode
+  for mode in observe stage auto; do
+    MG_SET="PAGELOCK_POOL_SIZE=4M" mg $mode d2d -- --d2d 2 --peer 2 --api-min cuMemcpyDtoD_v2=1 \
+      --api-min cuMemcpyPeer=1 --api-min cuMemcpyPeerAsync=1 || return
+  done
+}
 # Every case defined above, in the order they appear.
 all=$(grep -o '^case_[a-z0-9_]*()' "$0" | sed 's/^case_//; s/()$//')
 for c in ${@:-$all}; do

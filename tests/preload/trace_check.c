@@ -13,6 +13,8 @@
  *                         [--d2d N] [--d2d-min N] exactly (at least) N
  *                           device-to-device copies, none staged or
  *                           registered (route: passed through)
+ *                         [--peer N] exactly N peer copies (cuMemcpyPeer*),
+ *                           none staged or registered
  *   Routes (PAGELOCK_MODE register, auto):
  *                         [--registered-min N] [--registered-max N] copies
  *                           through a shim registration (COPY flag
@@ -152,7 +154,8 @@ int main(int argc, char **argv) {
    * most), and each thread's first device, to catch a copy recorded
    * against another thread's device. */
   enum { TC_DEV_N = 8, TC_TID_N = 64 };
-  unsigned long dev_copies[TC_DEV_N] = {0}, dev_other = 0, d2d = 0, d2d_routed = 0;
+  unsigned long dev_copies[TC_DEV_N] = {0}, dev_other = 0, d2d = 0, d2d_routed = 0, peer = 0,
+                peer_routed = 0;
   uint32_t tid_v[TC_TID_N];
   int32_t tid_dev[TC_TID_N];
   unsigned long tid_n = 0, tid_mixed = 0;
@@ -236,6 +239,10 @@ int main(int argc, char **argv) {
     if (c->dir == PAGELOCK_DIR_D2D) {
       d2d++;
       if (c->flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_REGISTERED)) d2d_routed++;
+    }
+    if (c->dir == PAGELOCK_DIR_PEER) {
+      peer++;
+      if (c->flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_REGISTERED)) peer_routed++;
     }
     if (c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_D2H) {
       if (c->device >= 0 && c->device < TC_DEV_N)
@@ -454,6 +461,10 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--d2d")) {
       EXPECT("device-to-device copies", d2d, strtoul(v, 0, 10));
       EXPECT("device-to-device copies staged or registered", d2d_routed, 0);
+      i++;
+    } else if (!strcmp(a, "--peer")) {
+      EXPECT("peer copies", peer, strtoul(v, 0, 10));
+      EXPECT("peer copies staged or registered", peer_routed, 0);
       i++;
     } else if (!strcmp(a, "--d2d-min")) {
       if (d2d < strtoul(v, 0, 10)) {

@@ -1256,6 +1256,56 @@ static void test_addr2line_symbolizes(void **state) {
   tb_free(&b);
 }
 
+/* Several devices: a site's device is what its COPY records name (no GPU
+ * record needed), -2 when they name several; a record naming none (-1, as
+ * every shim before issue 23 wrote) leaves it as it is. */
+static void test_site_device_from_copies(void **state) {
+  (void)state;
+  tb b = {0};
+  tb_header(&b, 1, 0);
+  tb_process(&b, "/opt/app/bin/app", "node1", PAGELOCK_MODE_OBSERVE, -1);
+  static const struct {
+    uint64_t callsite;
+    int32_t device;
+  } cp[] = {{CUDART + 0x100, 1}, {CUDART + 0x100, -1}, {CUDART + 0x100, 1},
+            {CUDART + 0x200, 0}, {CUDART + 0x200, 1},  {CUDART + 0x300, -1}};
+  for (size_t i = 0; i < sizeof cp / sizeof cp[0]; i++) {
+    tb_copy_args c = {0};
+    c.start_ns = 1000000000ull + 1000 * (b.nrec + 1);
+    c.host_ns = 1000;
+    c.bytes = 1 << 20;
+    c.callsite = cp[i].callsite;
+    c.stack_id = 0;
+    c.dir = PAGELOCK_DIR_H2D;
+    c.host_mem = PAGELOCK_MEM_PAGEABLE;
+    c.device = cp[i].device;
+    tb_copy(&b, &c);
+  }
+  tb_end(&b, 1000000000ull + 50000000ull);
+  plr_process p;
+  memset(&p, 0, sizeof p);
+  assert_int_equal(load(&p.t, &b), 0);
+  int seen = 0;
+  for (const plr_site *s = p.t.sites; s; s = s->hh.next) {
+    int32_t want = s->key.callsite == CUDART + 0x100   ? 1
+                   : s->key.callsite == CUDART + 0x200 ? -2
+                                                       : -1;
+    assert_int_equal(s->device, want);
+    seen++;
+  }
+  assert_int_equal(seen, 3);
+  analyze(&p);
+  char *j = report_json(&p, 1);
+  /* The JSON's sites name the device of the one-device site only. */
+  int ones = 0;
+  for (const char *q = j; (q = strstr(q, "\"device\": 1}")) != NULL; q++) ones++;
+  assert_int_equal(ones, 1);
+  assert_null(strstr(j, "\"device\": -"));
+  free(j);
+  plr_process_free(&p);
+  tb_free(&b);
+}
+
 /* One copy with a route flag and a reason, from stack 1. */
 static void route_copy(tb *b, uint8_t dir, uint8_t mem, uint32_t flags, uint8_t why, uint64_t bytes,
                        uint64_t host_ns) {
@@ -1569,6 +1619,7 @@ int main(void) {
       cmocka_unit_test(test_addr2line_symbolizes),
       cmocka_unit_test(test_open_missing_file),
       cmocka_unit_test(test_route_totals),
+      cmocka_unit_test(test_site_device_from_copies),
       cmocka_unit_test(test_routes_old_versions),
       cmocka_unit_test(test_open_fifo_at_once),
   };
