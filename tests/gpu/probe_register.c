@@ -147,6 +147,7 @@ int main(void) {
   one("8 MiB pieces, uploads", 8 * MIB, 0);
   pause_us = 50;
   one("8 MiB pieces 50us apart, uploads", 8 * MIB, 0);
+  one("16 MiB pieces 50us apart, uploads", 16 * MIB, 0);
   one("32 MiB pieces 50us apart, uploads", 32 * MIB, 0);
   pause_us = 200;
   one("8 MiB pieces 200us apart, uploads", 8 * MIB, 0);
