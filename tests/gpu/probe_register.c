@@ -75,7 +75,7 @@ static void unit(int kind, size_t k) {
 }
 
 static const char *units[] = {"uploads of 8 MiB", "memcpys of 8 MiB", "100 event queries",
-                               "100 event records"};
+                              "100 event records"};
 static void one(const char *what, size_t pc, int kind) {
   double base = 1e9;
   for (int i = 0; i < 8; i++) {
@@ -102,16 +102,17 @@ static void one(const char *what, size_t pc, int kind) {
   double u = now_ms();
   unregister_all();
   u = now_ms() - u;
-  printf("probe_register: %-34s register %6.1f ms (%3zu MiB pieces), unregister %5.1f ms; "
-         "meanwhile %3d x %s, mean %.2f ms, worst %.2f ms (alone %.2f ms)\n",
-         what, reg_ms, pc / MIB, u, n, units[kind], n ? sum / n : 0, worst,
-         base);
+  printf(
+      "probe_register: %-34s register %6.1f ms (%3zu MiB pieces), unregister %5.1f ms; "
+      "meanwhile %3d x %s, mean %.2f ms, worst %.2f ms (alone %.2f ms)\n",
+      what, reg_ms, pc / MIB, u, n, units[kind], n ? sum / n : 0, worst, base);
 }
 
 int main(void) {
   buf = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (buf == MAP_FAILED || cudaMalloc(&dev, BUF) != cudaSuccess ||
-      cudaMallocHost((void **)&pinned, CHUNK) != cudaSuccess || cudaStreamCreate(&st) != cudaSuccess)
+      cudaMallocHost((void **)&pinned, CHUNK) != cudaSuccess ||
+      cudaStreamCreate(&st) != cudaSuccess)
     return 2;
   cudaEventCreateWithFlags(&evq, cudaEventDisableTiming);
   char thp[128] = "?";
@@ -124,7 +125,8 @@ int main(void) {
   /* The same 256 MiB with and without huge pages: what the driver's
    * per-page work costs. */
   for (int h = 0; h < 3; h++) {
-    char *b2 = mmap(NULL, BUF + 2 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *b2 =
+        mmap(NULL, BUF + 2 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     char *a2 = (char *)(((uintptr_t)b2 + 2 * MIB - 1) & ~(uintptr_t)(2 * MIB - 1));
     if (h < 2) madvise(a2, BUF, h ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     memset(a2, 1, BUF);
@@ -134,8 +136,10 @@ int main(void) {
     cudaHostUnregister(a2);
     double t2 = now_ms();
     printf("probe_register: 256 MiB %-22s register %6.1f ms, unregister %5.1f ms\n",
-           h == 0 ? "MADV_NOHUGEPAGE" : h == 1 ? "MADV_HUGEPAGE" : "as the kernel gives", t1 - t0,
-           t2 - t1);
+           h == 0   ? "MADV_NOHUGEPAGE"
+           : h == 1 ? "MADV_HUGEPAGE"
+                    : "as the kernel gives",
+           t1 - t0, t2 - t1);
     munmap(b2, BUF + 2 * MIB);
   }
   memset(buf, 1, BUF);
@@ -163,9 +167,10 @@ int main(void) {
   for (int i = 0; i < 5; i++) cudaMemcpyAsync(dev, buf, 64 * MIB, cudaMemcpyHostToDevice, st);
   cudaStreamSynchronize(st);
   t = (now_ms() - t) / 5;
-  printf("probe_register: a copy over two adjacent registrations: %d; 64 MiB over both: %.2f ms "
-         "(%.1f GB/s)\n",
-         (int)e, t, 64.0 * MIB / t / 1e6);
+  printf(
+      "probe_register: a copy over two adjacent registrations: %d; 64 MiB over both: %.2f ms "
+      "(%.1f GB/s)\n",
+      (int)e, t, 64.0 * MIB / t / 1e6);
   cudaHostUnregister(buf);
   cudaHostUnregister(buf + 32 * MIB);
   return 0;
