@@ -665,8 +665,16 @@ static void pl_cupti_start(void) {
     pl_cupti_fail(PAGELOCK_GPU_TIMING_ERROR, "cuptiSubscribe: %s", pl_cupti_err(r));
     return;
   }
-  for (size_t i = 0; i < sizeof pl_copy_cbids / sizeof pl_copy_cbids[0]; i++)
-    pl_cu.EnableCallback(1, pl_sub, CUPTI_CB_DOMAIN_DRIVER_API, pl_copy_cbids[i]);
+#ifdef PL_DIAG_CUPTI
+  /* Diagnostic builds only (tests/gpu/cupti_cost.sh): PL_DIAG_CUPTI_OFF
+   * lists positions in pl_kinds not to enable, and "cb" for no callbacks,
+   * to find what CUPTI's tracing costs a program. */
+  const char *diag_off = getenv("PL_DIAG_CUPTI_OFF");
+  diag_off = diag_off ? diag_off : "";
+  if (strstr(diag_off, "cb") == NULL)
+#endif
+    for (size_t i = 0; i < sizeof pl_copy_cbids / sizeof pl_copy_cbids[0]; i++)
+      pl_cu.EnableCallback(1, pl_sub, CUPTI_CB_DOMAIN_DRIVER_API, pl_copy_cbids[i]);
   /* CUPTI keeps its own clock (CLOCK_REALTIME on Linux): a timestamp
    * callback of ours could not be taken back when the program starts a
    * profiler of its own (see cuptiSubscribe below), and would hand it our
@@ -678,6 +686,10 @@ static void pl_cupti_start(void) {
     return;
   }
   for (size_t i = 0; i < sizeof pl_kinds / sizeof pl_kinds[0]; i++) {
+#ifdef PL_DIAG_CUPTI
+    char pos[2] = {(char)('0' + i), 0};
+    if (strstr(diag_off, pos) != NULL) continue;
+#endif
     r = pl_cu.ActivityEnable(pl_kinds[i]);
     if (r != CUPTI_SUCCESS && i < 4) {
       uint32_t st = r == CUPTI_ERROR_NOT_COMPATIBLE || r == CUPTI_ERROR_INVALID_DEVICE
