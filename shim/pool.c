@@ -339,23 +339,16 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
  * program's first staged copies.  A context's first device allocation
  * announces its copies: the shim's thread then builds the pool, up to its
  * bound or 64 MiB, while the program goes on setting up.  Another
- * context's pool takes chunks over from it when the bound is reached.
- * It is built one 16 MiB slab per turn of the shim's thread (~2.5 ms
- * each): a copy that arrives meanwhile has chunks after the first slab,
- * not after all 64 MiB (a 256 MiB upload right after its device
- * allocation waited 9.2 ms for the whole pool, H100 host), and a
- * registration requested meanwhile goes between two slabs. */
+ * context's pool takes chunks over from it when the bound is reached. */
 #define PL_PREWARM_MAX ((uint64_t)64 << 20)
-#define PL_PREWARM_SLAB ((uint64_t)16 << 20)
 
 static void pl_pool_prewarm_run(void *arg) {
   pl_pool *p = arg;
   const pl_stage_drv *d = pl_stage_drv_get();
   uint64_t bound = (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE);
-  uint64_t target = bound < PL_PREWARM_MAX ? bound : PL_PREWARM_MAX;
   size_t size = pl_chunk_bytes(bound);
-  /* Copies may have grown the pool meanwhile. */
-  if (d == NULL || size == 0 || atomic_load(&p->bytes) >= target) return;
+  /* A copy may have grown the pool meanwhile: then it needs nothing. */
+  if (d == NULL || size == 0 || atomic_load(&p->bytes) > 0) return;
   if (d->cuCtxPushCurrent(p->ctx) != CUDA_SUCCESS) return; /* destroyed since */
   /* A handle can be reused by a context created since: then the chunks
    * would carry events of another context than their pool's. */
@@ -367,17 +360,12 @@ static void pl_pool_prewarm_run(void *arg) {
     d->cuCtxPopCurrent(&popped);
     return;
   }
-  uint64_t left = target - atomic_load(&p->bytes);
-  unsigned n = (unsigned)((left < PL_PREWARM_SLAB ? left : PL_PREWARM_SLAB) / size);
+  unsigned n = (unsigned)((bound < PL_PREWARM_MAX ? bound : PL_PREWARM_MAX) / size);
   pl_chunk *c = NULL;
   CUresult err;
-  bool grew = pl_pool_grow(p, n ? n : 1, &c, &err) > 0;
-  if (grew) pl_pool_release(c, false);
+  if (pl_pool_grow(p, n ? n : 1, &c, &err) > 0) pl_pool_release(c, false);
   CUcontext popped;
   d->cuCtxPopCurrent(&popped);
-  /* The next slab on the thread's next turn; none once growing failed
-   * (the bound shared with other contexts' pools, or the driver). */
-  if (grew && atomic_load(&p->bytes) < target) pl_pinreg_post(pl_pool_prewarm_run, p);
 }
 
 void pl_pool_prewarm(CUcontext ctx) {
