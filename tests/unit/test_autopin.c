@@ -940,6 +940,48 @@ static void test_undo_after_shutdown(void **state) {
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
 
+/* PAGELOCK_LOG=debug prints each registration and undo with its time, and
+ * every one of them (engine events are never deduplicated). */
+static void test_debug_events(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  setenv("PAGELOCK_LOG", "debug", 1);
+  pl_config_reset_for_test();
+  pl_log_reset_for_test();
+  char path[512];
+  snprintf(path, sizeof path, "%s/stderr_debug", tmpdir);
+  int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600), saved = dup(2);
+  assert_true(fd >= 0 && saved >= 0);
+  CUdeviceptr dev;
+  size_t n = 2 * MB;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  dup2(fd, 2);
+  for (int i = 0; i < 2; i++) {
+    blk b = blk_new(n, 0);
+    make_live(&b, dev);
+    blk_free(&b);
+  }
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  setenv("PAGELOCK_LOG", "error", 1);
+  pl_config_reset_for_test();
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[1024];
+  int reg = 0, unreg = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "pagelock: registered 2048 of 2048 KiB in ", 41) == 0 &&
+        strstr(line, "(error 0) at ") != NULL)
+      reg++;
+    if (strncmp(line, "pagelock: unregistered 2048 KiB in ", 35) == 0) unreg++;
+  }
+  fclose(f);
+  assert_int_equal(reg, 2);
+  assert_int_equal(unreg, 2);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
 /* ---- two allocations sharing a page ---------------------------------------------- */
 
 static void test_neighbours(void **state) {
@@ -1546,6 +1588,7 @@ int main(void) {
       cmocka_unit_test(test_pieces),
       cmocka_unit_test(test_pieces_fail),
       cmocka_unit_test(test_undo_after_shutdown),
+      cmocka_unit_test(test_debug_events),
       cmocka_unit_test(test_settle),
       cmocka_unit_test(test_neighbours),
       cmocka_unit_test(test_budget),
