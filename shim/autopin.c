@@ -316,12 +316,12 @@ static bool pl_can_run(const pl_stage_drv *d, pl_copy *c, CUcontext *ctx) {
 }
 
 /* Bytes [off, off+len) of c through the staging pool, else the native
- * call cut at the registration's edges (pl_autopin_native). */
+ * call cut at the registration's edges (pl_pinreg_native). */
 static CUresult pl_stage_part(const pl_copy *c, size_t off, size_t len) {
   pl_copy part = pl_part(c, off, len);
   CUresult r;
   if (pl_stage_copy(&part, &r)) return r;
-  return pl_autopin_native(&part);
+  return pl_pinreg_native(&part);
 }
 
 void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
@@ -331,13 +331,13 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
   CUcontext ctx = NULL;
   uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst);
   if (d == NULL || !pl_can_run(d, c, &ctx)) {
-    *r = pl_autopin_native(c);
+    *r = pl_pinreg_native(c);
     pl_autopin_settle(c, h, c->bytes);
   } else if (pl_capturing(d, c)) {
     /* Captured as it is: the driver bakes the registered part into the
      * graph as page-locked memory, so the registration must outlive it. */
     pl_pinreg_pin_for_graph(use->base, use->iend - use->base);
-    *r = pl_autopin_native(c);
+    *r = pl_pinreg_native(c);
     c->flags |= PAGELOCK_COPY_CAPTURE | PAGELOCK_COPY_REGISTERED;
   } else {
     CUstream s = pl_copy_stream(c);
@@ -361,7 +361,7 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
       /* Refused: the native call does the rest, and says why. */
       if (!queued) {
         pl_copy part = pl_part(c, lo, c->bytes - lo);
-        *r = pl_autopin_native(&part);
+        *r = pl_pinreg_native(&part);
       } else if (e != CUDA_SUCCESS)
         *r = e;
       else if (rest_staged)
@@ -384,39 +384,6 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
   pl_pinreg_unhold(use);
   pl_cupti_link_end();
   pl_in_shim--;
-}
-
-/* Why cut: the driver validates a copy's host range when the call starts.
- * A range that starts inside a registered range and runs past its end is
- * refused with CUDA_ERROR_INVALID_VALUE (driver 580, tests/gpu/probe_straddle.c),
- * so a pass-through copy that crosses the edge of its allocation's
- * page-aligned interior, or of one piece of its registration (pinreg.h,
- * PL_PIN_PIECE), would fail whenever the shim's thread had just
- * registered that part, an error the program would never have seen.
- * Every registration of an allocation is exactly that interior, made in
- * those pieces, so parts cut at those edges each lie wholly inside or
- * wholly outside one piece, live, being made or being undone.  Only copies
- * that cross an edge are cut: a pageable copy of 256 MiB (~36 ms) becomes
- * 17 driver calls (~50 us more), in register and auto modes only. */
-CUresult pl_autopin_native(pl_copy *c) {
-  uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst), abase;
-  size_t n = c->bytes, alen, pg = pl_page();
-  int kind;
-  if (n == 0 || !pl_hostmem_lookup(h, &abase, &alen, &kind)) return c->native(c);
-  uintptr_t lo = (abase + pg - 1) & ~(uintptr_t)(pg - 1),
-            hi = (abase + alen) & ~(uintptr_t)(pg - 1);
-  size_t at = 0;
-  while (at < n) {
-    /* The next edge above h + at: the interior's start, a piece's end
-     * within it, or its end. */
-    uintptr_t p = h + at, edge = p < lo ? lo : p < hi ? pl_pin_piece_end(lo, p) : UINTPTR_MAX;
-    if (edge > hi && p >= lo && p < hi) edge = hi;
-    if (edge >= h + n || edge <= p) break;
-    CUresult r = pl_native_part(c, at, edge - p);
-    if (r != CUDA_SUCCESS) return r;
-    at = edge - h;
-  }
-  return at == 0 ? c->native(c) : pl_native_part(c, at, n - at);
 }
 
 void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n) {

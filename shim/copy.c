@@ -288,7 +288,7 @@ CUresult pl_copy_exec(pl_copy *c) {
         done = pl_stage_copy(c, &r);
       }
       if (!done) {
-        r = pl_autopin_native(c);
+        r = pl_pinreg_native(c);
         done = true;
       }
     }

@@ -760,6 +760,61 @@ void pl_pinreg_stop(void) {
   pthread_mutex_unlock(&pl_pin_lock);
 }
 
+/* ---- the native call, cut at the registrations' edges --------------------- */
+
+static size_t pl_pin_page(void) {
+  static size_t pg;
+  size_t p = __atomic_load_n(&pg, __ATOMIC_RELAXED);
+  if (PL_UNLIKELY(p == 0)) {
+    long v = sysconf(_SC_PAGESIZE);
+    p = v > 0 ? (size_t)v : 4096;
+    __atomic_store_n(&pg, p, __ATOMIC_RELAXED);
+  }
+  return p;
+}
+
+/* The native call for bytes [off, off+len) of c, in stream order. */
+static CUresult pl_pin_native_part(const pl_copy *c, size_t off, size_t len) {
+  pl_copy part = *c;
+  part.dst += off;
+  part.src += off;
+  part.bytes = len;
+  return c->native(&part);
+}
+
+/* Why cut: the driver validates a copy's host range when the call starts.
+ * A range that starts inside a registered range and runs past its end is
+ * refused with CUDA_ERROR_INVALID_VALUE (driver 580, tests/gpu/probe_straddle.c),
+ * so a pass-through copy that crosses the edge of its allocation's
+ * page-aligned interior, or of one piece of its registration (pinreg.h,
+ * PL_PIN_PIECE), would fail whenever the shim's thread had just
+ * registered that part, an error the program would never have seen.
+ * Every registration of an allocation is exactly that interior, made in
+ * those pieces, so parts cut at those edges each lie wholly inside or
+ * wholly outside one piece, live, being made or being undone.  Only copies
+ * that cross an edge are cut: a pageable copy of 256 MiB (~36 ms) becomes
+ * 17 driver calls (~50 us more), in register and auto modes only. */
+CUresult pl_pinreg_native(pl_copy *c) {
+  uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst), abase;
+  size_t n = c->bytes, alen, pg = pl_pin_page();
+  int kind;
+  if (n == 0 || !pl_hostmem_lookup(h, &abase, &alen, &kind)) return c->native(c);
+  uintptr_t lo = (abase + pg - 1) & ~(uintptr_t)(pg - 1),
+            hi = (abase + alen) & ~(uintptr_t)(pg - 1);
+  size_t at = 0;
+  while (at < n) {
+    /* The next edge above h + at: the interior's start, a piece's end
+     * within it, or its end. */
+    uintptr_t p = h + at, edge = p < lo ? lo : p < hi ? pl_pin_piece_end(lo, p) : UINTPTR_MAX;
+    if (edge > hi && p >= lo && p < hi) edge = hi;
+    if (edge >= h + n || edge <= p) break;
+    CUresult r = pl_pin_native_part(c, at, edge - p);
+    if (r != CUDA_SUCCESS) return r;
+    at = edge - h;
+  }
+  return at == 0 ? c->native(c) : pl_pin_native_part(c, at, n - at);
+}
+
 /* ---- fork ------------------------------------------------------------------ */
 
 void pl_pinreg_atfork_prepare(void) { pthread_mutex_lock(&pl_pin_lock); }

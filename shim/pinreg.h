@@ -113,6 +113,15 @@ bool pl_pinreg_used(void);
  * evictions, failures, time spent registering, bytes now and at most). */
 void pl_pinreg_counters(pagelock_rec_counters *c);
 
+/* The native call of a pageable 1D copy c that does not go through a
+ * registration, cut where a registration of its allocation (or one of its
+ * pieces) would begin and end, so that no part straddles a registered
+ * range whatever the shim's thread does meanwhile (the real driver refuses
+ * such a copy).  Same entry point, same stream, in order; the first
+ * failure is the result.  Here, below the engines, because both the
+ * staging engine's fallback and the registration route use it. */
+CUresult pl_pinreg_native(pl_copy *c);
+
 /* fork: the child forgets every registration without calling the driver
  * (CUDA is unusable there, and the parent's ranges are the parent's). */
 void pl_pinreg_atfork_prepare(void);
@@ -158,13 +167,6 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use);
  * (unless PAGELOCK_D2H=async).  Releases *use.  *r is what the program
  * must see. */
 void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r);
-
-/* The native call of a pageable 1D copy c that does not go through a
- * registration, cut where a registration of its allocation would begin and
- * end, so that no piece straddles a registered range whatever the shim's
- * thread does meanwhile (the real driver refuses such a copy).  Same
- * entry point, same stream, in order; the first failure is the result. */
-CUresult pl_autopin_native(pl_copy *c);
 
 /* After a native or staged asynchronous copy c whose host side is
  * [host, host+n): if a shim registration (live or in flight) overlaps it,

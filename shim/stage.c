@@ -118,7 +118,7 @@ static pl_acq pl_run_acquire(pl_run *x, unsigned grow, uint64_t wait_ns, pl_chun
 
 /* Run the native call for bytes [off, end) of the copy, in stream order
  * after whatever chunks were enqueued.  Its result is the program's.
- * Through pl_autopin_native: in register and auto modes the shim's thread
+ * Through pl_pinreg_native: in register and auto modes the shim's thread
  * may have just registered the allocation's interior, and the rest of a
  * copy that starts inside it and runs past its end is refused by the
  * driver (autopin.c); cut at the interior's edges it is not.  With no
@@ -136,7 +136,7 @@ static CUresult pl_run_fallback(pl_run *x, size_t off, bool timed_out) {
         PL_LOG_INFO, PL_LK_STAGE_FALLBACK,
         "no staging chunk freed within PAGELOCK_WAIT_US=%ld us; the rest of the copy passes through (raise PAGELOCK_POOL_SIZE if this repeats)",
         pl_opt_long(PL_OPT_WAIT_US));
-  return pl_pinreg_any() ? pl_autopin_native(&rest) : x->c->native(&rest);
+  return pl_pinreg_any() ? pl_pinreg_native(&rest) : x->c->native(&rest);
 }
 
 /* Log a driver call of the engine failing mid-copy (the copy itself is

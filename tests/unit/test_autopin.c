@@ -691,7 +691,7 @@ static void test_h2d_tail_staged(void **state) {
  * that makes a pass-through copy meet a live registration (the shim's
  * thread finishing between the route and the call) is played here
  * deterministically: the registration is live, and the copy is handed to
- * pl_autopin_native as the route's fallback would hand it. */
+ * pl_pinreg_native as the route's fallback would hand it. */
 static void test_native_cut(void **state) {
   (void)state;
   ap_env("register", "0", "sync", "sync");
@@ -718,7 +718,7 @@ static void test_native_cut(void **state) {
     /* the uncut call is what the driver refuses */
     assert_int_equal(c.native(&c), CUDA_ERROR_INVALID_VALUE);
     fill(from, len, 40u + (unsigned)v);
-    assert_int_equal(pl_autopin_native(&c), CUDA_SUCCESS);
+    assert_int_equal(pl_pinreg_native(&c), CUDA_SUCCESS);
     v_sync(v, NULL);
     uint8_t *back = malloc(len);
     assert_int_equal(f_cuMemcpyDtoH_v2(back, dev, len), CUDA_SUCCESS);
@@ -858,7 +858,7 @@ static void test_pieces(void **state) {
   nc.native = nat_htod;
   assert_int_equal(nc.native(&nc), CUDA_ERROR_INVALID_VALUE);
   fill(from, len, 99);
-  assert_int_equal(pl_autopin_native(&nc), CUDA_SUCCESS);
+  assert_int_equal(pl_pinreg_native(&nc), CUDA_SUCCESS);
   assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, len), CUDA_SUCCESS);
   assert_int_equal(check_pat(chk, len, 99), len);
   /* Released: every piece undone before the memory goes. */
