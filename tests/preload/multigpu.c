@@ -2,7 +2,8 @@
  * An ordinary CUDA runtime program: over the fake driver with
  * FAKECUDA_DEVICES=2 in CI, over two real GPUs on the GPU host.
  *
- *   multigpu [ROUNDS]   (default 6)
+ *   multigpu [ROUNDS]        (default 6)
+ *   multigpu rank [ROUNDS]   one process of a job, one device per process
  *
  * Thread i makes device i current (cudaSetDevice) and, ROUNDS times,
  * uploads a pageable 3 MiB buffer of bytes known from (device, round) and
@@ -23,10 +24,17 @@
  * a stream of another context, which CUDA refuses; both -1 over a real
  * driver) and exits non-zero on any wrong
  * byte or failed call; with fewer than two devices "multigpu: skipped
- * devices=N pid=P" and 0. */
+ * devices=N pid=P" and 0.
+ *
+ * `rank` is one process of a torchrun or mpirun job: device $LOCAL_RANK
+ * (0 when unset), one thread, ROUNDS pageable uploads and downloads of the
+ * same 3 MiB buffers (reused: hot under auto), bytes checked; prints
+ * "multigpu-rank: device=D copies=N wrong=W failed=F pid=P" ("multigpu-rank:
+ * skipped devices=N pid=P" and 0 when there is no device $LOCAL_RANK). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,7 +146,57 @@ out:
   return NULL;
 }
 
+/* One process of a job (see the head). */
+static int mg_rank(int rounds) {
+  const char *lr = getenv("LOCAL_RANK");
+  int dev = lr ? atoi(lr) : 0, n = 0;
+  unsigned long wrong = 0, failed = 0, copies = 0;
+  unsigned char *src = malloc(MG_BYTES), *back = malloc(MG_BYTES), *d = NULL;
+  cudaStream_t s;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || dev >= n) {
+    printf("multigpu-rank: skipped devices=%d pid=%d\n", n, (int)getpid());
+    return 0;
+  }
+  if (src == NULL || back == NULL || cudaSetDevice(dev) != cudaSuccess || cudaMalloc((void **)&d, MG_BYTES) != cudaSuccess ||
+      cudaStreamCreate(&s) != cudaSuccess) {
+    fprintf(stderr, "multigpu: rank on device %d of %d: setup failed\n", dev, n);
+    return 1;
+  }
+  for (int r = 0; r < rounds; r++) {
+    int seed = 100 * dev + r;
+    mg_fill(src, MG_BYTES, seed);
+    memset(back, 0, MG_BYTES);
+    bool async = r % 2;
+    if (async) {
+      failed += cudaMemcpyAsync(d, src, MG_BYTES, cudaMemcpyHostToDevice, s) != cudaSuccess;
+      memset(src, 0xee, MG_BYTES); /* the program's own again once the call returned */
+      failed += cudaMemcpyAsync(back, d, MG_BYTES, cudaMemcpyDeviceToHost, s) != cudaSuccess;
+      failed += cudaStreamSynchronize(s) != cudaSuccess;
+    } else {
+      failed += cudaMemcpy(d, src, MG_BYTES, cudaMemcpyHostToDevice) != cudaSuccess;
+      failed += cudaMemcpy(back, d, MG_BYTES, cudaMemcpyDeviceToHost) != cudaSuccess;
+    }
+    copies += 2;
+    wrong += mg_check(back, MG_BYTES, seed);
+  }
+  failed += cudaStreamDestroy(s) != cudaSuccess;
+  failed += cudaFree(d) != cudaSuccess;
+  free(src);
+  free(back);
+  printf("multigpu-rank: device=%d copies=%lu wrong=%lu failed=%lu pid=%d\n", dev, copies, wrong,
+         failed, (int)getpid());
+  return wrong || failed ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "rank")) {
+    int rounds = argc > 2 ? atoi(argv[2]) : 6;
+    if (rounds < 1 || rounds > 1000) {
+      fprintf(stderr, "multigpu: bad ROUNDS '%s' (valid: 1 to 1000)\n", argv[2]);
+      return 2;
+    }
+    return mg_rank(rounds);
+  }
   int rounds = argc > 1 ? atoi(argv[1]) : 6, n = 0;
   if (rounds < 1 || rounds > 1000) {
     fprintf(stderr, "multigpu: bad ROUNDS '%s' (valid: 1 to 1000)\n", argv[1]);

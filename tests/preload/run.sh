@@ -808,6 +808,34 @@ case_multigpu_d2d() {
       --api-min cuMemcpyPeer=1 --api-min cuMemcpyPeerAsync=1 || return
   done
 }
+# Two processes of one job, one device each (torchrun, mpirun: RANK and
+# LOCAL_RANK per process), under observe, stage and auto: bytes exact, one
+# trace per rank whose copies all name its own device, and one report
+# whose rank table lists both.
+case_multigpu_ranks() {
+  mg_skip && return 0
+  local m d r
+  for m in observe stage auto; do
+    d="$T/mgr_$m"; mkdir -p "$d"
+    env $MG_ENV timeout -k 5 100 "$B/pagelock" run --mode=$m -o "$d/rank%r.trace" -- sh -c \
+      "RANK=0 LOCAL_RANK=0 '$B/test_multigpu' rank 4 & RANK=1 LOCAL_RANK=1 '$B/test_multigpu' rank 4 & wait" \
+      >"$d/out" 2>"$d/err" ||
+      fail "--mode=$m: the job failed: $(grep -hE '^(multigpu|pagelock)' "$d/out" "$d/err" | head -4)" || return
+    if grep -q 'skipped' "$d/out"; then echo "    (fewer than two devices: skipped)" >&2; return 0; fi
+    echo "    --mode=$m: $(tr '\n' ' ' <"$d/out")" >&2
+    for r in 0 1; do
+      grep -q "^multigpu-rank: device=$r copies=8 wrong=0 failed=0 " "$d/out" ||
+        fail "--mode=$m: rank $r: $(cat "$d/out")" || return
+      [ -f "$d/rank$r.trace" ] || fail "--mode=$m: no rank$r.trace: $(ls "$d")" || return
+      "$B/trace_check" "$d/rank$r.trace" --complete --failed 0 --pageable 8 --device-copies $r=8 >&2 ||
+        fail "--mode=$m: rank $r's trace" || return
+    done
+    grep -Eq '^ *rank +host' "$d/err" || fail "--mode=$m: no per-rank table: $(tail -5 "$d/err")" || return
+    [ "$(grep -Ec '^ +[01] +[^ ]+ +[0-9]+ +8 ' "$d/err")" = 2 ] ||
+      fail "--mode=$m: the rank table does not list both ranks with 8 copies: $(grep -A3 -E '^ *rank +host' "$d/err")" || return
+  done
+}
+
 # Every case defined above, in the order they appear.
 all=$(grep -o '^case_[a-z0-9_]*()' "$0" | sed 's/^case_//; s/()$//')
 for c in ${@:-$all}; do
