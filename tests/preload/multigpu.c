@@ -157,8 +157,8 @@ static int mg_rank(int rounds) {
     printf("multigpu-rank: skipped devices=%d pid=%d\n", n, (int)getpid());
     return 0;
   }
-  if (src == NULL || back == NULL || cudaSetDevice(dev) != cudaSuccess || cudaMalloc((void **)&d, MG_BYTES) != cudaSuccess ||
-      cudaStreamCreate(&s) != cudaSuccess) {
+  if (src == NULL || back == NULL || cudaSetDevice(dev) != cudaSuccess ||
+      cudaMalloc((void **)&d, MG_BYTES) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) {
     fprintf(stderr, "multigpu: rank on device %d of %d: setup failed\n", dev, n);
     return 1;
   }
