@@ -366,8 +366,12 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
         *r = e;
       else if (rest_staged)
         *r = pl_stage_part(c, hi, c->bytes - hi);
-      else if (hi < c->bytes)
-        *r = pl_native_part(c, hi, c->bytes - hi);
+      else if (hi < c->bytes) {
+        /* The partial last page, or a short rest of a registration still
+         * being made: cut where its next piece may begin meanwhile. */
+        pl_copy part = pl_part(c, hi, c->bytes - hi);
+        *r = pl_pinreg_native(&part);
+      }
       /* Last: a pageable edge may make the driver wait for the stream, and
        * that must not include the tail's DMA. */
       if (queued && tail && *r == CUDA_SUCCESS)
