@@ -341,6 +341,48 @@ static void make_live(blk *b, CUdeviceptr dev) {
   assert_int_equal(reg_interior(b), interior_len(b));
 }
 
+/* The shim's stderr, into a file of the test's, at log level `level`:
+ * stderr_begin, the code under test, stderr_end; then count its lines. */
+typedef struct cap {
+  char path[512];
+  int fd, saved;
+} cap;
+
+static void stderr_begin(cap *c, const char *name, const char *level) {
+  setenv("PAGELOCK_LOG", level, 1);
+  config_reset();
+  pl_log_reset_for_test();
+  snprintf(c->path, sizeof c->path, "%s/%s", tmpdir, name);
+  c->fd = open(c->path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  c->saved = dup(2);
+  assert_true(c->fd >= 0 && c->saved >= 0);
+  dup2(c->fd, 2);
+}
+
+static void stderr_end(cap *c) {
+  dup2(c->saved, 2);
+  close(c->saved);
+  close(c->fd);
+  setenv("PAGELOCK_LOG", "error", 1);
+  config_reset();
+}
+
+/* Lines of the captured file; those starting with `prefix` (NULL: none)
+ * and containing `also` (NULL: anything) in *matched. */
+static int stderr_lines(const cap *c, const char *prefix, const char *also, int *matched) {
+  FILE *f = fopen(c->path, "r");
+  assert_non_null(f);
+  char line[1024];
+  int lines = 0, m = 0;
+  while (fgets(line, sizeof line, f)) {
+    lines++;
+    if (prefix && strncmp(line, prefix, strlen(prefix)) == 0 && (!also || strstr(line, also))) m++;
+  }
+  fclose(f);
+  if (matched) *matched = m;
+  return lines;
+}
+
 /* ---- register: the first copy asks, the copies meanwhile stage ------------- */
 
 static void test_register_first_copy(void **state) {
@@ -913,36 +955,20 @@ static void test_pieces_fail(void **state) {
 static void test_undo_after_shutdown(void **state) {
   (void)state;
   ap_env("register", "0", "sync", "sync");
-  setenv("PAGELOCK_LOG", "warn", 1);
-  config_reset();
-  pl_log_reset_for_test();
-  char path[512];
-  snprintf(path, sizeof path, "%s/stderr_shutdown", tmpdir);
-  int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600), saved = dup(2);
-  assert_true(fd >= 0 && saved >= 0);
   CUdeviceptr dev;
   size_t n = 2 * MB;
   assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
   blk b = blk_new(n, 0);
   make_live(&b, dev);
-  dup2(fd, 2);
+  cap c;
+  stderr_begin(&c, "stderr_shutdown", "warn");
   f_fail("cuMemHostUnregister", 0, CUDA_ERROR_DEINITIALIZED);
   pl_hostmem_untrack_range(b.map, b.maplen);
   pl_pinreg_release((uintptr_t)b.map, b.maplen);
   f_clear_faults();
-  dup2(saved, 2);
-  close(saved);
-  close(fd);
-  setenv("PAGELOCK_LOG", "error", 1);
-  config_reset();
+  stderr_end(&c);
   assert_false(pl_pinreg_any());
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  char line[1024];
-  int lines = 0;
-  while (fgets(line, sizeof line, f)) lines++;
-  fclose(f);
-  assert_int_equal(lines, 0);
+  assert_int_equal(stderr_lines(&c, NULL, NULL, NULL), 0);
   /* The fake still holds what the "shut down" driver was told to drop. */
   f_cuMemHostUnregister((void *)lo_of(b.p));
   assert_int_equal(munmap(b.map, b.maplen), 0);
@@ -954,38 +980,20 @@ static void test_undo_after_shutdown(void **state) {
 static void test_debug_events(void **state) {
   (void)state;
   ap_env("register", "0", "sync", "sync");
-  setenv("PAGELOCK_LOG", "debug", 1);
-  config_reset();
-  pl_log_reset_for_test();
-  char path[512];
-  snprintf(path, sizeof path, "%s/stderr_debug", tmpdir);
-  int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600), saved = dup(2);
-  assert_true(fd >= 0 && saved >= 0);
   CUdeviceptr dev;
   size_t n = 2 * MB;
   assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
-  dup2(fd, 2);
+  cap c;
+  stderr_begin(&c, "stderr_debug", "debug");
   for (int i = 0; i < 2; i++) {
     blk b = blk_new(n, 0);
     make_live(&b, dev);
     blk_free(&b);
   }
-  dup2(saved, 2);
-  close(saved);
-  close(fd);
-  setenv("PAGELOCK_LOG", "error", 1);
-  config_reset();
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  char line[1024];
+  stderr_end(&c);
   int reg = 0, unreg = 0;
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "pagelock: registered 2048 of 2048 KiB in ", 41) == 0 &&
-        strstr(line, "(error 0) at ") != NULL)
-      reg++;
-    if (strncmp(line, "pagelock: unregistered 2048 KiB in ", 35) == 0) unreg++;
-  }
-  fclose(f);
+  stderr_lines(&c, "pagelock: registered 2048 of 2048 KiB in ", "(error 0) at ", &reg);
+  stderr_lines(&c, "pagelock: unregistered 2048 KiB in ", NULL, &unreg);
   assert_int_equal(reg, 2);
   assert_int_equal(unreg, 2);
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
@@ -1263,14 +1271,8 @@ static void test_release_map(void **state) {
 static void test_failure(void **state) {
   (void)state;
   ap_env("register", "0", "sync", "sync");
-  setenv("PAGELOCK_LOG", "warn", 1);
-  config_reset();
-  pl_log_reset_for_test();
-  char path[512];
-  snprintf(path, sizeof path, "%s/stderr", tmpdir);
-  int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600), saved = dup(2);
-  assert_true(fd >= 0 && saved >= 0);
-  dup2(fd, 2);
+  cap cp;
+  stderr_begin(&cp, "stderr", "warn");
   CUdeviceptr dev;
   size_t n = 2 * MB;
   assert_int_equal(f_cuMemAlloc_v2(&dev, 4 * MB), CUDA_SUCCESS);
@@ -1287,11 +1289,7 @@ static void test_failure(void **state) {
   pl_pinreg_quiesce_for_test();
   fill(a.p, n, 80);
   CUresult r2 = up(V_ASYNC, dev, a.p, n, NULL, &c);
-  dup2(saved, 2);
-  close(saved);
-  close(fd);
-  setenv("PAGELOCK_LOG", "error", 1);
-  config_reset();
+  stderr_end(&cp);
   assert_int_equal(ra, CUDA_SUCCESS);
   assert_int_equal(rb, CUDA_SUCCESS);
   assert_int_equal(r2, CUDA_SUCCESS);
@@ -1307,17 +1305,9 @@ static void test_failure(void **state) {
   assert_int_equal(k.registrations, 0);
   assert_false(pl_pinreg_any());
   /* One line for both. */
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  char line[1024];
-  int lines = 0, ours = 0;
-  while (fgets(line, sizeof line, f)) {
-    lines++;
-    if (strncmp(line, "pagelock: could not page-lock", 29) == 0) ours++;
-  }
-  fclose(f);
+  int ours = 0;
+  assert_int_equal(stderr_lines(&cp, "pagelock: could not page-lock", NULL, &ours), 1);
   assert_int_equal(ours, 1);
-  assert_int_equal(lines, 1);
   free(chk);
   f_clear_faults();
   blk_free(&a);
