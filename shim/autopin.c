@@ -262,25 +262,30 @@ static size_t pl_tail_bytes(size_t span) {
 /* Bytes [from, to) of c, wholly inside the registration that starts at
  * base, queued on the stream: one call per piece of it (pinreg.h,
  * PL_PIN_PIECE), as the driver refuses a host range that runs from one
- * registration into the next.  False with *r set when the driver refused
- * the first piece (nothing queued); a later refusal is the copy's result. */
-static bool pl_reg_part(const pl_stage_drv *d, const pl_copy *c, uintptr_t base, size_t from,
-                        size_t to, CUstream s, int pt, CUresult *r) {
+ * registration into the next.  Returns the offset queued up to: `to`, or
+ * where the driver refused a piece (*r says why). */
+static size_t pl_reg_part(const pl_stage_drv *d, const pl_copy *c, uintptr_t base, size_t from,
+                          size_t to, CUstream s, int pt, CUresult *r) {
   uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst);
-  for (size_t at = from; at < to;) {
+  *r = CUDA_SUCCESS;
+  size_t at = from;
+  while (at < to) {
     size_t next = pl_pin_piece_end(base, h + at) - h;
     if (next > to) next = to;
-    CUresult e = c->dir == PAGELOCK_DIR_H2D
-                     ? d->cuMemcpyHtoDAsync[pt](c->dst + at, (const void *)(h + at), next - at, s)
-                     : d->cuMemcpyDtoHAsync[pt]((void *)(h + at), c->src + at, next - at, s);
-    if (e != CUDA_SUCCESS) {
-      *r = e;
-      return at != from;
-    }
+    *r = c->dir == PAGELOCK_DIR_H2D
+             ? d->cuMemcpyHtoDAsync[pt](c->dst + at, (const void *)(h + at), next - at, s)
+             : d->cuMemcpyDtoHAsync[pt]((void *)(h + at), c->src + at, next - at, s);
+    if (*r != CUDA_SUCCESS) break;
     at = next;
   }
-  *r = CUDA_SUCCESS;
-  return true;
+  return at;
+}
+
+/* The native call for bytes [off, off+len) of c, cut at the registrations'
+ * edges (pl_pinreg_native). */
+static CUresult pl_native_cut_part(const pl_copy *c, size_t off, size_t len) {
+  pl_copy part = pl_part(c, off, len);
+  return pl_pinreg_native(&part);
 }
 
 /* Bytes [off, off+len) of the upload c through the staging pool, queued
@@ -292,7 +297,8 @@ static CUresult pl_tail_copy(const pl_stage_drv *d, const pl_copy *c, uintptr_t 
   pl_copy part = pl_part(c, off, len);
   CUresult r;
   if (pl_stage_copy(&part, &r)) return r;
-  pl_reg_part(d, c, base, off, off + len, s, pt, &r);
+  size_t at = pl_reg_part(d, c, base, off, off + len, s, pt, &r);
+  if (at < off + len) r = pl_native_cut_part(c, at, off + len - at);
   if (*mark != NULL) pl_ev_put(d, ctx, *mark);
   *mark = pl_mark_stream(d, ctx, s, pt);
   return r;
@@ -321,7 +327,7 @@ static CUresult pl_stage_part(const pl_copy *c, size_t off, size_t len) {
   pl_copy part = pl_part(c, off, len);
   CUresult r;
   if (pl_stage_copy(&part, &r)) return r;
-  return pl_pinreg_native(&part);
+  return pl_native_cut_part(c, off, len);
 }
 
 void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
@@ -356,25 +362,22 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
     CUevent mark = NULL;
     if (*r == CUDA_SUCCESS) {
       CUresult e;
-      queued = pl_reg_part(d, c, use->base, lo, mid, s, pt, &e);
+      size_t at = pl_reg_part(d, c, use->base, lo, mid, s, pt, &e);
+      queued = at > lo || mid == lo;
       if (queued && wait) mark = pl_mark_stream(d, ctx, s, pt);
-      /* Refused: the native call does the rest, and says why. */
-      if (!queued) {
-        pl_copy part = pl_part(c, lo, c->bytes - lo);
-        *r = pl_pinreg_native(&part);
-      } else if (e != CUDA_SUCCESS)
-        *r = e;
+      /* Refused: the native call does the rest, in stream order, and its
+       * result is the program's (as the staging engine does). */
+      if (at < mid)
+        *r = pl_native_cut_part(c, at, c->bytes - at);
       else if (rest_staged)
         *r = pl_stage_part(c, hi, c->bytes - hi);
-      else if (hi < c->bytes) {
+      else if (hi < c->bytes)
         /* The partial last page, or a short rest of a registration still
          * being made: cut where its next piece may begin meanwhile. */
-        pl_copy part = pl_part(c, hi, c->bytes - hi);
-        *r = pl_pinreg_native(&part);
-      }
+        *r = pl_native_cut_part(c, hi, c->bytes - hi);
       /* Last: a pageable edge may make the driver wait for the stream, and
        * that must not include the tail's DMA. */
-      if (queued && tail && *r == CUDA_SUCCESS)
+      if (at == mid && tail && *r == CUDA_SUCCESS)
         *r = pl_tail_copy(d, c, use->base, mid, tail, &mark, ctx, s, pt);
     }
     if (queued) {

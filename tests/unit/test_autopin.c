@@ -886,6 +886,17 @@ static void test_pieces(void **state) {
     v_sync(v, s);
     assert_int_equal(check_pat(b.p, n, 92u + (unsigned)v), n);
   }
+  /* The driver refuses the second piece's call (once): the native call,
+   * cut, does the rest in stream order, and the program sees what it
+   * returns (success here) with every byte there. */
+  fill(b.p, n, 98);
+  f_fail("cuMemcpyHtoDAsync_v2", 3, CUDA_ERROR_INVALID_VALUE); /* edge, piece 1, piece 2 */
+  assert_int_equal(up(V_ASYNC, dev, b.p, n, s, &c), CUDA_SUCCESS);
+  f_clear_faults();
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  assert_int_equal(f_cuStreamSynchronize(s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+  assert_int_equal(check_pat(chk, n, 98), n);
   /* Passed through from inside the first piece to the allocation's end:
    * uncut, the driver refuses it; cut, its bytes arrive. */
   uint8_t *from = (uint8_t *)lo_of(b.p) + 300;
