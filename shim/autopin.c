@@ -71,17 +71,6 @@ static uint64_t pl_heat_add(uintptr_t abase, size_t alen, uint64_t n) {
 /* The engines' one table of real entry points (driver.c). */
 static const pl_stage_drv *pl_ap_drv(void) { return pl_stage_drv_get(); }
 
-static size_t pl_page(void) {
-  static size_t pg;
-  size_t p = __atomic_load_n(&pg, __ATOMIC_RELAXED);
-  if (PL_UNLIKELY(p == 0)) {
-    long v = sysconf(_SC_PAGESIZE);
-    p = v > 0 ? (size_t)v : 4096;
-    __atomic_store_n(&pg, p, __ATOMIC_RELAXED);
-  }
-  return p;
-}
-
 /* Events for the waits, kept per context: creating one costs a driver
  * call, a few microseconds. */
 #define PL_EV_CACHE 32u
@@ -170,7 +159,7 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
   pl_in_shim++;
   int route = fallback;
   uintptr_t abase, lo, hi;
-  size_t alen, pg = pl_page();
+  size_t alen, pg = pl_page_size();
   int kind;
   if (pl_pinreg_hold(h, n, use)) {
     c->why = PAGELOCK_WHY_NONE;
@@ -221,12 +210,6 @@ static pl_copy pl_part(const pl_copy *c, size_t off, size_t len) {
   part.src += off;
   part.bytes = len;
   return part;
-}
-
-/* The native call for bytes [off, off+len) of c, in stream order. */
-static CUresult pl_native_part(const pl_copy *c, size_t off, size_t len) {
-  pl_copy part = pl_part(c, off, len);
-  return c->native(&part);
 }
 
 /* Whether the copy must wait for its DMA before returning. */
@@ -357,7 +340,7 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
         use->end < use->iend && c->bytes - hi >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN);
     size_t tail = c->dir == PAGELOCK_DIR_H2D && wait && !rest_staged ? pl_tail_bytes(hi - lo) : 0;
     size_t mid = hi - tail;
-    *r = lo ? pl_native_part(c, 0, lo) : CUDA_SUCCESS;
+    *r = lo ? pl_native_cut_part(c, 0, lo) : CUDA_SUCCESS;
     bool queued = false;
     CUevent mark = NULL;
     if (*r == CUDA_SUCCESS) {

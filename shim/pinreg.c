@@ -762,17 +762,6 @@ void pl_pinreg_stop(void) {
 
 /* ---- the native call, cut at the registrations' edges --------------------- */
 
-static size_t pl_pin_page(void) {
-  static size_t pg;
-  size_t p = __atomic_load_n(&pg, __ATOMIC_RELAXED);
-  if (PL_UNLIKELY(p == 0)) {
-    long v = sysconf(_SC_PAGESIZE);
-    p = v > 0 ? (size_t)v : 4096;
-    __atomic_store_n(&pg, p, __ATOMIC_RELAXED);
-  }
-  return p;
-}
-
 /* The native call for bytes [off, off+len) of c, in stream order. */
 static CUresult pl_pin_native_part(const pl_copy *c, size_t off, size_t len) {
   pl_copy part = *c;
@@ -796,7 +785,7 @@ static CUresult pl_pin_native_part(const pl_copy *c, size_t off, size_t len) {
  * 17 driver calls (~50 us more), in register and auto modes only. */
 CUresult pl_pinreg_native(pl_copy *c) {
   uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst), abase;
-  size_t n = c->bytes, alen, pg = pl_pin_page();
+  size_t n = c->bytes, alen, pg = pl_page_size();
   int kind;
   if (n == 0 || !pl_hostmem_lookup(h, &abase, &alen, &kind)) return c->native(c);
   uintptr_t lo = (abase + pg - 1) & ~(uintptr_t)(pg - 1),

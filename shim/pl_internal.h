@@ -43,6 +43,8 @@ void pl_state_enable(void);
  * this thread, so calls it makes never come back into its own hooks. */
 extern PL_TLS int pl_in_shim;
 uint32_t pl_gettid(void);
+/* The page size (sysconf, read once). */
+size_t pl_page_size(void);
 /* A correlation id for one copy call (unique in the process, never 0). */
 uint64_t pl_next_correlation(void);
 /* Set a file-header flag before the file is created; the flags so far. */

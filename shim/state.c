@@ -1,5 +1,5 @@
 /* state.c - the little state every layer of the shim reads: whether it is
- * active, the reentrancy guard, thread ids, correlation ids, and the flags
+ * active, the reentrancy guard, thread ids, the page size, correlation ids, and the flags
  * the trace's header will carry.
  *
  * It calls nothing: the bottom of the shim, so that the trace writer, the
@@ -23,6 +23,17 @@ uint32_t pl_gettid(void) {
   static PL_TLS uint32_t tid;
   if (PL_UNLIKELY(tid == 0)) tid = (uint32_t)syscall(SYS_gettid);
   return tid;
+}
+
+size_t pl_page_size(void) {
+  static size_t pg;
+  size_t p = __atomic_load_n(&pg, __ATOMIC_RELAXED);
+  if (PL_UNLIKELY(p == 0)) {
+    long v = sysconf(_SC_PAGESIZE);
+    p = v > 0 ? (size_t)v : 4096;
+    __atomic_store_n(&pg, p, __ATOMIC_RELAXED);
+  }
+  return p;
 }
 
 /* Handed out in blocks, one atomic add per PL_CORR_BLOCK copies of a
