@@ -74,6 +74,9 @@ enum pagelock_rec_type {
   /* Python call and allocation sites (optional: see the version above). */
   PAGELOCK_REC_PYSTACK = 16, /* the Python frames of one STACK, after it */
   PAGELOCK_REC_PYCODE = 17,  /* one Python code object, before first use */
+  /* GPU timing sampled (optional, like PYSTACK: a reader that predates it
+   * skips it). */
+  PAGELOCK_REC_GPU_SAMPLE = 18, /* CUPTI's tracing paused or resumed */
 };
 
 /* Strings follow fixed parts as NUL-terminated bytes, padded to 8. */
@@ -424,6 +427,19 @@ typedef struct pagelock_rec_gpu_status {
   uint64_t buffers;       /* buffers CUPTI completed */
   /* char reason[] NUL ("" when on) */
 } pagelock_rec_gpu_status;
+
+/* The shim pauses CUPTI's tracing while the program issues more GPU
+ * operations a second than PAGELOCK_CUPTI_MAX_RATE, and opens one short
+ * window a period to sample them (shim/cupti.c).  Between a pause and the
+ * next resume, or the end of the trace, GPU records and COPY correlations
+ * are missing by design: the report judges overlap inside the windows and
+ * never counts a paused stretch as idle GPU time. */
+typedef struct pagelock_rec_gpu_sample {
+  pagelock_rec_hdr h;
+  uint64_t mono_ns;   /* CLOCK_MONOTONIC when tracing stopped or started again */
+  uint32_t on;        /* 0 paused, 1 resumed */
+  uint32_t ops_per_s; /* pause: the rate that made it pause; resume: 0 */
+} pagelock_rec_gpu_sample;
 
 /* Exact driver entry points the shim wraps.  The trace stores the id; the
  * names (pagelock_api_names in the reporter and shim) must stay in this

@@ -1,0 +1,214 @@
+/* probe_cupti_duty.cu - what CUPTI costs a loop of small copies and tiny
+ * kernels in each state it can be in, and what moving between the states
+ * costs: the measurements behind shim/cupti.c's duty cycle (issue 22).
+ *
+ * The loop is patterns.py small's, in C: 4 KiB up from pageable memory, a
+ * one-thread kernel, 8 bytes down, a stream synchronize.  Usage:
+ *   probe_cupti_duty VARIANT [ITERS]
+ * VARIANT: native | all | sub | off | unsub | fin | duty | kduty | finduty
+ *   all     subscribed, the shim's copy callbacks and activity kinds on
+ *   sub     subscribed, nothing enabled
+ *   off     all, then kinds and callbacks disabled, subscription kept
+ *   unsub   all, then disabled and unsubscribed
+ *   fin     all, then disabled, flushed and detached (cuptiFinalize)
+ *   duty    all, with kinds and callbacks on 5 ms of every 100
+ *   kduty   all, with only CONCURRENT_KERNEL on 5 ms of every 100
+ *   finduty attached 5 ms of every 100, detached (cuptiFinalize) between
+ * Prints "probe_cupti_duty VARIANT us_per_iter=X (first half Y) records=R
+ * toggles=T toggle_us_max=M": the second half of the loop is the one timed
+ * for off/unsub/fin (the first half runs with everything on). */
+#include <cuda_runtime_api.h>
+#include <cupti.h>
+#include <pthread.h>
+#include <atomic>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+__global__ void add1(float *acc, const float *g) { acc[1] += 1.0f + 0.0f * g[0]; }
+
+static const CUpti_ActivityKind kinds[] = {
+    CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMCPY2,
+    CUPTI_ACTIVITY_KIND_MEMSET,   CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+#define NKINDS (sizeof kinds / sizeof kinds[0])
+static const CUpti_CallbackId cbids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2};
+#define NCB (sizeof cbids / sizeof cbids[0])
+
+static CUpti_SubscriberHandle sub;
+static std::atomic<long> records;
+static std::atomic<int> stop;
+static int ntoggles;
+static double toggle_max;
+
+static void CUPTIAPI req(uint8_t **b, size_t *sz, size_t *max) {
+  *sz = 1 << 20;
+  *b = (uint8_t *)aligned_alloc(8, *sz);
+  *max = 0;
+}
+static void CUPTIAPI done(CUcontext c, uint32_t s, uint8_t *b, size_t sz, size_t valid) {
+  (void)c, (void)s, (void)sz;
+  CUpti_Activity *r = NULL;
+  while (cuptiActivityGetNextRecord(b, valid, &r) == CUPTI_SUCCESS) records++;
+  free(b);
+}
+static void CUPTIAPI cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
+  (void)u, (void)d, (void)id, (void)data;
+}
+
+static void set_cbs(int on) {
+  for (size_t i = 0; i < NCB; i++) cuptiEnableCallback(on, sub, CUPTI_CB_DOMAIN_DRIVER_API, cbids[i]);
+}
+static void set_kinds(int on, int kernel_only) {
+  for (size_t i = 0; i < NKINDS; i++) {
+    if (kernel_only && kinds[i] != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
+    if (on)
+      cuptiActivityEnable(kinds[i]);
+    else
+      cuptiActivityDisable(kinds[i]);
+  }
+}
+static void attach(void) {
+  if (cuptiSubscribe(&sub, (CUpti_CallbackFunc)cb, NULL) != CUPTI_SUCCESS)
+    fprintf(stderr, "probe_cupti_duty: subscribe failed\n");
+  cuptiActivityRegisterCallbacks(req, done);
+  set_cbs(1);
+  set_kinds(1, 0);
+}
+static void detach(int how) { /* 1 off, 2 unsub, 3 finalize */
+  set_kinds(0, 0);
+  set_cbs(0);
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (how >= 2) cuptiUnsubscribe(sub);
+  if (how >= 3) cuptiFinalize();
+}
+
+static const char *variant;
+static void timed_toggle(void (*f)(void)) {
+  double t0 = now_us();
+  f();
+  double dt = now_us() - t0;
+  if (dt > toggle_max) toggle_max = dt;
+  ntoggles++;
+}
+static void k_on(void) { set_kinds(1, 1); }
+static void k_off(void) { set_kinds(0, 1); }
+static void all_on(void) { set_kinds(1, 0), set_cbs(1); }
+static void all_off(void) { set_kinds(0, 0), set_cbs(0), cuptiActivityFlushAll(0); }
+static void fin_on(void) { attach(); }
+static void fin_off(void) { detach(3); }
+
+static int on_ms = 5, period_ms = 100;
+static void *duty(void *arg) {
+  (void)arg;
+  int k = !strcmp(variant, "kduty"), f = !strcmp(variant, "finduty");
+  while (!stop.load()) {
+    usleep(on_ms * 1000);
+    timed_toggle(k ? k_off : f ? fin_off : all_off);
+    usleep((period_ms - on_ms) * 1000);
+    if (stop.load()) break;
+    timed_toggle(k ? k_on : f ? fin_on : all_on);
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  variant = argc > 1 ? argv[1] : "native";
+  int iters = argc > 2 ? atoi(argv[2]) : 20000;
+  if (getenv("DUTY_ON_MS")) on_ms = atoi(getenv("DUTY_ON_MS"));
+  if (getenv("DUTY_PERIOD_MS")) period_ms = atoi(getenv("DUTY_PERIOD_MS"));
+  static float lat[1 << 20];
+  float *x = (float *)malloc(4096), *out = (float *)malloc(8), *g, *acc;
+  for (int i = 0; i < 1024; i++) x[i] = (float)i;
+  cudaStream_t s;
+  int is_native = !strcmp(variant, "native"), is_sub = !strcmp(variant, "sub");
+  int half = !strcmp(variant, "off") ? 1 : !strcmp(variant, "unsub") ? 2 : !strcmp(variant, "fin") ? 3 : 0;
+  if (!is_native) {
+    if (is_sub) {
+      cuptiSubscribe(&sub, (CUpti_CallbackFunc)cb, NULL);
+      cuptiActivityRegisterCallbacks(req, done);
+    } else {
+      attach();
+    }
+  }
+  cudaFree(0);
+  cudaMalloc(&g, 4096);
+  cudaMalloc(&acc, 8);
+  cudaMemset(acc, 0, 8);
+  cudaStreamCreate(&s);
+  pthread_t th;
+  int dutyv = !strcmp(variant, "duty") || !strcmp(variant, "kduty") || !strcmp(variant, "finduty");
+  for (int i = 0; i < 500; i++) { /* warm-up */
+    cudaMemcpyAsync(g, x, 4096, cudaMemcpyHostToDevice, s);
+    add1<<<1, 1, 0, s>>>(acc, g);
+    cudaMemcpyAsync(out, acc, 8, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+  }
+  if (!strcmp(variant, "enablecost")) { /* what turning each kind back on costs */
+    detach(1);
+    for (int rep = 0; rep < 3; rep++)
+      for (size_t k = 0; k < NKINDS; k++) {
+        double a = now_us();
+        cuptiActivityEnable(kinds[k]);
+        double b = now_us();
+        cudaMemcpyAsync(g, x, 4096, cudaMemcpyHostToDevice, s);
+        add1<<<1, 1, 0, s>>>(acc, g);
+        cudaStreamSynchronize(s);
+        double c = now_us();
+        cuptiActivityDisable(kinds[k]);
+        printf("probe_cupti_enable kind=%d enable_us=%.0f next_iter_us=%.0f disable_us=%.0f\n", (int)kinds[k],
+               b - a, c - b, now_us() - c);
+      }
+    return 0;
+  }
+  if (dutyv) pthread_create(&th, NULL, duty, NULL);
+  double t0 = now_us(), tmid = 0, tmid2 = 0;
+  for (int i = 0; i < iters; i++) {
+    if (i == iters / 2) {
+      tmid = now_us();
+      if (half) {
+        double a = now_us();
+        detach(half);
+        toggle_max = now_us() - a;
+        ntoggles = 1;
+      }
+      tmid2 = now_us();
+    }
+    double a = now_us();
+    cudaMemcpyAsync(g, x, 4096, cudaMemcpyHostToDevice, s);
+    add1<<<1, 1, 0, s>>>(acc, g);
+    cudaMemcpyAsync(out, acc, 8, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    if (i < (1 << 20)) lat[i] = (float)(now_us() - a);
+  }
+  double t1 = now_us();
+  stop = 1;
+  if (dutyv) pthread_join(th, NULL);
+  int nl = iters < (1 << 20) ? iters : (1 << 20), slow = 0;
+  double lmax = 0;
+  for (int i = 0; i < nl; i++) {
+    if (lat[i] > 200) slow++;
+    if (lat[i] > lmax) lmax = lat[i];
+  }
+  printf("probe_cupti_duty_lat %s iters_over_200us=%d max_iter_us=%.0f\n", variant, slow, lmax);
+  int ok = out[1] == (float)(iters + 500);
+  double first = (tmid - t0) / (iters / 2), second = (t1 - tmid2) / (iters - iters / 2);
+  double whole = (t1 - t0 - (tmid2 - tmid)) / iters;
+  if (!is_native && !half && strcmp(variant, "finduty")) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  printf("probe_cupti_duty %s us_per_iter=%.2f first_half=%.2f second_half=%.2f records=%ld toggles=%d "
+         "toggle_us_max=%.0f ok=%d\n",
+         variant, half ? second : whole, first, second, records.load(), ntoggles,
+         toggle_max, ok);
+  return ok ? 0 : 1;
+}
