@@ -80,7 +80,9 @@ static const CUpti_ActivityKind pl_kinds[] = {
     CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 static pthread_once_t pl_cupti_once = PTHREAD_ONCE_INIT;
 static pthread_once_t pl_devices_once = PTHREAD_ONCE_INIT;
-static atomic_bool pl_cupti_on;    /* records are flowing */
+static atomic_bool pl_cupti_on;    /* CUPTI is ours and set up */
+static atomic_bool pl_tracing;     /* ... and its kinds and callbacks are on
+                                      (off while the sampler pauses them) */
 static atomic_bool pl_cupti_child; /* a forked child: CUDA is unusable */
 static uint32_t pl_cupti_status = PAGELOCK_GPU_TIMING_NO_CUDA;
 static uint32_t pl_cupti_version;
@@ -130,7 +132,7 @@ uint32_t pl_cupti_corr_end(void) {
 static PL_TLS unsigned pl_tls_link_depth;
 
 void pl_cupti_link_begin(uint64_t seq) {
-  if (!atomic_load_explicit(&pl_cupti_on, memory_order_relaxed)) return;
+  if (!atomic_load_explicit(&pl_tracing, memory_order_relaxed)) return;
   if (pl_tls_link_depth++ > 0) return;
   pl_tls_link_seq = seq;
   if (pl_cu.ActivityPushExternalCorrelationId)
@@ -163,6 +165,10 @@ static void pl_write_link(uint32_t corr, uint64_t seq) {
  * activity records on, one per driver call of the program: too dear, so
  * the link is ours.)  The driver may call back again for calls it makes
  * inside this one, with the same id: one LINK is enough. */
+/* The program's copy calls seen while tracing: the sampler's fast measure
+ * of how many GPU operations a second the program issues. */
+static atomic_uint_fast64_t pl_n_calls;
+
 static void CUPTIAPI pl_cupti_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                        const void *data) {
   static PL_TLS uint32_t last_linked;
@@ -173,6 +179,7 @@ static void CUPTIAPI pl_cupti_callback(void *ud, CUpti_CallbackDomain domain, CU
   if (d->callbackSite != CUPTI_API_ENTER) return;
   if (pl_tls_link_seq == 0) {
     pl_tls_corr = d->correlationId;
+    atomic_fetch_add_explicit(&pl_n_calls, 1, memory_order_relaxed);
   } else if (d->correlationId != last_linked) {
     last_linked = d->correlationId;
     pl_in_shim++;
@@ -204,6 +211,7 @@ static void pl_cupti_fail(uint32_t status, const char *fmt, ...) {
   va_end(ap);
   pl_cupti_status = status;
   atomic_store(&pl_cupti_on, false);
+  atomic_store(&pl_tracing, false);
   int level = status == PAGELOCK_GPU_TIMING_DISABLED ? PL_LOG_INFO : PL_LOG_WARN;
   pl_log(level, PL_LK_CUPTI, "no GPU timing: %s", pl_cupti_reason);
   pl_write_status();
@@ -491,86 +499,6 @@ static void CUPTIAPI pl_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t
 
 /* ---- start and stop ---------------------------------------------------- */
 
-static void pl_write_clock(void) {
-  uint64_t ts = 0;
-  if (pl_cu.GetTimestamp == NULL || pl_cu.GetTimestamp(&ts) != CUPTI_SUCCESS) return;
-  pagelock_rec_clock c;
-  memset(&c, 0, sizeof c);
-  c.h.type = PAGELOCK_REC_CLOCK;
-  c.h.size = sizeof c;
-  c.cupti_ns = ts;
-  c.mono_ns = pl_now_ns();
-  pl_trace_write(&c, sizeof c);
-}
-
-/* CUPTI hands back only full buffers on its own (a flush period delivers
- * nothing until a buffer fills, as seen on the H200): a small thread asks
- * for whatever is complete every PAGELOCK_CUPTI_FLUSH_MS, so a long run
- * streams its GPU records.  It holds no lock while flushing: delivery runs
- * on CUPTI's thread and takes the compaction lock. */
-/* Held around every flush: the exit handler takes it, so no flush of the
- * flusher's is still inside libcupti when exit goes on to tear it down.
- * bufferCompleted never takes it. */
-static pthread_mutex_t pl_flush_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void *pl_flusher(void *arg) {
-  (void)arg;
-  pl_in_shim++;
-  long ms = pl_opt_long(PL_OPT_CUPTI_FLUSH_MS);
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (atomic_load(&pl_cupti_on) && !atomic_load(&pl_cupti_child)) {
-    nanosleep(&ts, NULL);
-    pthread_mutex_lock(&pl_flush_lock);
-    if (atomic_load(&pl_cupti_on)) {
-      /* CUPTI's clock is CLOCK_REALTIME, which NTP may slew or step: a
-       * fresh pair each round keeps the conversion of the records that
-       * follow exact. */
-      pl_write_clock();
-      pl_cu.ActivityFlushAll(0);
-    }
-    pthread_mutex_unlock(&pl_flush_lock);
-  }
-  return NULL;
-}
-
-static void pl_start_flusher(void) {
-  long ms = pl_opt_long(PL_OPT_CUPTI_FLUSH_MS);
-  if (ms <= 0) return;
-  pthread_t t;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&a, 64 << 10);
-  if (pthread_create(&t, &a, pl_flusher, NULL) != 0)
-    pl_log(PL_LOG_WARN, PL_LK_CUPTI,
-           "cannot start the GPU record flusher: records arrive when buffers fill and at exit");
-  pthread_attr_destroy(&a);
-}
-
-/* At exit, before libcupti and the driver tear themselves down (this
- * handler is registered after libcupti was loaded, so it runs first): take
- * every record CUPTI still holds. */
-static void pl_cupti_exit(void) {
-  if (!atomic_load(&pl_cupti_on) || atomic_load(&pl_cupti_child)) return;
-  pl_in_shim++;
-  pthread_mutex_lock(&pl_flush_lock);
-  pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  atomic_store(&pl_cupti_on, false);
-  pthread_mutex_unlock(&pl_flush_lock);
-  pl_write_clock();
-  pl_write_status();
-  pl_in_shim--;
-}
-
-#define PL_CUPTI_SYM(field, name)                                             \
-  do {                                                                        \
-    *(void **)&pl_cu.field = pl_real_dlsym(h, name);                          \
-    if (pl_cu.field == NULL && required) {                                    \
-      pl_cupti_fail(PAGELOCK_GPU_TIMING_VERSION, "libcupti has no %s", name); \
-      return;                                                                 \
-    }                                                                         \
-  } while (0)
-
 /* The copy entry points whose calls we correlate: every wrapped copy API
  * (the graph-node calls queue nothing). */
 static const CUpti_CallbackId pl_copy_cbids[] = {
@@ -596,6 +524,253 @@ static const CUpti_CallbackId pl_copy_cbids[] = {
 // clang-format on
 #undef PL_CBID
 };
+
+
+static void pl_write_clock(void) {
+  uint64_t ts = 0;
+  if (pl_cu.GetTimestamp == NULL || pl_cu.GetTimestamp(&ts) != CUPTI_SUCCESS) return;
+  pagelock_rec_clock c;
+  memset(&c, 0, sizeof c);
+  c.h.type = PAGELOCK_REC_CLOCK;
+  c.h.size = sizeof c;
+  c.cupti_ns = ts;
+  c.mono_ns = pl_now_ns();
+  pl_trace_write(&c, sizeof c);
+}
+
+/* Held around every flush and every change of what CUPTI traces: the exit
+ * handler and the hand-over to a program's own client take it, so no call
+ * of the CUPTI thread's is still inside libcupti when they go on.
+ * bufferCompleted never takes it. */
+static pthread_mutex_t pl_flush_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- sampling ------------------------------------------------------------ */
+
+/* Tracing costs the program per GPU operation: CUPTI times every kernel and
+ * copy on the GPU, and our callback runs on every copy call.  A loop of
+ * 4 KiB copies, one tiny kernel and a synchronize ran 1.33x its time in C
+ * and 1.68x in PyTorch with everything on, and 1.02-1.06x with the kinds
+ * and callbacks off but the subscription kept; programs of large copies
+ * and long kernels do not notice (1.02-1.04x).  So above
+ * PAGELOCK_CUPTI_MAX_RATE operations a second the kinds and callbacks go
+ * off, and come back for one window of PAGELOCK_CUPTI_WINDOW_MS every
+ * PL_SAMPLE_PERIOD windows; each window measures the rate again, and
+ * tracing stays on once it has dropped.  Turning a kind on or off takes
+ * 1-20 us, yet windows of 5 ms every 100 still cost that loop 1.12x, and
+ * windows of 20-50 ms every 1-2 s 1.02-1.06x (H100,
+ * tests/gpu/probe_cupti_duty.cu): hence long windows and a 1/40 duty. */
+#define PL_SAMPLE_PERIOD 40
+/* Fewer operations than this in a span say nothing about a rate: a burst
+ * of a test's 40 copies inside one window must not look like 2000 a
+ * second. */
+#define PL_SAMPLE_MIN_OPS 16
+
+enum { PL_SAMPLE_TRACING, PL_SAMPLE_PAUSED, PL_SAMPLE_WINDOW, PL_SAMPLE_STUCK };
+
+static void pl_write_sample(uint64_t t, bool on, uint64_t ops_per_s) {
+  pagelock_rec_gpu_sample r;
+  memset(&r, 0, sizeof r);
+  r.h.type = PAGELOCK_REC_GPU_SAMPLE;
+  r.h.size = sizeof r;
+  r.mono_ns = t;
+  r.on = on;
+  r.ops_per_s = ops_per_s > UINT32_MAX ? UINT32_MAX : (uint32_t)ops_per_s;
+  pl_trace_write(&r, sizeof r);
+}
+
+/* Every activity kind and copy callback on or off.  Returns false when a
+ * kind the report needs could not be turned back on: everything is off
+ * again then. */
+static bool pl_trace_switch(bool on) {
+  for (size_t i = 0; i < sizeof pl_copy_cbids / sizeof pl_copy_cbids[0]; i++)
+    pl_cu.EnableCallback(on, pl_sub, CUPTI_CB_DOMAIN_DRIVER_API, pl_copy_cbids[i]);
+  for (size_t i = 0; i < sizeof pl_kinds / sizeof pl_kinds[0]; i++) {
+    if (!on) {
+      pl_cu.ActivityDisable(pl_kinds[i]);
+    } else if (pl_cu.ActivityEnable(pl_kinds[i]) != CUPTI_SUCCESS && i < 4) {
+      pl_trace_switch(false);
+      return false;
+    }
+  }
+  atomic_store(&pl_tracing, on);
+  return true;
+}
+
+/* The sampler's state, the CUPTI thread's alone.  Two measures of the
+ * program's rate: its copy calls, counted by our callback as they happen,
+ * judged every window; and CUPTI's records (kernels, copies, memsets),
+ * which arrive in bursts (a buffer full, a flush), judged over what one
+ * flush delivered. */
+typedef struct pl_sampler {
+  int state;
+  long max_rate;
+  uint64_t window_ns;
+  uint64_t since, calls;          /* the span of copy calls: start, count then */
+  uint64_t rec_since, records;    /* the span of records: start, count then */
+} pl_sampler;
+
+static void pl_sample_restart(pl_sampler *s, uint64_t now) {
+  s->since = s->rec_since = now;
+  s->calls = atomic_load(&pl_n_calls);
+  s->records = atomic_load(&pl_n_records);
+}
+
+static uint64_t pl_per_s(uint64_t n, uint64_t from, uint64_t now) {
+  return (uint64_t)((double)n * 1e9 / (double)(now > from ? now - from : 1));
+}
+
+/* Pauses tracing when `ops` in a span make `rate`, above the limit. */
+static bool pl_sample_pause(pl_sampler *s, uint64_t now, uint64_t ops, uint64_t rate) {
+  if (ops < PL_SAMPLE_MIN_OPS || rate <= (uint64_t)s->max_rate) return false;
+  pl_trace_switch(false);
+  /* Stamped once everything is off: a copy call after this time carries
+   * no correlation (tests/preload trace_check --gpu-sampled). */
+  pl_write_sample(pl_now_ns(), false, rate);
+  /* What the last stretch traced, now, so that the next window's flush
+   * delivers the window's records only. */
+  pl_cu.ActivityFlushAll(0);
+  if (s->state == PL_SAMPLE_TRACING)
+    pl_log(PL_LOG_INFO, PL_LK_CUPTI_SAMPLE,
+           "GPU timing sampled: about %llu GPU operations a second, above "
+           "PAGELOCK_CUPTI_MAX_RATE=%ld; one window of %llu ms every %llu ms",
+           (unsigned long long)rate, s->max_rate, (unsigned long long)(s->window_ns / 1000000),
+           (unsigned long long)(s->window_ns * PL_SAMPLE_PERIOD / 1000000));
+  pl_log(PL_LOG_DEBUG, PL_LK_EVENT, "GPU timing paused at %llu GPU operations a second at %.6f s",
+         (unsigned long long)rate, (double)(now - pl_trace_start_ns()) / 1e9);
+  s->state = PL_SAMPLE_PAUSED;
+  pl_sample_restart(s, now);
+  return true;
+}
+
+/* The CUPTI thread has just flushed: judge the records that came since
+ * the span of records began. */
+static void pl_sample_flushed(pl_sampler *s, uint64_t now) {
+  if (s->state != PL_SAMPLE_TRACING) return;
+  uint64_t recs = atomic_load(&pl_n_records) - s->records;
+  if (!pl_sample_pause(s, now, recs, pl_per_s(recs, s->rec_since, now))) {
+    s->rec_since = now;
+    s->records += recs;
+  }
+}
+
+/* One tick of the CUPTI thread, under pl_flush_lock with CUPTI ours. */
+static void pl_sample_step(pl_sampler *s, uint64_t now) {
+  if (s->state == PL_SAMPLE_TRACING || s->state == PL_SAMPLE_WINDOW) {
+    if (now - s->since < s->window_ns) return;
+    uint64_t calls = atomic_load(&pl_n_calls) - s->calls, ops = calls;
+    if (s->state == PL_SAMPLE_WINDOW) {
+      /* A window judges everything it traced. */
+      pl_cu.ActivityFlushAll(0);
+      uint64_t recs = atomic_load(&pl_n_records) - s->records;
+      if (recs > ops) ops = recs;
+    }
+    if (pl_sample_pause(s, now, ops, pl_per_s(ops, s->since, now))) return;
+    if (s->state == PL_SAMPLE_WINDOW) {
+      s->state = PL_SAMPLE_TRACING;
+      pl_sample_restart(s, now);
+    } else {
+      s->since = now;
+      s->calls += calls;
+    }
+  } else if (s->state == PL_SAMPLE_PAUSED) {
+    if (now - s->since < s->window_ns * (PL_SAMPLE_PERIOD - 1)) return;
+    if (!pl_trace_switch(true)) {
+      pl_log(PL_LOG_WARN, PL_LK_CUPTI_SAMPLE,
+             "GPU timing could not be turned back on after a pause; it stays off from %.3f s",
+             (double)(now - pl_trace_start_ns()) / 1e9);
+      s->state = PL_SAMPLE_STUCK;
+      return;
+    }
+    /* Stamped before anything was on (`now` is this tick's start). */
+    pl_write_sample(now, true, 0);
+    pl_log(PL_LOG_DEBUG, PL_LK_EVENT, "GPU timing resumed at %.6f s",
+           (double)(now - pl_trace_start_ns()) / 1e9);
+    s->state = PL_SAMPLE_WINDOW;
+    pl_sample_restart(s, now);
+  }
+}
+
+/* ---- the CUPTI thread ---------------------------------------------------- */
+
+/* CUPTI hands back only full buffers on its own (a flush period delivers
+ * nothing until a buffer fills, as seen on the H200): a small thread asks
+ * for whatever is complete every PAGELOCK_CUPTI_FLUSH_MS, so a long run
+ * streams its GPU records, and runs the sampler every window.  It holds no
+ * lock while CUPTI delivers: delivery runs on CUPTI's thread and takes the
+ * compaction lock. */
+static void *pl_cupti_thread(void *arg) {
+  (void)arg;
+  pl_in_shim++;
+  uint64_t flush_ns = (uint64_t)pl_opt_long(PL_OPT_CUPTI_FLUSH_MS) * 1000000u;
+  pl_sampler s = {.state = PL_SAMPLE_TRACING,
+                  /* Without cuptiActivityDisable there is no pausing. */
+                  .max_rate = pl_cu.ActivityDisable ? pl_opt_long(PL_OPT_CUPTI_MAX_RATE) : 0,
+                  .window_ns = (uint64_t)pl_opt_long(PL_OPT_CUPTI_WINDOW_MS) * 1000000u};
+  uint64_t tick = s.max_rate > 0 ? s.window_ns : flush_ns;
+  if (flush_ns && flush_ns < tick) tick = flush_ns;
+  /* Ticks of a fifth of a window: a window ends within 20% of its length. */
+  if (s.max_rate > 0 && tick / 5 >= 1000000u) tick /= 5;
+  struct timespec ts = {(time_t)(tick / 1000000000u), (long)(tick % 1000000000u)};
+  uint64_t last_flush = pl_now_ns();
+  pl_sample_restart(&s, last_flush);
+  while (atomic_load(&pl_cupti_on) && !atomic_load(&pl_cupti_child)) {
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&pl_flush_lock);
+    uint64_t now = pl_now_ns();
+    if (atomic_load(&pl_cupti_on) && flush_ns && now - last_flush >= flush_ns) {
+      /* CUPTI's clock is CLOCK_REALTIME, which NTP may slew or step: a
+       * fresh pair each round keeps the conversion of the records that
+       * follow exact. */
+      pl_write_clock();
+      pl_cu.ActivityFlushAll(0);
+      last_flush = now;
+      if (s.max_rate > 0) pl_sample_flushed(&s, now);
+    }
+    if (atomic_load(&pl_cupti_on) && s.max_rate > 0) pl_sample_step(&s, now);
+    pthread_mutex_unlock(&pl_flush_lock);
+  }
+  return NULL;
+}
+
+static void pl_start_thread(void) {
+  if (pl_opt_long(PL_OPT_CUPTI_FLUSH_MS) <= 0 && pl_opt_long(PL_OPT_CUPTI_MAX_RATE) <= 0) return;
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&a, 64 << 10);
+  if (pthread_create(&t, &a, pl_cupti_thread, NULL) != 0)
+    pl_log(PL_LOG_WARN, PL_LK_CUPTI,
+           "cannot start the GPU record thread: records arrive when buffers fill and at exit, "
+           "and GPU timing is never sampled");
+  pthread_attr_destroy(&a);
+}
+
+/* At exit, before libcupti and the driver tear themselves down (this
+ * handler is registered after libcupti was loaded, so it runs first): take
+ * every record CUPTI still holds. */
+static void pl_cupti_exit(void) {
+  if (!atomic_load(&pl_cupti_on) || atomic_load(&pl_cupti_child)) return;
+  pl_in_shim++;
+  pthread_mutex_lock(&pl_flush_lock);
+  pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  atomic_store(&pl_cupti_on, false);
+  atomic_store(&pl_tracing, false);
+  pthread_mutex_unlock(&pl_flush_lock);
+  pl_write_clock();
+  pl_write_status();
+  pl_in_shim--;
+}
+
+#define PL_CUPTI_SYM(field, name)                                             \
+  do {                                                                        \
+    *(void **)&pl_cu.field = pl_real_dlsym(h, name);                          \
+    if (pl_cu.field == NULL && required) {                                    \
+      pl_cupti_fail(PAGELOCK_GPU_TIMING_VERSION, "libcupti has no %s", name); \
+      return;                                                                 \
+    }                                                                         \
+  } while (0)
+
 
 /* A start that failed after subscribing: leave CUPTI as we found it (the
  * first `enabled` kinds off, no subscription), so a profiler the program
@@ -704,11 +879,12 @@ static void pl_cupti_start(void) {
   }
   pl_cupti_status = PAGELOCK_GPU_TIMING_ON;
   pl_cupti_reason[0] = 0;
+  atomic_store(&pl_tracing, true);
   atomic_store(&pl_cupti_on, true);
   pl_write_clock();
   pl_write_status();
   atexit(pl_cupti_exit);
-  pl_start_flusher();
+  pl_start_thread();
   pl_log(PL_LOG_INFO, PL_LK_CUPTI, "GPU timing from CUPTI %u", pl_cupti_version);
 }
 
@@ -729,6 +905,7 @@ bool pl_cupti_active(void) { return atomic_load_explicit(&pl_cupti_on, memory_or
 void pl_cupti_atfork_child(void) {
   atomic_store(&pl_cupti_child, true);
   atomic_store(&pl_cupti_on, false);
+  atomic_store(&pl_tracing, false);
 }
 
 /* One DEVICE record per device, once the driver is initialised: the copy
@@ -772,6 +949,10 @@ static void pl_cupti_yield(void) {
   pl_in_shim++;
   pthread_mutex_lock(&pl_flush_lock);
   if (atomic_load(&pl_cupti_on)) {
+    /* Off under the lock: the sampler must not turn our kinds back on
+     * inside the program's session. */
+    atomic_store(&pl_cupti_on, false);
+    atomic_store(&pl_tracing, false);
     for (size_t i = 0; i < sizeof pl_kinds / sizeof pl_kinds[0]; i++)
       if (pl_cu.ActivityDisable) pl_cu.ActivityDisable(pl_kinds[i]);
     pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);

@@ -110,6 +110,7 @@ typedef enum pl_log_kind {
   PL_LK_PIN_THREAD,     /* the registration thread could not be started */
   PL_LK_PY_CODES,       /* the Python code table is full */
   PL_LK_EVENT,          /* PAGELOCK_LOG=debug: engine events, every one */
+  PL_LK_CUPTI_SAMPLE,   /* GPU timing went to sampling, or could not resume */
   PL_LK_COUNT
 } pl_log_kind;
 

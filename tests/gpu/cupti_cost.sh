@@ -4,7 +4,9 @@
 # a diagnostic build (-DPL_DIAG_CUPTI) leaves out the activity kinds or
 # callbacks PL_DIAG_CUPTI_OFF names (positions in shim/cupti.c's pl_kinds:
 # 0 MEMCPY, 1 MEMCPY2, 2 MEMSET, 3 CONCURRENT_KERNEL, 4 OVERHEAD,
-# 5 EXTERNAL_CORRELATION; cb: the copy callbacks).  Variants take turns
+# 5 EXTERNAL_CORRELATION; cb: the copy callbacks), all traced throughout
+# (PAGELOCK_CUPTI_MAX_RATE=0); "sampled" is the default, which pauses
+# tracing above 2000 GPU operations a second.  Variants take turns
 # within each round; prints one "cupti_cost:" row per variant, the median
 # us/iter and its ratio to no pagelock.
 set -u
@@ -16,7 +18,7 @@ cmake -S "$ROOT" -B "$B" -DPAGELOCK_REAL_CUDA=ON -DPAGELOCK_UNIT_TESTS=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-DPL_DIAG_CUPTI >"$OUT/cupti_cost/cmake.log" 2>&1 &&
   cmake --build "$B" -j16 >"$OUT/cupti_cost/build.log" 2>&1 || { echo "cupti_cost: build FAIL"; exit 1; }
 P="$ROOT/tests/gpu/patterns.py"
-VARS="native nocupti all none-cb kernel bonus copies cb"
+VARS="native nocupti sampled all none-cb kernel bonus copies cb"
 declare -A OFF=([all]="" [none-cb]="0,1,2,3,4,5,cb" [kernel]="3" [bonus]="4,5" [copies]="0,1" [cb]="cb")
 for r in $(seq "$ROUNDS"); do
   for v in $VARS; do
@@ -24,7 +26,8 @@ for r in $(seq "$ROUNDS"); do
     case $v in
       native) timeout 120 python3 "$P" small ;;
       nocupti) PAGELOCK_CUPTI=0 timeout 120 "$B/pagelock" run -o /tmp/cc.%p.trace -- python3 "$P" small ;;
-      *) PL_DIAG_CUPTI_OFF="${OFF[$v]}" timeout 120 "$B/pagelock" run -o /tmp/cc.%p.trace -- python3 "$P" small ;;
+      sampled) timeout 120 "$B/pagelock" run -o /tmp/cc.%p.trace -- python3 "$P" small ;;
+      *) PAGELOCK_CUPTI_MAX_RATE=0 PL_DIAG_CUPTI_OFF="${OFF[$v]}" timeout 120 "$B/pagelock" run -o /tmp/cc.%p.trace -- python3 "$P" small ;;
     esac >"$f" 2>"$f.err"
     rm -f /tmp/cc.*.trace
   done

@@ -15,6 +15,8 @@
 #   notrack   observe with PAGELOCK_TRACK_MIN=1T (no allocation tracked)
 #   nostack   observe with PAGELOCK_BACKTRACE_DEPTH=0 (no native or Python stacks)
 #   nocupti   observe with PAGELOCK_CUPTI=0 (no GPU timestamps)
+#   fulltrace observe with PAGELOCK_CUPTI_MAX_RATE=0 (GPU timing traced
+#             throughout, never sampled)
 #   byhand    the program cudaHostRegister's its own tensors
 # The table gives the median of ROUNDS (default 3) with its range, the
 # speed as a fraction of pinned and relative to native, all from this run.
@@ -40,6 +42,7 @@ one() { # pattern variant round
     notrack) PAGELOCK_TRACK_MIN=1T timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     nostack) PAGELOCK_BACKTRACE_DEPTH=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     nocupti) PAGELOCK_CUPTI=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
+    fulltrace) PAGELOCK_CUPTI_MAX_RATE=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
   esac >"$f" 2>"$f.err"
   grep -q 'ok=1' "$f" || echo "patterns: FAIL $pat $v round $r: $(tail -2 "$f" "$f.err" 2>/dev/null | tr '\n' ' ' | cut -c1-200)"
 }

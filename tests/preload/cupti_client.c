@@ -1,7 +1,7 @@
 /* cupti_client.c - a program that starts its own CUPTI client midway, as
  * the PyTorch profiler does (or a tool nsys injects).
  *
- *   test_cupti_client linked|dlsym [subscribe-only]
+ *   test_cupti_client linked|dlsym [subscribe-only|sampled]
  *
  * Copies (so pagelock's CUPTI session is running), then subscribes to CUPTI
  * itself, through the libcupti it was linked with ("linked") or one it
@@ -11,12 +11,17 @@
  * copies, its records arrive, and every buffer CUPTI hands back is one it
  * gave out.  Prints "pinned=N pinned_bytes=B" for the trace check.
  * subscribe-only stops after the subscription (for runs where CUPTI's
- * activity API is made to fail). */
+ * activity API is made to fail).  sampled first copies small buffers fast
+ * for 100 ms, so that pagelock's GPU timing pauses (shim/cupti.c), and
+ * after subscribing goes on for 300 ms with memsets among its copies: a
+ * sampling window of pagelock's opening inside the program's session
+ * would hand it records of kinds it never enabled (counted as "other"). */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 #include <cupti_activity.h>
@@ -37,7 +42,7 @@
 #define NBUF 64
 
 static uint8_t *given[NBUF];
-static int ngiven, foreign, records, callbacks;
+static int ngiven, foreign, records, callbacks, other;
 static CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
 
 static void CUPTIAPI requested(uint8_t **buf, size_t *size, size_t *max) {
@@ -62,7 +67,10 @@ static void CUPTIAPI completed(CUcontext c, uint32_t s, uint8_t *buf, size_t siz
   }
   CUpti_Activity *a = NULL;
   while (next_record(buf, valid, &a) == CUPTI_SUCCESS)
-    if (a->kind == CUPTI_ACTIVITY_KIND_MEMCPY) records++;
+    if (a->kind == CUPTI_ACTIVITY_KIND_MEMCPY)
+      records++;
+    else
+      other++;
 }
 
 static void CUPTIAPI on_api(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
@@ -95,6 +103,9 @@ int main(int argc, char **argv) {
   CHECK(cudaMalloc(&dev, n));
   CHECK(cudaStreamCreate(&st));
   copies(host, dev, n, 3, st);
+  int sampled = argc > 2 && strcmp(argv[2], "sampled") == 0;
+  if (sampled)
+    for (int i = 0; i < 2000; i++) copies(host, dev, 64, 1, st); /* far above 2000 a second */
 
   /* linked: the addresses the dynamic linker bound for us (the PLT's
    * answer); dlsym: a private copy of the library, as Python loads it. */
@@ -133,6 +144,12 @@ int main(int argc, char **argv) {
   reg(requested, completed);
   enable(CUPTI_ACTIVITY_KIND_MEMCPY);
   copies(host, dev, n, 4, st);
+  for (int i = 0; sampled && i < 30; i++) { /* 300 ms: past pagelock's next window */
+    CHECK(cudaMemsetAsync(dev, i, 4096, st));
+    CHECK(cudaStreamSynchronize(st));
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
   flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   unsubscribe(sub);
   int bad = 0;
@@ -140,6 +157,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cupti_client: %d callbacks for 4 uploads\n", callbacks), bad = 1;
   if (records < 8)
     fprintf(stderr, "cupti_client: %d memcpy records for 8 copies\n", records), bad = 1;
+  if (other)
+    fprintf(stderr, "cupti_client: %d records of kinds it never enabled\n", other), bad = 1;
   if (foreign)
     fprintf(stderr, "cupti_client: CUPTI handed back %d buffers that are not ours\n", foreign),
         bad = 1;

@@ -322,6 +322,30 @@ case_cupti_stage_links() {
   "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-links-min 1 --gpu-joined >&2
 }
 
+# GPU timing sampled: a loop of small copies makes more GPU operations a
+# second than PAGELOCK_CUPTI_MAX_RATE (2000), so tracing pauses, and opens
+# one window every 40 (10 ms windows here: one every 400 ms).  Nothing
+# inside a pause is traced (no correlation, no GPU record), the windows
+# are, every byte arrives; at rate 0, or at a slow rate, nothing pauses and
+# every copy joins its GPU record.
+case_cupti_sample() {
+  local d="$T/csm"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_WINDOW_MS=10 PAGELOCK_LOG=debug PAGELOCK_OUTPUT="$d/t.%p.trace" \
+    "$B/test_sample" 1200 >"$d/out" 2>"$d/err" || fail "the loop failed: $(cat "$d/out" "$d/err")" || return
+  grep -q "wrong=0" "$d/out" || fail "bytes differ: $(cat "$d/out")" || return
+  "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-pauses-min 2 --gpu-resumes-min 1 \
+    --gpu-pause-rate-min 2001 --gpu-sampled >&2 || return
+  [ "$(grep -c '^pagelock: GPU timing sampled: about [0-9]* GPU operations a second' "$d/err")" = 1 ] ||
+    fail "expected one line saying GPU timing is sampled: $(grep -v 'GPU timing paused\|resumed' "$d/err" | head -5)" || return
+  grep -q '^pagelock: GPU timing resumed at' "$d/err" || fail "no resume in the debug log" || return
+  LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_MAX_RATE=0 PAGELOCK_OUTPUT="$d/all.%p.trace" "$B/test_sample" 300 \
+    >"$d/out" 2>"$d/err" || fail "the loop failed at rate 0: $(cat "$d/err")" || return
+  "$B/trace_check" "$d"/all.*.trace --complete --gpu-pauses-max 0 --gpu-joined >&2 || return
+  LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_WINDOW_MS=10 PAGELOCK_OUTPUT="$d/slow.%p.trace" "$B/test_sample" 300 2000 \
+    >"$d/out" 2>"$d/err" || fail "the slow loop failed: $(cat "$d/err")" || return
+  "$B/trace_check" "$d"/slow.*.trace --complete --gpu-pauses-max 0 --gpu-joined >&2
+}
+
 # GPU timing unavailable: interception goes on, the trace says why, the
 # report says so first.  check_unavailable DIR STATUS WORDS
 check_unavailable() {
@@ -384,6 +408,12 @@ case_cupti_program_client() {
       grep -q "^GPU timing partial: CUPTI, [1-9][0-9]* records, .*then the program started its own CUPTI client" ||
       fail "$how: the report does not say GPU timing stopped partway" || return
   done
+  # The same once pagelock's GPU timing is sampled: no window of ours
+  # opens inside the program's session (5 ms windows: one every 200 ms).
+  LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_WINDOW_MS=5 PAGELOCK_LOG=debug PAGELOCK_OUTPUT="$d/sm.%p.trace" \
+    "$B/test_cupti_client" linked sampled >"$d/out" 2>"$d/err" ||
+    fail "sampled: the program's own CUPTI client broke under the shim: $(grep -v 'GPU timing paused\|resumed' "$d/err")" || return
+  grep -q "^pagelock: GPU timing paused" "$d/err" || fail "sampled: GPU timing never paused: $(cat "$d/err")" || return
   # A start of ours that failed after subscribing must leave no subscription
   # behind for the program's client to collide with (fake CUPTI only: it
   # can make the activity API fail).

@@ -37,6 +37,17 @@
  *                         [--gpu-kernels-min N] [--gpu-syncs-max N] [--gpu-links-min N]
  *                         [--gpu-dropped-min N]
  *                         [--gpu-kernel-name S] a kernel record names S
+ *   GPU timing sampled (GPU_SAMPLE records, PAGELOCK_CUPTI_MAX_RATE):
+ *                         [--gpu-pauses-min N] [--gpu-pauses-max N]
+ *                         [--gpu-resumes-min N] pause and resume records
+ *                         [--gpu-pause-rate-min R] every pause names at
+ *                           least R operations a second
+ *                         [--gpu-sampled] pauses and resumes alternate, a
+ *                           pause first, in time order; no copy call that
+ *                           lies inside a pause carries a CUPTI
+ *                           correlation, and no GPU record starts inside
+ *                           one (give or take 2 ms for ops already
+ *                           queued); some copy inside a window does
  *                         [--gpu-joined] every successful, non-empty,
  *                           non-graph copy joins a GPU memcpy record (by
  *                           its correlation or through a LINK), CUPTI's
@@ -55,6 +66,7 @@
 /* One successful copy call, kept for the join. */
 typedef struct tc_copy {
   uint64_t seq;
+  uint64_t t0, t1; /* the call, CLOCK_MONOTONIC */
   uint32_t gpu_corr;
   uint8_t host_mem, staged;
 } tc_copy;
@@ -177,8 +189,20 @@ int main(int argc, char **argv) {
   uint32_t want_kernel_id = 0;
   unsigned long kernels_named = 0;
   size_t ngs = 0, cgs = 0;
+  /* GPU_SAMPLE records: time and on, in file order. */
+  typedef struct tc_sample {
+    uint64_t t;
+    uint32_t on, rate;
+  } tc_sample;
+  tc_sample *sv = NULL;
+  size_t ns = 0, cs = 0;
   plr_record rec;
   while (plr_next(&r, &rec)) {
+    if (rec.type == PAGELOCK_REC_GPU_SAMPLE && rec.size >= sizeof(pagelock_rec_gpu_sample)) {
+      const pagelock_rec_gpu_sample *g = (const pagelock_rec_gpu_sample *)rec.u.hdr;
+      tc_sample x = {g->mono_ns, g->on, g->ops_per_s};
+      TC_PUSH(sv, ns, cs, x);
+    }
     if (rec.type == PAGELOCK_REC_STACK) stacks++;
     if (rec.type == PAGELOCK_REC_CLOCK) plr_clock_update(&clk, rec.u.clock);
     if (rec.type == PAGELOCK_REC_GPU_STATUS) {
@@ -261,7 +285,8 @@ int main(int argc, char **argv) {
     }
     if (c->result == 0 && c->bytes > 0 && c->dir != PAGELOCK_DIR_H2H &&
         !(c->flags & PAGELOCK_COPY_BATCH)) {
-      tc_copy x = {c->correlation, c->gpu_correlation, c->host_mem,
+      tc_copy x = {c->correlation, c->start_ns, c->start_ns + c->host_ns, c->gpu_correlation,
+                   c->host_mem,
                    (c->flags & PAGELOCK_COPY_STAGED) != 0};
       TC_PUSH(cv, nc, cc, x);
     }
@@ -304,6 +329,43 @@ int main(int argc, char **argv) {
     if (win_lo == UINT64_MAX || gstart[i] + 1000000000ull < win_lo ||
         gstart[i] > win_hi + 1000000000ull)
       gpu_outside++;
+  /* Sampling: the paused spans [pause, resume), the last one open to the
+   * end; what fell inside them and inside the windows. */
+  unsigned long pauses = 0, resumes = 0, order_bad = 0, slow_pauses = 0, corr_in_pause = 0,
+                copies_in_pause = 0, corr_in_window = 0, gpu_in_pause = 0;
+  unsigned long want_rate = 0;
+  for (int i = 2; i + 1 < argc; i++)
+    if (!strcmp(argv[i], "--gpu-pause-rate-min")) want_rate = strtoul(argv[i + 1], 0, 10);
+  for (size_t i = 0; i < ns; i++) {
+    if (sv[i].on != (i % 2) || (i && sv[i].t < sv[i - 1].t)) order_bad++;
+    if (sv[i].on) {
+      resumes++;
+    } else {
+      pauses++;
+      if (sv[i].rate < want_rate) slow_pauses++;
+    }
+  }
+  for (size_t k = 0; k < nc; k++) {
+    int in_pause = 0, in_window = ns > 0 && cv[k].t0 < sv[0].t;
+    for (size_t i = 0; i < ns; i += 2) {
+      uint64_t lo = sv[i].t, hi = i + 1 < ns ? sv[i + 1].t : UINT64_MAX;
+      uint64_t next = i + 2 < ns ? sv[i + 2].t : UINT64_MAX;
+      if (cv[k].t0 > lo && cv[k].t1 < hi) in_pause = 1;
+      if (i + 1 < ns && cv[k].t0 > hi && cv[k].t1 < next) in_window = 1;
+    }
+    copies_in_pause += in_pause;
+    if (in_pause && cv[k].gpu_corr != 0 && corr_in_pause++ < 3)
+      fprintf(stderr, "trace_check: copy %lu inside a pause carries correlation %u\n",
+              (unsigned long)cv[k].seq, cv[k].gpu_corr);
+    if (in_window && cv[k].gpu_corr != 0) corr_in_window++;
+  }
+  for (size_t g = 0; g < ngs; g++)
+    for (size_t i = 0; i < ns; i += 2) {
+      uint64_t lo = sv[i].t + 2000000u, hi = i + 1 < ns ? sv[i + 1].t : UINT64_MAX;
+      if (gstart[g] > lo && gstart[g] < hi && gpu_in_pause++ < 3)
+        fprintf(stderr, "trace_check: a GPU record starts %.3f ms into a pause\n",
+                (double)(gstart[g] - sv[i].t) / 1e6);
+    }
   int bad = 0;
 #define EXPECT(name, got, want)                                                    \
   do {                                                                             \
@@ -426,6 +488,30 @@ int main(int argc, char **argv) {
         bad = 1;
       }
       i++;
+    } else if (!strcmp(a, "--gpu-pauses-min")) {
+      if (pauses < strtoul(v, 0, 10)) EXPECT("GPU timing pauses (at least)", pauses, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--gpu-pauses-max")) {
+      if (pauses > strtoul(v, 0, 10)) EXPECT("GPU timing pauses (at most)", pauses, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--gpu-resumes-min")) {
+      if (resumes < strtoul(v, 0, 10))
+        EXPECT("GPU timing resumes (at least)", resumes, strtoul(v, 0, 10));
+      i++;
+    } else if (!strcmp(a, "--gpu-pause-rate-min")) {
+      EXPECT("pauses naming a lower rate", slow_pauses, 0);
+      i++;
+    } else if (!strcmp(a, "--gpu-sampled")) {
+      EXPECT("GPU_SAMPLE records out of order", order_bad, 0);
+      EXPECT("copies inside a pause with a CUPTI correlation", corr_in_pause, 0);
+      EXPECT("GPU records starting inside a pause", gpu_in_pause, 0);
+      if (copies_in_pause == 0 || corr_in_window == 0) {
+        fprintf(stderr,
+                "trace_check: %s: %lu copies inside pauses, %lu correlated inside windows; "
+                "expected some of each\n",
+                argv[1], copies_in_pause, corr_in_window);
+        bad = 1;
+      }
     } else if (!strcmp(a, "--gpu-joined")) {
       EXPECT("copies without a GPU record", unjoined, 0);
       EXPECT("copies whose CUPTI memory kind disagrees", kind_mismatch, 0);
@@ -508,6 +594,7 @@ int main(int argc, char **argv) {
   free(gv);
   free(lv);
   free(gstart);
+  free(sv);
   plr_close(&r);
   return bad;
 }
