@@ -25,6 +25,19 @@ double plr_gpu_hidden_pct(const plr_gpu_report *r) {
   return 100.0 * (double)r->total_copy_hidden_ns / (double)r->total_copy_busy_ns;
 }
 
+void plr_gpu_sampling_sentence(const plr_gpu_report *r, char *buf, size_t len) {
+  if (!len) return;
+  buf[0] = 0;
+  if (!r->sampled) return;
+  double pct = r->span_ns ? 100.0 * (double)r->traced_ns / (double)r->span_ns : 0;
+  snprintf(buf, len,
+           "GPU timing sampled: %" PRIu64
+           " window%s, %.1f%% of the run traced (the program issued up to %u GPU "
+           "operations a second, more than PAGELOCK_CUPTI_MAX_RATE, where tracing every one "
+           "would slow it); GPU times below cover the windows only",
+           r->windows, r->windows == 1 ? "" : "s", pct, r->max_ops_per_s);
+}
+
 /* ---- per device ---------------------------------------------------------- */
 
 /* qsort order of bandwidth rows: copy kind, source, destination, size. */
@@ -37,8 +50,11 @@ static int plr_cmp_bw(const void *a, const void *b) {
   return x->staged < y->staged ? -1 : x->staged > y->staged;
 }
 
-/* Fills one device report from its kept records.  -1 when out of memory. */
-static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr, plr_device_report *o) {
+/* Fills one device report from its kept records; pz[0..npz) are the
+ * paused stretches of sampled GPU timing, normalized.  -1 when out of
+ * memory. */
+static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr, const plr_span *pz, size_t npz,
+                           plr_device_report *o) {
   memset(o, 0, sizeof *o);
   o->device = d->device;
   snprintf(o->name, sizeof o->name, "%s", d->name);
@@ -74,10 +90,26 @@ static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr, plr_device_report
   size_t nuu = plr_spans_union(ck, nck, m->v, m->n, u);
   uint64_t busy = plr_spans_total(u, nuu);
   uint64_t wlen = o->window.end - o->window.start;
+  /* A pause of the shim's tracing is no idle time: the GPU's work in it
+   * went unrecorded by design.  It covers the window like busy time, so a
+   * gap is listed only for what is left of it outside pauses. */
+  plr_span *up = NULL;
+  if (npz && d->have_window) {
+    up = malloc((nuu + npz) * sizeof *up);
+    if (!up) {
+      free(buf);
+      return -1;
+    }
+    nuu = plr_spans_union(u, nuu, pz, npz, up);
+    u = up;
+    busy = plr_spans_intersect_total(u, nuu, &o->window, 1);
+    o->paused_ns = plr_spans_intersect_total(pz, npz, &o->window, 1);
+  }
   o->idle_ns = wlen > busy ? wlen - busy : 0;
   if (d->have_window)
     o->ngaps =
         plr_spans_gaps(u, nuu, o->window, thr, o->gaps, PLR_MAX_GAPS, &o->gaps_total, &o->gaps_ns);
+  free(up);
   free(buf);
 
   size_t nbw = HASH_COUNT(d->bw);
@@ -321,7 +353,9 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
      * A training loop's 8-byte loss reads share the kernels' stream by
      * design; 0.05 ms of them in a 450 ms window (the DataLoader golden)
      * is not what slows it. */
+    /* Sampled timing: only the traced part of the window counts. */
     uint64_t window = d->window.end > d->window.start ? d->window.end - d->window.start : 0;
+    window = window > d->paused_ns ? window - d->paused_ns : 0;
     if (d->kernels && d->same_stream_copies && d->same_stream_busy_ns &&
         d->same_stream_ns * 2 >= d->pinned_async_ns &&
         d->same_stream_hidden_ns * 4 < d->same_stream_busy_ns &&
@@ -361,6 +395,7 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
       }
     }
     uint64_t wlen = d->window.end - d->window.start;
+    wlen = wlen > d->paused_ns ? wlen - d->paused_ns : 0;
     if (d->gaps_total && wlen && d->gaps_ns * 10 >= wlen) {
       plr_fmt_ms(d->gap_threshold_ns, a, sizeof a);
       plr_fmt_ms(d->gaps_ns, b, sizeof b);
@@ -370,8 +405,9 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
         plr_say(v->text, sizeof v->text,
                 "the GPU idled for long gaps: %s was idle %" PRIu64
                 " times for %s ms or more, %s ms in all (%.0f%% of its "
-                "active window); the longest gap was %s ms",
-                lab, d->gaps_total, a, b, 100.0 * (double)d->gaps_ns / (double)wlen, c);
+                "active window%s); the longest gap was %s ms",
+                lab, d->gaps_total, a, b, 100.0 * (double)d->gaps_ns / (double)wlen,
+                d->paused_ns ? " outside tracing pauses" : "", c);
         if (j->made_sync && j->made_sync_host_ns * 10 >= d->gaps_ns) {
           plr_fmt_ms(j->made_sync_host_ns, c, sizeof c);
           plr_say(v->advice, sizeof v->advice,
@@ -430,13 +466,41 @@ int plr_gpu_analyze(const plr_trace *t, uint64_t thr, plr_gpu_report *r) {
   r->overheads = g->overheads;
   r->overhead_ns = g->overhead_ns;
   r->join = g->join;
+  /* Sampled GPU timing: the paused stretches, and how much of the trace's
+   * span they took. */
+  r->span_ns = t->last_ns > t->first_ns ? t->last_ns - t->first_ns : 0;
+  r->sampled = g->npauses > 0;
+  r->pauses = g->npauses;
+  r->windows = g->windows;
+  r->max_ops_per_s = g->max_ops_per_s;
+  r->samples_ignored = g->samples_ignored;
+  plr_span *pz = NULL;
+  size_t npz = 0;
+  if (g->npauses) {
+    pz = malloc(g->npauses * sizeof *pz);
+    if (!pz) return -1;
+    for (size_t i = 0; i < g->npauses; i++) {
+      pz[i].start = g->pauses[i].start;
+      pz[i].end = g->pauses[i].end;
+    }
+    npz = plr_spans_normalize(pz, g->npauses);
+    plr_span run = {t->first_ns, t->first_ns + r->span_ns};
+    r->paused_ns = plr_spans_intersect_total(pz, npz, &run, 1);
+  }
+  if (r->sampled) r->traced_ns = r->span_ns - r->paused_ns;
   if (g->ndev) {
     r->dev = calloc(g->ndev, sizeof *r->dev);
-    if (!r->dev) return -1;
+    if (!r->dev) {
+      free(pz);
+      return -1;
+    }
   }
   for (size_t i = 0; i < g->ndev; i++) {
     r->ndev++;
-    if (plr_device_fill(&g->dev[i], thr, &r->dev[i])) return -1;
+    if (plr_device_fill(&g->dev[i], thr, pz, npz, &r->dev[i])) {
+      free(pz);
+      return -1;
+    }
     const plr_device_report *d = &r->dev[i];
     r->total_copy_busy_ns += d->copy_busy_all_ns;
     r->total_copy_hidden_ns += d->copy_hidden_ns;
@@ -444,6 +508,7 @@ int plr_gpu_analyze(const plr_trace *t, uint64_t thr, plr_gpu_report *r) {
     r->total_kernel_busy_ns += d->kernel_busy_ns;
     r->total_pageable_exposed_ns += d->pageable_exposed_ns;
   }
+  free(pz);
   memcpy(r->pinned_gbps, g->pinned_gbps, sizeof r->pinned_gbps);
   plr_verdicts(t, r);
   return 0;

@@ -51,7 +51,8 @@ typedef struct plr_device_report {
   uint64_t copy_exposed_ns;          /* |C| - |C and K| */
   uint64_t kernel_hidden_ns;         /* |K and C|: compute time under copies */
   uint64_t h2d_d2h_together_ns;      /* |H2D and D2H| */
-  uint64_t idle_ns;                  /* window minus |K or C or memsets| */
+  uint64_t idle_ns;                  /* window minus |K or C or memsets or
+                                        paused|: a pause is not idle */
   uint64_t gap_threshold_ns;         /* gaps shorter than this are not listed */
   size_t ngaps;
   plr_span gaps[PLR_MAX_GAPS]; /* longest first */
@@ -78,6 +79,10 @@ typedef struct plr_device_report {
    * made-synchronous verdict's share of exposed copy time. */
   uint64_t pageable_busy_ns, pageable_exposed_ns;
   uint64_t staged_chunks; /* GPU copies the staging engine issued */
+  /* Sampled GPU timing: |window and paused|, time in which the GPU's work
+   * was not traced.  Idle time, gaps and the verdicts' shares of the
+   * window leave it out. */
+  uint64_t paused_ns;
 } plr_device_report;
 
 #define PLR_MAX_VERDICTS 8
@@ -113,6 +118,16 @@ typedef struct plr_gpu_report {
   uint64_t total_copy_exposed_ns;
   uint64_t total_kernel_busy_ns;
   uint64_t total_pageable_exposed_ns; /* pageable_exposed_ns over devices */
+  /* Sampled GPU timing (GPU_SAMPLE records): above PAGELOCK_CUPTI_MAX_RATE
+   * GPU operations a second the shim traces in short windows, so every GPU
+   * measure above covers the windows only. */
+  int sampled;              /* the shim paused tracing at least once */
+  uint64_t pauses, windows; /* pauses; resumes that ended one */
+  uint64_t span_ns;         /* the trace's span: first_ns .. last_ns */
+  uint64_t paused_ns;       /* paused time inside the span */
+  uint64_t traced_ns;       /* span_ns - paused_ns; 0 when not sampled */
+  uint32_t max_ops_per_s;   /* the highest rate that made the shim pause */
+  uint64_t samples_ignored; /* GPU_SAMPLE records out of turn or order */
 } plr_gpu_report;
 
 /* Builds the GPU report of a loaded trace.  gap_threshold_ns 0 means the
@@ -125,6 +140,10 @@ void plr_gpu_report_free(plr_gpu_report *r);
 /* 1 when the report has GPU timing to show (status on and at
  * least one GPU record). */
 int plr_gpu_report_timed(const plr_gpu_report *r);
+/* The sentence the text and HTML reports give a sampled trace: "GPU timing
+ * sampled: 31 windows, 4.1% of the run traced (...)."; "" when r is not
+ * sampled. */
+void plr_gpu_sampling_sentence(const plr_gpu_report *r, char *buf, size_t len);
 /* The hidden share of copy time, |C and K| / |C| over all
  * devices, in percent; -1 when no copy time was measured. */
 double plr_gpu_hidden_pct(const plr_gpu_report *r);

@@ -42,6 +42,7 @@
  * copies count towards the same-stream verdict, and bandwidth rows keep
  * chunks apart, so the report never counts pagelock's own work as the
  * program's. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -691,12 +692,142 @@ static int plr_join_link(plr_trace *t, plr_join *j, uint32_t corr, uint64_t seq,
   return 0;
 }
 
+/* ---- sampled GPU timing -------------------------------------------------- */
+
+/* While the shim has CUPTI's tracing paused (GPU_SAMPLE records), copy
+ * calls get no GPU correlation and no GPU op by design: the report counts
+ * them apart from the copies that should have joined and did not.  Whether
+ * a copy without a correlation started in a pause is known once a
+ * GPU_SAMPLE later than the copy was read (samples come in time order),
+ * but COPY records reach the file in per-thread batches up to a second
+ * late, before or after the samples around them.  So a copy later than
+ * every sample read so far waits in a min-heap of start times until one
+ * is.  A sampled run holds about one period's worth of such copies (the
+ * shim samples once a second); past this many, further ones count as
+ * unjoined, as they would without sampling. */
+#define PLR_MAX_UNTIMED (1u << 20)
+
+typedef struct plr_untimed {
+  uint64_t *v; /* min-heap of start times */
+  size_t n, cap;
+} plr_untimed;
+
+/* 1 when CLOCK_MONOTONIC time ns lies in a pause known so far. */
+static int plr_in_pause(const plr_gpu_data *g, uint64_t ns) {
+  size_t lo = 0, hi = g->npauses;
+  /* The last pause starting at or before ns. */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (g->pauses[mid].start <= ns)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo > 0 && ns < g->pauses[lo - 1].end;
+}
+
+/* Settles the waiting copies that started before limit: each one in a
+ * pause is untimed by design. */
+static void plr_untimed_settle(plr_gpu_data *g, uint64_t limit) {
+  plr_untimed *u = g->untimed;
+  if (!u) return;
+  while (u->n && u->v[0] < limit) {
+    if (plr_in_pause(g, u->v[0])) g->join.untimed_paused++;
+    /* Pop: the last element sifts down from the root. */
+    uint64_t x = u->v[--u->n];
+    size_t i = 0;
+    for (;;) {
+      size_t k = 2 * i + 1;
+      if (k >= u->n) break;
+      if (k + 1 < u->n && u->v[k + 1] < u->v[k]) k++;
+      if (x <= u->v[k]) break;
+      u->v[i] = u->v[k];
+      i = k;
+    }
+    if (u->n) u->v[i] = x;
+  }
+}
+
+/* One copy without a GPU correlation, started at ns: settled now when a
+ * later sample was read, else kept until one is.  -1 when out of
+ * memory. */
+static int plr_untimed_add(plr_gpu_data *g, uint64_t ns) {
+  if (ns < g->sample_ns) {
+    if (plr_in_pause(g, ns)) g->join.untimed_paused++;
+    return 0;
+  }
+  if (!g->untimed && !(g->untimed = calloc(1, sizeof *g->untimed))) return -1;
+  plr_untimed *u = g->untimed;
+  if (u->n >= PLR_MAX_UNTIMED) return 0;
+  if (u->n == u->cap) {
+    size_t cap = u->cap ? u->cap * 2 : 256;
+    uint64_t *v = realloc(u->v, cap * sizeof *v);
+    if (!v) return -1;
+    u->v = v;
+    u->cap = cap;
+  }
+  size_t i = u->n++;
+  while (i > 0 && u->v[(i - 1) / 2] > ns) {
+    u->v[i] = u->v[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  u->v[i] = ns;
+  return 0;
+}
+
+static void plr_untimed_free(plr_gpu_data *g) {
+  if (!g->untimed) return;
+  free(g->untimed->v);
+  free(g->untimed);
+  g->untimed = NULL;
+}
+
+/* Folds one GPU_SAMPLE (on 0 or 1, mono_ns not 0: checked by the
+ * reader).  Pause and resume alternate, a pause first; a sample out of
+ * time order, a resume with no pause open or a pause while paused is
+ * ignored (counted), so the pauses stay sorted and disjoint. */
+static int plr_fold_sample(plr_trace *t, const pagelock_rec_gpu_sample *s) {
+  plr_gpu_data *g = &t->gpu;
+  uint64_t ns = s->mono_ns;
+  if (ns < g->sample_ns || (s->on != 0) != (g->paused != 0)) {
+    g->samples_ignored++;
+    return 0;
+  }
+  if (s->on) {
+    g->pauses[g->npauses - 1].end = ns;
+    g->paused = 0;
+    g->windows++;
+  } else {
+    if (g->npauses == g->cap_pauses) {
+      size_t cap = g->cap_pauses ? g->cap_pauses * 2 : 16;
+      plr_gpu_pause *v = realloc(g->pauses, cap * sizeof *v);
+      if (!v) return -1;
+      g->pauses = v;
+      g->cap_pauses = cap;
+    }
+    plr_gpu_pause *p = &g->pauses[g->npauses++];
+    p->start = ns;
+    p->end = UINT64_MAX;
+    p->ops_per_s = s->ops_per_s;
+    g->paused = 1;
+    if (s->ops_per_s > g->max_ops_per_s) g->max_ops_per_s = s->ops_per_s;
+  }
+  g->sample_ns = ns;
+  plr_untimed_settle(g, ns);
+  return 0;
+}
+
 int plr_gpu_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
   plr_join *j = t->gpu.pending;
   if (!j) return 0;
   /* A graph node queues nothing; a capturing stream's copy runs when the
    * graph is launched, under another correlation. */
   if (c->flags & (PAGELOCK_COPY_GRAPH_NODE | PAGELOCK_COPY_CAPTURE)) return 0;
+  /* Only while CUPTI traces can a pause be why a copy has no correlation;
+   * with timing off every copy lacks one, and none need wait. */
+  if (!c->gpu_correlation && c->start_ns && t->gpu.have_status &&
+      t->gpu.status == PAGELOCK_GPU_TIMING_ON && plr_untimed_add(&t->gpu, c->start_ns))
+    return -1;
   plr_acc *a = plr_acc_get(j, c->correlation, 0);
   /* A staged call's chunks may be linked after its COPY (LINKs from
    * CUPTI's external correlation records): keep it while timing is on. */
@@ -983,6 +1114,7 @@ int plr_gpu_fold(plr_trace *t, const plr_record *rec) {
       snprintf(d->name, sizeof d->name, "%s", rec->str1);
       return 0;
     }
+    case PAGELOCK_REC_GPU_SAMPLE: return plr_fold_sample(t, rec->u.gpu_sample);
     case PAGELOCK_REC_GPU_STATUS: {
       const pagelock_rec_gpu_status *s = rec->u.gpu_status;
       g->have_status = 1;
@@ -1088,8 +1220,17 @@ int plr_gpu_load_end(plr_trace *t) {
     plr_join_free(j);
     g->pending = NULL;
   }
-  uint64_t copies = t->tot.all.count;
-  g->join.unjoined = copies > g->join.calls ? copies - g->join.calls : 0;
+  /* A pause no resume followed lasts to the end of the trace; then every
+   * copy still waiting is settled. */
+  if (g->paused) {
+    plr_gpu_pause *p = &g->pauses[g->npauses - 1];
+    p->end = t->last_ns > p->start ? t->last_ns : p->start;
+    g->paused = 0;
+  }
+  plr_untimed_settle(g, UINT64_MAX);
+  plr_untimed_free(g);
+  uint64_t copies = t->tot.all.count, timed = g->join.calls + g->join.untimed_paused;
+  g->join.unjoined = copies > timed ? copies - timed : 0;
   for (size_t i = 0; i < g->ndev; i++) {
     plr_gpu_dev *d = &g->dev[i];
     d->kern.n = plr_spans_normalize(d->kern.v, d->kern.n);
@@ -1121,6 +1262,8 @@ int plr_gpu_load_end(plr_trace *t) {
 
 void plr_gpu_data_free(plr_gpu_data *g) {
   plr_join_free(g->pending);
+  plr_untimed_free(g);
+  free(g->pauses);
   for (size_t i = 0; i < g->ndev; i++) {
     plr_gpu_dev *d = &g->dev[i];
     plr_spanvec_free(&d->kern);

@@ -298,7 +298,8 @@ int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg, si
       case PAGELOCK_REC_LINK:
       case PAGELOCK_REC_CLOCK:
       case PAGELOCK_REC_DEVICE:
-      case PAGELOCK_REC_GPU_STATUS: rc = plr_gpu_fold(t, &rec); break;
+      case PAGELOCK_REC_GPU_STATUS:
+      case PAGELOCK_REC_GPU_SAMPLE: rc = plr_gpu_fold(t, &rec); break;
       case PAGELOCK_REC_STACK: rc = plr_fold_stack(t, &rec); break;
       case PAGELOCK_REC_PYSTACK:
       case PAGELOCK_REC_PYCODE: rc = plr_py_fold(t, &rec); break;

@@ -216,7 +216,19 @@ typedef struct plr_call_join {
    * through LINK records), their bytes and GPU time: part of gpu_ops and
    * gpu_ns, never of calls. */
   uint64_t chunks, chunk_bytes, chunk_gpu_ns;
+  /* Copies (not graph nodes nor captures) without a GPU correlation that
+   * started while the shim had paused CUPTI's tracing (GPU_SAMPLE): they
+   * have no GPU op by design, so they are not in unjoined. */
+  uint64_t untimed_paused;
 } plr_call_join;
+
+/* One stretch in which the shim had paused CUPTI's tracing (GPU_SAMPLE):
+ * [start, end), CLOCK_MONOTONIC; end is the resume, or the end of the
+ * trace when none came. */
+typedef struct plr_gpu_pause {
+  uint64_t start, end;
+  uint32_t ops_per_s; /* the rate that made the shim pause */
+} plr_gpu_pause;
 
 /* The GPU side of a trace. */
 typedef struct plr_gpu_data {
@@ -243,6 +255,21 @@ typedef struct plr_gpu_data {
   plr_call_join join;            /* per-call join results */
   double pinned_gbps[PLR_NCDIR]; /* as per device, over all devices */
   struct plr_join *pending;      /* NULL after load */
+  /* Sampled GPU timing: the paused stretches in time order, disjoint
+   * (GPU_SAMPLE records come in time order; one that does not is
+   * ignored).  While loading, the last one's end is UINT64_MAX when no
+   * resume followed yet; at load end such a pause lasts to the trace's
+   * last time (last_ns: its END record, or its last copy). */
+  plr_gpu_pause *pauses;
+  size_t npauses, cap_pauses;
+  int paused;                  /* loading: the last pause is still open */
+  uint64_t sample_ns;          /* loading: time of the last GPU_SAMPLE taken */
+  uint64_t windows;            /* resumes that ended a pause */
+  uint64_t samples_ignored;    /* a resume with no pause open, a pause while
+                                  paused, a time before the previous one */
+  uint32_t max_ops_per_s;      /* largest ops_per_s of a pause */
+  struct plr_untimed *untimed; /* loading: copies waiting for the samples
+                                  that say whether they fell in a pause */
 } plr_gpu_data;
 
 typedef struct plr_trace {

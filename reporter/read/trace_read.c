@@ -322,6 +322,13 @@ static int plr_decode(unsigned char *b, uint32_t type, uint32_t size, plr_record
       if (size < sizeof(pagelock_rec_device)) return -1;
       rec->str1 = plr_str_at(b, sizeof(pagelock_rec_device), size);
       return rec->str1 ? 1 : -1;
+    case PAGELOCK_REC_GPU_SAMPLE: {
+      if (size < sizeof(pagelock_rec_gpu_sample)) return -1;
+      /* on is a boolean and mono_ns a clock reading (0 is none): anything
+       * else is damage, and a guessed pause would hide GPU time. */
+      const pagelock_rec_gpu_sample *s = rec->u.gpu_sample;
+      return s->on <= 1 && s->mono_ns != 0 ? 1 : -1;
+    }
     case PAGELOCK_REC_GPU_STATUS: {
       if (size < sizeof(pagelock_rec_gpu_status)) return -1;
       rec->str1 = plr_str_at(b, sizeof(pagelock_rec_gpu_status), size);

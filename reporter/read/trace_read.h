@@ -131,6 +131,8 @@ typedef struct plr_record {
     /* Python sites (optional records of version 3). */
     const pagelock_rec_pystack *pystack;
     const pagelock_rec_pycode *pycode;
+    /* Sampled GPU timing (optional): on is 0 or 1, mono_ns not 0. */
+    const pagelock_rec_gpu_sample *gpu_sample;
   } u;
   /* exe, module path, symbol name, note text, kernel name (NAME), device
    * name (DEVICE), reason (GPU_STATUS), file name (PYCODE) */

@@ -62,6 +62,21 @@ static void plr_cmp_text(FILE *out, const plr_compare_side *b, const plr_compare
     fprintf(out,
             "\nexposed and hidden copy time need GPU timing (CUPTI) in "
             "both runs: '-' where a run has none.\n");
+  /* Sampled timing measures the windows only: the GPU rows then compare
+   * samples of the runs, not the runs. */
+  if (b->sampled_traces || a->sampled_traces) {
+    char bs[80] = "", as[80] = "";
+    if (b->sampled_traces)
+      snprintf(bs, sizeof bs, "the before run (%" PRIu64 " of %zu traces)", b->sampled_traces,
+               b->traces);
+    if (a->sampled_traces)
+      snprintf(as, sizeof as, "the after run (%" PRIu64 " of %zu traces)", a->sampled_traces,
+               a->traces);
+    fprintf(out,
+            "\nGPU timing was sampled in %s%s%s: exposed and hidden copy time and GPU "
+            "bandwidths there cover the tracing windows only.\n",
+            bs, bs[0] && as[0] ? " and " : "", as);
+  }
 }
 
 /* One value in JSON: null when not measured. */
@@ -77,8 +92,9 @@ static void plr_cmp_json_val(FILE *out, const plr_cmp_val *v, plr_cmp_unit u) {
 /* "before"/"after": every row's value under its key, plus raw sums. */
 static void plr_cmp_json_side(FILE *out, const char *name, const plr_compare_side *s,
                               const plr_cmp_row *rows, size_t n, int after) {
-  fprintf(out, "  \"%s\": {\"traces\": %zu, \"gpu_traces\": %" PRIu64, name, s->traces,
-          s->gpu_traces);
+  fprintf(out,
+          "  \"%s\": {\"traces\": %zu, \"gpu_traces\": %" PRIu64 ", \"sampled_traces\": %" PRIu64,
+          name, s->traces, s->gpu_traces, s->sampled_traces);
   for (size_t i = 0; i < n; i++) {
     fprintf(out, ", \"%s\": ", rows[i].key);
     plr_cmp_json_val(out, after ? &rows[i].a : &rows[i].b, rows[i].unit);

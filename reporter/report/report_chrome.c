@@ -5,7 +5,8 @@
  *
  * One pid per traced process, one tid (track) per GPU stream (CUPTI
  * streamId), per host thread that made copy calls and per host thread that
- * waited (CUPTI SYNCHRONIZATION / OVERHEAD records).  Copy calls and GPU ops
+ * waited (CUPTI SYNCHRONIZATION / OVERHEAD records), and one for the
+ * pauses of sampled GPU timing (GPU_SAMPLE).  Copy calls and GPU ops
  * are complete events ("ph":"X"); flow arrows ("ph":"s" at the call, "f"
  * with "bp":"e" at the GPU op) join each call to its GPU op(s).
  *
@@ -30,6 +31,8 @@
  * never merge with a thread's track. */
 #define PLR_CT_STREAM_BASE 0x40000000u
 #define PLR_CT_WAIT_BASE 0x20000000u
+/* The track of sampled GPU timing's pauses: one per process. */
+#define PLR_CT_SAMPLE_TID 0x30000000u
 
 /* Kernel names of templated code run to kilobytes; the viewer shows one
  * line. */
@@ -588,6 +591,28 @@ static void plr_ct_process_meta(plr_ct *c, const plr_trace *t, size_t i) {
   fputs("}}", c->out);
 }
 
+/* Sampled GPU timing: a slice per stretch in which the shim had paused
+ * CUPTI's tracing, on a track of its own, so that a viewer sees why the
+ * GPU tracks are empty there (clipped to the trace's span). */
+static void plr_ct_pauses(plr_ct *c, const plr_trace *t) {
+  const plr_gpu_data *g = &t->gpu;
+  for (size_t i = 0; i < g->npauses; i++) {
+    uint64_t s = g->pauses[i].start > t->first_ns ? g->pauses[i].start : t->first_ns;
+    uint64_t e = g->pauses[i].end < t->last_ns ? g->pauses[i].end : t->last_ns;
+    if (e <= s) continue;
+    plr_ct_track_use(c, PLR_CT_SAMPLE_TID, "GPU timing (sampled)", 2);
+    plr_ct_sep(c);
+    fprintf(c->out,
+            "{\"ph\":\"X\",\"name\":\"GPU timing paused\",\"cat\":\"gpu_sampling\",\"pid\":%" PRIu64
+            ",\"tid\":%u,\"ts\":",
+            c->pid, PLR_CT_SAMPLE_TID);
+    plr_ct_ts(c, s);
+    fputs(",\"dur\":", c->out);
+    plr_ct_dur(c, e - s);
+    fprintf(c->out, ",\"args\":{\"ops_per_s\":%u}}", g->pauses[i].ops_per_s);
+  }
+}
+
 /* A trace's pid and its index, sorted to find repeated pids. */
 typedef struct plr_ct_pid_at {
   uint64_t pid;
@@ -646,6 +671,7 @@ void plr_report_chrome(FILE *out, const plr_process *ps, const plr_source *src, 
     c.start_mono = t->hdr.start_mono_ns;
     c.shift = t->hdr.start_realtime_ns - base;
     plr_ct_process_meta(&c, t, i);
+    plr_ct_pauses(&c, t);
     plr_ct_index_build(&c.x, &src[i]);
     c.x.flow_base = flow_base;
     flow_base += c.x.ngc;

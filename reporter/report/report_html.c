@@ -330,6 +330,13 @@ static void plr_ht_gpu_head(FILE *out, const plr_gpu_report *g) {
   fprintf(out, ", %" PRIu64 " GPU records", g->records);
   if (g->dropped) fprintf(out, ", %" PRIu64 " dropped by CUPTI", g->dropped);
   fputs("</span></p>\n", out);
+  if (g->sampled) {
+    char line[512];
+    plr_gpu_sampling_sentence(g, line, sizeof line);
+    fputs("<p class=\"note\">", out);
+    plr_html_text(out, line, sizeof line);
+    fputs(".</p>\n", out);
+  }
 
   if (g->nverdicts) {
     fputs("<h3>Verdicts</h3>\n<ol class=\"verdicts\">\n", out);
@@ -355,11 +362,14 @@ static void plr_ht_gpu_tables(FILE *out, const plr_gpu_report *g) {
   if (j->calls || j->unjoined) {
     char ms[32];
     plr_fmt_ms(j->made_sync_host_ns, ms, sizeof ms);
+    fprintf(out, "<p>%" PRIu64 " copy calls joined to their GPU ops (%" PRIu64 " without one",
+            j->calls, j->unjoined);
+    if (j->untimed_paused)
+      fprintf(out, "; %" PRIu64 " more ran while GPU timing was paused", j->untimed_paused);
     fprintf(out,
-            "<p>%" PRIu64 " copy calls joined to their GPU ops (%" PRIu64 " without one); %" PRIu64
-            " pageable by CUPTI; %" PRIu64
+            "); %" PRIu64 " pageable by CUPTI; %" PRIu64
             " async calls made synchronous (host blocked %s ms).</p>\n",
-            j->calls, j->unjoined, j->pageable, j->made_sync, ms);
+            j->pageable, j->made_sync, ms);
   }
   if (!g->ndev) return;
   fputs(

@@ -266,6 +266,12 @@ static void plr_json_gpu(FILE *out, const plr_gpu_report *g) {
     fputs("null", out);
   fputs(", \"pinned_gbps\": ", out);
   plr_json_pinned(out, g->pinned_gbps);
+  fprintf(out,
+          ",\n        \"sampling\": {\"sampled\": %s, \"pauses\": %" PRIu64
+          ", \"windows\": %" PRIu64 ", \"paused_ns\": %" PRIu64 ", \"traced_ns\": %" PRIu64
+          ", \"max_ops_per_s\": %u, \"untimed_copies\": %" PRIu64 ", \"ignored\": %" PRIu64 "}",
+          g->sampled ? "true" : "false", g->pauses, g->windows, g->paused_ns, g->traced_ns,
+          g->max_ops_per_s, g->join.untimed_paused, g->samples_ignored);
   fputs(",\n        \"devices\": [", out);
   for (size_t i = 0; i < g->ndev; i++) {
     if (i) fputc(',', out);

@@ -574,6 +574,11 @@ static void plr_print_join(FILE *out, const plr_gpu_report *g) {
     fprintf(out, " (%" PRIu64 " staged through %" PRIu64 " chunks)", j->linked, j->chunks);
   if (j->gpu_ops_unjoined)
     fprintf(out, "; %" PRIu64 " GPU copies matched no call", j->gpu_ops_unjoined);
+  /* Copies made while tracing was paused have no GPU op by design: not
+   * among the calls that should have matched. */
+  if (j->untimed_paused)
+    fprintf(out, "; %" PRIu64 " more copy calls ran while GPU timing was paused",
+            j->untimed_paused);
   fputc('\n', out);
   if (j->mem_mismatch)
     fprintf(out,
@@ -616,6 +621,11 @@ static void plr_print_process(FILE *out, const plr_process *p) {
   const plr_gpu_report *g = &p->gpu;
   int timed = plr_gpu_report_timed(g);
   plr_print_gpu_status(out, g);
+  if (g->sampled) {
+    char line[512];
+    plr_gpu_sampling_sentence(g, line, sizeof line);
+    fprintf(out, "%s\n", line);
+  }
   for (size_t i = 0; i < t->nnotes; i++) {
     fprintf(out, "note: %s", t->notes[i].kind == PAGELOCK_NOTE_WARNING ? "warning: " : "");
     plr_text_puts(out, t->notes[i].text);

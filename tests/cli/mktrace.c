@@ -51,6 +51,13 @@
  *   staged       mode stage: 4 staged 64 MiB uploads, each moved as 4
  *                pinned 16 MiB chunks joined through LINK records (each
  *                LINK written twice, as the shim does)
+ *   sampled      sampled GPU timing (GPU_SAMPLE records): two windows, a
+ *                pause between them as long as a real idle gap in the
+ *                first, a pause lasting to END, a stray resume first,
+ *                two malformed samples, copies in the pauses (see
+ *                mk_scenario)
+ *   sampled-cut  the same without exit records and END, cut inside a
+ *                last GPU_SAMPLE (a resume at +22 ms)
  *   staged-shared  mode stage: 4 staged 64 MiB uploads, each moved as 4
  *                pinned 16 MiB chunks (0.3 ms) under ONE correlation named
  *                by one LINK (the last LINK after its chunks), on the
@@ -461,6 +468,57 @@ static uint64_t mk_scenario(tb *b, const char *name) {
     tb_link(b, 5003, 103);
     nrec = 24;
     end = T0 + 40 * MS;
+  } else if (!strcmp(name, "sampled") || !strcmp(name, "sampled-cut")) {
+    /* The shim traced in windows (GPU_SAMPLE); times from T0: a stray
+     * resume first (ignored), a short and an on=2 GPU_SAMPLE (malformed),
+     * tracing from the start, paused at +10 ms (61000 ops/s), resumed at
+     * +15 ms, paused again at +20 ms (48000 ops/s) with no resume: that
+     * pause lasts to END (+30 ms; sampled-cut: to the last copy's end,
+     * +26 ms).  Window 1 has a real 5 ms idle gap (+2 .. +7 ms); the first
+     * pause is as long, and the idle bits between it and the kernels
+     * around it (0.5 and 0.2 ms) are under the 1 ms threshold.  Copies:
+     * A and C joined;
+     * B1, B2, B3 in the first pause and D in the second (no correlation,
+     * by design), written before, inside and after the samples around
+     * them; E and F in the windows without correlation (unjoined). */
+    int cut = !strcmp(name, "sampled-cut");
+    tb_device(b, 0, 2, 132, "NVIDIA H200");
+    tb_name(b, 1, "_Z4stepPf");
+    tb_gpu_sample(b, T0 - MS / 2, 1, 0);
+    unsigned char junk[16] = {0};
+    tb_raw(b, PAGELOCK_REC_GPU_SAMPLE, 16, junk, 8);
+    pagelock_rec_gpu_sample bad;
+    memset(&bad, 0, sizeof bad);
+    bad.mono_ns = T0 + MS;
+    bad.on = 2;
+    tb_rec(b, PAGELOCK_REC_GPU_SAMPLE, &bad, sizeof bad, NULL, NULL);
+    const uint64_t US = MS / 1000;
+    sc_copy(b, T0 + 500 * US, 2000, 8 * MIB, 1, PN, A, 100, 1000, 0x9);    /* A */
+    sc_copy(b, T0 + 11 * MS, 3 * MS / 10, 4 * MIB, 1, PG, A, 101, 0, 0x7); /* B1 */
+    tb_gpu_sample(b, T0 + 10 * MS, 0, 61000);
+    sc_copy(b, T0 + 12 * MS, 3 * MS / 10, 4 * MIB, 1, PG, A, 102, 0, 0x7); /* B2 */
+    tb_gpu_sample(b, T0 + 15 * MS, 1, 0);
+    sc_copy(b, T0 + 13 * MS, 3 * MS / 10, 4 * MIB, 1, PG, A, 103, 0, 0x7); /* B3 */
+    sc_copy(b, T0 + 5 * MS, 2000, 8 * MIB, 1, PN, A, 104, 0, 0x9);         /* F */
+    sc_copy(b, T0 + 16 * MS, 2000, 8 * MIB, 1, PN, A, 105, 1001, 0x9);     /* C */
+    sc_copy(b, T0 + 18 * MS, 2000, 8 * MIB, 1, PN, A, 106, 0, 0x9);        /* E */
+    tb_gpu_sample(b, T0 + 20 * MS, 0, 48000);
+    sc_copy(b, T0 + 25 * MS, MS, 4 * MIB, 1, PG, A, 107, 0, 0x7); /* D */
+    tb_kernel(b, 0, 7, G(T0), G(T0 + 2 * MS), 1);
+    tb_gpu_copy(b, 0, 9, 1, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(T0 + 600 * US), G(T0 + MS), 1000,
+                1);
+    tb_kernel(b, 0, 7, G(T0 + 7 * MS), G(T0 + 9500 * US), 1);
+    tb_kernel(b, 0, 7, G(T0 + 15200 * US), G(T0 + 17500 * US), 1);
+    tb_gpu_copy(b, 0, 9, 1, PAGELOCK_GPU_MEM_PINNED, 8 * MIB, G(T0 + 16100 * US),
+                G(T0 + 16500 * US), 1001, 1);
+    tb_kernel(b, 0, 7, G(T0 + 18 * MS), G(T0 + 19600 * US), 1);
+    nrec = 6;
+    end = T0 + 29 * MS;
+    if (cut) {
+      /* No exit records: the program died; main cuts the resume below. */
+      tb_gpu_sample(b, T0 + 22 * MS, 1, 0);
+      return end;
+    }
   } else {
     return 0;
   }
@@ -791,8 +849,15 @@ int main(int argc, char **argv) {
       fprintf(stderr, "mktrace: unknown scenario %s\n", scenario);
       return 2;
     }
-    tb_end(&b, t + MS);
-    len = b.len;
+    if (!strcmp(scenario, "sampled-cut")) {
+      /* Cut inside the last record, the resume at +22 ms. */
+      len = b.len - 8;
+      complete = b.nrec - 1;
+      cut = 1;
+    } else {
+      tb_end(&b, t + MS);
+      len = b.len;
+    }
   } else {
     tb_process(&b, exe, host, (uint32_t)mode, (int32_t)rank);
     mk_classic(&b, copies, sites, end, cut, &len, &complete, v1);

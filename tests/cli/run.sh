@@ -322,6 +322,58 @@ assert d["ranks"][0]["exposed_copy_ns"] == 8500000 and d["ranks"][0]["hidden_pct
 PYEOF
   fi
   ;;
+gpu_sampled)
+  # Sampled GPU timing (GPU_SAMPLE), times after the trace opened: traced
+  # until +11 ms, paused 5 ms, traced +16..+21 ms, paused to END (+31 ms);
+  # a stray resume first (mktrace.c, scenario sampled).
+  mk sa.trace --scenario sampled >/dev/null
+  run_pl 0 report sa.trace
+  has_err "pagelock: warning: 'sa.trace': 2 malformed records were skipped"
+  [ "$(sed -n 3p out)" = "GPU timing sampled: 1 window, 51.6% of the run traced (the program issued up to 61000 GPU operations a second, more than PAGELOCK_CUPTI_MAX_RATE, where tracing every one would slow it); GPU times below cover the windows only" ] || fail "line 3 is not the sampling line"
+  # the real 5 ms gap in the first window is listed, the 5 ms pause is not
+  has_out "  device 0 idle gaps >= 1.000 ms (longest first): 5.000 ms at +3.000 ms"
+  grep -q "idle gaps.*, " out && fail "a pause listed as an idle gap"
+  has_out "verdict: the GPU idled for long gaps: device 0 (NVIDIA H200) was idle 1 times for 1.000 ms or more, 5.000 ms in all (34% of its active window outside tracing pauses); the longest gap was 5.000 ms"
+  # copies in pauses have no GPU op by design: not among those that missed
+  has_out "GPU join: 2 of 4 copy calls matched their GPU copies; 4 more copy calls ran while GPU timing was paused"
+  run_pl 0 report --format json sa.trace
+  python3 - out <<'PYEOF' || fail "json check failed"
+import json, sys
+p = json.load(open(sys.argv[1]))["processes"][0]
+g = p["gpu"]
+assert p["malformed_records"] == 2 and p["span_ns"] == 31000000, p
+# the stray resume is ignored (else 2 windows); the last pause lasts to END
+assert g["sampling"] == {"sampled": True, "pauses": 2, "windows": 1, "paused_ns": 15000000,
+                         "traced_ns": 16000000, "max_ops_per_s": 61000, "untimed_copies": 4,
+                         "ignored": 1}, g["sampling"]
+d = g["devices"][0]
+# window 19.6 ms, busy 8.4 ms, paused 5 ms inside it: idle 6.2 ms, not 11.2
+assert d["idle_ns"] == 6200000, d["idle_ns"]
+assert d["gaps_total"] == 1 and d["gaps_ns"] == 5000000, d
+assert d["gaps"] == [{"start_ns": 1003000000, "end_ns": 1008000000, "ns": 5000000}], d["gaps"]
+assert g["join"]["calls"] == 2 and g["join"]["unjoined"] == 2, g["join"]
+PYEOF
+  # cut inside a last GPU_SAMPLE (a resume at +23 ms), no END: the
+  # truncated record is not read, and the open pause lasts to the last copy
+  # (+27 ms)
+  mk cut.trace --scenario sampled-cut >/dev/null
+  run_pl 0 report --format json cut.trace
+  has_err "pagelock: warning: 'cut.trace' ends after 29 complete records"
+  python3 - out <<'PYEOF' || fail "json check failed (cut)"
+import json, sys
+p = json.load(open(sys.argv[1]))["processes"][0]
+assert p["trace_end"] == "truncated" and p["span_ns"] == 27000000, p
+assert p["gpu"]["sampling"] == {"sampled": True, "pauses": 2, "windows": 1, "paused_ns": 11000000,
+                                "traced_ns": 16000000, "max_ops_per_s": 61000,
+                                "untimed_copies": 4, "ignored": 1}, p["gpu"]["sampling"]
+PYEOF
+  # without GPU_SAMPLE records: not sampled, zeros, no line
+  mk ms.trace --scenario made-sync >/dev/null
+  run_pl 0 report ms.trace
+  grep -q "sampled" out && fail "a sampling line for a trace that was not sampled"
+  run_pl 0 report --format json ms.trace
+  has_out '"sampling": {"sampled": false, "pauses": 0, "windows": 0, "paused_ns": 0, "traced_ns": 0, "max_ops_per_s": 0, "untimed_copies": 0, "ignored": 0}'
+  ;;
 gpu_same_stream)
   mk ss.trace --scenario same-stream >/dev/null
   run_pl 0 report ss.trace

@@ -16,7 +16,7 @@ set(PL_CLI_CASES usage version exit_status signal not_found not_executable
     report_empty report_short_header report_future_version report_truncated
     report_corrupt_size report_no_end report_good report_json report_json_bytes report_format
     report_many_files report_million run_no_trace run_manifest demo_no_shim
-    demo gpu_made_sync gpu_same_stream gpu_one_engine gpu_idle gpu_busy
+    demo gpu_made_sync gpu_sampled gpu_same_stream gpu_one_engine gpu_idle gpu_busy
     gpu_staged gpu_v1 gpu_ranks help_options mode_env output_ctl output_full
     run_lost_trace run_preload_order signal_terminal not_regular report_routes
     report_escaped_paths report_d2d_peer)
@@ -30,9 +30,9 @@ endforeach()
 # Views (html, chrome) and compare, over version-2 traces with GPU records.
 add_executable(pl_mkgputrace ${CMAKE_CURRENT_LIST_DIR}/mkgputrace.c)
 target_include_directories(pl_mkgputrace PRIVATE ${PAGELOCK_INCLUDE})
-foreach(c chrome_basic chrome_staged chrome_multi chrome_no_gpu html_basic
-    html_stdout_multi html_no_gpu html_large report_output_errors compare_text
-    compare_json compare_runs compare_errors report_bad_header report_damaged
+foreach(c chrome_basic chrome_staged chrome_multi chrome_no_gpu chrome_sampled html_basic
+    html_stdout_multi html_no_gpu html_large html_sampled report_output_errors compare_text
+    compare_json compare_sampled compare_runs compare_errors report_bad_header report_damaged
     report_stop_flags report_escapes html_routes compare_routes)
   add_test(NAME cli_${c} COMMAND ${CMAKE_CURRENT_LIST_DIR}/views.sh ${CMAKE_BINARY_DIR} ${c})
   # sanitize: run again in the ASan+UBSan build, the writers on real inputs

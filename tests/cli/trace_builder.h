@@ -253,6 +253,17 @@ static inline void tb_gpu_status(tb *b, uint32_t status, uint64_t records, uint6
   tb_rec(b, PAGELOCK_REC_GPU_STATUS, &r, sizeof r, reason ? reason : "", NULL);
 }
 
+/* A GPU_SAMPLE: the shim paused (on 0, at ops_per_s operations a second)
+ * or resumed (on 1) CUPTI's tracing at mono_ns. */
+static inline void tb_gpu_sample(tb *b, uint64_t mono_ns, uint32_t on, uint32_t ops_per_s) {
+  pagelock_rec_gpu_sample r;
+  memset(&r, 0, sizeof r);
+  r.mono_ns = mono_ns;
+  r.on = on;
+  r.ops_per_s = ops_per_s;
+  tb_rec(b, PAGELOCK_REC_GPU_SAMPLE, &r, sizeof r, NULL, NULL);
+}
+
 static inline void tb_stack(tb *b, uint32_t id, const uint64_t *frames, uint32_t depth) {
   struct {
     pagelock_rec_stack r;

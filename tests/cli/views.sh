@@ -138,6 +138,32 @@ assert not [e for e in ev if e["ph"] in "sf"]
 assert ev == []
 '
   ;;
+chrome_sampled)
+  # sampled GPU timing: each pause a slice on a track of its own, clipped to
+  # the trace (the second lasts to END); +11 ms and +21 ms after the start
+  "$MK" sa.trace --scenario sampled >/dev/null || fail "mktrace failed"
+  run_pl 0 report --format chrome sa.trace
+  py "$CHROME_COMMON"'
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e["name"] == "thread_name"}
+P = [e for e in ev if e["ph"] == "X" and e["cat"] == "gpu_sampling"]
+got = [(e["name"], e["ts"], e["dur"], e["args"]["ops_per_s"], names[(e["pid"], e["tid"])]) for e in P]
+assert got == [("GPU timing paused", 11000.0, 5000.0, 61000, "GPU timing (sampled)"),
+               ("GPU timing paused", 21000.0, 10000.0, 48000, "GPU timing (sampled)")], got
+'
+  # no pause, no track
+  gen before.trace before
+  run_pl 0 report --format chrome before.trace
+  grep -q "gpu_sampling" out && fail "a pause track for a trace that was not sampled"
+  ;;
+html_sampled)
+  "$MK" sa.trace --scenario sampled >/dev/null || fail "mktrace failed"
+  run_pl 0 report --format html sa.trace
+  has_out '<p class="note">GPU timing sampled: 1 window, 51.6% of the run traced (the program issued up to 61000 GPU operations a second, more than PAGELOCK_CUPTI_MAX_RATE, where tracing every one would slow it); GPU times below cover the windows only.</p>'
+  has_out "2 copy calls joined to their GPU ops (2 without one; 4 more ran while GPU timing was paused)"
+  gen before.trace before
+  run_pl 0 report --format html before.trace
+  grep -q "GPU timing sampled\|timing was paused" out && fail "sampling named for a trace that was not sampled"
+  ;;
 html_basic)
   gen before.trace before
   run_pl 0 report --format html -o page.html before.trace
@@ -246,6 +272,25 @@ row("H2D pinned GB/s, copies >= 1M", "-", "50.00", "-")
 row("D2H pageable GB/s, copies >= 1M", "8.00", "-", "-")
 row("D2H pinned GB/s, copies >= 1M", "-", "50.00", "-")
 row("staged bytes", "0 B", "0 B", "-")
+'
+  ;;
+compare_sampled)
+  # a sampled run's GPU rows cover its windows only: compare says so
+  gen before.trace before
+  gen after.trace after
+  "$MK" sa.trace --scenario sampled >/dev/null || fail "mktrace failed"
+  run_pl 0 compare before.trace sa.trace
+  has_out "GPU timing was sampled in the after run (1 of 1 traces): exposed and hidden copy time and GPU bandwidths there cover the tracing windows only."
+  run_pl 0 compare sa.trace -- before.trace after.trace
+  has_out "GPU timing was sampled in the before run (1 of 1 traces): exposed"
+  run_pl 0 compare before.trace after.trace
+  grep -q "sampled" out && fail "sampling named when neither run was sampled"
+  run_pl 0 compare --format json before.trace -- sa.trace after.trace
+  py '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["before"]["sampled_traces"] == 0 and d["after"]["sampled_traces"] == 1, d
+assert d["after"]["traces"] == 2
 '
   ;;
 compare_json)

@@ -4,9 +4,9 @@
 #
 # Seeds are valid traces written by the CLI tests' generators (copy calls
 # only, a cut one, version-2 traces with GPU, NAME, LINK, CLOCK, DEVICE
-# and GPU_STATUS records, and version-3 ones with CHECK records, stop flags
-# and names a terminal would act on); the corpus grows in BUILD_DIR/fuzz-corpus and
-# is reused by the next run.  A crash, leak, sanitizer report or invalid
+# and GPU_STATUS records, and version-3 ones with CHECK records, stop flags,
+# GPU_SAMPLE records and names a terminal would act on); the corpus grows
+# in BUILD_DIR/fuzz-corpus and is reused by the next run.  A crash, leak, sanitizer report or invalid
 # JSON stops the fuzzer with a non-zero status (this script's too) and
 # leaves the input in BUILD_DIR/fuzz-artifacts/.
 set -eu
@@ -27,6 +27,10 @@ mkdir -p "$seeds" "$corpus" "$arts"
 "$B/pl_mktrace" "$seeds/checked-gpu.trace" --scenario staged --checksums 5 >/dev/null
 "$B/pl_mktrace" "$seeds/diskfull.trace" --copies 3 --no-end --flags 0x12 --checksums 4 >/dev/null
 "$B/pl_mktrace" "$seeds/evil.trace" --copies 2 --evil-names >/dev/null
+# sampled GPU timing: GPU_SAMPLE pauses and resumes (one stray, two
+# malformed), and a trace cut inside a GPU_SAMPLE
+"$B/pl_mktrace" "$seeds/sampled.trace" --scenario sampled >/dev/null
+"$B/pl_mktrace" "$seeds/sampled-cut.trace" --scenario sampled-cut >/dev/null
 # --mode auto: every route, reasons (one out of range) and the
 # registration counters
 "$B/pl_mktrace" "$seeds/routes.trace" --copies 0 --mode 3 \
