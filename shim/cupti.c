@@ -525,7 +525,6 @@ static const CUpti_CallbackId pl_copy_cbids[] = {
 #undef PL_CBID
 };
 
-
 static void pl_write_clock(void) {
   uint64_t ts = 0;
   if (pl_cu.GetTimestamp == NULL || pl_cu.GetTimestamp(&ts) != CUPTI_SUCCESS) return;
@@ -605,8 +604,8 @@ typedef struct pl_sampler {
   int state;
   long max_rate;
   uint64_t window_ns;
-  uint64_t since, calls;          /* the span of copy calls: start, count then */
-  uint64_t rec_since, records;    /* the span of records: start, count then */
+  uint64_t since, calls;       /* the span of copy calls: start, count then */
+  uint64_t rec_since, records; /* the span of records: start, count then */
 } pl_sampler;
 
 static void pl_sample_restart(pl_sampler *s, uint64_t now) {
@@ -770,7 +769,6 @@ static void pl_cupti_exit(void) {
       return;                                                                 \
     }                                                                         \
   } while (0)
-
 
 /* A start that failed after subscribing: leave CUPTI as we found it (the
  * first `enabled` kinds off, no subscription), so a profiler the program

@@ -14,13 +14,13 @@
 
 #include <cuda_runtime_api.h>
 
-#define CHECK(x)                                                             \
-  do {                                                                       \
-    cudaError_t e_ = (x);                                                    \
-    if (e_ != cudaSuccess) {                                                 \
+#define CHECK(x)                                                              \
+  do {                                                                        \
+    cudaError_t e_ = (x);                                                     \
+    if (e_ != cudaSuccess) {                                                  \
       fprintf(stderr, "sample: %s failed: %s\n", #x, cudaGetErrorString(e_)); \
-      exit(2);                                                               \
-    }                                                                        \
+      exit(2);                                                                \
+    }                                                                         \
   } while (0)
 
 static double now_ms(void) {

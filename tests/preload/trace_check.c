@@ -285,9 +285,8 @@ int main(int argc, char **argv) {
     }
     if (c->result == 0 && c->bytes > 0 && c->dir != PAGELOCK_DIR_H2H &&
         !(c->flags & PAGELOCK_COPY_BATCH)) {
-      tc_copy x = {c->correlation, c->start_ns, c->start_ns + c->host_ns, c->gpu_correlation,
-                   c->host_mem,
-                   (c->flags & PAGELOCK_COPY_STAGED) != 0};
+      tc_copy x = {c->correlation,     c->start_ns, c->start_ns + c->host_ns,
+                   c->gpu_correlation, c->host_mem, (c->flags & PAGELOCK_COPY_STAGED) != 0};
       TC_PUSH(cv, nc, cc, x);
     }
   }
@@ -489,10 +488,12 @@ int main(int argc, char **argv) {
       }
       i++;
     } else if (!strcmp(a, "--gpu-pauses-min")) {
-      if (pauses < strtoul(v, 0, 10)) EXPECT("GPU timing pauses (at least)", pauses, strtoul(v, 0, 10));
+      if (pauses < strtoul(v, 0, 10))
+        EXPECT("GPU timing pauses (at least)", pauses, strtoul(v, 0, 10));
       i++;
     } else if (!strcmp(a, "--gpu-pauses-max")) {
-      if (pauses > strtoul(v, 0, 10)) EXPECT("GPU timing pauses (at most)", pauses, strtoul(v, 0, 10));
+      if (pauses > strtoul(v, 0, 10))
+        EXPECT("GPU timing pauses (at most)", pauses, strtoul(v, 0, 10));
       i++;
     } else if (!strcmp(a, "--gpu-resumes-min")) {
       if (resumes < strtoul(v, 0, 10))
