@@ -338,11 +338,14 @@ case_cupti_sample() {
   [ "$(grep -c '^pagelock: GPU timing sampled: about [0-9]* GPU operations a second' "$d/err")" = 1 ] ||
     fail "expected one line saying GPU timing is sampled: $(grep -v 'GPU timing paused\|resumed' "$d/err" | head -5)" || return
   grep -q '^pagelock: GPU timing resumed at' "$d/err" || fail "no resume in the debug log" || return
-  # The report says so, and never calls a pause idle GPU time.
+  # The report says so, and never calls a pause idle GPU time
   PAGELOCK_NO_ADDR2LINE=1 "$B/pagelock" report "$d"/t.*.trace >"$d/report" 2>&1 || fail "report failed" || return
   grep -q '^GPU timing sampled: [0-9]* windows\?, [0-9.]*% of the run traced' "$d/report" ||
     fail "the report does not say GPU timing was sampled: $(head -5 "$d/report")" || return
-  ! grep -q 'idled for long gaps' "$d/report" || fail "a pause reads as idle GPU time: $(grep -A1 'idled' "$d/report")" || return
+  # (a pause lasts 390 ms; a loaded machine may leave real gaps of a few
+  # ms inside the windows, which the report rightly lists)
+  local longest; longest=$(grep -o 'the longest gap was [0-9]*' "$d/report" | grep -o '[0-9]*$')
+  [ "${longest:-0}" -lt 100 ] || fail "a pause reads as idle GPU time: $(grep -A1 'idled' "$d/report")" || return
   LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_MAX_RATE=0 PAGELOCK_OUTPUT="$d/all.%p.trace" "$B/test_sample" 300 \
     >"$d/out" 2>"$d/err" || fail "the loop failed at rate 0: $(cat "$d/err")" || return
   "$B/trace_check" "$d"/all.*.trace --complete --gpu-pauses-max 0 --gpu-joined >&2 || return
