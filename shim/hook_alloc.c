@@ -351,6 +351,7 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
   /* Skip pl_track: the innermost frame kept is the hook's caller's call. */
   uint32_t site = pl_stack_capture_at(2, ra, sp);
   pl_hostmem_track(p, n, site);
+  pl_autopin_advise(p, n);
   pl_in_shim--;
 }
 
@@ -549,6 +550,7 @@ static void pl_track_mapping(void *p, size_t n, const void *ra, int origin) {
   if (n < pl_track_min || pl_in_shim || pl_from_allocator(ra)) return;
   pl_in_shim++;
   pl_hostmem_track_as(p, n, pl_stack_capture_ra(ra), origin);
+  if (origin == PL_ORIGIN_MMAP) pl_autopin_advise(p, n);
   pl_in_shim--;
 }
 

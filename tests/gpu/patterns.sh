@@ -18,6 +18,7 @@
 #   fulltrace observe with PAGELOCK_CUPTI_MAX_RATE=0 (GPU timing traced
 #             throughout, never sampled)
 #   byhand    the program cudaHostRegister's its own tensors
+#   nohuge    auto with PAGELOCK_HUGEPAGES=0 (no huge pages advised)
 # The table gives the median of ROUNDS (default 3) with its range, the
 # speed as a fraction of pinned and relative to native, all from this run.
 # Prints "patterns: ..." rows.  PL_PAT_PATTERNS picks the patterns;
@@ -43,6 +44,7 @@ one() { # pattern variant round
     nostack) PAGELOCK_BACKTRACE_DEPTH=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     nocupti) PAGELOCK_CUPTI=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     fulltrace) PAGELOCK_CUPTI_MAX_RATE=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
+    nohuge) PAGELOCK_HUGEPAGES=0 timeout 300 "$B/pagelock" run --mode auto -o "$t" -- python3 "$P" "$pat" ;;
   esac >"$f" 2>"$f.err"
   grep -q 'ok=1' "$f" || echo "patterns: FAIL $pat $v round $r: $(tail -2 "$f" "$f.err" 2>/dev/null | tr '\n' ' ' | cut -c1-200)"
 }
@@ -87,23 +89,28 @@ done
 # stream, pageable then pinned): its binary alone, then `pagelock demo` in
 # each mode.  Its pageable phase against its own pinned phase (the physical
 # limit, same process) and against the pageable phase without pagelock.
+# PL_PAT_DEMO_VARIANTS picks its variants (nohuge as above).
+DEMO_VARS=${PL_PAT_DEMO_VARIANTS:-native observe stage auto}
 if [ -z "${PL_PAT_PATTERNS:-}" ] || [ "${PL_PAT_DEMO:-}" = 1 ]; then
   for r in $(seq "$ROUNDS"); do
-    for v in native observe stage auto; do
+    for v in $DEMO_VARS; do
       f="$OUT/patterns/demo_${v}_$r.txt"
-      if [ $v = native ]; then timeout 120 "$B/pagelock-demo" >"$f" 2>&1
-      else timeout 120 "$B/pagelock" demo --mode $v -o "$d/demo.$v.$r.%p.trace" >"$f" 2>&1; fi
+      case $v in
+        native) timeout 120 "$B/pagelock-demo" >"$f" 2>&1 ;;
+        nohuge) PAGELOCK_HUGEPAGES=0 timeout 120 "$B/pagelock" demo --mode auto -o "$d/demo.$v.$r.%p.trace" >"$f" 2>&1 ;;
+        *) timeout 120 "$B/pagelock" demo --mode $v -o "$d/demo.$v.$r.%p.trace" >"$f" 2>&1 ;;
+      esac
       grep -q 'all bytes round-tripped' "$f" || echo "patterns: FAIL demo $v round $r: $(tail -2 "$f" | tr '\n' ' ' | cut -c1-200)"
     done
   done
-  python3 - "$OUT/patterns" "$ROUNDS" <<'PY'
+  python3 - "$OUT/patterns" "$ROUNDS" $DEMO_VARS <<'PY'
 import re, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def phase(txt, name):
     m = re.search(name + r"[^:]*:\s*([0-9.]+) ms", txt)
     return float(m.group(1)) if m else None
 res = {}
-for v in ("native", "observe", "stage", "auto"):
+for v in variants:
     pg, pn = [], []
     for r in range(1, rounds + 1):
         try:

@@ -217,6 +217,40 @@ case_stage_report() {
 
 # The malloc family under the shim behaves as without it (errno, realloc,
 # alignment, failures, mmap/mremap/munmap); checked with and without.
+# PAGELOCK_HUGEPAGES: in register and auto modes, blocks of at least 4 MiB
+# made by the malloc family or as anonymous private mappings get
+# MADV_HUGEPAGE on their 2 MiB-aligned interior, nothing outside it (a
+# neighbour's memory); shared mappings, smaller blocks, observe and stage
+# never; 0 turns it off, a larger threshold leaves the 16 MiB blocks be.
+case_hugepages() {
+  [ -e /sys/kernel/mm/transparent_hugepage/enabled ] ||
+    { echo "    (no transparent huge pages in this kernel: skipped)" >&2; return 0; }
+  local big="malloc64 malloc16 calloc16 memalign16 realloc32 mmap16" m want got n
+  hp_run() { # label, then the environment; prints the program's lines
+    local label=$1; shift
+    env "$@" LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$T/hp.%p.trace" "$B/test_hugepages" >"$T/hp.$label" 2>&1 ||
+      fail "$label: $(cat "$T/hp.$label")"
+  }
+  hp_expect() { # label, the names advised
+    local label=$1 adv=" $2 "
+    for n in $big malloc1 shared16; do
+      want=0; case $adv in *" $n "*) want=1 ;; esac
+      got=$(grep "^$n " "$T/hp.$label")
+      [ "$got" = "$n inside=$want outside=0" ] || fail "$label: '$got', expected inside=$want outside=0" || return
+    done
+    grep -qx 'errno=55' "$T/hp.$label" || fail "$label: errno changed: $(grep errno "$T/hp.$label")"
+  }
+  for m in observe stage; do
+    hp_run $m PAGELOCK_MODE=$m && hp_expect $m "" || return
+  done
+  for m in register auto; do
+    hp_run $m PAGELOCK_MODE=$m && hp_expect $m "$big" || return
+  done
+  hp_run off PAGELOCK_MODE=auto PAGELOCK_HUGEPAGES=0 && hp_expect off "" || return
+  hp_run 32M PAGELOCK_MODE=auto PAGELOCK_HUGEPAGES=32M && hp_expect 32M "malloc64 realloc32" || return
+  hp_run 512K PAGELOCK_MODE=auto PAGELOCK_HUGEPAGES=512K && hp_expect 512K "$big" || return
+}
+
 case_alloc_semantics() {
   "$B/test_alloc_semantics" >/dev/null || fail "fails even without the shim" || return
   LD_PRELOAD="$SHIM" PAGELOCK_TRACK_MIN=4K "$B/test_alloc_semantics" >"$T/as.out" 2>&1 || fail "$(cat "$T/as.out")" || return
