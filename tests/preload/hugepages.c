@@ -45,7 +45,7 @@ static int hg_at(uintptr_t a) {
 static void show(const char *name, void *p, size_t n) {
   uintptr_t b = (uintptr_t)p, lo = (b + HUGE - 1) & ~(uintptr_t)(HUGE - 1);
   int inside = lo + HUGE <= b + n ? hg_at(lo) : 0;
-  int outside = lo - 4096 >= b ? hg_at(lo - 4096) : 0;
+  int outside = lo - 4096 >= b && lo - 4096 < b + n ? hg_at(lo - 4096) : 0;
   printf("%s inside=%d outside=%d\n", name, inside, outside);
 }
 
