@@ -8,7 +8,9 @@ children.  Checks, and prints as "result ..." lines:
     registered memory: on driver 580 registration does not set
     MADV_DONTFORK, which /proc/self/smaps shows as the VmFlag "dc");
   - the parent's tensors still upload right after the workers are gone;
-  - tensor.is_pinned() stays False: the shim's registrations are invisible.
+  - tensor.is_pinned() stays False: the shim's registrations are invisible;
+  - how many of the tensors the shim advised huge pages (printed only: a
+    kernel without transparent huge pages ignores the advice).
 Exits 1 on any wrong byte or answer."""
 import sys
 import time
@@ -41,8 +43,13 @@ def vmflags(ptr):
     return []
 
 
-flags = vmflags(weights[0].data_ptr() + 4096)
-print(f"result vmflags dontfork={int('dc' in flags)} flags={' '.join(flags)}")
+HUGE = 2 << 20
+inner = [(w.data_ptr() + HUGE - 1) // HUGE * HUGE for w in weights]
+flags = vmflags(inner[0])
+# hg: the shim advised huge pages on the tensor's aligned interior
+# (PAGELOCK_HUGEPAGES, register and auto modes).
+huge = sum("hg" in vmflags(a) for a in inner)
+print(f"result vmflags dontfork={int('dc' in flags)} hugepages={huge} of 8 flags={' '.join(flags)}")
 pinned = [w.is_pinned() for w in weights]
 ok &= not any(pinned)
 print(f"result is_pinned any={int(any(pinned))}")
