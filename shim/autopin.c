@@ -33,6 +33,7 @@
  * treats that memory as page-locked and would not. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -72,32 +73,56 @@ static uint64_t pl_heat_add(uintptr_t abase, size_t alen, uint64_t n) {
 /* ---- huge pages ------------------------------------------------------------------ */
 
 /* Why advise huge pages at all: registering memory costs the driver a walk
- * and a mapping per page, 16.3-18.2 ms for 256 MiB of 4 KiB pages against
- * 6.7-7.9 ms for the same 256 MiB in 2 MiB pages (H100 host,
+ * and a mapping per page, 12.6 ms for 256 MiB of 4 KiB pages against 7.7
+ * ms for the same 256 MiB in 2 MiB pages (H200 host,
  * tests/gpu/probe_register.c), and while one registration call runs the
- * driver holds back every other copy submission of the process.  The GPU
- * hosts run transparent huge pages in `madvise` mode, as most
- * distributions do, so a malloc'd block never gets them unless asked.  The
- * advice is given when the block is made, before the program's first
- * touch faults its pages in; a block handed out again from memory already
- * touched keeps its small pages.  Only the 2 MiB-aligned interior can hold
- * huge pages, so only it is advised: the block's neighbours are untouched.
- * The cost: one system call per large allocation (beside glibc's own mmap
- * for it), and a block the program touches only sparsely takes up to
- * 2 MiB per touched page, which is why it is this mode's and has a knob
- * (PAGELOCK_HUGEPAGES). */
+ * driver holds back every other copy submission of the process.  Most
+ * distributions, the GPU hosts among them, run transparent huge pages in
+ * `madvise` mode, where a malloc'd block never gets them unless asked.
+ *
+ * When: as the block is made, before the program's first touch faults
+ * its pages in (memory already touched keeps its small pages).  What: only
+ * the 2 MiB-aligned interior, the only part that can hold a huge page, so
+ * no neighbour's memory is touched; and only a block that is a mapping of
+ * its own (the caller's word), so the advice ends with the block: glibc
+ * heap memory keeps a VMA flag after the block is freed, and the small
+ * blocks made there later would fault in 2 MiB at a time.  Only in
+ * `madvise` mode: under `always` the block gets huge pages anyway, and the
+ * advice would only add the kernel's direct compaction to its faults.
+ * The cost: one system call per large allocation (beside the mmap that
+ * made it), and a block the program touches only sparsely takes up to
+ * 2 MiB per touched page: hence a knob, PAGELOCK_HUGEPAGES. */
 #define PL_HUGE ((uintptr_t)2 << 20)
 
-void pl_autopin_advise(void *p, size_t n) {
+static size_t pl_huge_min; /* 0: never advise */
+
+/* Whether the kernel runs transparent huge pages in `madvise` mode: the
+ * bracketed word of /sys/kernel/mm/transparent_hugepage/enabled. */
+static bool pl_thp_madvise(void) {
+  char buf[128];
+  int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  return strstr(buf, "[madvise]") != NULL;
+}
+
+void pl_autopin_advise_init(void) {
   long mode = pl_opt_long(PL_OPT_MODE);
-  if (mode != PAGELOCK_MODE_REGISTER && mode != PAGELOCK_MODE_AUTO) return;
   size_t min = (size_t)pl_opt_long(PL_OPT_HUGEPAGES);
-  if (min == 0 || n < min) return;
+  bool on = (mode == PAGELOCK_MODE_REGISTER || mode == PAGELOCK_MODE_AUTO) && min > 0;
+  pl_huge_min = on && pl_thp_madvise() ? min : 0;
+}
+
+void pl_autopin_advise(void *p, size_t n) {
+  if (PL_LIKELY(pl_huge_min == 0) || n < pl_huge_min) return;
   uintptr_t lo = ((uintptr_t)p + PL_HUGE - 1) & ~(PL_HUGE - 1);
   uintptr_t hi = ((uintptr_t)p + n) & ~(PL_HUGE - 1);
   if (hi <= lo) return;
   /* The system call itself, not the shim's madvise hook; the program's
-   * errno is kept (EINVAL where the kernel has no THP). */
+   * errno is kept. */
   int saved = errno;
   syscall(SYS_madvise, (void *)lo, hi - lo, MADV_HUGEPAGE);
   errno = saved;

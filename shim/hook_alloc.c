@@ -158,6 +158,13 @@ static inline bool pl_glibc_small(const void *p) {
   return lim != 0 && (((const size_t *)p)[-1] & ~(size_t)7) < lim;
 }
 
+/* A glibc block that is a mapping of its own: the IS_MMAPPED bit (2) of
+ * its chunk header.  Such a block is unmapped when freed, so whatever the
+ * shim advised on it ends with it (pl_autopin_advise). */
+static inline bool pl_glibc_mmapped(const void *p) {
+  return pl_next_is_glibc && (((const size_t *)p)[-1] & 2) != 0;
+}
+
 /* Bump allocation for the few requests made while the next allocator is
  * being looked up; never freed.  Each block has PL_ARENA_HDR below it. */
 static void *pl_arena_alloc(size_t n, size_t align) {
@@ -334,6 +341,7 @@ void pl_alloc_enable(void) {
     if (libc) dlclose(libc);
   }
   pl_fast_lim = pl_next_is_glibc ? pl_track_min : 0;
+  pl_autopin_advise_init();
   pl_foreign_heap = pl_foreign_heap || !pl_next_is_glibc;
   atomic_store_explicit(&pl_tracking, true, memory_order_release);
 }
@@ -351,7 +359,7 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
   /* Skip pl_track: the innermost frame kept is the hook's caller's call. */
   uint32_t site = pl_stack_capture_at(2, ra, sp);
   pl_hostmem_track(p, n, site);
-  pl_autopin_advise(p, n);
+  if (pl_glibc_mmapped(p)) pl_autopin_advise(p, n);
   pl_in_shim--;
 }
 

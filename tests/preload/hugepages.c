@@ -8,6 +8,7 @@
  * preload case compares the lines with what the mode should give. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,8 +62,13 @@ int main(void) {
   char *r32 = realloc(r, 32 * MIB);
   char *mm = mmap(NULL, 16 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   char *sh = mmap(NULL, 16 * MIB, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  /* A block from glibc's heap, not a mapping of its own (glibc's dynamic
+   * threshold puts blocks up to 32 MiB there once such a block was freed):
+   * advice there would outlive the block. */
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  char *h16 = malloc(16 * MIB);
   int saved = errno;
-  if (!m64 || !m16 || !m1 || !c16 || pr || !r32 || mm == MAP_FAILED || sh == MAP_FAILED) {
+  if (!m64 || !m16 || !m1 || !c16 || pr || !r32 || mm == MAP_FAILED || sh == MAP_FAILED || !h16) {
     fprintf(stderr, "hugepages: an allocation failed\n");
     return 1;
   }
@@ -74,6 +80,7 @@ int main(void) {
   show("realloc32", r32, 32 * MIB);
   show("mmap16", mm, 16 * MIB);
   show("shared16", sh, 16 * MIB);
+  show("heap16", h16, 16 * MIB);
   printf("errno=%d\n", saved);
   /* The memory works as memory. */
   memset(m64, 1, 64 * MIB);
@@ -85,6 +92,7 @@ int main(void) {
   free(c16);
   free(a16);
   free(r32);
+  free(h16);
   munmap(mm, 16 * MIB);
   munmap(sh, 16 * MIB);
   return ok ? 0 : 1;
