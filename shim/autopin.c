@@ -84,9 +84,13 @@ static uint64_t pl_heat_add(uintptr_t abase, size_t alen, uint64_t n) {
  * its pages in (memory already touched keeps its small pages).  What: only
  * the 2 MiB-aligned interior, the only part that can hold a huge page, so
  * no neighbour's memory is touched; and only a block that is a mapping of
- * its own (the caller's word), so the advice ends with the block: glibc
- * heap memory keeps a VMA flag after the block is freed, and the small
- * blocks made there later would fault in 2 MiB at a time.  Only in
+ * its own (the caller's word: glibc's mmap'd chunks), so the advice ends
+ * with the block: glibc heap memory keeps a VMA flag after the block is
+ * freed, and the small blocks made there later would fault in 2 MiB at a
+ * time.  This is what glibc's own tunable glibc.malloc.hugetlb=1 does to
+ * its mmap'd chunks, for blocks of 4 MiB and up.  A program's own
+ * anonymous mmap is left alone: such mappings are often reservations or
+ * arenas touched sparsely, where every touch would cost 2 MiB.  Only in
  * `madvise` mode: under `always` the block gets huge pages anyway, and the
  * advice would only add the kernel's direct compaction to its faults.
  * The cost: one system call per large allocation (beside the mmap that

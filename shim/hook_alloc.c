@@ -558,7 +558,6 @@ static void pl_track_mapping(void *p, size_t n, const void *ra, int origin) {
   if (n < pl_track_min || pl_in_shim || pl_from_allocator(ra)) return;
   pl_in_shim++;
   pl_hostmem_track_as(p, n, pl_stack_capture_ra(ra), origin);
-  if (origin == PL_ORIGIN_MMAP) pl_autopin_advise(p, n);
   pl_in_shim--;
 }
 

@@ -178,9 +178,9 @@ void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n);
 /* Read PAGELOCK_MODE, PAGELOCK_HUGEPAGES and the kernel's transparent
  * huge page mode, once, before allocations are tracked (hook_alloc.c). */
 void pl_autopin_advise_init(void);
-/* A tracked block [p, p+n) that is a mapping of its own (a glibc chunk
- * served by mmap, or the program's anonymous private mapping) was just
- * made: in register and auto modes, under the kernel's `madvise` mode,
+/* A tracked block [p, p+n) of the malloc family that is a mapping of its
+ * own (a glibc chunk served by mmap) was just made: in register and auto
+ * modes, under the kernel's `madvise` mode,
  * advise transparent huge pages on its 2 MiB-aligned interior when it is
  * at least PAGELOCK_HUGEPAGES bytes, so that a later registration of it
  * costs less.  One system call, no lock, no allocation: safe inside the

@@ -218,18 +218,18 @@ case_stage_report() {
 # The malloc family under the shim behaves as without it (errno, realloc,
 # alignment, failures, mmap/mremap/munmap); checked with and without.
 # PAGELOCK_HUGEPAGES: in register and auto modes, under the kernel's
-# `madvise` mode, blocks of at least 4 MiB that are mappings of their own
-# (glibc's mmap'd chunks, anonymous private mappings) get MADV_HUGEPAGE on
-# their 2 MiB-aligned interior and nothing outside it (a neighbour's
-# memory); a heap block (its advice would outlive it), shared mappings,
-# smaller blocks, observe and stage never; 0 turns it off, a larger
+# `madvise` mode, malloc'd blocks of at least 4 MiB that are mappings of
+# their own (glibc's mmap'd chunks) get MADV_HUGEPAGE on their 2 MiB-aligned
+# interior and nothing outside it (a neighbour's memory); a heap block
+# (its advice would outlive it), the program's own mappings (often sparse
+# reservations), smaller blocks, observe and stage never; 0 turns it off, a larger
 # threshold leaves the 16 MiB blocks be.  Under `always` or `never`
 # nothing is advised, nor under another allocator (alloc_matrix.sh): its
 # blocks are not glibc's, and the shim registers no mmap'd range then.
 case_hugepages() {
   local sys=/sys/kernel/mm/transparent_hugepage/enabled
   [ -r $sys ] || { echo "    (no transparent huge pages in this kernel: skipped)" >&2; return 0; }
-  local big="malloc64 malloc16 calloc16 memalign16 realloc32 mmap16" big32="malloc64 realloc32" m n
+  local big="malloc64 malloc16 calloc16 memalign16 realloc32" big32="malloc64 realloc32" m n
   grep -q '\[madvise\]' $sys || { echo "    (THP mode is not madvise: nothing may be advised)" >&2; big= big32=; }
   [ -z "$EXTRA" ] || { echo "    (another allocator preloaded: nothing may be advised)" >&2; big= big32=; }
   hp_run() { # label, then the environment; prints the program's lines
