@@ -138,6 +138,40 @@ assert not [e for e in ev if e["ph"] in "sf"]
 assert ev == []
 '
   ;;
+gpu_bound)
+  # tests/gpu/bound.py, what bound a pattern's copies (patterns.sh prints
+  # it per variant), over round numbers: one iteration of each scenario,
+  # which starts at mono 1001 ms.  before: DMA 10 + 5 ms of 30 (8 GB/s),
+  # 0.4 ms in calls with no copy running, a 10 ms kernel; after: pinned
+  # copies 2.4 ms of 10.5, 20 us of calls; staged: one 8 ms call in which
+  # four 0.32 ms chunk copies ran, of a 10 ms stretch.
+  BP="$(dirname "$0")/../gpu/bound.py"
+  t=1001000000
+  for sc in before after staged; do gen $sc.trace $sc --iters 1 >/dev/null; done
+  python3 "$BP" before.trace "$t-$((t + 30000000))" >out 2>err || fail "bound.py before"
+  has_out "bound: the DMA dma=50.0% (8.0 GB/s) staging=0.0% driver=1.3% program=48.7% kernels=33.3%"
+  python3 "$BP" after.trace "$t-$((t + 10500000))" >out 2>err || fail "bound.py after"
+  has_out "bound: the program between copies dma=22.9% (50.0 GB/s) staging=0.0% driver=0.2% program=77.0% kernels=95.2%"
+  python3 "$BP" staged.trace "$t-$((t + 10000000))" >out 2>err || fail "bound.py staged"
+  has_out "bound: host memory (staging copies) dma=12.8% (50.0 GB/s) staging=67.2% driver=0.0% program=20.0% kernels=90.0%"
+  # two windows, the second beyond the trace: only time counts, so the
+  # shares of the first halve and the program takes the rest
+  python3 "$BP" staged.trace "$t-$((t + 10000000)),$((t + 50000000))-$((t + 60000000))" >out 2>err ||
+    fail "bound.py two windows"
+  has_out "bound: the program between copies dma=6.4% (50.0 GB/s) staging=33.6% driver=0.0% program=60.0% kernels=45.0%"
+  "$MK" sa.trace --scenario sampled >/dev/null || fail "mktrace failed"
+  python3 "$BP" sa.trace "1-99999999999999" >out 2>err || fail "bound.py sampled"
+  has_out "bound: unmeasured (GPU timing sampled inside the timed stretch)"
+  "$MK" plain.trace >/dev/null || fail "mktrace failed"
+  python3 "$BP" plain.trace "1-99999999999999" >out 2>err || fail "bound.py plain"
+  has_out "bound: unmeasured (no GPU timing in the trace)"
+  # bad input: one line naming the problem, exit 2
+  python3 "$BP" before.trace "5-3" >out 2>err; [ $? = 2 ] || fail "bad windows: not exit 2"
+  has_err "bad windows '5-3': want start-end[,start-end...] with start < end"
+  echo "not a trace" >text
+  python3 "$BP" text "1-2" >out 2>err; [ $? = 2 ] || fail "not a trace: not exit 2"
+  has_err "not a pagelock trace"
+  ;;
 chrome_sampled)
   # sampled GPU timing: each pause a slice on a track of its own, clipped to
   # the trace (the second lasts to END); +11 ms and +21 ms after the start

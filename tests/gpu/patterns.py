@@ -24,8 +24,12 @@ usage: patterns.py PATTERN [--pinned] [--register]
 --pinned    the host memory is pinned (pin_memory()): the physical limit
 --register  the same tensors registered by hand (cudaHostRegister)
 
-Prints one line "result PATTERN value=... unit=... ok=1"; exits 1 when any
-byte that reached the GPU or came back differs from what was sent."""
+Prints one line "result PATTERN value=... unit=... ok=1 pid=P windows=W";
+exits 1 when any byte that reached the GPU or came back differs from what
+was sent.  W lists the timed stretches as start-end pairs of
+CLOCK_MONOTONIC nanoseconds, for tests/gpu/bound.py: what bound the copies
+in them, read from the trace of process P."""
+import os
 import statistics
 import sys
 import threading
@@ -38,6 +42,7 @@ pattern = sys.argv[1]
 pinned = "--pinned" in sys.argv
 register = "--register" in sys.argv
 ok = True
+windows = []  # the timed stretches: (start, end), CLOCK_MONOTONIC ns
 
 
 def host(t):
@@ -63,7 +68,8 @@ def cycles_per_ms():
 
 
 def result(value, unit):
-    print(f"result {pattern} value={value:.3f} unit={unit} ok={int(ok)}")
+    w = ",".join(f"{a}-{b}" for a, b in windows)
+    print(f"result {pattern} value={value:.3f} unit={unit} ok={int(ok)} pid={os.getpid()} windows={w}")
 
 
 if pattern == "cks":
@@ -78,7 +84,7 @@ if pattern == "cks":
         for d in dst:
             d.zero_()
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0, m0 = time.perf_counter(), time.monotonic_ns()
         with torch.cuda.stream(s):
             for r in range(8):
                 g.copy_(src[r], non_blocking=True)
@@ -88,6 +94,7 @@ if pattern == "cks":
         s.synchronize()
         if p:
             times.append((time.perf_counter() - t0) * 1e3 / 8)
+            windows.append((m0, time.monotonic_ns()))
         ok &= all(bool(dst[r][::4099].eq(float(r + 2)).all()) for r in range(8))
     result(statistics.median(times), "ms/round")
 elif pattern == "offload":
@@ -97,7 +104,7 @@ elif pattern == "offload":
     times = []
     for step in range(12):
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0, m0 = time.perf_counter(), time.monotonic_ns()
         acc = torch.zeros(4096, 4096, device=dev)
         for i, w in enumerate(layers):
             with torch.cuda.stream(copy):
@@ -113,16 +120,18 @@ elif pattern == "offload":
         torch.cuda.synchronize()
         if step >= 2:
             times.append((time.perf_counter() - t0) * 1e3)
+            windows.append((m0, time.monotonic_ns()))
     result(statistics.median(times), "ms/step")
 elif pattern == "reuse":
     n = 64 << 20  # float32: 256 MiB
     x = host(torch.arange(n, dtype=torch.float32))
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0, m0 = time.perf_counter(), time.monotonic_ns()
     for i in range(20):
         g = x.to(dev, non_blocking=True)
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
+    windows.append((m0, time.monotonic_ns()))
     ok &= bool(torch.equal(g[-1024:].cpu(), x[-1024:])) and bool(g[12345].item() == 12345.0)
     result(20 * n * 4 / dt / 1e9, "GB/s")
 elif pattern == "upload":
@@ -131,11 +140,12 @@ elif pattern == "upload":
     torch.cuda.synchronize()
     rates = []
     for i in range(11):
-        t0 = time.perf_counter()
+        t0, m0 = time.perf_counter(), time.monotonic_ns()
         g = x.to(dev, non_blocking=True)
         torch.cuda.synchronize()
         if i:
             rates.append(n * 4 / (time.perf_counter() - t0) / 1e9)
+            windows.append((m0, time.monotonic_ns()))
     ok &= bool(torch.equal(g[-1024:].cpu(), x[-1024:])) and bool(g[54321].item() == 54321.0)
     result(statistics.median(rates), "GB/s")
 elif pattern == "loader":
@@ -173,10 +183,11 @@ elif pattern == "loader":
         opt.step()
         if k == 4:
             torch.cuda.synchronize()
-            t0 = time.perf_counter()
+            t0, m0 = time.perf_counter(), time.monotonic_ns()
         elif k > 4:
             seen += xb.shape[0]
     torch.cuda.synchronize()
+    windows.append((m0, time.monotonic_ns()))
     result(seen / (time.perf_counter() - t0), "samples/s")
 elif pattern == "small":
     x = host(torch.arange(1024, dtype=torch.float32))  # 4 KiB
@@ -189,12 +200,13 @@ elif pattern == "small":
     for it in range(20200):
         if it == 200:
             torch.cuda.synchronize()
-            t0 = time.perf_counter()
+            t0, m0 = time.perf_counter(), time.monotonic_ns()
         g.copy_(x, non_blocking=True)
         acc.add_(g[:2])
         out.copy_(acc, non_blocking=True)
         torch.cuda.current_stream().synchronize()  # the program reads it
     dt = time.perf_counter() - t0
+    windows.append((m0, time.monotonic_ns()))
     ok &= float(out[1]) == 20200.0 and float(out[0]) == 0.0
     result(dt / 20000 * 1e6, "us/iter")
 elif pattern == "threads":
@@ -218,7 +230,7 @@ elif pattern == "threads":
     times = []
     for p in range(4):
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0, m0 = time.perf_counter(), time.monotonic_ns()
         th = [threading.Thread(target=work, args=(k,)) for k in range(2)]
         for t in th:
             t.start()
@@ -226,6 +238,7 @@ elif pattern == "threads":
             t.join()
         if p:
             times.append((time.perf_counter() - t0) * 1e3)
+            windows.append((m0, time.monotonic_ns()))
         ok &= res == [sum(float(10 * k + j % 4) for j in range(16)) for k in range(2)]
     result(statistics.median(times), "ms")
 else:

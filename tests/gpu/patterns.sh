@@ -20,7 +20,9 @@
 #   byhand    the program cudaHostRegister's its own tensors
 #   nohuge    auto with PAGELOCK_HUGEPAGES=0 (no huge pages advised)
 # The table gives the median of ROUNDS (default 3) with its range, the
-# speed as a fraction of pinned and relative to native, all from this run.
+# speed as a fraction of pinned and relative to native, all from this run,
+# and for each traced variant what bound its copies in round 1
+# (tests/gpu/bound.py: the DMA, host memory, driver calls or the program).
 # Prints "patterns: ..." rows.  PL_PAT_PATTERNS picks the patterns;
 # PL_PAT_TRACES names a folder that keeps the traces (for copy_times.py).
 set -u
@@ -84,6 +86,17 @@ for v in variants:
     print(f"patterns: {pat:8s} {v:8s} {med:10.3f} {unit:9s} [{lo:.3f}-{hi:.3f}]  "
           f"of-pinned {speed(med, p[0] if p else None):.3f}  vs-native {speed(med, n[0] if n else None):.3f}")
 PY
+  # What bound the copies of each traced variant, in round 1's timed
+  # stretches, from its trace's own timestamps (tests/gpu/bound.py).
+  for v in $vs; do
+    case $v in native | pinned | byhand) continue ;; esac
+    f="$OUT/patterns/${pat}_${v}_1.txt"
+    pid=$(grep -o 'pid=[0-9]*' "$f" 2>/dev/null | cut -d= -f2)
+    win=$(grep -o 'windows=[0-9,-]*' "$f" 2>/dev/null | cut -d= -f2)
+    if [ -n "$pid" ] && [ -n "$win" ] && [ -f "$d/$pat.$v.1.$pid.trace" ]; then
+      echo "patterns:   $pat $v $(python3 "$ROOT/tests/gpu/bound.py" "$d/$pat.$v.1.$pid.trace" "$win" 2>&1)"
+    fi
+  done
 done
 # The demo (pagelock-demo: 8 x {32 MiB up, 2 ms kernel, 32 MiB down} on one
 # stream, pageable then pinned): its binary alone, then `pagelock demo` in
