@@ -87,8 +87,8 @@ static uint64_t pl_heat_add(uintptr_t abase, size_t alen, uint64_t n) {
  * its own (the caller's word: glibc's mmap'd chunks), so the advice ends
  * with the block: glibc heap memory keeps a VMA flag after the block is
  * freed, and the small blocks made there later would fault in 2 MiB at a
- * time.  This is what glibc's own tunable glibc.malloc.hugetlb=1 does to
- * its mmap'd chunks, for blocks of 4 MiB and up.  A program's own
+ * time.  glibc's own tunable glibc.malloc.hugetlb=1 gives the same advice
+ * (to its heap as well).  A program's own
  * anonymous mmap is left alone: such mappings are often reservations or
  * arenas touched sparsely, where every touch would cost 2 MiB.  Only in
  * `madvise` mode: under `always` the block gets huge pages anyway, and the
@@ -107,7 +107,7 @@ static bool pl_thp_madvise(void) {
   int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
+  syscall(SYS_close, fd); /* not through the shim's own close wrapper */
   if (n <= 0) return false;
   buf[n] = 0;
   return strstr(buf, "[madvise]") != NULL;

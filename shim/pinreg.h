@@ -180,11 +180,11 @@ void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n);
 void pl_autopin_advise_init(void);
 /* A tracked block [p, p+n) of the malloc family that is a mapping of its
  * own (a glibc chunk served by mmap) was just made: in register and auto
- * modes, under the kernel's `madvise` mode,
- * advise transparent huge pages on its 2 MiB-aligned interior when it is
- * at least PAGELOCK_HUGEPAGES bytes, so that a later registration of it
- * costs less.  One system call, no lock, no allocation: safe inside the
- * allocation hooks.  Keeps errno. */
+ * modes, under the kernel's `madvise` mode, advise transparent huge pages
+ * on its 2 MiB-aligned interior when it is at least PAGELOCK_HUGEPAGES
+ * bytes, so that a later registration of it costs less.  One system
+ * call, no lock, no allocation: safe inside the allocation hooks.  Keeps
+ * errno. */
 void pl_autopin_advise(void *p, size_t n);
 
 /* Tests: forget every allocation's heat. */
