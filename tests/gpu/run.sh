@@ -35,6 +35,13 @@ nvcc -O2 -o "$B/probe_register" "$ROOT/tests/gpu/probe_register.c" -lpthread >>"
   timeout 120 "$B/probe_register" >"$OUT/probe_register.txt" 2>&1
 row "driver: uploads beside a registration" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 'whole, uploads' "$OUT/probe_register.txt" | grep -o 'worst [0-9.]* ms' | head -1) whole, $(grep -m1 '16 MiB pieces 50us apart' "$OUT/probe_register.txt" | grep -o 'worst [0-9.]* ms' | head -1) in pieces: probe_register.txt"
 
+# Whether holding page-locked memory (the staging pool's slab) makes each
+# small pageable copy of the process dearer (small copies ran slower under
+# stage than under observe, docs/benchmarks.md run X).
+nvcc -O2 -o "$B/probe_small_reg" "$ROOT/tests/gpu/probe_small_reg.c" >>"$OUT/build.log" 2>&1 &&
+  timeout 120 "$B/probe_small_reg" >"$OUT/probe_small_reg.txt" 2>&1
+row "driver: small copies beside page-locked memory" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -o 'registered.*x$' "$OUT/probe_small_reg.txt" | grep -o '[0-9.]*x$') with a registration, $(grep -o 'cudaHostAlloc.*x$' "$OUT/probe_small_reg.txt" | grep -o '[0-9.]*x$') with cudaHostAlloc: probe_small_reg.txt"
+
 # Registration (PAGELOCK_MODE=register/auto): fork and invisibility, and
 # the demo under auto, in tests/gpu/autopin.sh (their speed: patterns).
 autopin() {
