@@ -222,8 +222,8 @@ case_stage_report() {
 # their own (glibc's mmap'd chunks) get MADV_HUGEPAGE on their 2 MiB-aligned
 # interior and nothing outside it (a neighbour's memory); a heap block
 # (its advice would outlive it), the program's own mappings (often sparse
-# reservations), smaller blocks, observe and stage never; 0 turns it off, a larger
-# threshold leaves the 16 MiB blocks be.  Under `always` or `never`
+# reservations), smaller blocks, observe and stage never; 0 turns it off,
+# a larger threshold leaves the 16 MiB blocks be.  Under `always` or `never`
 # nothing is advised, nor under another allocator (alloc_matrix.sh): its
 # blocks are not glibc's, and the shim registers no mmap'd range then.
 case_hugepages() {
