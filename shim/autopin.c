@@ -289,22 +289,70 @@ static bool pl_must_wait(const pl_copy *c) {
  * instead.  Why: an upload from the program's registered buffer may return
  * only once the DMA has read it (contract 3), so a program that queues
  * uploads back to back on a copy stream leaves the copy engine idle from
- * the end of each DMA until its next call arrives: ~0.1-0.2 ms per call in
- * a PyTorch loop, 16% of the offload pattern's step on the H100 host
- * (docs/benchmarks.md).  The tail, copied into pinned chunks by the CPU
- * while the head's DMA runs, is the shim's own: its DMA may still be
- * queued when the call returns, and it keeps the engine busy across that
- * gap.  An eighth of the span, at most 16 MiB (0.3 ms of DMA at 55 GB/s),
- * none below 4 MiB: the CPU must fill it while the other seven eighths'
- * DMA runs, and one copy thread fills ~10 GB/s against the DMA's 55 (a
- * quarter made the copy-kernel-copy pattern 0.3 ms a round slower, H100,
- * docs/benchmarks.md). */
+ * the end of each DMA until its next call arrives.  The tail, copied into
+ * pinned chunks by the copy threads while the head's DMA runs, is the
+ * shim's own: its DMA may still be queued when the call returns, and it
+ * keeps the engine busy across that gap.
+ *
+ * How long the gap is depends on the program, so each thread measures its
+ * own: from the return of its last waited upload to its next copy over a
+ * registration, less the time it spent waiting for the GPU meanwhile (the
+ * turnaround), smoothed over a few calls.  The tail is what the DMA moves
+ * in that time at ~50 GB/s.  A PyTorch prefetch loop came back after
+ * 0.36-0.48 ms, which a fixed eighth of a 64 MiB span (8 MiB, 0.17 ms of
+ * DMA) covered less than half of: the offload pattern ran at 0.86-0.88 of
+ * pinned (H100 host, docs/benchmarks.md).  A copy-kernel-copy loop comes
+ * back within tens of microseconds, and a larger tail there only delays
+ * its kernel.  Bounds: none when the turnaround asks for less than 1 MiB
+ * (the staging engine's own start costs about what it would cover), and
+ * at most a quarter of the span and 32 MiB: the copy threads must fill it
+ * while the other three quarters' DMA runs (~18 GB/s against the DMA's
+ * 55; three eighths made two threads uploading side by side 9% slower).
+ * A thread's first upload, before it has a turnaround, takes an eighth. */
 #define PL_TAIL_MIN_SPAN (4u << 20)
-#define PL_TAIL_MAX (16u << 20)
+#define PL_TAIL_MIN ((size_t)1 << 20)
+#define PL_TAIL_MAX ((size_t)32 << 20)
+#define PL_TAIL_BYTES_PER_NS 50
+/* A turnaround longer than this is the program doing something else
+ * (a step's end, an evaluation), not its copy loop: counted as this. */
+#define PL_TURNAROUND_MAX_NS 2000000u
+
+/* This thread's last waited upload returned then (0: none since its last
+ * copy over a registration), the time it has spent since waiting for the
+ * GPU (synchronize calls, other copy calls), and its smoothed turnaround
+ * (0: none yet). */
+static PL_TLS uint64_t pl_tls_returned, pl_tls_waited, pl_tls_turnaround;
+
+/* A copy over a registration starts: the turnaround since the last waited
+ * upload, less the waits, smoothed with weight 1/4.  A wait is left out
+ * because the tail's own DMA may be what the program waited for: a loop
+ * that synchronizes after each upload would come back later the longer
+ * the tail, and the tail would grow to its cap on a gap it made itself. */
+static void pl_turnaround_note(uint64_t now) {
+  if (pl_tls_returned == 0 || now < pl_tls_returned) return;
+  uint64_t gap = now - pl_tls_returned;
+  gap = gap > pl_tls_waited ? gap - pl_tls_waited : 0;
+  if (gap > PL_TURNAROUND_MAX_NS) gap = PL_TURNAROUND_MAX_NS;
+  pl_tls_turnaround = pl_tls_turnaround ? (3 * pl_tls_turnaround + gap) / 4 : gap;
+  pl_tls_returned = pl_tls_waited = 0;
+}
+
+uint64_t pl_autopin_wait_begin(void) { return pl_tls_returned ? pl_now_ns() : 0; }
+
+void pl_autopin_wait_end(uint64_t t0) {
+  /* A wait that began before the last return is that upload's own call. */
+  if (t0 != 0 && pl_tls_returned != 0 && t0 >= pl_tls_returned) pl_tls_waited += pl_now_ns() - t0;
+}
 
 static size_t pl_tail_bytes(size_t span) {
   if (span < PL_TAIL_MIN_SPAN) return 0;
-  size_t t = span / 8 < PL_TAIL_MAX ? span / 8 : PL_TAIL_MAX;
+  size_t cap = span / 4 < PL_TAIL_MAX ? span / 4 : PL_TAIL_MAX;
+  size_t t = span / 8;
+  if (pl_tls_turnaround != 0) {
+    t = (size_t)(pl_tls_turnaround * PL_TAIL_BYTES_PER_NS);
+    if (t < PL_TAIL_MIN) return 0;
+  }
+  if (t > cap) t = cap;
   return t & ~(size_t)4095;
 }
 
@@ -381,6 +429,7 @@ static CUresult pl_stage_part(const pl_copy *c, size_t off, size_t len) {
 
 void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
   pl_in_shim++;
+  pl_turnaround_note(pl_now_ns());
   pl_cupti_link_begin(c->seq);
   const pl_stage_drv *d = pl_ap_drv();
   CUcontext ctx = NULL;
@@ -434,6 +483,7 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
       if (wait) {
         CUresult e = pl_wait_mark(d, ctx, s, pt, mark);
         if (*r == CUDA_SUCCESS) *r = e;
+        if (c->dir == PAGELOCK_DIR_H2D) pl_tls_returned = pl_now_ns();
       }
     }
   }
@@ -462,6 +512,7 @@ void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n) {
 }
 
 void pl_autopin_reset_for_test(void) {
+  pl_tls_returned = pl_tls_waited = pl_tls_turnaround = 0;
   pthread_mutex_lock(&pl_heat_lock);
   memset(pl_heats, 0, sizeof pl_heats);
   pthread_mutex_unlock(&pl_heat_lock);

@@ -301,6 +301,9 @@ CUresult pl_copy_exec(pl_copy *c) {
     c->why = PAGELOCK_WHY_CAPTURE;
   uint64_t dt = pl_stamp_elapsed(&st);
   uint32_t gpu_corr = pl_cupti_corr_end();
+  /* A copy call between two uploads may wait for the GPU (a loss value's
+   * download): not part of the thread's turnaround (autopin.c). */
+  if (pl_registers(mode)) pl_autopin_wait_end(st.ns);
 
   pl_in_shim++;
   pl_record(c, st.ns, dt, r, stack, c->seq, gpu_corr);

@@ -1,5 +1,6 @@
 /* hook_cupti.c - the CUPTI entry points the shim exports: cuInit (so CUPTI
- * starts before the first context), cuptiSubscribe (so a program's own
+ * starts before the first context, and the staging pool prepares its
+ * memory while the program sets CUDA up), cuptiSubscribe (so a program's own
  * CUPTI client, a profiler, gets CUPTI as it would without pagelock) and
  * InitializeInjection (the driver's tool hook, CUDA_INJECTION64_PATH).
  * Each forwards to cupti.c, which never knows how it was reached. */
@@ -18,7 +19,10 @@ PL_EXPORT CUresult cuInit(unsigned int flags) {
   if (f == NULL) return CUDA_ERROR_NOT_FOUND;
   pl_cupti_ensure();
   CUresult r = f(flags);
-  if (r == CUDA_SUCCESS) pl_cupti_driver_ready();
+  if (r == CUDA_SUCCESS) {
+    pl_cupti_driver_ready();
+    if (!pl_in_shim && pl_active()) pl_stage_note_driver_init();
+  }
   return r;
 }
 

@@ -187,7 +187,16 @@ void pl_autopin_advise_init(void);
  * errno. */
 void pl_autopin_advise(void *p, size_t n);
 
-/* Tests: forget every allocation's heat. */
+/* The program's thread is about to wait for the GPU (a synchronize call,
+ * hook_sync.c): returns the time to hand to pl_autopin_wait_end, or 0 when
+ * no upload of the thread's may still be running its tail. */
+uint64_t pl_autopin_wait_begin(void);
+/* The wait that began at t0 (pl_autopin_wait_begin, or a copy call's
+ * start) is over: it is left out of the thread's turnaround. */
+void pl_autopin_wait_end(uint64_t t0);
+
+/* Tests: forget every allocation's heat, and the calling thread's
+ * turnaround (the tail's size). */
 void pl_autopin_reset_for_test(void);
 
 #endif

@@ -160,9 +160,11 @@ void *pl_real_dlsym(void *handle, const char *name);
  * PAGELOCK_API_LIST: the host-allocation calls the program itself makes, so
  * the shim's picture of pinned memory stays exact, and its pointer queries,
  * so the shim's own registrations stay invisible to it (hook_hostalloc.c);
- * cuInit, so CUPTI starts before the first context (hook_cupti.c); and
+ * cuInit, so CUPTI starts before the first context and the staging pool
+ * prepares its memory (hook_cupti.c); and
  * cuMemAlloc_v2, whose first call in a context starts the staging pool
- * (pool.c).  Each
+ * (pool.c); and the program's waits for the GPU, only timed
+ * (hook_sync.c).  Each
  * exact symbol a lookup can hand out: cudart asks for cuMemHostRegister at
  * 6050 and cuMemHostGetDevicePointer at 3020 (the _v2s), a program looking
  * up the bare names gets the originals. */
@@ -179,7 +181,15 @@ void *pl_real_dlsym(void *handle, const char *name);
   X(cuMemHostGetDevicePointer)    \
   X(cuPointerGetAttribute)        \
   X(cuPointerGetAttributes)       \
-  X(cuMemAlloc_v2)
+  X(cuMemAlloc_v2)                \
+  X(cuCtxSynchronize)             \
+  X(cuCtxSynchronize_v2)          \
+  X(cuStreamSynchronize)          \
+  X(cuStreamSynchronize_ptsz)     \
+  X(cuEventSynchronize)
+
+/* cuda.h declares the per-thread twin only for its own macro names. */
+CUresult cuStreamSynchronize_ptsz(CUstream hStream);
 
 enum pl_hook_id {
   PL_HOOK_HOSTALLOC_FIRST = PAGELOCK_API_COUNT - 1,
@@ -301,6 +311,9 @@ void pl_batch_entry(const pl_copy *c, size_t i, CUdeviceptr *dst, CUdeviceptr *s
  * (capturing stream, no context, engine disabled...); it may set
  * PAGELOCK_COPY_CAPTURE in c->flags. */
 bool pl_stage_copy(pl_copy *c, CUresult *r);
+/* The driver is initialized (cuInit succeeded): in the modes that stage,
+ * the pool's first memory is prepared (pool.c). */
+void pl_stage_note_driver_init(void);
 /* The program allocated device memory in the current context: in the
  * modes that stage, the context's pool starts building (pool.c). */
 void pl_stage_note_device_alloc(void);

@@ -30,6 +30,7 @@
  * re-created in the new context, so no pinned memory is ever freed on the
  * copy path (freeing it can synchronise the whole device). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -222,20 +223,58 @@ static void pl_sys_unmap(void *p, size_t n) {
   if (n) syscall(SYS_munmap, p, n);
 }
 
+/* Fault the slab in before registering it.  Why: cuMemHostRegister holds
+ * a lock of the driver's for as long as it runs, and every driver call of
+ * the program's threads waits behind it; registering a fresh 64 MiB slab
+ * faults it in inside that call, and PyTorch's first upload then waited
+ * 19-22 ms behind the prewarm (H100 host, docs/benchmarks.md).  Faulted
+ * here, outside the driver, the program runs on meanwhile.
+ * MADV_POPULATE_WRITE (Linux 5.14) faults the range in one call; older
+ * kernels refuse it (EINVAL), and a write per 4 KiB page does the same. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+static void pl_slab_populate(uintptr_t base, size_t bytes) {
+  int saved = errno; /* a program's copy may grow the pool on its thread */
+  if (syscall(SYS_madvise, (void *)base, bytes, MADV_POPULATE_WRITE) != 0)
+    for (size_t off = 0; off < bytes; off += 4096) ((volatile char *)base)[off] = 0;
+  errno = saved;
+}
+
 /* Map `bytes` (a multiple of 4 KiB) at a 2 MiB boundary, ask for huge pages
- * (a hint: with THP off it changes nothing) and page-lock it.  Huge pages
- * make both the zeroing faults and the registration's page walk 512 times
- * shorter.  On failure nothing is left mapped. */
-static CUresult pl_slab_map(const pl_stage_drv *d, pl_slab *slab, size_t bytes) {
+ * (a hint: with THP off it changes nothing) and fault it in, for
+ * pl_slab_map to page-lock.  Huge pages make both the zeroing faults and
+ * the registration's page walk 512 times shorter.  0 on failure, with
+ * nothing left mapped. */
+static uintptr_t pl_slab_memory(size_t bytes) {
   size_t span = bytes + PL_HUGE;
   void *m = (void *)syscall(SYS_mmap, NULL, span, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (m == MAP_FAILED) return 0;
   uintptr_t base = ((uintptr_t)m + PL_HUGE - 1) & ~(uintptr_t)(PL_HUGE - 1);
   pl_sys_unmap(m, base - (uintptr_t)m);
   pl_sys_unmap((void *)(base + bytes), (uintptr_t)m + span - (base + bytes));
   syscall(SYS_madvise, (void *)base, bytes, MADV_HUGEPAGE);
+  pl_slab_populate(base, bytes);
+  return base;
+}
+
+/* The prewarm slab's memory, mapped and faulted in ahead (pl_pool_premap),
+ * until a slab of exactly its size takes it. */
+static _Atomic(uintptr_t) pl_spare;
+static size_t pl_spare_bytes; /* written before pl_spare is published */
+
+static CUresult pl_slab_map(const pl_stage_drv *d, pl_slab *slab, size_t bytes,
+                            uint64_t *register_ns) {
+  uintptr_t base =
+      atomic_load_explicit(&pl_spare, memory_order_acquire) != 0 && pl_spare_bytes == bytes
+          ? atomic_exchange(&pl_spare, 0)
+          : 0;
+  if (base == 0) base = pl_slab_memory(bytes);
+  if (base == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t t0 = pl_now_ns();
   CUresult r = d->cuMemHostRegister((void *)base, bytes, CU_MEMHOSTREGISTER_PORTABLE);
+  *register_ns = pl_now_ns() - t0;
   if (r != CUDA_SUCCESS) {
     pl_sys_unmap((void *)base, bytes);
     return r;
@@ -280,11 +319,13 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
   bool swapped = d->cuThreadExchangeStreamCaptureMode != NULL &&
                  d->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
   uint64_t t0 = pl_now_ns();
-  CUresult r = pl_slab_map(d, slab, (size_t)k * size);
+  uint64_t reg_ns = 0;
+  CUresult r = pl_slab_map(d, slab, (size_t)k * size, &reg_ns);
   pl_log(PL_LOG_DEBUG, PL_LK_EVENT,
-         "staging slab of %zu MiB mapped and registered in %.2f ms "
-         "(error %d) at %.6f s",
-         ((size_t)k * size) >> 20, (double)(pl_now_ns() - t0) / 1e6, (int)r, (double)t0 / 1e9);
+         "staging slab of %zu MiB mapped, faulted in and registered in %.2f ms "
+         "(registering %.2f; error %d) at %.6f s",
+         ((size_t)k * size) >> 20, (double)(pl_now_ns() - t0) / 1e6, (double)reg_ns / 1e6, (int)r,
+         (double)t0 / 1e9);
   const char *what = "cuMemHostRegister";
   unsigned nev = 0;
   if (r == CUDA_SUCCESS) {
@@ -342,13 +383,22 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
  * context's pool takes chunks over from it when the bound is reached. */
 #define PL_PREWARM_MAX ((uint64_t)64 << 20)
 
+/* The prewarm's chunks, or 0 when the pool is off (bound below a chunk). */
+static unsigned pl_prewarm_chunks(size_t *size) {
+  uint64_t bound = (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE);
+  *size = pl_chunk_bytes(bound);
+  if (*size == 0) return 0;
+  unsigned n = (unsigned)((bound < PL_PREWARM_MAX ? bound : PL_PREWARM_MAX) / *size);
+  return n ? n : 1;
+}
+
 static void pl_pool_prewarm_run(void *arg) {
   pl_pool *p = arg;
   const pl_stage_drv *d = pl_stage_drv_get();
-  uint64_t bound = (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE);
-  size_t size = pl_chunk_bytes(bound);
+  size_t size;
+  unsigned n = pl_prewarm_chunks(&size);
   /* A copy may have grown the pool meanwhile: then it needs nothing. */
-  if (d == NULL || size == 0 || atomic_load(&p->bytes) > 0) return;
+  if (d == NULL || n == 0 || atomic_load(&p->bytes) > 0) return;
   if (d->cuCtxPushCurrent(p->ctx) != CUDA_SUCCESS) return; /* destroyed since */
   /* A handle can be reused by a context created since: then the chunks
    * would carry events of another context than their pool's. */
@@ -360,13 +410,40 @@ static void pl_pool_prewarm_run(void *arg) {
     d->cuCtxPopCurrent(&popped);
     return;
   }
-  unsigned n = (unsigned)((bound < PL_PREWARM_MAX ? bound : PL_PREWARM_MAX) / size);
   pl_chunk *c = NULL;
   CUresult err;
-  if (pl_pool_grow(p, n ? n : 1, &c, &err) > 0) pl_pool_release(c, false);
+  if (pl_pool_grow(p, n, &c, &err) > 0) pl_pool_release(c, false);
   CUcontext popped;
   d->cuCtxPopCurrent(&popped);
 }
+
+/* Why: faulting in the prewarm slab's 64 MiB took 11-26 ms on the H100
+ * hosts (fresh guest memory), against 1.8-3.1 ms to register it, and the
+ * program's first staged copy waits for both when they start at its first
+ * device allocation (docs/benchmarks.md).  At cuInit the program is only
+ * beginning to set CUDA up (a context takes 100 ms and more), so the
+ * shim's thread maps and faults the memory in then; the prewarm only
+ * registers it.  Nothing here calls the driver. */
+static void pl_pool_premap_run(void *arg) {
+  (void)arg;
+  size_t size;
+  unsigned n = pl_prewarm_chunks(&size);
+  if (n == 0 || atomic_load(&pl_spare) != 0) return;
+  uintptr_t base = pl_slab_memory((size_t)n * size);
+  if (base == 0) return;
+  pl_spare_bytes = (size_t)n * size;
+  atomic_store_explicit(&pl_spare, base, memory_order_release);
+}
+
+static atomic_bool pl_premap_posted;
+
+void pl_pool_premap(void) {
+  if (!atomic_load_explicit(&pl_premap_posted, memory_order_relaxed) &&
+      !atomic_exchange(&pl_premap_posted, true))
+    pl_pinreg_post(pl_pool_premap_run, NULL);
+}
+
+size_t pl_pool_spare_for_test(void) { return atomic_load(&pl_spare) ? pl_spare_bytes : 0; }
 
 void pl_pool_prewarm(CUcontext ctx) {
   pl_pool *p = pl_pool_get(ctx);
@@ -536,6 +613,9 @@ void pl_pool_get_stats(pl_pool_stats *s) {
 
 void pl_pool_reset_for_test(void) {
   const pl_stage_drv *d = pl_stage_drv_get();
+  uintptr_t spare = atomic_exchange(&pl_spare, 0);
+  if (spare) pl_sys_unmap((void *)spare, pl_spare_bytes);
+  atomic_store(&pl_premap_posted, false);
   for (pl_pool *p = atomic_load(&pl_pools); p && d; p = p->next) {
     pthread_mutex_lock(&p->lock);
     pl_chunk *list = p->head;

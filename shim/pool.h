@@ -52,6 +52,9 @@ bool pl_pool_usable(const pl_pool *p);
  * build the first chunks of ctx's pool in the background (pool.c says
  * why). */
 void pl_pool_prewarm(CUcontext ctx);
+/* The driver is initialized: have the shim's thread map and fault in the
+ * prewarm's memory now, so that pl_pool_prewarm only registers it. */
+void pl_pool_premap(void);
 /* Get a chunk whose previous use is complete, growing the pool within the
  * global bound when none is free, and polling for up to wait_ns otherwise.
  * grow: how many chunks the caller is about to need; a pool that must grow
@@ -113,5 +116,7 @@ void pl_pool_get_stats(pl_pool_stats *s);
  * re-enable disabled pools and reset the high-water mark.  The caller
  * guarantees no copy is in flight in any thread. */
 void pl_pool_reset_for_test(void);
+/* Bytes mapped ahead by pl_pool_premap and not yet taken by a slab. */
+size_t pl_pool_spare_for_test(void);
 
 #endif

@@ -788,6 +788,15 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
   return done;
 }
 
+void pl_stage_note_driver_init(void) {
+  if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OBSERVE ||
+      atomic_load_explicit(&pl_stage_off, memory_order_relaxed))
+    return;
+  pl_in_shim++;
+  pl_pool_premap();
+  pl_in_shim--;
+}
+
 void pl_stage_note_device_alloc(void) {
   long mode = pl_opt_long(PL_OPT_MODE);
   if (mode == PAGELOCK_MODE_OBSERVE || atomic_load_explicit(&pl_stage_off, memory_order_relaxed))

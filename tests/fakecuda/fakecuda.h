@@ -61,6 +61,11 @@ struct fakecuda_stats {
    * event of another context (cuStreamWaitEvent) is allowed, as in CUDA,
    * and not counted. */
   unsigned long long event_ctx_mismatches;
+  /* Pages of the ranges given to cuMemHostRegister* that were not resident
+   * when the call came (mincore): the real driver faults those in inside
+   * the call, holding a lock every other driver call of the process waits
+   * behind. */
+  unsigned long long host_register_nonresident_pages;
 };
 
 /*

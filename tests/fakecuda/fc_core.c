@@ -239,6 +239,7 @@ FC_EXPORT void fakecuda_get_stats(struct fakecuda_stats *s) {
   s->host_unregister_calls = FC_LOAD(host_unregister_calls);
   s->legacy_calls = FC_LOAD(legacy_calls);
   s->event_ctx_mismatches = FC_LOAD(event_ctx_mismatches);
+  s->host_register_nonresident_pages = FC_LOAD(host_register_nonresident_pages);
 }
 
 FC_EXPORT void fakecuda_reset_stats(void) {
@@ -258,6 +259,7 @@ FC_EXPORT void fakecuda_reset_stats(void) {
   FC_ZERO(host_unregister_calls);
   FC_ZERO(legacy_calls);
   FC_ZERO(event_ctx_mismatches);
+  FC_ZERO(host_register_nonresident_pages);
 #undef FC_ZERO
   atomic_store(&fc_stats.registered_bytes_high_water, FC_LOAD(registered_bytes_live));
 }

@@ -7,7 +7,10 @@
  * they are also refused while a stream capture forbids that (PyTorch defers
  * its cudaFreeHost calls during capture for this reason).
  */
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fc_internal.h"
 
@@ -110,8 +113,22 @@ FC_EXPORT CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p) {
   FC_RETURN(CUDA_SUCCESS);
 }
 
+/* Pages of [p, p+size) not resident now. */
+static unsigned long long fc_nonresident(const void *p, size_t size) {
+  long pg = sysconf(_SC_PAGESIZE);
+  uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(pg - 1);
+  size_t n = ((uintptr_t)p + size - lo + (size_t)pg - 1) / (size_t)pg;
+  unsigned char *vec = n ? malloc(n) : NULL;
+  unsigned long long out = 0;
+  if (vec != NULL && mincore((void *)lo, n * (size_t)pg, vec) == 0)
+    for (size_t i = 0; i < n; i++) out += !(vec[i] & 1);
+  free(vec);
+  return out;
+}
+
 static CUresult fc_register_api(void *p, size_t size, unsigned flags) {
   FC_STAT_ADD(host_register_calls, 1);
+  if (p != NULL && size > 0) FC_STAT_ADD(host_register_nonresident_pages, fc_nonresident(p, size));
   fc_ctx *c;
   CUresult r = fc_ctx_require(&c);
   return r != CUDA_SUCCESS ? r : fc_host_register(c, p, size, flags);

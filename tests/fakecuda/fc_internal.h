@@ -117,6 +117,7 @@ struct fc_stats_atomic {
   _Atomic unsigned long long host_register_calls, host_unregister_calls;
   _Atomic unsigned long long legacy_calls;
   _Atomic unsigned long long event_ctx_mismatches;
+  _Atomic unsigned long long host_register_nonresident_pages;
 };
 extern struct fc_stats_atomic fc_stats;
 #define FC_STAT_ADD(field, n) \

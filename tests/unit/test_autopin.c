@@ -726,6 +726,107 @@ static void test_h2d_tail_staged(void **state) {
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
 
+/* The tail's size follows how soon the thread comes back with its next
+ * copy: an eighth of the span before it has come back once, a quarter
+ * (the cap) after a long pause, less again once it comes straight back
+ * call after call; and each thread keeps its own measure. */
+static size_t staged_by(int v, CUdeviceptr dev, void *host, size_t n, CUstream s) {
+  pl_stage_stats st0, st1;
+  pl_copy c;
+  pl_stage_get_stats(&st0);
+  assert_int_equal(up(v, dev, host, n, s, &c), CUDA_SUCCESS);
+  pl_stage_get_stats(&st1);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  return (size_t)(st1.bytes_staged - st0.bytes_staged);
+}
+typedef struct tail_arg {
+  CUdeviceptr dev;
+  void *host;
+  size_t n, staged;
+  bool ok;
+} tail_arg;
+/* No cmocka asserts off the test's thread: the main thread checks. */
+static void *tail_thread(void *p) {
+  tail_arg *a = p;
+  pl_stage_stats st0, st1;
+  pl_copy c;
+  pl_stage_get_stats(&st0);
+  a->ok = f_cuCtxSetCurrent(g_ctx) == CUDA_SUCCESS &&
+          up(V_SYNC, a->dev, a->host, a->n, NULL, &c) == CUDA_SUCCESS &&
+          (c.flags & PAGELOCK_COPY_REGISTERED);
+  pl_stage_get_stats(&st1);
+  a->staged = (size_t)(st1.bytes_staged - st0.bytes_staged);
+  return NULL;
+}
+static void test_h2d_tail_turnaround(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  size_t n = 32 * MB + 300;
+  CUdeviceptr dev;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  blk b = blk_new(n, 48);
+  make_live(&b, dev);
+  fill(b.p, n, 43);
+  size_t span = interior_len(&b), eighth = (span / 8) & ~(size_t)4095,
+         quarter = (span / 4) & ~(size_t)4095;
+  assert_int_equal(staged_by(V_SYNC, dev, b.p, n, NULL), eighth);
+  usleep(3000); /* beyond the turnaround's 2 ms clamp: a quarter */
+  assert_int_equal(staged_by(V_SYNC, dev, b.p, n, NULL), quarter);
+  /* Another thread has not come back yet: an eighth. */
+  tail_arg a = {.dev = dev, .host = b.p, .n = n};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, tail_thread, &a), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_true(a.ok);
+  assert_int_equal(a.staged, eighth);
+  /* Straight back, call after call: the smoothed turnaround falls from 2
+   * ms to what the loop takes (microseconds; a quarter is 167 us). */
+  size_t last = 0;
+  for (int i = 0; i < 16; i++) last = staged_by(V_SYNC, dev, b.p, n, NULL);
+  assert_true(last < quarter);
+  uint8_t *chk = malloc(n);
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+  assert_int_equal(check_pat(chk, n, 43), n);
+  free(chk);
+  blk_free(&b);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
+/* A loop that waits for the stream after each upload waits for the
+ * tail's DMA too: the wait is left out of the turnaround (through the
+ * shim's own cuStreamSynchronize, hook_sync.c), or the tail would grow to
+ * its cap on a gap it made itself. */
+static void test_h2d_tail_wait_excluded(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  size_t n = 32 * MB + 300;
+  CUdeviceptr dev;
+  CUstream s;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  assert_int_equal(f_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  blk b = blk_new(n, 48);
+  make_live(&b, dev);
+  fill(b.p, n, 44);
+  size_t span = interior_len(&b), quarter = (span / 4) & ~(size_t)4095;
+  f_set_bandwidth(2, 1000); /* an eighth's tail (4 MiB): 2 ms of DMA */
+  assert_int_equal(staged_by(V_ASYNC, dev, b.p, n, s), (span / 8) & ~(size_t)4095);
+  for (int i = 0; i < 3; i++) {
+    uint64_t t0 = now_ns();
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    size_t staged = staged_by(V_ASYNC, dev, b.p, n, s);
+    if (i == 0) assert_true(now_ns() - t0 > 1000000ull); /* it did wait for the tail */
+    assert_true(staged < quarter);
+  }
+  assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+  uint8_t *chk = malloc(n);
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+  assert_int_equal(check_pat(chk, n, 44), n);
+  free(chk);
+  blk_free(&b);
+  assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
 /* A copy that passes through while its allocation's interior is (or is
  * about to be) registered must never reach the driver crossing the
  * interior's edge: the driver refuses a host range that starts inside a
@@ -1593,6 +1694,8 @@ int main(void) {
       cmocka_unit_test(test_bytes_exact),
       cmocka_unit_test(test_h2d_returns_after_read),
       cmocka_unit_test(test_h2d_tail_staged),
+      cmocka_unit_test(test_h2d_tail_turnaround),
+      cmocka_unit_test(test_h2d_tail_wait_excluded),
       cmocka_unit_test(test_d2h_returns_with_bytes),
       cmocka_unit_test(test_native_cut),
       cmocka_unit_test(test_pieces),

@@ -757,6 +757,39 @@ static void test_prewarm(void **state) {
   free(back);
 }
 
+/* Once the driver is initialized (the shim's cuInit) the shim's thread
+ * maps and faults in the pool's first slab, and the prewarm at the first
+ * device allocation takes that memory and only registers it: the driver
+ * finds every page resident, so the lock it holds while registering
+ * (which stalls the program's other driver calls) covers no page faults.
+ * A slab grown later by a copy is faulted in before it is registered too. */
+static void test_prewarm_premapped(void **state) {
+  (void)state;
+  stage_env(POOL, CHUNK, 2000, "sync");
+  f_reset_stats();
+  assert_int_equal(pl_pool_spare_for_test(), 0);
+  pl_stage_note_driver_init();
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(pl_pool_spare_for_test(), POOL); /* the prewarm's size */
+  CUdeviceptr dev;
+  assert_int_equal(cuMemAlloc_v2(&dev, 4 * POOL), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(pl_pool_spare_for_test(), 0); /* taken */
+  struct fakecuda_stats fs;
+  f_get_stats(&fs);
+  assert_int_equal(fs.host_register_calls, 1);
+  assert_int_equal(fs.registered_bytes_live, POOL);
+  assert_int_equal(fs.host_register_nonresident_pages, 0);
+  /* observe: nothing is mapped ahead */
+  stage_env(POOL, CHUNK, 2000, "sync");
+  setenv("PAGELOCK_MODE", "observe", 1);
+  pl_config_reset_for_test();
+  pl_stage_note_driver_init();
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(pl_pool_spare_for_test(), 0);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
 /* Asynchronous device-to-host copies several times the pool, queued behind
  * work their streams have not reached: each returns without waiting, every
  * byte staged, nothing landing early.  A copy holds a ring of half the
@@ -1578,6 +1611,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_exact_h2d),
       cmocka_unit_test(test_prewarm),
+      cmocka_unit_test(test_prewarm_premapped),
       cmocka_unit_test(test_exact_d2h_sync),
       cmocka_unit_test(test_exact_d2h_async),
       cmocka_unit_test(test_chunk_sizes),
