@@ -159,6 +159,16 @@ gpu_bound)
   python3 "$BP" staged.trace "$t-$((t + 10000000)),$((t + 50000000))-$((t + 60000000))" >out 2>err ||
     fail "bound.py two windows"
   has_out "bound: the program between copies dma=6.4% (50.0 GB/s) staging=33.6% driver=0.0% program=60.0% kernels=45.0%"
+  # --timeline K: what ran in window K, then the bound of that window alone
+  python3 "$BP" staged.trace "$t-$((t + 10000000)),$((t + 50000000))-$((t + 60000000))" --timeline 0 \
+    >out 2>err || fail "bound.py --timeline"
+  [ "$(wc -l <out)" = 7 ] || fail "--timeline: want 6 events and the bound line, got $(cat out)"
+  has_out "       0.0     8000.0    8000.0  call, staged"
+  has_out "    7000.0     7320.0     320.0  gpu copy 16000000 B"
+  has_out "       0.0     9000.0    9000.0  kernel"
+  has_out "bound: host memory (staging copies) dma=12.8% (50.0 GB/s) staging=67.2% driver=0.0% program=20.0% kernels=90.0%"
+  python3 "$BP" staged.trace "$t-$((t + 10000000))" --timeline 1 >out 2>err; [ $? = 2 ] || fail "--timeline 1 of 1: not exit 2"
+  has_err "bad --timeline '1': want a window number from 0 to 0"
   "$MK" sa.trace --scenario sampled >/dev/null || fail "mktrace failed"
   python3 "$BP" sa.trace "1-99999999999999" >out 2>err || fail "bound.py sampled"
   has_out "bound: unmeasured (GPU timing sampled inside the timed stretch)"

@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
 """What bound a pattern's copies, from one trace's own timestamps.
 
-usage: bound.py TRACE WINDOWS
+usage: bound.py TRACE WINDOWS [--timeline K]
   WINDOWS  the timed stretches of the program, start-end[,start-end...] in
            CLOCK_MONOTONIC nanoseconds (tests/gpu/patterns.py prints them)
+  --timeline K
+           first list what happened in window K (0-based, in time order):
+           one line per copy call, GPU copy and kernel overlapping it,
+           "START END DURATION WHAT" in microseconds from the window's
+           start, then the bound line for that window alone.  How the
+           offload pattern's idle DMA between uploads was found
+           (docs/benchmarks.md, 2026-11-27).
 
 Within the windows it measures, from the GPU's records (CUPTI, converted
 with the trace's CLOCK pairs) and the program's copy calls (COPY records):
@@ -151,16 +158,41 @@ def attribute(calls, copies, kernels, windows):
     return w, share, rate, total(intersect(merge(kernels), windows))
 
 
+def timeline(calls, copies, kernels, window):
+    """The lines of --timeline: everything overlapping one window."""
+    s0, e0 = window
+    ev = [(s, e, "call, staged" if st else "call") for s, e, st in calls]
+    ev += [(iv[0], iv[1], f"gpu copy {n} B") for iv, n in copies]
+    ev += [(s, e, "kernel") for s, e in kernels]
+    for s, e, what in sorted(x for x in ev if x[0] < e0 and x[1] > s0):
+        print(f"{(s - s0) / 1e3:10.1f} {(e - s0) / 1e3:10.1f} {(e - s) / 1e3:9.1f}  {what}")
+
+
 def main(argv):
-    if len(argv) != 3:
+    args = argv[1:]
+    k = None
+    if len(args) == 4 and args[2] == "--timeline":
+        try:
+            k = int(args[3])
+        except ValueError:
+            k = -1
+        args = args[:2]
+    if len(args) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     try:
-        windows = parse_windows(argv[2])
-        calls, copies, kernels, pauses, status = read(argv[1])
+        windows = parse_windows(args[1])
+        calls, copies, kernels, pauses, status = read(args[0])
     except (OSError, ValueError) as e:
         print(f"bound.py: {e}", file=sys.stderr)
         return 2
+    if k is not None:
+        if not 0 <= k < len(windows):
+            print(f"bound.py: bad --timeline '{argv[4]}': want a window number from 0 to "
+                  f"{len(windows) - 1}", file=sys.stderr)
+            return 2
+        timeline(calls, copies, kernels, windows[k])
+        windows = [windows[k]]
     if status not in (None, 0) or not copies:
         print("bound: unmeasured (no GPU timing in the trace)")
         return 0

@@ -22,7 +22,8 @@
 # The table gives the median of ROUNDS (default 3) with its range, the
 # speed as a fraction of pinned and relative to native, all from this run,
 # and for each traced variant what bound its copies in round 1
-# (tests/gpu/bound.py: the DMA, host memory, driver calls or the program).
+# (tests/gpu/bound.py: the DMA, host memory, driver calls or the program;
+# what ran in one timed stretch goes to patterns/PAT_VARIANT_timeline.txt).
 # Prints "patterns: ..." rows.  PL_PAT_PATTERNS picks the patterns;
 # PL_PAT_TRACES names a folder that keeps the traces (for copy_times.py).
 set -u
@@ -95,6 +96,11 @@ PY
     win=$(grep -o 'windows=[0-9,-]*' "$f" 2>/dev/null | cut -d= -f2)
     if [ -n "$pid" ] && [ -n "$win" ] && [ -f "$d/$pat.$v.1.$pid.trace" ]; then
       echo "patterns:   $pat $v $(python3 "$ROOT/tests/gpu/bound.py" "$d/$pat.$v.1.$pid.trace" "$win" 2>&1)"
+      # what ran in its second timed stretch (the first when alone), for
+      # finding where the time went
+      k=0; case $win in *,*) k=1 ;; esac
+      python3 "$ROOT/tests/gpu/bound.py" "$d/$pat.$v.1.$pid.trace" "$win" --timeline $k \
+        >"$OUT/patterns/${pat}_${v}_timeline.txt" 2>&1
     fi
   done
 done
