@@ -787,7 +787,12 @@ CUresult pl_pinreg_native(pl_copy *c) {
   uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst), abase;
   size_t n = c->bytes, alen, pg = pl_page_size();
   int kind;
-  if (n == 0 || !pl_hostmem_lookup(h, &abase, &alen, &kind)) return c->native(c);
+  /* Every edge is a page boundary (interiors and pieces are page
+   * aligned): a copy inside one page crosses none, and the small copies
+   * that pass through skip the allocation lookup. */
+  if (n == 0 || (h & ~(uintptr_t)(pg - 1)) == ((h + n - 1) & ~(uintptr_t)(pg - 1)))
+    return c->native(c);
+  if (!pl_hostmem_lookup(h, &abase, &alen, &kind)) return c->native(c);
   uintptr_t lo = (abase + pg - 1) & ~(uintptr_t)(pg - 1),
             hi = (abase + alen) & ~(uintptr_t)(pg - 1);
   size_t at = 0;
