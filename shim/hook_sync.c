@@ -14,52 +14,19 @@
 #include "pl_internal.h"
 #include "pinreg.h"
 
-typedef CUresult (*pl_ctxsync_t)(void);
-typedef CUresult (*pl_ctxsync2_t)(CUcontext);
-typedef CUresult (*pl_streamsync_t)(CUstream);
-typedef CUresult (*pl_eventsync_t)(CUevent);
+/* One timed wrapper: the real call, its time handed to autopin.c. */
+#define PL_WRAP_WAIT(name, params, args)                                    \
+  PL_EXPORT CUresult name params {                                          \
+    CUresult(*f) params = (CUresult(*) params)pl_hook_real(PL_HOOK_##name); \
+    if (f == NULL) return CUDA_ERROR_NOT_FOUND;                             \
+    uint64_t t0 = pl_autopin_wait_begin();                                  \
+    CUresult r = f args;                                                    \
+    pl_autopin_wait_end(t0);                                                \
+    return r;                                                               \
+  }
 
-PL_EXPORT CUresult cuCtxSynchronize(void) {
-  pl_ctxsync_t f = (pl_ctxsync_t)pl_hook_real(PL_HOOK_cuCtxSynchronize);
-  if (f == NULL) return CUDA_ERROR_NOT_FOUND;
-  uint64_t t0 = pl_autopin_wait_begin();
-  CUresult r = f();
-  pl_autopin_wait_end(t0);
-  return r;
-}
-
-PL_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
-  pl_ctxsync2_t f = (pl_ctxsync2_t)pl_hook_real(PL_HOOK_cuCtxSynchronize_v2);
-  if (f == NULL) return CUDA_ERROR_NOT_FOUND;
-  uint64_t t0 = pl_autopin_wait_begin();
-  CUresult r = f(ctx);
-  pl_autopin_wait_end(t0);
-  return r;
-}
-
-PL_EXPORT CUresult cuStreamSynchronize(CUstream s) {
-  pl_streamsync_t f = (pl_streamsync_t)pl_hook_real(PL_HOOK_cuStreamSynchronize);
-  if (f == NULL) return CUDA_ERROR_NOT_FOUND;
-  uint64_t t0 = pl_autopin_wait_begin();
-  CUresult r = f(s);
-  pl_autopin_wait_end(t0);
-  return r;
-}
-
-PL_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) {
-  pl_streamsync_t f = (pl_streamsync_t)pl_hook_real(PL_HOOK_cuStreamSynchronize_ptsz);
-  if (f == NULL) return CUDA_ERROR_NOT_FOUND;
-  uint64_t t0 = pl_autopin_wait_begin();
-  CUresult r = f(s);
-  pl_autopin_wait_end(t0);
-  return r;
-}
-
-PL_EXPORT CUresult cuEventSynchronize(CUevent e) {
-  pl_eventsync_t f = (pl_eventsync_t)pl_hook_real(PL_HOOK_cuEventSynchronize);
-  if (f == NULL) return CUDA_ERROR_NOT_FOUND;
-  uint64_t t0 = pl_autopin_wait_begin();
-  CUresult r = f(e);
-  pl_autopin_wait_end(t0);
-  return r;
-}
+PL_WRAP_WAIT(cuCtxSynchronize, (void), ())
+PL_WRAP_WAIT(cuCtxSynchronize_v2, (CUcontext ctx), (ctx))
+PL_WRAP_WAIT(cuStreamSynchronize, (CUstream s), (s))
+PL_WRAP_WAIT(cuStreamSynchronize_ptsz, (CUstream s), (s))
+PL_WRAP_WAIT(cuEventSynchronize, (CUevent e), (e))
