@@ -383,13 +383,15 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
  * context's pool takes chunks over from it when the bound is reached. */
 #define PL_PREWARM_MAX ((uint64_t)64 << 20)
 
-/* The prewarm's chunks, or 0 when the pool is off (bound below a chunk). */
+/* The prewarm's chunks, as one slab holds them, or 0 when the pool is off
+ * (bound below a chunk).  The memory mapped ahead must be exactly that
+ * slab's, or no slab would ever take it. */
 static unsigned pl_prewarm_chunks(size_t *size) {
   uint64_t bound = (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE);
   *size = pl_chunk_bytes(bound);
   if (*size == 0) return 0;
-  unsigned n = (unsigned)((bound < PL_PREWARM_MAX ? bound : PL_PREWARM_MAX) / *size);
-  return n ? n : 1;
+  uint64_t n = (bound < PL_PREWARM_MAX ? bound : PL_PREWARM_MAX) / *size;
+  return n == 0 ? 1 : n > PL_SLAB_MAX ? PL_SLAB_MAX : (unsigned)n;
 }
 
 static void pl_pool_prewarm_run(void *arg) {

@@ -780,6 +780,20 @@ static void test_prewarm_premapped(void **state) {
   assert_int_equal(fs.host_register_calls, 1);
   assert_int_equal(fs.registered_bytes_live, POOL);
   assert_int_equal(fs.host_register_nonresident_pages, 0);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+  /* More chunks than one slab holds (64): what is mapped ahead is that
+   * slab, which the prewarm then takes. */
+  stage_env(16 * MB, 64 * KB, 2000, "sync");
+  f_reset_stats();
+  pl_stage_note_driver_init();
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(pl_pool_spare_for_test(), 64 * 64 * KB);
+  assert_int_equal(cuMemAlloc_v2(&dev, POOL), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(pl_pool_spare_for_test(), 0);
+  f_get_stats(&fs);
+  assert_int_equal(fs.registered_bytes_live, 64 * 64 * KB);
+  assert_int_equal(fs.host_register_nonresident_pages, 0);
   /* observe: nothing is mapped ahead */
   stage_env(POOL, CHUNK, 2000, "sync");
   setenv("PAGELOCK_MODE", "observe", 1);
