@@ -184,17 +184,47 @@ const pl_stage_drv *pl_stage_drv_get(void) {
 
 /* ---- the device a copy runs on ------------------------------------------ */
 
-/* The last context this thread copied in and its device: a thread's
- * copies almost all go to one context (a cudaSetDevice loop changes it
- * between batches, not between copies), so the device itself is asked
- * once per change.  A context handle can be reused by a later context on
- * another device; cuCtxGetId (CUDA 12.0+) tells the two apart where the
- * driver has it. */
-static PL_TLS CUcontext pl_dev_ctx;
-static PL_TLS unsigned long long pl_dev_ctx_id;
-static PL_TLS int pl_dev_ordinal;
+/* Moves after any stream or context is destroyed (hook_ctx.c).  Until
+ * then a handle names the same stream or context, on the same device, so
+ * an answer a thread got stays true. */
+static atomic_uint pl_dev_gen = 1;
+
+/* A thread's answers, by stream for copies on the program's own streams
+ * and by context for the legacy and per-thread default streams.  Four
+ * streams: a training loop's copy stream, compute stream and a side
+ * stream or two fit without pushing each other out.  An answer is also
+ * asked again after PL_DEV_USES copies: a teardown the hooks did not see
+ * (an entry point reached some other way) misnames at most that many
+ * records, and the check costs ~40 ns per 4096 copies. */
+#define PL_DEV_SLOTS 4
+#define PL_DEV_USES 4096
+typedef struct pl_dev_memo {
+  uintptr_t key; /* the stream, or the current context */
+  unsigned gen, uses;
+  int dev;
+} pl_dev_memo;
+static PL_TLS pl_dev_memo pl_dev_by_stream[PL_DEV_SLOTS];
+static PL_TLS pl_dev_memo pl_dev_by_ctx;
+
+void pl_copy_device_forget(void) {
+  atomic_fetch_add_explicit(&pl_dev_gen, 1, memory_order_release);
+}
+
+static bool pl_dev_hit(pl_dev_memo *m, uintptr_t key, unsigned gen) {
+  if (m->key != key || m->gen != gen || m->uses == 0) return false;
+  m->uses--;
+  return true;
+}
 
 int pl_copy_device(CUstream stream) {
+  /* The generation before any question: a teardown while the driver
+   * answers leaves the answer stored under a generation already gone. */
+  unsigned gen = atomic_load_explicit(&pl_dev_gen, memory_order_acquire);
+  bool dflt = stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+  pl_dev_memo *m =
+      dflt ? &pl_dev_by_ctx : &pl_dev_by_stream[((uintptr_t)stream >> 4) % PL_DEV_SLOTS];
+  /* A stream's context never changes: its answer needs no driver call. */
+  if (!dflt && PL_LIKELY(pl_dev_hit(m, (uintptr_t)stream, gen))) return m->dev;
   const pl_stage_drv *d = pl_stage_drv_get();
   const pl_driver *dr = pl_driver_get();
   if (d == NULL || dr == NULL || dr->cuCtxGetDevice == NULL) return -1;
@@ -202,13 +232,15 @@ int pl_copy_device(CUstream stream) {
    * owner: no allocation, no lock of the program's. */
   CUcontext cur = NULL, ctx = NULL;
   if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS) cur = NULL;
-  if (stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD ||
-      d->cuStreamGetCtx == NULL || d->cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS)
+  if (dflt) {
+    if (cur != NULL && PL_LIKELY(pl_dev_hit(m, (uintptr_t)cur, gen))) return m->dev;
     ctx = cur;
+  } else if (d->cuStreamGetCtx == NULL || d->cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS) {
+    /* Not an answer about the stream: named, but not kept. */
+    m = NULL;
+    ctx = cur;
+  }
   if (ctx == NULL) return -1;
-  unsigned long long id = 0;
-  if (d->cuCtxGetId != NULL && d->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) id = 0;
-  if (PL_LIKELY(ctx == pl_dev_ctx && id == pl_dev_ctx_id)) return pl_dev_ordinal;
   /* cuCtxGetDevice answers for the current context only: a stream of
    * another one is asked with that context pushed for the one call. */
   CUdevice dev = -1;
@@ -224,8 +256,10 @@ int pl_copy_device(CUstream stream) {
   if (r != CUDA_SUCCESS) return -1;
   /* A CUdevice is the ordinal cuDeviceGet was given (every driver so far
    * hands out 0..n-1), which is what CUPTI's records carry too. */
-  pl_dev_ctx = ctx;
-  pl_dev_ctx_id = id;
-  pl_dev_ordinal = (int)dev;
-  return pl_dev_ordinal;
+  if (m != NULL)
+    *m = (pl_dev_memo){.key = dflt ? (uintptr_t)ctx : (uintptr_t)stream,
+                       .gen = gen,
+                       .uses = PL_DEV_USES,
+                       .dev = (int)dev};
+  return (int)dev;
 }

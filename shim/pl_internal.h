@@ -163,8 +163,9 @@ void *pl_real_dlsym(void *handle, const char *name);
  * cuInit, so CUPTI starts before the first context and the staging pool
  * prepares its memory (hook_cupti.c); and
  * cuMemAlloc_v2, whose first call in a context starts the staging pool
- * (pool.c); and the program's waits for the GPU, only timed
- * (hook_sync.c).  Each
+ * (pool.c); the program's waits for the GPU, only timed
+ * (hook_sync.c); and its teardown of streams and contexts, only noted
+ * (hook_ctx.c).  Each
  * exact symbol a lookup can hand out: cudart asks for cuMemHostRegister at
  * 6050 and cuMemHostGetDevicePointer at 3020 (the _v2s), a program looking
  * up the bare names gets the originals. */
@@ -186,7 +187,16 @@ void *pl_real_dlsym(void *handle, const char *name);
   X(cuCtxSynchronize_v2)          \
   X(cuStreamSynchronize)          \
   X(cuStreamSynchronize_ptsz)     \
-  X(cuEventSynchronize)
+  X(cuEventSynchronize)           \
+  X(cuStreamDestroy)              \
+  X(cuStreamDestroy_v2)           \
+  X(cuCtxDestroy)                 \
+  X(cuCtxDestroy_v2)              \
+  X(cuDevicePrimaryCtxRelease)    \
+  X(cuDevicePrimaryCtxRelease_v2) \
+  X(cuDevicePrimaryCtxReset)      \
+  X(cuDevicePrimaryCtxReset_v2)   \
+  X(cuGreenCtxDestroy)
 
 /* cuda.h declares the per-thread twin only for its own macro names. */
 CUresult cuStreamSynchronize_ptsz(CUstream hStream);
@@ -241,10 +251,14 @@ typedef struct pl_stage_drv {
 const pl_stage_drv *pl_stage_drv_get(void);
 /* The ordinal of the device a copy on `stream` runs on: that of the
  * stream's context, or of the current one for the legacy and per-thread
- * default streams; -1 unknown.  Cached per thread by context, so a copy
- * costs two getter calls into the driver.  Call it outside the CUPTI
+ * default streams; -1 unknown.  Remembered per thread by stream and by
+ * context until pl_copy_device_forget, so a copy on a stream the thread
+ * used before asks the driver nothing.  Call it outside the CUPTI
  * correlation window of the program's call. */
 int pl_copy_device(CUstream stream);
+/* A stream or a context was destroyed: its handle may come back naming
+ * another one, so every thread asks again (hook_ctx.c). */
+void pl_copy_device_forget(void);
 
 /* ---- hooks.c: the wrapper of every wrapped driver symbol ---------------- */
 

@@ -26,8 +26,10 @@
  *                                        in one process; ns per call each
  *   bench_copy probe KIND SIZE REPS      what this process pays for the
  *                                        basics: a clock read, a trivial
- *                                        driver call, a stream query, a
- *                                        host function, and one SIZE copy
+ *                                        driver call, a stream query, the
+ *                                        getters of a stream's context and
+ *                                        device, a host function, and one
+ *                                        SIZE copy
  *                                        call from pinned memory (us); they
  *                                        differ from process to process
  *                                        (tests/bench/diag_proc.sh)
@@ -272,6 +274,33 @@ int main(int argc, char **argv) {
     t0 = now_s();
     for (int i = 0; i < n; i++) (void)cuStreamQuery((CUstream)s);
     double query_ns = (now_s() - t0) / n * 1e9;
+    /* The getters the shim asks per copy for the device it ran on
+     * (shim/driver.c pl_copy_device). */
+    CUcontext sc;
+    CUdevice dv;
+    t0 = now_s();
+    for (int i = 0; i < n; i++) DRV(cuStreamGetCtx((CUstream)s, &sc));
+    double sctx_ns = (now_s() - t0) / n * 1e9;
+    t0 = now_s();
+    for (int i = 0; i < n; i++) DRV(cuCtxGetDevice(&dv));
+    double cdev_ns = (now_s() - t0) / n * 1e9;
+    /* Newer than some drivers (CUDA 12.0 and 12.8): looked up, -1 where
+     * missing. */
+    void *cu = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    CUresult (*get_id)(CUcontext, unsigned long long *) = cu ? dlsym(cu, "cuCtxGetId") : NULL;
+    CUresult (*get_dev)(CUstream, CUdevice *) = cu ? dlsym(cu, "cuStreamGetDevice") : NULL;
+    double cid_ns = -1, sdev_ns = -1;
+    unsigned long long cid;
+    if (get_id) {
+      t0 = now_s();
+      for (int i = 0; i < n; i++) DRV(get_id(cx, &cid));
+      cid_ns = (now_s() - t0) / n * 1e9;
+    }
+    if (get_dev) {
+      t0 = now_s();
+      for (int i = 0; i < n; i++) DRV(get_dev((CUstream)s, &dv));
+      sdev_ns = (now_s() - t0) / n * 1e9;
+    }
     t0 = now_s();
     for (int i = 0; i < 1000; i++) RT(cudaLaunchHostFunc(s, bench_nop, NULL));
     double hostfn_ns = (now_s() - t0) / 1000 * 1e9;
@@ -294,8 +323,9 @@ int main(int argc, char **argv) {
       if (r >= 0) call[r] = (t1 - t0) * 1e6;
     }
     printf(
-        "result mode=probe kind=%s clock_ns=%.1f ctx_ns=%.1f stream_query_ns=%.1f hostfn_ns=%.0f ptrq_ns=%.0f call_us=%.1f\n",
-        kind, clock_ns, ctx_ns, query_ns, hostfn_ns, ptrq_ns, median(call, reps));
+        "result mode=probe kind=%s clock_ns=%.1f ctx_ns=%.1f stream_query_ns=%.1f stream_ctx_ns=%.1f ctx_id_ns=%.1f ctx_dev_ns=%.1f stream_dev_ns=%.1f hostfn_ns=%.0f ptrq_ns=%.0f call_us=%.1f\n",
+        kind, clock_ns, ctx_ns, query_ns, sctx_ns, cid_ns, cdev_ns, sdev_ns, hostfn_ns, ptrq_ns,
+        median(call, reps));
   } else if (!strcmp(mode, "tiny")) {
     CUmodule m;
     CUfunction f;

@@ -735,7 +735,85 @@ static void test_classify(void **state) {
   free(pageable);
 }
 
+/* The device a copy's record names: right for each stream and context,
+ * asked of the driver once per stream and not per copy, and asked again
+ * after any stream or context is destroyed through the hooks (a handle may
+ * then come back naming another, on another device) or after 4096 uses. */
+static void test_copy_device(void **state) {
+  (void)state;
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  assert_non_null(h);
+  CUresult (*init)(unsigned) = dlsym(h, "cuInit");
+  CUresult (*retain)(CUcontext *, CUdevice) = dlsym(h, "cuDevicePrimaryCtxRetain");
+  CUresult (*setcur)(CUcontext) = dlsym(h, "cuCtxSetCurrent");
+  CUresult (*mkstream)(CUstream *, unsigned) = dlsym(h, "cuStreamCreate");
+  unsigned long (*calls)(const char *) = dlsym(h, "fakecuda_call_count");
+  void (*reset)(void) = dlsym(h, "fakecuda_reset_call_counts");
+  assert_non_null(calls);
+  assert_non_null(reset);
+  CUcontext c0, c1;
+  CUstream s0, s1, s2, s3;
+  assert_int_equal(init(0), 0);
+  /* main() asks the fake for two devices. */
+  assert_int_equal(retain(&c0, 0), 0);
+  assert_int_equal(retain(&c1, 1), 0);
+  assert_int_equal(setcur(c1), 0);
+  assert_int_equal(mkstream(&s1, 0), 0);
+  assert_int_equal(setcur(c0), 0);
+  assert_int_equal(mkstream(&s0, 0), 0);
+  assert_int_equal(mkstream(&s2, 0), 0);
+  assert_int_equal(mkstream(&s3, 0), 0);
+
+  assert_int_equal(pl_copy_device(s0), 0);
+  assert_int_equal(pl_copy_device(s1), 1); /* another context: pushed for the question */
+  assert_int_equal(pl_copy_device(NULL), 0);
+  assert_int_equal(pl_copy_device(CU_STREAM_PER_THREAD), 0);
+  assert_int_equal(setcur(c1), 0);
+  assert_int_equal(pl_copy_device(NULL), 1); /* the default stream follows the context */
+  assert_int_equal(pl_copy_device(CU_STREAM_LEGACY), 1);
+  assert_int_equal(pl_copy_device(s0), 0);
+  assert_int_equal(setcur(c0), 0);
+  assert_int_equal(pl_copy_device(NULL), 0); /* one context remembered: asked again */
+
+  /* Known streams and context: no question to the driver, whatever the
+   * order. */
+  reset();
+  for (int i = 0; i < 1000; i++) {
+    assert_int_equal(pl_copy_device(i & 1 ? s1 : s0), i & 1);
+    assert_int_equal(pl_copy_device(NULL), 0);
+  }
+  assert_int_equal(calls("cuStreamGetCtx"), 0);
+  assert_int_equal(calls("cuCtxGetDevice"), 0);
+
+  /* A stream destroyed through the hook: every thread asks again. */
+  assert_int_equal(cuStreamDestroy_v2(s2), 0);
+  assert_int_equal(pl_copy_device(s0), 0);
+  assert_int_equal(calls("cuStreamGetCtx"), 1);
+  assert_int_equal(pl_copy_device(s0), 0);
+  assert_int_equal(calls("cuStreamGetCtx"), 1);
+  assert_int_equal(cuStreamDestroy(s3), 0);
+  assert_int_equal(pl_copy_device(s0), 0);
+  assert_int_equal(calls("cuStreamGetCtx"), 2);
+  /* A context released through the hook: the default stream asks again. */
+  reset();
+  assert_int_equal(retain(&c1, 1), 0);
+  assert_int_equal(cuDevicePrimaryCtxRelease_v2(1), 0);
+  assert_int_equal(pl_copy_device(NULL), 0);
+  assert_int_equal(calls("cuCtxGetDevice"), 1);
+
+  /* Even with no teardown, an answer is asked again after 4096 uses. */
+  assert_int_equal(pl_copy_device(s0), 0); /* asked: the release above */
+  reset();
+  for (int i = 0; i < 5000; i++) assert_int_equal(pl_copy_device(s0), 0);
+  assert_int_equal(calls("cuStreamGetCtx"), 1);
+
+  assert_int_equal(cuStreamDestroy_v2(s0), 0);
+  assert_int_equal(cuStreamDestroy_v2(s1), 0);
+}
+
 int main(void) {
+  /* test_copy_device copies on two devices; the fake reads this at load. */
+  setenv("FAKECUDA_DEVICES", "2", 1);
   snprintf(tmpdir, sizeof tmpdir, "%s/pagelock-unit.XXXXXX",
            getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (mkdtemp(tmpdir) == NULL) return 2;
@@ -756,6 +834,7 @@ int main(void) {
       cmocka_unit_test(test_trace_file_size_limit),
       cmocka_unit_test(test_clock),
       cmocka_unit_test(test_classify),
+      cmocka_unit_test(test_copy_device),
   };
   int rc = cmocka_run_group_tests_name("shim", tests, NULL, NULL);
   char cmd[300];
