@@ -735,6 +735,31 @@ static void test_classify(void **state) {
   free(pageable);
 }
 
+/* A thread remembers which stacks it has seen written, and a fork's child,
+ * which starts a trace of its own, forgets them: each trace carries the
+ * STACK record of every id its records name. */
+static void test_stack_emit_reset(void **state) {
+  (void)state;
+  char path[512];
+  trace_start("stacks.trace", path, sizeof path);
+  uint32_t id = pl_stack_capture(0);
+  assert_int_not_equal(id, 0);
+  pl_stack_emit(id);
+  pl_stack_emit(id);
+  pl_stack_reset(); /* what the child of a fork runs */
+  pl_stack_emit(id);
+  pl_stack_emit(id);
+  pl_exit_trace();
+  trace_stop();
+  plr_reader r;
+  assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
+  plr_record rec;
+  int stacks = 0;
+  while (plr_next(&r, &rec)) stacks += rec.type == PAGELOCK_REC_STACK;
+  plr_close(&r);
+  assert_int_equal(stacks, 2);
+}
+
 /* The device a copy's record names: right for each stream and context,
  * asked of the driver once per stream and not per copy, and asked again
  * after any stream or context is destroyed through the hooks (a handle may
@@ -835,6 +860,7 @@ int main(void) {
       cmocka_unit_test(test_clock),
       cmocka_unit_test(test_classify),
       cmocka_unit_test(test_copy_device),
+      cmocka_unit_test(test_stack_emit_reset),
   };
   int rc = cmocka_run_group_tests_name("shim", tests, NULL, NULL);
   char cmd[300];
