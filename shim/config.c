@@ -44,17 +44,7 @@ static pl_option pl_options[PL_OPT_COUNT] = {
 #undef PAGELOCK_OPTION
 };
 
-/* What pl_opt_long answers once the table is read: the state and the
- * values alone, side by side.  A copy reads three options (the mode, the
- * backtrace depth, the staging threshold), and in the table's 72-byte
- * entries each sits on a cache line of its own; on the GPU hosts the
- * driver's work between two small copies evicts them, and every line a
- * copy touches shows in its time (docs/benchmarks.md).  Here the first
- * seven values share the state's line. */
-static struct {
-  atomic_int state; /* 0 none, 1 parsing, 2 done */
-  long value[PL_OPT_COUNT];
-} pl_cfg __attribute__((aligned(64)));
+static atomic_int pl_config_state; /* 0 none, 1 parsing, 2 done */
 
 /* The table's own messages, as mimalloc's options.c owns its: the level is
  * the table's PAGELOCK_LOG (read first), so config.c never calls log.c,
@@ -206,9 +196,9 @@ static void pl_config_typo_guard(void) {
 
 void pl_config_init(void) {
   int expected = 0;
-  if (!atomic_compare_exchange_strong(&pl_cfg.state, &expected, 1)) {
+  if (!atomic_compare_exchange_strong(&pl_config_state, &expected, 1)) {
     /* Another thread is parsing: the table is tiny, wait for it. */
-    while (atomic_load(&pl_cfg.state) != 2) {}
+    while (atomic_load(&pl_config_state) != 2) {}
     return;
   }
   /* The log level decides whether the others' errors print: read it first. */
@@ -216,27 +206,27 @@ void pl_config_init(void) {
   for (int i = 0; i < PL_OPT_COUNT; i++)
     if (i != PL_OPT_LOG) pl_option_load(&pl_options[i]);
   pl_config_typo_guard();
-  for (int i = 0; i < PL_OPT_COUNT; i++) pl_cfg.value[i] = pl_options[i].value;
-  atomic_store(&pl_cfg.state, 2);
+  atomic_store(&pl_config_state, 2);
 }
 
 long pl_opt_long(pl_option_id id) {
-  if (PL_UNLIKELY(atomic_load_explicit(&pl_cfg.state, memory_order_acquire) != 2)) {
+  if (PL_UNLIKELY(atomic_load_explicit(&pl_config_state, memory_order_acquire) != 2)) {
     /* The log level is needed while the table itself is being parsed. */
     if (id == PL_OPT_LOG && pl_options[PL_OPT_LOG].init) return pl_options[PL_OPT_LOG].value;
-    if (atomic_load(&pl_cfg.state) == 1) return pl_options[id].def;
+    if (atomic_load(&pl_config_state) == 1) return pl_options[id].def;
     pl_config_init();
   }
-  return pl_cfg.value[id];
+  return pl_options[id].value;
 }
 
 const char *pl_opt_str(pl_option_id id) {
-  if (PL_UNLIKELY(atomic_load_explicit(&pl_cfg.state, memory_order_acquire) != 2)) pl_config_init();
+  if (PL_UNLIKELY(atomic_load_explicit(&pl_config_state, memory_order_acquire) != 2))
+    pl_config_init();
   return pl_options[id].str;
 }
 
 void pl_config_reset_for_test(void) {
   for (int i = 0; i < PL_OPT_COUNT; i++) pl_options[i].init = false;
-  atomic_store(&pl_cfg.state, 0);
+  atomic_store(&pl_config_state, 0);
   pl_config_init();
 }

@@ -199,26 +199,11 @@ void pl_stack_note(uint32_t kind, const char *text) {
   pthread_mutex_unlock(&pl_emit_lock);
 }
 
-/* Ids this thread has seen written: a copy's stack and its buffer's
- * allocation stack are asked for on every copy, and answering from here
- * leaves the shared table's lines alone (on the GPU hosts every line a
- * small copy touches shows in its time).  Once written, an id stays
- * written until a fork's child starts its own trace (pl_stack_reset, on
- * the child's only thread). */
-#define PL_EMIT_SEEN 4
-static PL_TLS uint32_t pl_emit_seen[PL_EMIT_SEEN];
-
 void pl_stack_emit(uint32_t id) {
   if (id == 0 || id >= PL_STACK_SLOTS) return;
-  uint32_t *seen = &pl_emit_seen[id % PL_EMIT_SEEN];
-  if (PL_LIKELY(*seen == id)) return;
   /* Almost always already written: decide that without the lock. */
   pl_stack_slot *s = __atomic_load_n(&pl_stack_by_id[id], __ATOMIC_ACQUIRE);
-  if (s == NULL) return;
-  if (__atomic_load_n(&s->emitted, __ATOMIC_ACQUIRE)) {
-    *seen = id;
-    return;
-  }
+  if (s == NULL || __atomic_load_n(&s->emitted, __ATOMIC_ACQUIRE)) return;
   pthread_mutex_lock(&pl_emit_lock);
   if (!s->emitted) {
     pl_py_note();
@@ -244,7 +229,6 @@ void pl_stack_emit(uint32_t id) {
     __atomic_store_n(&s->emitted, true, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&pl_emit_lock);
-  *seen = id;
 }
 
 static int pl_cmp_addr(const void *a, const void *b) {
@@ -286,7 +270,6 @@ void pl_stack_reset(void) {
   pthread_mutex_init(&pl_emit_lock, NULL);
   pl_note_written = false;
   for (uint32_t i = 0; i < PL_STACK_SLOTS; i++) pl_stacks[i].emitted = false;
-  memset(pl_emit_seen, 0, sizeof pl_emit_seen);
   pl_py_reset();
 }
 

@@ -735,9 +735,9 @@ static void test_classify(void **state) {
   free(pageable);
 }
 
-/* A thread remembers which stacks it has seen written, and a fork's child,
- * which starts a trace of its own, forgets them: each trace carries the
- * STACK record of every id its records name. */
+/* A fork's child starts a trace of its own, and writes again the STACK
+ * record of every stack its records name, though the parent's trace has
+ * them already. */
 static void test_stack_emit_reset(void **state) {
   (void)state;
   char path[512];
