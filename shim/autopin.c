@@ -218,7 +218,9 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
   bool big = n >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN);
   int fallback = big ? PL_ROUTE_STAGE : PL_ROUTE_PASS;
   long mode = pl_opt_long(PL_OPT_MODE);
-  if (n == 0) {
+  /* Most of a program's copies under auto: small, and no registration
+   * anywhere for them to run over.  They pass through at once. */
+  if (n == 0 || (mode == PAGELOCK_MODE_AUTO && !big && !pl_pinreg_any())) {
     c->why = PAGELOCK_WHY_SMALL;
     return PL_ROUTE_PASS;
   }
