@@ -191,23 +191,35 @@ static atomic_uint pl_dev_gen = 1;
 
 /* A thread's answers, by stream for copies on the program's own streams
  * and by context for the legacy and per-thread default streams.  Four
- * streams: a training loop's copy stream, compute stream and a side
- * stream or two fit without pushing each other out.  An answer is also
- * asked again after PL_DEV_USES copies: a teardown the hooks did not see
- * (an entry point reached some other way) misnames at most that many
- * records, and the check costs ~40 ns per 4096 copies. */
+ * streams, each in any slot (one cache line, searched whole): a training
+ * loop's copy stream, compute stream and a side stream or two never push
+ * each other out, however the driver's allocator aligns its handles (under
+ * ASan two streams fell in one slot of a table indexed by address bits,
+ * and took turns asking the driver).  An answer is also asked again after
+ * PL_DEV_USES copies: a teardown the hooks did not see (an entry point
+ * reached some other way) misnames at most that many records, and the
+ * check costs ~40 ns per 4096 copies. */
 #define PL_DEV_SLOTS 4
 #define PL_DEV_USES 4096
 typedef struct pl_dev_memo {
   uintptr_t key; /* the stream, or the current context */
-  unsigned gen, uses;
-  int dev;
+  uint32_t gen;
+  uint16_t uses;
+  int16_t dev;
 } pl_dev_memo;
-static PL_TLS pl_dev_memo pl_dev_by_stream[PL_DEV_SLOTS];
+static PL_TLS pl_dev_memo pl_dev_by_stream[PL_DEV_SLOTS] __attribute__((aligned(64)));
+static PL_TLS unsigned pl_dev_next; /* the slot a new stream takes, in turn */
 static PL_TLS pl_dev_memo pl_dev_by_ctx;
 
 void pl_copy_device_forget(void) {
   atomic_fetch_add_explicit(&pl_dev_gen, 1, memory_order_release);
+}
+
+/* The slot holding the stream's answer, or the one it is to take. */
+static pl_dev_memo *pl_dev_slot(CUstream stream) {
+  for (int i = 0; i < PL_DEV_SLOTS; i++)
+    if (pl_dev_by_stream[i].key == (uintptr_t)stream) return &pl_dev_by_stream[i];
+  return &pl_dev_by_stream[pl_dev_next++ % PL_DEV_SLOTS];
 }
 
 static bool pl_dev_hit(pl_dev_memo *m, uintptr_t key, unsigned gen) {
@@ -221,8 +233,7 @@ int pl_copy_device(CUstream stream) {
    * answers leaves the answer stored under a generation already gone. */
   unsigned gen = atomic_load_explicit(&pl_dev_gen, memory_order_acquire);
   bool dflt = stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
-  pl_dev_memo *m =
-      dflt ? &pl_dev_by_ctx : &pl_dev_by_stream[((uintptr_t)stream >> 4) % PL_DEV_SLOTS];
+  pl_dev_memo *m = dflt ? &pl_dev_by_ctx : pl_dev_slot(stream);
   /* A stream's context never changes: its answer needs no driver call. */
   if (!dflt && PL_LIKELY(pl_dev_hit(m, (uintptr_t)stream, gen))) return m->dev;
   const pl_stage_drv *d = pl_stage_drv_get();
@@ -260,6 +271,6 @@ int pl_copy_device(CUstream stream) {
     *m = (pl_dev_memo){.key = dflt ? (uintptr_t)ctx : (uintptr_t)stream,
                        .gen = gen,
                        .uses = PL_DEV_USES,
-                       .dev = (int)dev};
+                       .dev = (int16_t)dev};
   return (int)dev;
 }

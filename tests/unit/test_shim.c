@@ -799,12 +799,16 @@ static void test_copy_device(void **state) {
   assert_int_equal(pl_copy_device(s0), 0);
   assert_int_equal(setcur(c0), 0);
   assert_int_equal(pl_copy_device(NULL), 0); /* one context remembered: asked again */
+  assert_int_equal(pl_copy_device(s2), 0);
+  assert_int_equal(pl_copy_device(s3), 0);
 
-  /* Known streams and context: no question to the driver, whatever the
-   * order. */
+  /* Four known streams and the context: no question to the driver, in
+   * whatever order, wherever the fake's allocator put the handles. */
+  CUstream all[4] = {s0, s1, s2, s3};
   reset();
   for (int i = 0; i < 1000; i++) {
-    assert_int_equal(pl_copy_device(i & 1 ? s1 : s0), i & 1);
+    assert_int_equal(pl_copy_device(all[i % 4]), i % 4 == 1);
+    assert_int_equal(pl_copy_device(all[(i * 3) % 4]), (i * 3) % 4 == 1);
     assert_int_equal(pl_copy_device(NULL), 0);
   }
   assert_int_equal(calls("cuStreamGetCtx"), 0);
