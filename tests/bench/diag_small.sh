@@ -6,9 +6,10 @@
 # with parts of the shim's work turned off; PROCESSES processes each,
 # medians of the per-process ratios.  BUILD_DIR2, when given, is a second
 # build (say, with other compile-time constants) run the same way as
-# "build2".  Ends with the driver's pointer query for a pageable and a
-# pinned buffer (bench_copy probe), which the classification repeats now
-# and then.
+# "build2".  Ends with what the shim asks the driver about a copy
+# (bench_copy probe): the pointer query for a pageable and a pinned
+# buffer, which the classification repeats now and then, and the getters
+# of a stream's context and device, asked once per stream and thread.
 set -u
 B=$(cd "$1" && pwd); N=${2:-5}; B2=${3:+$(cd "$3" && pwd)}
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -33,5 +34,6 @@ for v in $vs; do
     "$(awk '{ printf "%.0f ", $2 - $3 }' "$T/$v")"
 done
 for k in pageable pinned; do
-  echo "probe $k: $("$B/bench_copy" probe $k 4096 3 | grep -o 'ptrq_ns=[0-9]*')"
+  echo "probe $k: $("$B/bench_copy" probe $k 4096 3 |
+    grep -o '\(ctx\|stream_ctx\|ctx_id\|ctx_dev\|stream_dev\|ptrq\)_ns=[-0-9.]*' | tr '\n' ' ')"
 done
