@@ -214,6 +214,16 @@ static size_t check_pat(const void *p, size_t n, unsigned seed) {
     if (((const uint8_t *)p)[i] != pat(i, seed)) return i;
   return n;
 }
+/* The first n bytes at dev, read back: how many lead in matching seed's
+ * pattern (n when all do). */
+static size_t dev_pat(CUdeviceptr dev, size_t n, unsigned seed) {
+  uint8_t *chk = malloc(n);
+  assert_non_null(chk);
+  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+  size_t ok = check_pat(chk, n, seed);
+  free(chk);
+  return ok;
+}
 
 /* Native thunks like hook_copy.c's. */
 static CUresult nat_htod(const pl_copy *c) {
@@ -413,12 +423,9 @@ static void test_register_first_copy(void **state) {
   assert_int_equal(c.why, PAGELOCK_WHY_NONE);
   assert_int_equal(fs.bytes_pinned, interior_len(&b));
   assert_int_equal(fs.bytes_pageable, n - interior_len(&b));
-  uint8_t *chk = malloc(n);
-  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
-  assert_int_equal(check_pat(chk, n, 2), n);
+  assert_int_equal(dev_pat(dev, n, 2), n);
   /* To the registry (and the report) it is still pageable memory. */
   assert_int_equal(pl_hostmem_classify(HP(b.p + n / 2)), PAGELOCK_MEM_PAGEABLE);
-  free(chk);
   blk_free(&b);
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
@@ -786,10 +793,7 @@ static void test_h2d_tail_turnaround(void **state) {
   size_t last = 0;
   for (int i = 0; i < 16; i++) last = staged_by(V_SYNC, dev, b.p, n, NULL);
   assert_true(last < quarter);
-  uint8_t *chk = malloc(n);
-  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
-  assert_int_equal(check_pat(chk, n, 43), n);
-  free(chk);
+  assert_int_equal(dev_pat(dev, n, 43), n);
   blk_free(&b);
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
@@ -820,10 +824,7 @@ static void test_h2d_tail_wait_excluded(void **state) {
     assert_true(staged < quarter);
   }
   assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
-  uint8_t *chk = malloc(n);
-  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
-  assert_int_equal(check_pat(chk, n, 44), n);
-  free(chk);
+  assert_int_equal(dev_pat(dev, n, 44), n);
   blk_free(&b);
   assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
@@ -907,10 +908,7 @@ static void test_settle(void **state) {
   assert_int_equal(cuMemcpy2DAsync_v2(&m, s), CUDA_SUCCESS);
   memset(b.p, 0x77, n);
   assert_int_equal(f_cuStreamSynchronize(s), CUDA_SUCCESS);
-  uint8_t *chk = malloc(n);
-  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
-  assert_int_equal(check_pat(chk, n, 40), n);
-  free(chk);
+  assert_int_equal(dev_pat(dev, n, 40), n);
   blk_free(&b);
   assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
@@ -1046,16 +1044,13 @@ static void test_pieces_fail(void **state) {
   assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);
   assert_int_equal(c.why, PAGELOCK_WHY_FAILED);
   assert_true(c.flags & PAGELOCK_COPY_STAGED);
-  uint8_t *chk = malloc(n);
-  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
-  assert_int_equal(check_pat(chk, n, 71), n);
+  assert_int_equal(dev_pat(dev, n, 71), n);
   pagelock_rec_counters k;
   memset(&k, 0, sizeof k);
   pl_pinreg_counters(&k);
   assert_int_equal(k.register_failures, 1);
   assert_int_equal(k.registrations, 0);
   assert_int_equal(k.registered_bytes, 0);
-  free(chk);
   f_clear_faults();
   blk_free(&b);
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
@@ -1287,9 +1282,7 @@ static void test_release_free(void **state) {
   fill(q, n, 61);
   assert_int_equal(up(V_SYNC, dev, q, n, NULL, &c), CUDA_SUCCESS);
   assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
-  uint8_t *chk = malloc(n);
-  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
-  assert_int_equal(check_pat(chk, n, 61), n);
+  assert_int_equal(dev_pat(dev, n, 61), n);
   /* A free while a copy holds the registration: undone after the copy. */
   pl_pin_use use;
   assert_true(pl_pinreg_hold((uintptr_t)q + MB, 1, &use));
@@ -1310,7 +1303,6 @@ static void test_release_free(void **state) {
   assert_int_equal(atomic_load(&g_freed), 3);
   assert_int_equal(atomic_load(&g_stale), 0);
   assert_false(pl_pinreg_any());
-  free(chk);
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
 
@@ -1409,9 +1401,7 @@ static void test_failure(void **state) {
   assert_int_equal(r2, CUDA_SUCCESS);
   assert_int_equal(c.why, PAGELOCK_WHY_FAILED);
   assert_true(c.flags & PAGELOCK_COPY_STAGED);
-  uint8_t *chk = malloc(n);
-  assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
-  assert_int_equal(check_pat(chk, n, 80), n);
+  assert_int_equal(dev_pat(dev, n, 80), n);
   pagelock_rec_counters k;
   memset(&k, 0, sizeof k);
   pl_pinreg_counters(&k);
@@ -1422,7 +1412,6 @@ static void test_failure(void **state) {
   int ours = 0;
   assert_int_equal(stderr_lines(&cp, "pagelock: could not page-lock", NULL, &ours), 1);
   assert_int_equal(ours, 1);
-  free(chk);
   f_clear_faults();
   blk_free(&a);
   blk_free(&b);
