@@ -1,10 +1,12 @@
 /* guard_main.c - allocations of every size through a next allocator that
  * has no chunk headers (guard_alloc.c), under the shim: each block is
- * written, resized and checked.  Exits 0 when every byte held and the
+ * written, resized and checked, the aligned calls' too.  Exits 0 when every byte held and the
  * allocator served the blocks; a hook that reads below a block dies of
  * SIGSEGV instead. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <malloc.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +42,36 @@ int main(void) {
       free(p);
     }
   }
-  if (*served - before < 50 * 8 * 2) {
+  /* The aligned calls are the allocator's too (as jemalloc's are): a block
+   * from them resizes and frees like any other. */
+  static const size_t aligns[] = {16, 64, 4096, 1 << 21};
+  for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+    size_t a = aligns[i], n = 3 * a + 5;
+    unsigned char *b[3] = {NULL, NULL, NULL};
+    if (posix_memalign((void **)&b[0], a, n) != 0) b[0] = NULL;
+    b[1] = aligned_alloc(a, (n + a - 1) / a * a);
+    b[2] = memalign(a, n);
+    for (int k = 0; k < 3; k++) {
+      if (b[k] == NULL || (uintptr_t)b[k] % a != 0) {
+        fprintf(stderr, "guard_main: aligned call %d gave %p for alignment %zu\n", k, (void *)b[k],
+                a);
+        return 1;
+      }
+      memset(b[k], 0x33 + k, n);
+      unsigned char *q = realloc(b[k], 2 * n);
+      if (q == NULL) {
+        fprintf(stderr, "guard_main: realloc of an aligned block of %zu failed\n", n);
+        return 1;
+      }
+      for (size_t j = 0; j < n; j++)
+        if (q[j] != (unsigned char)(0x33 + k)) {
+          fprintf(stderr, "guard_main: byte %zu of an aligned block lost\n", j);
+          return 1;
+        }
+      free(q);
+    }
+  }
+  if (*served - before < 50 * 8 * 2 + 4 * 3 * 2) {
     fprintf(stderr, "guard_main: the next allocator served %lu blocks\n", *served - before);
     return 1;
   }
