@@ -115,6 +115,13 @@ static inline _Atomic uint64_t *pl_leaf_bits(pl_gslot *leaf) {
   return (_Atomic uint64_t *)((char *)leaf + PL_LEAF_SLOTS_BYTES);
 }
 
+/* The leaf holding granule g, or NULL where none is mapped: inline, for
+ * the lookups. */
+static inline pl_gslot *pl_leaf_find(uintptr_t g) {
+  size_t hi = g >> PL_LEAF_BITS;
+  return hi < pl_top_len ? atomic_load_explicit(&pl_top[hi], memory_order_acquire) : NULL;
+}
+
 /* The leaf holding granule g, mapping it when `create`. */
 static pl_gslot *pl_leaf(uintptr_t g, bool create) {
   size_t hi = g >> PL_LEAF_BITS;
@@ -150,9 +157,33 @@ static void pl_start_bit(uintptr_t g, bool on) {
     atomic_fetch_and_explicit(&pl_leaf_bits(leaf)[i >> 6], ~bit, memory_order_release);
 }
 
+/* The highest set bit of v among its bits from..to (0 <= from <= to <=
+ * 63), as a granule (bit 0 is granule `base`), or UINTPTR_MAX. */
+static inline uintptr_t pl_top_bit(uint64_t v, uintptr_t base, unsigned from, unsigned to) {
+  v &= to == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (to + 1)) - 1);
+  v &= ~(((uint64_t)1 << from) - 1);
+  return v ? base + 63 - (uintptr_t)__builtin_clzll(v) : UINTPTR_MAX;
+}
+
 /* The highest granule in [lo, hi] where a range starts, or UINTPTR_MAX.
- * hi - lo < PL_GM_SPAN: at most two leaves, a few words. */
-static uintptr_t pl_last_start(uintptr_t lo, uintptr_t hi) {
+ * hi - lo < PL_GM_SPAN: at most two leaves, a few words.  Every lookup of
+ * an untracked pointer asks it (every copy from a small buffer, say), so
+ * the usual case, one leaf and one or two words, is written out: the loop
+ * below took 70 instructions for it. */
+_Static_assert(PL_GM_SPAN <= 64, "a lookup's span fits two words of start bits");
+static inline uintptr_t pl_last_start(uintptr_t lo, uintptr_t hi) {
+  if ((lo >> PL_LEAF_BITS) == (hi >> PL_LEAF_BITS)) {
+    pl_gslot *leaf = pl_leaf_find(hi);
+    if (leaf == NULL) return UINTPTR_MAX;
+    _Atomic uint64_t *bits = pl_leaf_bits(leaf);
+    uintptr_t i = hi & PL_LEAF_MASK, j = lo & PL_LEAF_MASK, base = hi & ~PL_LEAF_MASK;
+    uintptr_t wi = i >> 6, wj = j >> 6;
+    uint64_t v = atomic_load_explicit(&bits[wi], memory_order_acquire);
+    uintptr_t x = pl_top_bit(v, base | (wi << 6), wi == wj ? (unsigned)(j & 63) : 0, i & 63);
+    if (x != UINTPTR_MAX || wi == wj) return x;
+    v = atomic_load_explicit(&bits[wj], memory_order_acquire);
+    return pl_top_bit(v, base | (wj << 6), (unsigned)(j & 63), 63);
+  }
   for (uintptr_t x = hi;;) {
     pl_gslot *leaf = pl_leaf(x, false);
     uintptr_t leaf_lo = x & ~PL_LEAF_MASK, from = lo > leaf_lo ? lo : leaf_lo;
