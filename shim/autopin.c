@@ -218,8 +218,9 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
   bool big = n >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN);
   int fallback = big ? PL_ROUTE_STAGE : PL_ROUTE_PASS;
   long mode = pl_opt_long(PL_OPT_MODE);
-  /* Most of a program's copies under auto: small, and no registration
-   * anywhere for them to run over.  They pass through at once. */
+  /* Small, and no registration anywhere for them to run over: they pass
+   * through (those inside one page never get here, see copy.c), cut by
+   * pl_pinreg_native at edges where one may appear meanwhile. */
   if (n == 0 || (mode == PAGELOCK_MODE_AUTO && !big && !pl_pinreg_any())) {
     c->why = PAGELOCK_WHY_SMALL;
     return PL_ROUTE_PASS;

@@ -142,6 +142,19 @@ static bool pl_registers(long mode) {
   return mode == PAGELOCK_MODE_REGISTER || mode == PAGELOCK_MODE_AUTO;
 }
 
+/* Most copies under auto: small, inside one page, and no registration
+ * anywhere to run over.  Such a copy passes through as it is: no edge of
+ * a registration can fall inside one page (edges are page boundaries, see
+ * pl_pinreg_native), and one made while the call runs is caught by
+ * pl_autopin_settle after it.  Asking the route and the cutter instead
+ * cost 40 of the ~570 instructions the shim adds to a 256-byte copy. */
+static bool pl_small_alone(const pl_copy *c, uintptr_t h, long mode) {
+  uintptr_t pg = pl_page_size();
+  return mode == PAGELOCK_MODE_AUTO && c->bytes != 0 &&
+         c->bytes < (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN) &&
+         (h & ~(pg - 1)) == ((h + c->bytes - 1) & ~(pg - 1)) && !pl_pinreg_any();
+}
+
 /* Why a pageable host<->device copy of a shape the engines do not take
  * (2D, 3D, batch) was not registered; 0 for any other copy. */
 static uint8_t pl_why_shape(const pl_copy *c, long mode) {
@@ -277,6 +290,8 @@ CUresult pl_copy_exec(pl_copy *c) {
   if (onedim && c->args == NULL) {
     if (mode == PAGELOCK_MODE_STAGE) {
       if (c->bytes >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN)) done = pl_stage_copy(c, &r);
+    } else if (pl_registers(mode) && pl_small_alone(c, hp, mode)) {
+      c->why = PAGELOCK_WHY_SMALL; /* the native call below, then the settle */
     } else if (pl_registers(mode)) {
       pl_pin_use use;
       int route = pl_autopin_route(c, &use);

@@ -496,7 +496,17 @@ static void test_auto_hot(void **state) {
   /* A small copy over the registration goes through it too. */
   assert_int_equal(up(V_ASYNC, dev, b.p + MB, 8 * KB, NULL, &c), CUDA_SUCCESS);
   assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+  /* So does one inside a single page, the kind that passes at once while
+   * no registration exists anywhere. */
+  assert_int_equal(up(V_ASYNC, dev, b.p + MB + 64, 256, NULL, &c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
   blk_free(&b);
+  /* With none left, it passes through as small. */
+  blk b2 = blk_new(n, 16);
+  assert_int_equal(up(V_ASYNC, dev, b2.p + 64, 256, NULL, &c), CUDA_SUCCESS);
+  assert_int_equal(c.why, PAGELOCK_WHY_SMALL);
+  assert_false(c.flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_REGISTERED));
+  blk_free(&b2);
 
   /* PAGELOCK_REGISTER_HOT=50: half the size is enough. */
   setenv("PAGELOCK_REGISTER_HOT", "50", 1);
