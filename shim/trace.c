@@ -780,15 +780,35 @@ static void pl_buf_put(const void *p, size_t n) {
 }
 
 /* Move ring r's records to the shared buffer (lock held).  The owner may
- * be writing meanwhile: only records it has published are taken. */
+ * be writing meanwhile: only records it has published are taken.  They go
+ * in runs, as many as reach the ring's end or fill the buffer, one copy
+ * each: the ring's owner drains it when full, on the copy path, where
+ * draining a record at a time cost 0.008 of a 256-byte pageable copy's
+ * time on an H200 host (docs/benchmarks.md); runs take half the
+ * instructions. */
 static void pl_ring_drain_locked(pl_ring *r) {
+  const size_t rec = sizeof r->rec[0];
   uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
   uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
   if (t == h) return;
-  if (pl_open_locked())
-    for (uint64_t i = t; i < h; i++) pl_buf_put(&r->rec[i % PL_RING_RECS], sizeof r->rec[0]);
-  else
+  if (!pl_open_locked()) {
     pl_dropped += h - t;
+  } else {
+    while (t < h) {
+      if (pl_buf_len + rec > PL_TRACE_BUF) pl_flush_locked();
+      uint64_t room = (PL_TRACE_BUF - pl_buf_len) / rec, wrap = PL_RING_RECS - t % PL_RING_RECS;
+      uint64_t k = h - t < wrap ? h - t : wrap;
+      if (k > room) k = room;
+      if (k == 0) { /* no buffer came free: what is left is lost, and counted */
+        pl_dropped += h - t;
+        break;
+      }
+      memcpy(pl_buf + pl_buf_len, &r->rec[t % PL_RING_RECS], k * rec);
+      pl_buf_len += k * rec;
+      pl_records += k;
+      t += k;
+    }
+  }
   atomic_store_explicit(&r->tail, h, memory_order_release);
 }
 

@@ -323,6 +323,34 @@ static void test_trace_streams(void **state) {
   trace_stop();
 }
 
+/* A ring the writer drained part-way (its once-a-second drain) fills up
+ * from the middle: the drain that follows runs across the ring's end, and
+ * every record arrives, whole and in order. */
+static void test_trace_ring_wraps(void **state) {
+  (void)state;
+  char path[512];
+  trace_start("wr.trace", path, sizeof path);
+  for (uint64_t i = 0; i < 10; i++) put_copy(7, i);
+  assert_int_equal(copies_in_file(path, 10), 10);
+  for (uint64_t i = 10; i < 300; i++) put_copy(7, i);
+  pl_exit_trace();
+  plr_reader r;
+  assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
+  plr_record rec;
+  uint64_t next = 0;
+  int bad = 0;
+  while (plr_next(&r, &rec))
+    if (rec.type == PAGELOCK_REC_COPY) {
+      if (rec.u.copy->tid != 7 || rec.u.copy->correlation != next) bad++;
+      next++;
+    }
+  assert_int_equal(r.stop, PLR_STOP_END);
+  assert_int_equal(bad, 0);
+  assert_int_equal(next, 300);
+  plr_close(&r);
+  trace_stop();
+}
+
 /* Many live threads whose rings together hold more than one buffer: the
  * writer's once-a-second drain fills and hands over several buffers in one
  * go, and must not wait for itself.  The threads stay alive (no drain at
@@ -856,6 +884,7 @@ int main(void) {
       cmocka_unit_test(test_trace_threads_few_rings),
       cmocka_unit_test(test_trace_streams),
       cmocka_unit_test(test_trace_writer_drains_many_rings),
+      cmocka_unit_test(test_trace_ring_wraps),
       cmocka_unit_test(test_log_whole_line),
       cmocka_unit_test(test_trace_checksums),
       cmocka_unit_test(test_trace_fd_taken),
