@@ -24,6 +24,15 @@
  *                                        (the shim's wrapper, when preloaded)
  *                                        and through libcuda's own symbol,
  *                                        in one process; ns per call each
+ *   bench_copy abloop KIND SIZE REPS     the same on a loop of a program's
+ *                                        small copies among kernels (the
+ *                                        "small" pattern, tests/gpu/patterns.py):
+ *                                        an upload of SIZE, a 2 us kernel, an
+ *                                        8-byte download, a synchronize, 500
+ *                                        times a batch; the copies and the
+ *                                        synchronize through the program's
+ *                                        entry points or libcuda's own, in
+ *                                        alternating batches; us per iteration
  *   bench_copy probe KIND SIZE REPS      what this process pays for the
  *                                        basics: a clock read, a trivial
  *                                        driver call, a stream query, the
@@ -120,7 +129,8 @@ int main(int argc, char **argv) {
   if (argc < 5) {
     fprintf(
         stderr,
-        "usage: bench_copy h2d|d2h|small|ab|overlap|pipe|tiny|probe pinned|pageable SIZE REPS\n");
+        "usage: bench_copy h2d|d2h|small|ab|abloop|overlap|pipe|tiny|probe pinned|pageable SIZE "
+        "REPS\n");
     return 2;
   }
   const char *mode = argv[1], *kind = argv[2];
@@ -222,6 +232,60 @@ int main(int argc, char **argv) {
     }
     printf("result mode=ab kind=%s size=%zu wrapped_ns=%.1f real_ns=%.1f ratio=%.3f same=%d\n",
            kind, size, median(w, reps), median(v, reps), median(ratio, reps), wrapped == real);
+    free(w);
+    free(ratio);
+  } else if (!strcmp(mode, "abloop")) {
+    /* What observing costs a loop whose every step waits for the GPU, as
+     * a training step waits for its loss: time across processes swings
+     * more than the shim's share (tests/gpu/patterns.py small, 32-49 us an
+     * iteration on one host), so both sides run in one process, in turns.
+     * CUPTI, when on, records the GPU work of both sides alike: this
+     * measures the shim's path alone. */
+    typedef CUresult (*htod_fn)(CUdeviceptr, const void *, size_t, CUstream);
+    typedef CUresult (*dtoh_fn)(void *, CUdeviceptr, size_t, CUstream);
+    typedef CUresult (*sync_fn)(CUstream);
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    htod_fn up[2] = {lib ? (htod_fn)dlsym(lib, "cuMemcpyHtoDAsync_v2") : NULL,
+                     (htod_fn)bench_real_sym("cuMemcpyHtoDAsync_v2")};
+    dtoh_fn down[2] = {lib ? (dtoh_fn)dlsym(lib, "cuMemcpyDtoHAsync_v2") : NULL,
+                       (dtoh_fn)bench_real_sym("cuMemcpyDtoHAsync_v2")};
+    sync_fn sync[2] = {lib ? (sync_fn)dlsym(lib, "cuStreamSynchronize") : NULL,
+                       (sync_fn)bench_real_sym("cuStreamSynchronize")};
+    for (int h = 0; h < 2; h++)
+      if (up[h] == NULL || down[h] == NULL || sync[h] == NULL) {
+        fprintf(stderr, "bench_copy: copy or synchronize entry point not found\n");
+        return 2;
+      }
+    CUmodule m;
+    CUfunction f;
+    DRV(cuModuleLoadData(&m, pagelock_spin_ptx));
+    DRV(cuModuleGetFunction(&f, m, "pagelock_spin"));
+    unsigned long long ns = 2000;
+    void *params[] = {&ns};
+    char *out = host_alloc(kind, 8);
+    const int iters = 500;
+    double *w = calloc((size_t)reps, sizeof *w), *ratio = calloc((size_t)reps, sizeof *ratio);
+    for (int r = -1; r < reps; r++) {
+      double t[2];
+      for (int h = 0; h < 2; h++) {
+        int real = h ^ (r & 1);
+        double t0 = now_s();
+        for (int i = 0; i < iters; i++) {
+          DRV(up[real]((CUdeviceptr)dev, host, size, (CUstream)s));
+          DRV(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, (CUstream)s, params, NULL));
+          DRV(down[real](out, (CUdeviceptr)dev, 8, (CUstream)s));
+          DRV(sync[real]((CUstream)s));
+        }
+        t[real] = (now_s() - t0) / iters * 1e6;
+      }
+      if (r >= 0) {
+        w[r] = t[0];
+        v[r] = t[1];
+        ratio[r] = t[0] / t[1];
+      }
+    }
+    printf("result mode=abloop kind=%s size=%zu wrapped_us=%.2f real_us=%.2f ratio=%.3f same=%d\n",
+           kind, size, median(w, reps), median(v, reps), median(ratio, reps), up[0] == up[1]);
     free(w);
     free(ratio);
   } else if (!strcmp(mode, "overlap")) {

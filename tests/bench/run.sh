@@ -32,6 +32,7 @@ nocupti=(LD_PRELOAD="$SHIM" PAGELOCK_CUPTI=0)
 # The engine's own speed: GPU recording off (its cost is measured apart).
 stage=(LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage PAGELOCK_CUPTI=0)
 async=(LD_PRELOAD="$SHIM" PAGELOCK_MODE=stage PAGELOCK_D2H=async PAGELOCK_CUPTI=0)
+auto=(LD_PRELOAD="$SHIM" PAGELOCK_MODE=auto PAGELOCK_CUPTI=0)
 
 # The malloc workload is noisy (+-10% run to run): native and shim runs
 # alternate ALT times (default 11; five alternations still gave single sets
@@ -74,9 +75,16 @@ for i in $(seq "$AB"); do
   run ab_pinned_shim_$i "${nocupti[@]}" -- "$B/bench_copy" ab pinned 256 "$REPS"
   run ab_pinned_stage_$i "${stage[@]}" -- "$B/bench_copy" ab pinned 256 "$REPS"
   run ab_pageable_stage_$i "${stage[@]}" -- "$B/bench_copy" ab pageable 256 "$REPS"
+  run ab_pageable_shim_$i "${nocupti[@]}" -- "$B/bench_copy" ab pageable 256 "$REPS"
+  run ab_pageable_auto_$i "${auto[@]}" -- "$B/bench_copy" ab pageable 256 "$REPS"
+  # a program's small copies among kernels, each step waiting (patterns.py
+  # small, which swings too much from process to process to show 3%)
+  run abloop_shim_$i "${shim[@]}" -- "$B/bench_copy" abloop pageable 4096 "$REPS"
+  run abloop_auto_$i "${auto[@]}" PAGELOCK_CUPTI=1 -- "$B/bench_copy" abloop pageable 4096 "$REPS"
 done
 medab() { for i in $(seq "$AB"); do get "${1}_$i" "$2"; done | sort -g | sed -n "$(((AB + 1) / 2))p"; }
-for v in malloc_ab_native malloc_ab_shim ab_pinned_native ab_pinned_shim ab_pinned_stage ab_pageable_stage; do
+for v in malloc_ab_native malloc_ab_shim ab_pinned_native ab_pinned_shim ab_pinned_stage ab_pageable_stage \
+  ab_pageable_shim ab_pageable_auto abloop_shim abloop_auto; do
   echo "$v result mode=ab ratio=$(medab $v ratio) all=$(for i in $(seq "$AB"); do get "${v}_$i" ratio; done | tr '\n' ',')" | tee -a "$res"
 done
 for i in 1 2 3; do
@@ -180,6 +188,10 @@ printf '%-44s %10s %s\n' "in one process (A/B): malloc, hooks / glibc" "$(get ma
 printf '%-44s %10s %s\n' "  pinned 256 B, observe wrapper / driver" "$(get ab_pinned_shim ratio)" "<= 1.10 (no shim: $(get ab_pinned_native ratio))"
 printf '%-44s %10s %s\n' "  pinned 256 B, stage wrapper / driver" "$(get ab_pinned_stage ratio)" "<= 1.10"
 printf '%-44s %10s %s\n' "  pageable 256 B, stage wrapper / driver" "$(get ab_pageable_stage ratio)" "<= 1.10"
+printf '%-44s %10s %s\n' "  pageable 256 B, observe wrapper / driver" "$(get ab_pageable_shim ratio)" "(reported; 1.03: issue 22)"
+printf '%-44s %10s %s\n' "  pageable 256 B, auto wrapper / driver" "$(get ab_pageable_auto ratio)" "<= 1.10"
+printf '%-44s %10s %s\n' "  4 KiB up, kernel, 8 B down, sync: observe" "$(get abloop_shim ratio)" "<= 1.03"
+printf '%-44s %10s %s\n' "  the same, auto" "$(get abloop_auto ratio)" "<= 1.03"
 printf '%-44s %10s %s\n' "classify, cached (ns)" "$(get classify cached_ns)" "<= 150"
 printf '%-44s %10s %s\n' "shim's path per copy, no-op driver (ns)" "$(med3 path ns_per_call)" "(reported)"
 for mb in 1 16 64 256; do
