@@ -125,6 +125,77 @@ static void *bench_real_sym(const char *name) {
   return found;
 }
 
+/* An A/B inside one process: batch(side, arg) runs one batch through the
+ * entry points a program gets (side 0: the shim's wrappers, when
+ * preloaded) or through libcuda's own (side 1) and returns its time per
+ * unit.  Batches alternate, and which goes first alternates too: whatever
+ * drifts in the process (clock, caches, the driver's queue) falls on both
+ * alike.  Prints "result mode=MODE ... UNIT_wrapped ... ratio" with the
+ * medians over reps. */
+static void bench_ab(const char *mode, const char *kind, size_t size, int reps, const char *unit,
+                     double (*batch)(int side, void *arg), void *arg, int same) {
+  double *t[2] = {calloc((size_t)reps, sizeof(double)), calloc((size_t)reps, sizeof(double))};
+  double *ratio = calloc((size_t)reps, sizeof *ratio);
+  for (int r = -1; r < reps; r++) {
+    double one[2];
+    for (int h = 0; h < 2; h++) one[h ^ (r & 1)] = batch(h ^ (r & 1), arg);
+    if (r >= 0) {
+      t[0][r] = one[0];
+      t[1][r] = one[1];
+      ratio[r] = one[0] / one[1];
+    }
+  }
+  printf("result mode=%s kind=%s size=%zu wrapped_%s=%.2f real_%s=%.2f ratio=%.3f same=%d\n", mode,
+         kind, size, unit, median(t[0], reps), unit, median(t[1], reps), median(ratio, reps), same);
+  free(t[0]);
+  free(t[1]);
+  free(ratio);
+}
+
+typedef CUresult (*bench_htod_fn)(CUdeviceptr, const void *, size_t, CUstream);
+typedef CUresult (*bench_dtoh_fn)(void *, CUdeviceptr, size_t, CUstream);
+typedef CUresult (*bench_sync_fn)(CUstream);
+
+/* What the A/B batches work on: each entry point as the program reaches
+ * it [0] and libcuda's own [1]. */
+typedef struct bench_abargs {
+  bench_htod_fn up[2];
+  bench_dtoh_fn down[2];
+  bench_sync_fn sync[2];
+  CUdeviceptr dev;
+  void *host, *out;
+  size_t size;
+  CUstream s;
+  CUfunction spin;
+  void **params;
+} bench_abargs;
+
+/* `ab`: 10,000 small uploads; ns per call. */
+static double bench_ab_copies(int side, void *arg) {
+  const bench_abargs *a = arg;
+  const int calls = 10000;
+  double t0 = now_s();
+  for (int i = 0; i < calls; i++) DRV(a->up[side](a->dev, a->host, a->size, a->s));
+  double t = (now_s() - t0) / calls * 1e9;
+  DRV(a->sync[1](a->s));
+  return t;
+}
+
+/* `abloop`: 500 steps of upload, kernel, 8-byte download, synchronize; us
+ * per step. */
+static double bench_ab_loop(int side, void *arg) {
+  const bench_abargs *a = arg;
+  const int iters = 500;
+  double t0 = now_s();
+  for (int i = 0; i < iters; i++) {
+    DRV(a->up[side](a->dev, a->host, a->size, a->s));
+    DRV(cuLaunchKernel(a->spin, 1, 1, 1, 1, 1, 1, 0, a->s, a->params, NULL));
+    DRV(a->down[side](a->out, a->dev, 8, a->s));
+    DRV(a->sync[side](a->s));
+  }
+  return (now_s() - t0) / iters * 1e6;
+}
+
 int main(int argc, char **argv) {
   if (argc < 5) {
     fprintf(
@@ -201,93 +272,41 @@ int main(int argc, char **argv) {
       if (r >= 0) v[r] = (t1 - t0) / calls * 1e9;
     }
     printf("result mode=small kind=%s size=%zu ns_per_call=%.1f\n", kind, size, median(v, reps));
-  } else if (!strcmp(mode, "ab")) {
-    typedef CUresult (*htod_fn)(CUdeviceptr, const void *, size_t, CUstream);
+  } else if (!strcmp(mode, "ab") || !strcmp(mode, "abloop")) {
     void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    htod_fn wrapped = lib ? (htod_fn)dlsym(lib, "cuMemcpyHtoDAsync_v2") : NULL;
-    htod_fn real = (htod_fn)bench_real_sym("cuMemcpyHtoDAsync_v2");
-    if (wrapped == NULL || real == NULL) {
-      fprintf(stderr, "bench_copy: cuMemcpyHtoDAsync_v2 not found\n");
-      return 2;
-    }
-    const int calls = 10000;
-    double *w = calloc((size_t)reps, sizeof *w), *ratio = calloc((size_t)reps, sizeof *ratio);
-    /* Batches alternate, and which goes first alternates too: whatever
-     * drifts in the process (clock, caches, the driver's queue) falls on
-     * both alike. */
-    for (int r = -1; r < reps; r++) {
-      double t[2];
-      for (int h = 0; h < 2; h++) {
-        htod_fn fn = (h ^ (r & 1)) ? real : wrapped;
-        double t0 = now_s();
-        for (int i = 0; i < calls; i++) DRV(fn((CUdeviceptr)dev, host, size, (CUstream)s));
-        t[(h ^ (r & 1))] = (now_s() - t0) / calls * 1e9;
-        RT(cudaStreamSynchronize(s));
-      }
-      if (r >= 0) {
-        w[r] = t[0];
-        v[r] = t[1];
-        ratio[r] = t[0] / t[1];
-      }
-    }
-    printf("result mode=ab kind=%s size=%zu wrapped_ns=%.1f real_ns=%.1f ratio=%.3f same=%d\n",
-           kind, size, median(w, reps), median(v, reps), median(ratio, reps), wrapped == real);
-    free(w);
-    free(ratio);
-  } else if (!strcmp(mode, "abloop")) {
-    /* What observing costs a loop whose every step waits for the GPU, as
-     * a training step waits for its loss: time across processes swings
-     * more than the shim's share (tests/gpu/patterns.py small, 32-49 us an
-     * iteration on one host), so both sides run in one process, in turns.
-     * CUPTI, when on, records the GPU work of both sides alike: this
-     * measures the shim's path alone. */
-    typedef CUresult (*htod_fn)(CUdeviceptr, const void *, size_t, CUstream);
-    typedef CUresult (*dtoh_fn)(void *, CUdeviceptr, size_t, CUstream);
-    typedef CUresult (*sync_fn)(CUstream);
-    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    htod_fn up[2] = {lib ? (htod_fn)dlsym(lib, "cuMemcpyHtoDAsync_v2") : NULL,
-                     (htod_fn)bench_real_sym("cuMemcpyHtoDAsync_v2")};
-    dtoh_fn down[2] = {lib ? (dtoh_fn)dlsym(lib, "cuMemcpyDtoHAsync_v2") : NULL,
-                       (dtoh_fn)bench_real_sym("cuMemcpyDtoHAsync_v2")};
-    sync_fn sync[2] = {lib ? (sync_fn)dlsym(lib, "cuStreamSynchronize") : NULL,
-                       (sync_fn)bench_real_sym("cuStreamSynchronize")};
+    bench_abargs a = {.up = {lib ? (bench_htod_fn)dlsym(lib, "cuMemcpyHtoDAsync_v2") : NULL,
+                             (bench_htod_fn)bench_real_sym("cuMemcpyHtoDAsync_v2")},
+                      .down = {lib ? (bench_dtoh_fn)dlsym(lib, "cuMemcpyDtoHAsync_v2") : NULL,
+                               (bench_dtoh_fn)bench_real_sym("cuMemcpyDtoHAsync_v2")},
+                      .sync = {lib ? (bench_sync_fn)dlsym(lib, "cuStreamSynchronize") : NULL,
+                               (bench_sync_fn)bench_real_sym("cuStreamSynchronize")},
+                      .dev = (CUdeviceptr)dev,
+                      .host = host,
+                      .size = size,
+                      .s = (CUstream)s};
     for (int h = 0; h < 2; h++)
-      if (up[h] == NULL || down[h] == NULL || sync[h] == NULL) {
-        fprintf(stderr, "bench_copy: copy or synchronize entry point not found\n");
+      if (a.up[h] == NULL || a.down[h] == NULL || a.sync[h] == NULL) {
+        fprintf(stderr, "bench_copy: a copy or synchronize entry point was not found\n");
         return 2;
       }
-    CUmodule m;
-    CUfunction f;
-    DRV(cuModuleLoadData(&m, pagelock_spin_ptx));
-    DRV(cuModuleGetFunction(&f, m, "pagelock_spin"));
-    unsigned long long ns = 2000;
-    void *params[] = {&ns};
-    char *out = host_alloc(kind, 8);
-    const int iters = 500;
-    double *w = calloc((size_t)reps, sizeof *w), *ratio = calloc((size_t)reps, sizeof *ratio);
-    for (int r = -1; r < reps; r++) {
-      double t[2];
-      for (int h = 0; h < 2; h++) {
-        int real = h ^ (r & 1);
-        double t0 = now_s();
-        for (int i = 0; i < iters; i++) {
-          DRV(up[real]((CUdeviceptr)dev, host, size, (CUstream)s));
-          DRV(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, (CUstream)s, params, NULL));
-          DRV(down[real](out, (CUdeviceptr)dev, 8, (CUstream)s));
-          DRV(sync[real]((CUstream)s));
-        }
-        t[real] = (now_s() - t0) / iters * 1e6;
-      }
-      if (r >= 0) {
-        w[r] = t[0];
-        v[r] = t[1];
-        ratio[r] = t[0] / t[1];
-      }
+    if (!strcmp(mode, "ab")) {
+      bench_ab(mode, kind, size, reps, "ns", bench_ab_copies, &a, a.up[0] == a.up[1]);
+    } else {
+      /* What observing costs a loop whose every step waits for the GPU, as
+       * a training step waits for its loss: time across processes swings
+       * more than the shim's share (tests/gpu/patterns.py small, 32-49 us
+       * an iteration on one host), so both sides run in one process, in
+       * turns.  CUPTI, when on, records the GPU work of both sides alike:
+       * this measures the shim's path alone. */
+      CUmodule m;
+      DRV(cuModuleLoadData(&m, pagelock_spin_ptx));
+      DRV(cuModuleGetFunction(&a.spin, m, "pagelock_spin"));
+      unsigned long long ns = 2000;
+      void *params[] = {&ns};
+      a.params = params;
+      a.out = host_alloc(kind, 8);
+      bench_ab(mode, kind, size, reps, "us", bench_ab_loop, &a, a.up[0] == a.up[1]);
     }
-    printf("result mode=abloop kind=%s size=%zu wrapped_us=%.2f real_us=%.2f ratio=%.3f same=%d\n",
-           kind, size, median(w, reps), median(v, reps), median(ratio, reps), up[0] == up[1]);
-    free(w);
-    free(ratio);
   } else if (!strcmp(mode, "overlap")) {
     CUmodule m;
     CUfunction f;

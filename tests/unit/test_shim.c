@@ -251,6 +251,27 @@ static int copies_in_file(const char *path, int want) {
   return copies;
 }
 
+/* The COPY records of the complete file at path, thread by thread (their
+ * tid, below `threads`): next[t] counts thread t's records that came in
+ * order (correlation 0, 1, ...).  Returns how many did not. */
+static int copies_in_order(const char *path, uint64_t *next, uint32_t threads) {
+  plr_reader r;
+  assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
+  plr_record rec;
+  int bad = 0;
+  while (plr_next(&r, &rec)) {
+    if (rec.type != PAGELOCK_REC_COPY) continue;
+    uint32_t t = rec.u.copy->tid;
+    if (t >= threads || rec.u.copy->correlation != next[t])
+      bad++;
+    else
+      next[t]++;
+  }
+  assert_int_equal(r.stop, PLR_STOP_END);
+  plr_close(&r);
+  return bad;
+}
+
 /* Many threads writing at once, through many ring drains and buffer
  * hand-overs to the writer thread: every record arrives, each thread's in
  * its own order.  The threads end before the trace does (their rings are
@@ -278,24 +299,10 @@ static void trace_threads(unsigned rings) {
   for (int t = 0; t < TW_THREADS - 1; t++) pthread_join(th[t], NULL);
   assert_true(pl_trace_writer_running());
   pl_exit_trace();
-  plr_reader r;
-  assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
-  plr_record rec;
   uint64_t next[TW_THREADS] = {0};
-  int bad = 0;
-  while (plr_next(&r, &rec)) {
-    if (rec.type != PAGELOCK_REC_COPY) continue;
-    uint32_t t = rec.u.copy->tid;
-    if (t >= TW_THREADS || rec.u.copy->correlation != next[t])
-      bad++;
-    else
-      next[t]++;
-  }
-  assert_int_equal(r.stop, PLR_STOP_END);
-  assert_int_equal(bad, 0);
+  assert_int_equal(copies_in_order(path, next, TW_THREADS), 0);
   for (int t = 0; t < TW_THREADS - 1; t++) assert_int_equal(next[t], TW_RECORDS);
   assert_int_equal(next[TW_THREADS - 1], TW_MAIN);
-  plr_close(&r);
   pl_trace_rings_for_test(~0u);
   trace_stop();
 }
@@ -334,20 +341,9 @@ static void test_trace_ring_wraps(void **state) {
   assert_int_equal(copies_in_file(path, 10), 10);
   for (uint64_t i = 10; i < 300; i++) put_copy(7, i);
   pl_exit_trace();
-  plr_reader r;
-  assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
-  plr_record rec;
-  uint64_t next = 0;
-  int bad = 0;
-  while (plr_next(&r, &rec))
-    if (rec.type == PAGELOCK_REC_COPY) {
-      if (rec.u.copy->tid != 7 || rec.u.copy->correlation != next) bad++;
-      next++;
-    }
-  assert_int_equal(r.stop, PLR_STOP_END);
-  assert_int_equal(bad, 0);
-  assert_int_equal(next, 300);
-  plr_close(&r);
+  uint64_t next[8] = {0};
+  assert_int_equal(copies_in_order(path, next, 8), 0);
+  assert_int_equal(next[7], 300);
   trace_stop();
 }
 
