@@ -351,6 +351,28 @@ static void make_live(blk *b, CUdeviceptr dev) {
   assert_int_equal(reg_interior(b), interior_len(b));
 }
 
+/* What the copy tests start from: n bytes of device memory, a stream of
+ * their own, and block b (n bytes, `head` into its mapping) with its
+ * registration live. */
+typedef struct live {
+  CUdeviceptr dev;
+  CUstream s;
+  blk b;
+} live;
+static live live_new(size_t n, size_t head) {
+  live l;
+  assert_int_equal(f_cuMemAlloc_v2(&l.dev, n), CUDA_SUCCESS);
+  assert_int_equal(f_cuStreamCreate(&l.s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  l.b = blk_new(n, head);
+  make_live(&l.b, l.dev);
+  return l;
+}
+static void live_free(live *l) {
+  blk_free(&l->b);
+  assert_int_equal(f_cuStreamDestroy_v2(l->s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(l->dev), CUDA_SUCCESS);
+}
+
 /* The shim's stderr, into a file of the test's, at log level `level`:
  * stderr_begin, the code under test, stderr_end; then count its lines. */
 typedef struct cap {
@@ -567,12 +589,10 @@ static void test_bytes_exact(void **state) {
   (void)state;
   ap_env("register", "0", "sync", "sync");
   size_t n = 3 * MB + 1234;
-  CUdeviceptr dev;
-  CUstream s;
-  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
-  assert_int_equal(f_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  blk b = blk_new(n, 1000);
-  make_live(&b, dev);
+  live l = live_new(n, 1000);
+  CUdeviceptr dev = l.dev;
+  CUstream s = l.s;
+  blk b = l.b;
   uint8_t *chk = malloc(n);
   size_t head = lo_of(b.p) - (uintptr_t)b.p, tail = (uintptr_t)b.p + n - hi_of(b.p, n);
   struct {
@@ -621,9 +641,7 @@ static void test_bytes_exact(void **state) {
       v_sync(v, s);
     }
   free(chk);
-  blk_free(&b);
-  assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
-  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+  live_free(&l);
 }
 
 /* Keeps its stream busy for a while: a DMA queued behind it runs late. */
@@ -635,12 +653,10 @@ static void CUDA_CB hold_stream(void *arg) { sleep_ms((unsigned)(uintptr_t)arg);
 static void returns_after(bool h2d) {
   ap_env("register", "0", "sync", "sync");
   size_t n = 2 * MB;
-  CUdeviceptr dev;
-  CUstream s;
-  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
-  assert_int_equal(f_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  blk b = blk_new(n, 0);
-  make_live(&b, dev);
+  live l = live_new(n, 0);
+  CUdeviceptr dev = l.dev;
+  CUstream s = l.s;
+  blk b = l.b;
   uint8_t *chk = malloc(n);
   f_set_bandwidth(0.5, 1000); /* 2 MiB: 4 ms */
   for (int async_mode = 0; async_mode < 2; async_mode++) {
@@ -677,9 +693,7 @@ static void returns_after(bool h2d) {
     }
   }
   free(chk);
-  blk_free(&b);
-  assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
-  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+  live_free(&l);
 }
 static void test_h2d_returns_after_read(void **state) {
   (void)state;
@@ -701,12 +715,10 @@ static void test_h2d_tail_staged(void **state) {
   setenv("PAGELOCK_CHUNK_SIZE", "1M", 1);
   config_reset();
   size_t n = 8 * MB + 300;
-  CUdeviceptr dev;
-  CUstream s;
-  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
-  assert_int_equal(f_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  blk b = blk_new(n, 48);
-  make_live(&b, dev);
+  live l = live_new(n, 48);
+  CUdeviceptr dev = l.dev;
+  CUstream s = l.s;
+  blk b = l.b;
   size_t interior = interior_len(&b), tail = (interior / 8) & ~(size_t)4095;
   uint8_t *chk = malloc(n);
   fill(b.p, n, 41);
@@ -738,9 +750,7 @@ static void test_h2d_tail_staged(void **state) {
   assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, 3 * MB), CUDA_SUCCESS);
   assert_int_equal(check_pat(chk, 3 * MB, 42), 3 * MB);
   free(chk);
-  blk_free(&b);
-  assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
-  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+  live_free(&l);
 }
 
 /* The tail's size follows how soon the thread comes back with its next
@@ -816,12 +826,10 @@ static void test_h2d_tail_wait_excluded(void **state) {
   (void)state;
   ap_env("register", "0", "sync", "sync");
   size_t n = 128 * MB + 300; /* a quarter: the 32 MiB cap, 0.67 ms of turnaround */
-  CUdeviceptr dev;
-  CUstream s;
-  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
-  assert_int_equal(f_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  blk b = blk_new(n, 48);
-  make_live(&b, dev);
+  live l = live_new(n, 48);
+  CUdeviceptr dev = l.dev;
+  CUstream s = l.s;
+  blk b = l.b;
   fill(b.p, n, 44);
   size_t span = interior_len(&b), quarter = (span / 4) & ~(size_t)4095;
   f_set_bandwidth(4, 1000); /* an eighth's tail (16 MiB): 4 ms of DMA */
@@ -835,9 +843,7 @@ static void test_h2d_tail_wait_excluded(void **state) {
   }
   assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
   assert_int_equal(dev_pat(dev, n, 44), n);
-  blk_free(&b);
-  assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
-  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+  live_free(&l);
 }
 
 /* A copy that passes through while its allocation's interior is (or is
