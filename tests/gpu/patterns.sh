@@ -19,6 +19,8 @@
 #             throughout, never sampled)
 #   byhand    the program cudaHostRegister's its own tensors
 #   nohuge    auto with PAGELOCK_HUGEPAGES=0 (no huge pages advised)
+# For `small`, also the shim's share measured inside one process
+# (bench_copy abloop, observe and auto).
 # The table gives the median of ROUNDS (default 3) with its range, the
 # speed as a fraction of pinned and relative to native, all from this run,
 # and for each traced variant what bound its copies in round 1
@@ -87,6 +89,20 @@ for v in variants:
     print(f"patterns: {pat:8s} {v:8s} {med:10.3f} {unit:9s} [{lo:.3f}-{hi:.3f}]  "
           f"of-pinned {speed(med, p[0] if p else None):.3f}  vs-native {speed(med, n[0] if n else None):.3f}")
 PY
+  # The small pattern's processes swing more than observing costs it
+  # (32-49 us an iteration on one H200 host): the same shape in C, the
+  # shim's entry points against libcuda's own in one process (bench_copy
+  # abloop), gives the shim's share.  Median over ROUNDS processes.
+  if [ "$pat" = small ] && [ -x "$B/bench_copy" ]; then
+    for m in observe auto; do
+      for r in $(seq "$ROUNDS"); do
+        LD_PRELOAD="$B/libpagelock.so" PAGELOCK_MODE=$m PAGELOCK_OUTPUT="$d/abloop.%p.trace" \
+          timeout 120 "$B/bench_copy" abloop pageable 4096 7 2>/dev/null | grep -o 'ratio=[0-9.]*' | cut -d= -f2
+      done | sort -g | awk -v m=$m 'NF { v[n++] = $1 } END {
+        if (n) printf "patterns:   small in one process (bench_copy abloop), %s: %.3fx the time without the shim [%s-%s], %d processes\n", m, v[int((n - 1) / 2)], v[0], v[n - 1], n
+        else printf "patterns:   small in one process (bench_copy abloop), %s: no result\n", m }'
+    done
+  fi
   # What bound the copies of each traced variant, in round 1's timed
   # stretches, from its trace's own timestamps (tests/gpu/bound.py).
   for v in $vs; do
