@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -759,6 +760,44 @@ static void test_classify(void **state) {
   free(pageable);
 }
 
+/* The memo of untracked pageable pages may answer before the registry is
+ * asked (hostmem.c): it must never hide an allocation's site, neither one
+ * that ends on a page with untracked bytes after it, nor one made on a
+ * page the memo already holds.  (test_classify set the driver up.) */
+static void test_classify_memo_sites(void **state) {
+  (void)state;
+  assert_int_equal(pl_hostmem_init(64 << 10), 64 << 10); /* the malloc hook's, in the shim */
+  const size_t K = 128 << 10;
+  char *m = mmap(NULL, 4 * K, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(m != MAP_FAILED);
+  uint32_t site = 99;
+  /* A block that ends 100 bytes into a page, untracked bytes after it. */
+  char *blk = m + 100, *end = blk + K;
+  pl_hostmem_track(blk, K, 11);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(end + 500), &site),
+                     PAGELOCK_MEM_PAGEABLE);
+    assert_int_equal(site, 0);
+  }
+  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(end - 50), &site),
+                   PAGELOCK_MEM_PAGEABLE);
+  assert_int_equal(site, 11);
+  /* A page the memo holds as untracked, then an allocation over it. */
+  char *q = m + 3 * K;
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)q, &site),
+                     PAGELOCK_MEM_PAGEABLE);
+    assert_int_equal(site, 0);
+  }
+  pl_hostmem_track(q - 1000, 64 << 10, 12);
+  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)q, &site),
+                   PAGELOCK_MEM_PAGEABLE);
+  assert_int_equal(site, 12);
+  assert_true(pl_hostmem_untrack(blk));
+  assert_true(pl_hostmem_untrack(q - 1000));
+  assert_int_equal(munmap(m, 4 * K), 0);
+}
+
 /* A fork's child starts a trace of its own, and writes again the STACK
  * record of every stack its records name, though the parent's trace has
  * them already. */
@@ -888,6 +927,7 @@ int main(void) {
       cmocka_unit_test(test_trace_file_size_limit),
       cmocka_unit_test(test_clock),
       cmocka_unit_test(test_classify),
+      cmocka_unit_test(test_classify_memo_sites),
       cmocka_unit_test(test_copy_device),
       cmocka_unit_test(test_stack_emit_reset),
   };
