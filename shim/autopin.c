@@ -33,7 +33,6 @@
  * treats that memory as page-locked and would not. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -104,13 +103,8 @@ static size_t pl_huge_min; /* 0: never advise */
  * bracketed word of /sys/kernel/mm/transparent_hugepage/enabled. */
 static bool pl_thp_madvise(void) {
   char buf[128];
-  int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  syscall(SYS_close, fd); /* not through the shim's own close wrapper */
-  if (n <= 0) return false;
-  buf[n] = 0;
-  return strstr(buf, "[madvise]") != NULL;
+  return pl_read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) > 0 &&
+         strstr(buf, "[madvise]") != NULL;
 }
 
 void pl_autopin_advise_init(void) {

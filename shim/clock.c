@@ -20,9 +20,7 @@
  * (measured once at load: a hypervisor may trap it) - every read is
  * clock_gettime. */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -153,14 +151,9 @@ uint64_t pl_stamp_elapsed_slow(const pl_stamp *st) {
 
 /* The kernel's clocksource is the TSC. */
 static bool pl_clk_kernel_tsc(void) {
-  int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
-                O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
   char b[16];
-  ssize_t n = read(fd, b, sizeof b - 1);
-  /* The system call, not close(3): that name is the shim's own wrapper
-   * (hook_fd.c), and the clock sits below every hook. */
-  syscall(SYS_close, fd);
+  long n = pl_read_small_file("/sys/devices/system/clocksource/clocksource0/current_clocksource", b,
+                              sizeof b);
   return n >= 3 && memcmp(b, "tsc", 3) == 0 && (n == 3 || b[3] == '\n');
 }
 

@@ -1,11 +1,12 @@
 /* state.c - the little state every layer of the shim reads: whether it is
- * active, the reentrancy guard, thread ids, the page size, correlation ids, and the flags
- * the trace's header will carry.
+ * active, the reentrancy guard, thread ids, the page size, correlation ids, the flags
+ * the trace's header will carry, and the kernel's small files.
  *
  * It calls nothing: the bottom of the shim, so that the trace writer, the
  * driver and the hooks can all read it without reaching up (init.c sets it
  * at load). */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -58,3 +59,14 @@ static uint32_t pl_file_flags;
 void pl_trace_set_flag(uint32_t flag) { __atomic_fetch_or(&pl_file_flags, flag, __ATOMIC_RELAXED); }
 
 uint32_t pl_trace_flags(void) { return __atomic_load_n(&pl_file_flags, __ATOMIC_RELAXED); }
+
+long pl_read_small_file(const char *path, char *buf, size_t cap) {
+  if (cap == 0) return -1;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, cap - 1);
+  (void)syscall(SYS_close, fd);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  return (long)n;
+}
