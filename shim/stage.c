@@ -25,11 +25,14 @@
  * PAGELOCK_WAIT_US, since the program may hold its stream back until after
  * this call returns. */
 #define _GNU_SOURCE
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "stage.h"
+#include "cpuload.h"
 #include "pinreg.h"
 
 /* DMAs queued ahead of the copy-out, so the copy engine never idles while
@@ -80,12 +83,20 @@
 #define PL_NT_HELPERS 4u
 #endif
 
+/* Staged copies from this size on ask whether the copy threads will find
+ * idle CPUs (cpuload.c): at 4 MiB a copy takes 80 us or more, and one
+ * read of the kernel's load every 10 ms costs a few. */
+#define PL_CROWD_MIN ((uint64_t)4 << 20)
+
 /* ---- state and counters -------------------------------------------------- */
 
 static atomic_bool pl_stage_off;  /* forked child: CUDA is unusable there */
 static atomic_bool pl_stage_used; /* write COUNTERS only if we ever ran */
 static atomic_uint_fast64_t pl_n_copies, pl_n_plain, pl_n_throttled, pl_n_staged, pl_n_pass,
-    pl_n_fallbacks, pl_n_waits, pl_n_wait_ns;
+    pl_n_fallbacks, pl_n_waits, pl_n_wait_ns, pl_n_sized, pl_n_sized_bytes, pl_n_crowded,
+    pl_n_crowded_bytes;
+static atomic_uint_fast64_t pl_crowd_seen; /* the most other runnable threads seen << 32 | CPUs */
+static atomic_uint pl_crowd_threads;       /* copy threads those copies had */
 
 #define PL_ADD(ctr, v) atomic_fetch_add_explicit(&(ctr), (v), memory_order_relaxed)
 
@@ -773,6 +784,12 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
   bool async_d2h = c->dir == PAGELOCK_DIR_D2H && (c->flags & PAGELOCK_COPY_ASYNC) &&
                    pl_opt_long(PL_OPT_D2H) == PL_D2H_ASYNC;
   pl_note_kind(((uintptr_t)x.stream << 3) | 4u | ((uintptr_t)x.pt << 1) | (uintptr_t)async_d2h);
+  /* Asked before the copy threads wake, so that only the program's load
+   * and the shim's threads already awake count. */
+  pl_cpuload load = {0, 0};
+  bool sized = c->bytes >= PL_CROWD_MIN;
+  unsigned threads = sized ? pl_workers_parallelism() : 0;
+  bool crowded = sized && pl_cpuload_idle(pl_workers_awake() + 1, &load) < threads;
   bool done;
   if (c->dir == PAGELOCK_DIR_H2D)
     done = pl_h2d(&x, r);
@@ -784,6 +801,18 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
     c->flags |= PAGELOCK_COPY_STAGED;
     PL_ADD(pl_n_copies, 1);
     PL_ADD(pl_n_staged, x.staged);
+    if (sized) {
+      PL_ADD(pl_n_sized, 1);
+      PL_ADD(pl_n_sized_bytes, x.staged);
+    }
+    if (crowded) {
+      atomic_store_explicit(&pl_crowd_threads, threads, memory_order_relaxed);
+      PL_ADD(pl_n_crowded, 1);
+      PL_ADD(pl_n_crowded_bytes, x.staged);
+      uint64_t seen = (uint64_t)load.others << 32 | load.cpus,
+               old = atomic_load_explicit(&pl_crowd_seen, memory_order_relaxed);
+      while (seen > old && !atomic_compare_exchange_weak(&pl_crowd_seen, &old, seen)) {}
+    }
   }
   return done;
 }
@@ -835,6 +864,14 @@ void pl_stage_get_stats(pl_stage_stats *s) {
   s->fallbacks = atomic_load(&pl_n_fallbacks);
   s->waits = atomic_load(&pl_n_waits);
   s->wait_ns = atomic_load(&pl_n_wait_ns);
+  s->copies_sized = atomic_load(&pl_n_sized);
+  s->bytes_sized = atomic_load(&pl_n_sized_bytes);
+  s->copies_crowded = atomic_load(&pl_n_crowded);
+  s->bytes_crowded = atomic_load(&pl_n_crowded_bytes);
+  uint64_t seen = atomic_load(&pl_crowd_seen);
+  s->crowded_others = (unsigned)(seen >> 32);
+  s->crowded_cpus = (unsigned)seen;
+  s->crowded_threads = atomic_load(&pl_crowd_threads);
   pl_pool_get_stats(&s->pool);
 }
 
@@ -848,12 +885,36 @@ void pl_stage_reset_for_test(void) {
   atomic_store(&pl_n_fallbacks, 0);
   atomic_store(&pl_n_waits, 0);
   atomic_store(&pl_n_wait_ns, 0);
+  atomic_store(&pl_n_sized, 0);
+  atomic_store(&pl_n_sized_bytes, 0);
+  atomic_store(&pl_n_crowded, 0);
+  atomic_store(&pl_n_crowded_bytes, 0);
+  atomic_store(&pl_crowd_seen, 0);
+  atomic_store(&pl_crowd_threads, 0);
   atomic_store(&pl_stage_off, false);
   atomic_store(&pl_last_kind, 0);
   atomic_store(&pl_mixed_at, 0);
 }
 
 void pl_stage_mixed_for_test(void) { atomic_store(&pl_mixed_at, pl_now_ns()); }
+
+/* The report's note on staged copies that found fewer idle CPUs than copy
+ * threads (cpuload.c says why that matters and what causes it). */
+static void pl_stage_note_crowded(const pl_stage_stats *s) {
+  char text[640];
+  snprintf(
+      text, sizeof text,
+      "%" PRIu64 " of %" PRIu64
+      " staged copies of 4 MiB or more (%.1f of %.1f MiB) started with fewer "
+      "idle CPUs than their %u copy threads: up to %u runnable threads of others on the %u CPUs this "
+      "process may use, so the copy threads shared cores and staged more slowly. Threads that spin while "
+      "idle are the usual cause, OpenMP's (PyTorch's) after each parallel operation: a short "
+      "GOMP_SPINCOUNT (pagelock run gives 10000 in the modes that stage, unless the program set it or "
+      "OMP_WAIT_POLICY, or PAGELOCK_OMP_SPIN=keep) or OMP_WAIT_POLICY=passive frees them",
+      s->copies_crowded, s->copies_sized, (double)s->bytes_crowded / (1 << 20),
+      (double)s->bytes_sized / (1 << 20), s->crowded_threads, s->crowded_others, s->crowded_cpus);
+  pl_trace_note(PAGELOCK_NOTE_WARNING, text);
+}
 
 void pl_stage_write_counters(void) {
   if (!atomic_load(&pl_stage_used) && !pl_pinreg_used()) return;
@@ -873,6 +934,7 @@ void pl_stage_write_counters(void) {
   /* The registration engine's, in the same record (pinreg.c). */
   if (pl_pinreg_used()) pl_pinreg_counters(&rec);
   pl_trace_write(&rec, sizeof rec);
+  if (s.copies_crowded) pl_stage_note_crowded(&s);
 }
 
 void pl_stage_atfork_child(void) { atomic_store(&pl_stage_off, true); }

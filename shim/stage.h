@@ -32,13 +32,19 @@ bool pl_stage_out_stream(size_t n);
 void pl_stage_set_out_stream_min_for_test(size_t n);
 
 typedef struct pl_stage_stats {
-  uint64_t copies_staged;     /* calls that used the pool (fully or in part) */
-  uint64_t copies_plain;      /* of them, uploads filled with plain stores */
-  uint64_t copies_throttled;  /* of them, uploads that went on with fewer copy threads */
-  uint64_t bytes_staged;      /* bytes moved through chunks */
-  uint64_t bytes_passthrough; /* bytes the engine left to the native call */
-  uint64_t fallbacks;         /* copies finished by the native call */
-  uint64_t waits, wait_ns;    /* waits for a free chunk, and their total */
+  uint64_t copies_staged;             /* calls that used the pool (fully or in part) */
+  uint64_t copies_plain;              /* of them, uploads filled with plain stores */
+  uint64_t copies_throttled;          /* of them, uploads that went on with fewer copy threads */
+  uint64_t bytes_staged;              /* bytes moved through chunks */
+  uint64_t bytes_passthrough;         /* bytes the engine left to the native call */
+  uint64_t fallbacks;                 /* copies finished by the native call */
+  uint64_t waits, wait_ns;            /* waits for a free chunk, and their total */
+  uint64_t copies_sized, bytes_sized; /* staged copies of PL_CROWD_MIN or more */
+  uint64_t copies_crowded,
+      bytes_crowded; /* of them, started with fewer idle CPUs than copy threads */
+  unsigned crowded_others,
+      crowded_cpus;         /* the most runnable threads of others seen then, of CPUs */
+  unsigned crowded_threads; /* the copy threads such a copy had */
   pl_pool_stats pool;
 } pl_stage_stats;
 void pl_stage_get_stats(pl_stage_stats *s);

@@ -128,6 +128,12 @@ static void pl_copy_stream_fenced(char *dst, const char *src, size_t n) {
 
 uint64_t pl_workers_nt_bytes(void) { return atomic_load(&pl_wk_nt_bytes); }
 
+unsigned pl_workers_awake(void) {
+  unsigned all = atomic_load_explicit(&pl_wk_helpers, memory_order_relaxed),
+           asleep = atomic_load_explicit(&pl_wk_sleepers, memory_order_relaxed);
+  return all > asleep ? all - asleep : 0;
+}
+
 /* Claim the next piece of j below `limit`; false when none is claimable
  * now.  Any thread, no lock. */
 static bool pl_claim(pl_job *j, size_t limit, size_t *out) {

@@ -71,6 +71,10 @@ unsigned pl_workers_parallelism(void);
  * all of them. */
 bool pl_workers_explicit(void);
 
+/* Copy threads awake now (copying or polling for the next piece), that
+ * is runnable: the shim's own share of the CPUs' load (cpuload.c). */
+unsigned pl_workers_awake(void);
+
 /* Bytes the copy threads have written with streaming stores (workers.c). */
 uint64_t pl_workers_nt_bytes(void);
 

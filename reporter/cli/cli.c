@@ -3,6 +3,7 @@
  * of run and demo. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -151,12 +152,45 @@ int plr_opt_value(int argc, char **argv, int *i, const char *lng, const char *sh
   return 1;
 }
 
+/* Whether the program gets a short GOMP_SPINCOUNT.  An idle OpenMP thread
+ * of libgomp spins 300,000 rounds before it sleeps, and PyTorch's 16 of
+ * them held every core of the H200 host after each parallel CPU operation:
+ * the next staged upload's copy threads then shared cores with them
+ * (cpuload.c in the shim).  10,000 rounds gave a staged 256 MiB upload
+ * 47 GB/s against 23 and cost a 1M-element sum 18 us against 15, where
+ * OMP_WAIT_POLICY=passive, no spinning at all, cost it 56 (H200 host,
+ * docs/benchmarks.md).
+ * Only the modes that stage get it by default, and never over the
+ * program's own choice. */
+static int plr_omp_spin(plr_run_opts *o) {
+  const char *v = getenv("PAGELOCK_OMP_SPIN");
+  int want = strcmp(o->mode, "observe") != 0 && strcmp(o->mode, "off") != 0;
+  if (v && v[0]) {
+    if (strcasecmp(v, "short") == 0) {
+      want = 1;
+    } else if (strcasecmp(v, "keep") == 0) {
+      want = 0;
+    } else {
+      char shown[160];
+      plr_escape_ctl(v, shown, sizeof shown);
+      fprintf(stderr,
+              "pagelock: invalid PAGELOCK_OMP_SPIN='%s' in the environment (valid: short, keep)\n",
+              shown);
+      return 2;
+    }
+  }
+  if (getenv("GOMP_SPINCOUNT") || getenv("OMP_WAIT_POLICY")) want = 0;
+  o->omp_short = want;
+  return 0;
+}
+
 int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o, int allow_quick, int *done) {
   *done = 0;
   const char *mode = NULL;
   o->mode = "observe";
   o->output = NULL;
   o->quick = 0;
+  o->omp_short = 0;
   for (; *i < argc; (*i)++) {
     const char *a = argv[*i];
     if (strcmp(a, "--") == 0) {
@@ -198,7 +232,7 @@ int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o, int allow
     fprintf(stderr, "pagelock: -o needs a non-empty pattern\n");
     return 2;
   }
-  return 0;
+  return plr_omp_spin(o);
 }
 
 void plr_print_trace_list(FILE *out, char *const *paths, size_t n) {

@@ -59,11 +59,13 @@ typedef struct plr_run_opts {
   const char *mode;   /* --mode, else PAGELOCK_MODE, else "observe" */
   const char *output; /* NULL unless -o */
   int quick;          /* demo only: --quick */
+  int omp_short;      /* give the program a short GOMP_SPINCOUNT (PAGELOCK_OMP_SPIN) */
 } plr_run_opts;
 
 /* Parses options from argv[*i] on, stopping at "--" (consumed) or the
  * first non-option.  allow_quick accepts --quick (demo).  Without --mode,
- * PAGELOCK_MODE from the environment is the mode, checked the same way.
+ * PAGELOCK_MODE from the environment is the mode, checked the same way;
+ * PAGELOCK_OMP_SPIN is checked too.
  * Returns 0, or prints the problem and returns the exit status (0 after
  * --help). */
 int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o, int allow_quick, int *done);

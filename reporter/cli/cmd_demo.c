@@ -98,7 +98,7 @@ int plr_cmd_demo(int argc, char **argv) {
   }
 
   char *args[3] = {demo, o.quick ? "--quick" : NULL, NULL};
-  plr_launch l = {o.mode, output, ld_prepend, args};
+  plr_launch l = {o.mode, output, ld_prepend, args, o.omp_short};
   plr_launch_result res;
   rc = plr_launch_run(&l, &res);
   if (rc) return rc;

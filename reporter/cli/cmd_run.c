@@ -18,7 +18,7 @@ int plr_cmd_run(int argc, char **argv) {
     plr_usage(stderr);
     return PLR_EXIT_USAGE;
   }
-  plr_launch l = {o.mode, o.output, NULL, argv + i};
+  plr_launch l = {o.mode, o.output, NULL, argv + i, o.omp_short};
   plr_launch_result res;
   rc = plr_launch_run(&l, &res);
   if (rc) return rc;
@@ -28,6 +28,12 @@ int plr_cmd_run(int argc, char **argv) {
     plr_report_paths(stderr, res.traces, res.ntraces, PLR_FORMAT_TEXT, &failed);
   }
   plr_print_trace_list(stderr, res.traces, res.ntraces);
+  if (o.omp_short)
+    fprintf(
+        stderr,
+        "pagelock: the program ran with GOMP_SPINCOUNT=" PLR_OMP_SPINCOUNT
+        ": idle OpenMP threads spun 30 times less before sleeping, leaving cores to the copy threads "
+        "(PAGELOCK_OMP_SPIN=keep leaves it unset)\n");
   int status = plr_run_status(&res, failed);
   plr_launch_result_free(&res);
   return status;

@@ -325,6 +325,7 @@ static void plr_child_exec(const plr_launch *l, const char *prog, const char *sh
   rc |= plr_set_preload(shim);
   rc |= setenv("CUDA_INJECTION64_PATH", shim, 0);
   if (l->ld_prepend) rc |= plr_prepend_env("LD_LIBRARY_PATH", l->ld_prepend);
+  if (l->omp_short) rc |= setenv("GOMP_SPINCOUNT", PLR_OMP_SPINCOUNT, 0);
   int err = ENOMEM;
   if (rc == 0) {
     execv(prog, l->argv);

@@ -5,11 +5,16 @@
 
 #include <stddef.h>
 
+/* The GOMP_SPINCOUNT that `run` and `demo` give the program under the
+ * modes that stage (PAGELOCK_OMP_SPIN; cli.c says why this value). */
+#define PLR_OMP_SPINCOUNT "10000"
+
 typedef struct plr_launch {
   const char *mode;       /* validated PAGELOCK_MODE value */
   const char *output;     /* -o pattern, NULL for the shim's default */
   const char *ld_prepend; /* directory put first in LD_LIBRARY_PATH, or NULL */
   char *const *argv;      /* program and arguments, NULL-terminated */
+  int omp_short;          /* give it a short GOMP_SPINCOUNT (plr_run_opts) */
 } plr_launch;
 
 typedef struct plr_launch_result {

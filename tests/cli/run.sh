@@ -582,6 +582,39 @@ mode_env)
   PAGELOCK_MODE=fast "$PL" run --mode=register sh m.sh >out 2>err || fail "--mode over a bad PAGELOCK_MODE: exit $?"
   [ "$(tail -n 1 modes)" = register ] || fail "mode seen: $(tail -n 1 modes)"
   ;;
+omp_spin)
+  # Under the modes that stage the program gets GOMP_SPINCOUNT=10000 (idle
+  # OpenMP threads would spin on the copy threads' cores), never over a
+  # spin count or wait policy of its own, and PAGELOCK_OMP_SPIN says
+  # otherwise.
+  echo 'echo "${GOMP_SPINCOUNT:--}" >>w' >w.sh
+  said=0
+  ran() { # MODE ENV...: runs w.sh; counts the CLI's line about it
+    m=$1; shift
+    env "$@" "$PL" run --mode "$m" sh w.sh >out 2>err || fail "$m $*: exit $?"
+    grep -qF "the program ran with GOMP_SPINCOUNT=10000" err && said=$((said + 1))
+  }
+  unset OMP_WAIT_POLICY GOMP_SPINCOUNT PAGELOCK_OMP_SPIN
+  ran observe X=1
+  ran off X=1
+  ran stage X=1
+  ran register X=1
+  ran auto X=1
+  ran auto GOMP_SPINCOUNT=77
+  ran auto OMP_WAIT_POLICY=active
+  ran stage PAGELOCK_OMP_SPIN=keep
+  ran observe PAGELOCK_OMP_SPIN=Short
+  ran stage PAGELOCK_OMP_SPIN=short GOMP_SPINCOUNT=5
+  [ "$(tr '\n' ' ' <w)" = "- - 10000 10000 10000 77 - - 10000 5 " ] ||
+    fail "GOMP_SPINCOUNT seen: $(tr '\n' ' ' <w)"
+  [ $said = 4 ] || fail "the line about it came $said times, not 4"
+  PAGELOCK_OMP_SPIN=yes "$PL" run --mode auto sh -c 'echo ran >ran' >out 2>err
+  [ $? = 2 ] || fail "bad PAGELOCK_OMP_SPIN not refused"
+  [ "$(cat err)" = "pagelock: invalid PAGELOCK_OMP_SPIN='yes' in the environment (valid: short, keep)" ] || fail "message: $(cat err)"
+  [ -e ran ] && fail "the program ran despite a bad PAGELOCK_OMP_SPIN"
+  PAGELOCK_OMP_SPIN=yes "$PL" demo --quick >out 2>err
+  [ $? = 2 ] || fail "demo: bad PAGELOCK_OMP_SPIN not refused"
+  ;;
 output_ctl)
   # The manifest lists one trace path per line: a control character in the
   # pattern is refused before the program runs, not found out after it.

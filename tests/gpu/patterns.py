@@ -21,6 +21,9 @@ usage: patterns.py PATTERN [--pinned] [--register]
   upload    one 256 MiB x.to("cuda", non_blocking=True), 10 times with a
             synchronize after each: GB/s, median (PyTorch's spinning OpenMP
             threads are left as they are: OMP_NUM_THREADS is not set)
+  afterop   the same uploads, each after a parallel CPU operation (a
+            torch.equal over 16 MiB, as a data pipeline's preparation is):
+            PyTorch's OpenMP threads spin on every core when it ends
 --pinned    the host memory is pinned (pin_memory()): the physical limit
 --register  the same tensors registered by hand (cudaHostRegister)
 
@@ -134,12 +137,15 @@ elif pattern == "reuse":
     windows.append((m0, time.monotonic_ns()))
     ok &= bool(torch.equal(g[-1024:].cpu(), x[-1024:])) and bool(g[12345].item() == 12345.0)
     result(20 * n * 4 / dt / 1e9, "GB/s")
-elif pattern == "upload":
+elif pattern in ("upload", "afterop"):
     n = 64 << 20
     x = host(torch.arange(n, dtype=torch.float32))
+    y = torch.rand(4 << 20)
     torch.cuda.synchronize()
     rates = []
     for i in range(11):
+        if pattern == "afterop":
+            ok &= bool(torch.equal(y, y))
         t0, m0 = time.perf_counter(), time.monotonic_ns()
         g = x.to(dev, non_blocking=True)
         torch.cuda.synchronize()
@@ -243,5 +249,5 @@ elif pattern == "threads":
     result(statistics.median(times), "ms")
 else:
     sys.exit(f"patterns.py: unknown pattern '{pattern}' "
-             "(valid: cks, offload, reuse, upload, loader, small, threads)")
+             "(valid: cks, offload, reuse, upload, afterop, loader, small, threads)")
 raise SystemExit(0 if ok else 1)

@@ -19,6 +19,8 @@
 #             throughout, never sampled)
 #   byhand    the program cudaHostRegister's its own tensors
 #   nohuge    auto with PAGELOCK_HUGEPAGES=0 (no huge pages advised)
+#   stagekeep stage with PAGELOCK_OMP_SPIN=keep (OpenMP's threads spin as
+#   autokeep  long as they would without pagelock run; auto likewise)
 # For `small`, also the shim's share measured inside one process
 # (bench_copy abloop, observe and auto).
 # The table gives the median of ROUNDS (default 3) with its range, the
@@ -31,7 +33,7 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$1 OUT=$2 ROUNDS=${3:-3}
-PATS=${PL_PAT_PATTERNS:-cks offload reuse upload loader small threads}
+PATS=${PL_PAT_PATTERNS:-cks offload reuse upload afterop loader small threads}
 VARS=${PL_PAT_VARIANTS:-native pinned observe stage auto}
 mkdir -p "$OUT/patterns"
 d=${PL_PAT_TRACES:-$(mktemp -d)}
@@ -50,6 +52,8 @@ one() { # pattern variant round
     nocupti) PAGELOCK_CUPTI=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     fulltrace) PAGELOCK_CUPTI_MAX_RATE=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     nohuge) PAGELOCK_HUGEPAGES=0 timeout 300 "$B/pagelock" run --mode auto -o "$t" -- python3 "$P" "$pat" ;;
+    stagekeep | autokeep)
+      PAGELOCK_OMP_SPIN=keep timeout 300 "$B/pagelock" run --mode "${v%keep}" -o "$t" -- python3 "$P" "$pat" ;;
   esac >"$f" 2>"$f.err"
   grep -q 'ok=1' "$f" || echo "patterns: FAIL $pat $v round $r: $(tail -2 "$f" "$f.err" 2>/dev/null | tr '\n' ' ' | cut -c1-200)"
 }

@@ -11,6 +11,7 @@
  * and the main thread asserts the count. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "cpuload.h"
 #include "fakecuda.h"
 #include "pinreg.h"
 #include "pl_internal.h"
@@ -1605,6 +1607,110 @@ static void test_counters_record(void **state) {
   pl_config_reset_for_test();
 }
 
+/* Writes text to path: a /proc/loadavg look-alike. */
+static void write_loadavg(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* The kernel's load, read: the shim's own runnable threads are not the
+ * program's, garbage and a missing file are no answer, and the answer is
+ * kept for a while (one read per 10 ms at most). */
+static void test_cpuload(void **state) {
+  (void)state;
+  char path[512];
+  pl_cpuload l;
+  snprintf(path, sizeof path, "%s/loadavg", tmpdir);
+  write_loadavg(path, "15.87 9.12 4.30 17/312 4711\n");
+  pl_cpuload_set_for_test(path, 16);
+  assert_int_equal(pl_cpuload_idle(1, &l), 0);
+  assert_int_equal(l.others, 16);
+  assert_int_equal(l.cpus, 16);
+  /* Within 10 ms the figures are the last ones, whatever the file says. */
+  write_loadavg(path, "0.10 0.20 0.30 1/312 4711\n");
+  assert_int_equal(pl_cpuload_idle(1, &l), 0);
+  pl_cpuload_set_for_test(path, 16);
+  assert_int_equal(pl_cpuload_idle(1, &l), 16);
+  assert_int_equal(l.others, 0);
+  write_loadavg(path, "0.10 0.20 0.30 9/312 4711\n");
+  pl_cpuload_set_for_test(path, 16);
+  assert_int_equal(pl_cpuload_idle(4, NULL), 11);
+  static const char *const bad[] = {"", "0.1 0.2 0.3 /312 4711\n", "0.1 0.2 0.3 x/312\n",
+                                    "0.1 0.2 0.3 12", "0.1 0.2\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    write_loadavg(path, bad[i]);
+    pl_cpuload_set_for_test(path, 16);
+    assert_int_equal(pl_cpuload_idle(1, &l), UINT_MAX);
+  }
+  snprintf(path, sizeof path, "%s/no-such-loadavg", tmpdir);
+  pl_cpuload_set_for_test(path, 16);
+  assert_int_equal(pl_cpuload_idle(1, NULL), UINT_MAX);
+  /* The real one: some answer, and this process's mask. */
+  pl_cpuload_set_for_test(NULL, 0);
+  assert_int_not_equal(pl_cpuload_idle(1, &l), UINT_MAX);
+  assert_true(l.cpus >= 1);
+}
+
+/* Staged copies of 4 MiB or more that start with fewer idle CPUs than
+ * copy threads are counted, the bytes stay exact, and the trace gets one
+ * note saying how many and why; smaller copies are not asked about. */
+static void test_crowded(void **state) {
+  (void)state;
+  char path[512], load[512];
+  snprintf(path, sizeof path, "%s/crowded.trace", tmpdir);
+  snprintf(load, sizeof load, "%s/loadavg", tmpdir);
+  setenv("PAGELOCK_OUTPUT", path, 1);
+  stage_env(POOL, CHUNK, PATIENT_US, "sync");
+  pl_trace_reset_for_test();
+  bufs b;
+  bufs_init(&b);
+  /* Idle: 1 runnable (the caller) on 16 CPUs. */
+  write_loadavg(load, "0.00 0.01 0.05 1/300 4711\n");
+  pl_cpuload_set_for_test(load, 16);
+  one_h2d(&b, V_ASYNC, 4 * MB, 0, 0, 81);
+  pl_stage_stats s;
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.copies_sized, 1);
+  assert_int_equal(s.copies_crowded, 0);
+  /* Sixteen spinning threads besides the caller and the copy threads. */
+  write_loadavg(load, "16.00 9.00 4.00 21/300 4711\n");
+  pl_cpuload_set_for_test(load, 16);
+  one_h2d(&b, V_SYNC, 4 * MB + 5, 3, 1, 82);
+  one_d2h(&b, V_ASYNC, 5 * MB, 0, 0, 83, false);
+  one_h2d(&b, V_ASYNC, 4 * MB - 1, 0, 0, 84);
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.copies_sized, 3);
+  assert_int_equal(s.copies_crowded, 2);
+  assert_int_equal(s.bytes_crowded, 9 * MB + 5);
+  assert_int_equal(s.crowded_cpus, 16);
+  assert_true(s.crowded_others >= 16 && s.crowded_others <= 20);
+  assert_int_equal(s.crowded_threads, 4); /* PAGELOCK_COPY_THREADS, main() */
+  bufs_fini(&b);
+  pl_exit_trace();
+  pl_trace_reset_for_test();
+  pl_cpuload_set_for_test(NULL, 0);
+  plr_reader r;
+  assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
+  plr_record rec;
+  int notes = 0;
+  while (plr_next(&r, &rec)) {
+    if (rec.type != PAGELOCK_REC_NOTE || !strstr(rec.str1, "idle CPUs")) continue;
+    notes++;
+    assert_non_null(strstr(rec.str1, "2 of 3 staged copies of 4 MiB or more (9.0 of 13.0 MiB)"));
+    assert_non_null(strstr(rec.str1, "their 4 copy threads"));
+    assert_non_null(strstr(rec.str1, "on the 16 CPUs"));
+    assert_non_null(strstr(rec.str1, "GOMP_SPINCOUNT"));
+    assert_non_null(strstr(rec.str1, "OMP_WAIT_POLICY=passive frees them")); /* whole, not cut */
+  }
+  plr_close(&r);
+  assert_int_equal(notes, 1);
+  snprintf(path, sizeof path, "%s/all.trace", tmpdir);
+  setenv("PAGELOCK_OUTPUT", path, 1);
+  pl_config_reset_for_test();
+}
+
 int main(int argc, char **argv) {
   /* Engine warnings are expected here (injected failures); keep the
    * output to cmocka's. */
@@ -1649,6 +1755,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_exit_in_flight),
       cmocka_unit_test(test_two_contexts),
       cmocka_unit_test(test_counters_record),
+      cmocka_unit_test(test_cpuload),
+      cmocka_unit_test(test_crowded),
   };
   int rc =
       stressing ? stress(atoi(argv[2])) : cmocka_run_group_tests_name("stage", tests, NULL, NULL);
