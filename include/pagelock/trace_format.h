@@ -16,8 +16,9 @@
 /* 2: CUPTI records, COPY.gpu_correlation.  3: CHECK records, the header's
  * stop flags (PAGELOCK_FILE_STOP_*).  PYCODE and PYSTACK records came
  * later within version 3: they only add to what a STACK says, and a reader
- * that predates them skips them as unknown types and shows native sites. */
-#define PAGELOCK_TRACE_VERSION 3u
+ * that predates them skips them as unknown types and shows native sites.
+ * 4: COPY.count and COPY.timed (one record for a run of repeated copies). */
+#define PAGELOCK_TRACE_VERSION 4u
 #define PAGELOCK_TRACE_MAX_RECORD (1u << 20) /* larger sizes mean corruption */
 #define PAGELOCK_MAX_FRAMES 16
 
@@ -164,6 +165,16 @@ typedef struct pagelock_rec_copy {
    * copy was not registered (pagelock_why), 0 otherwise. */
   uint8_t why;
   uint8_t reserved2[3];
+  /* Version 4.  Back-to-back repeats of one small copy on one thread (the
+   * same entry point, call stack, host and device addresses, size and
+   * stream, with nothing the shim tracks changed in between) share one
+   * record: count is how many copies it stands for, timed how many of
+   * them were timed.  start_ns is then the first one's start and host_ns
+   * the estimate for all of them (their timed mean times count); every
+   * other field holds for each.  Older traces end before count: a reader
+   * takes count = timed = 1. */
+  uint32_t count;
+  uint32_t timed;
 } pagelock_rec_copy;
 
 /* Why a pageable copy did not go through a shim registration. */

@@ -188,7 +188,8 @@ typedef struct plr_acc {
   uint64_t host_ns, bytes; /* summed over its COPY records */
   uint64_t callsite;
   uint64_t gpu_ns;  /* summed over its ops */
-  uint32_t ncopies; /* COPY records read for this seq (batch: several) */
+  uint32_t ncopies; /* copies of the COPY records read for this seq (batch:
+                       several records; a run: its count), saturating */
   uint32_t flags;   /* OR of their flags */
   uint32_t stack_id, alloc_stack_id;
   uint32_t ops; /* ops joined so far */
@@ -707,8 +708,13 @@ static int plr_join_link(plr_trace *t, plr_join *j, uint32_t corr, uint64_t seq,
  * unjoined, as they would without sampling. */
 #define PLR_MAX_UNTIMED (1u << 20)
 
+/* A copy record waiting: its start and how many copies it stands for. */
+typedef struct plr_untimed_ent {
+  uint64_t ns, copies;
+} plr_untimed_ent;
+
 typedef struct plr_untimed {
-  uint64_t *v; /* min-heap of start times */
+  plr_untimed_ent *v; /* min-heap by start time */
   size_t n, cap;
 } plr_untimed;
 
@@ -731,16 +737,16 @@ static int plr_in_pause(const plr_gpu_data *g, uint64_t ns) {
 static void plr_untimed_settle(plr_gpu_data *g, uint64_t limit) {
   plr_untimed *u = g->untimed;
   if (!u) return;
-  while (u->n && u->v[0] < limit) {
-    if (plr_in_pause(g, u->v[0])) g->join.untimed_paused++;
+  while (u->n && u->v[0].ns < limit) {
+    if (plr_in_pause(g, u->v[0].ns)) g->join.untimed_paused += u->v[0].copies;
     /* Pop: the last element sifts down from the root. */
-    uint64_t x = u->v[--u->n];
+    plr_untimed_ent x = u->v[--u->n];
     size_t i = 0;
     for (;;) {
       size_t k = 2 * i + 1;
       if (k >= u->n) break;
-      if (k + 1 < u->n && u->v[k + 1] < u->v[k]) k++;
-      if (x <= u->v[k]) break;
+      if (k + 1 < u->n && u->v[k + 1].ns < u->v[k].ns) k++;
+      if (x.ns <= u->v[k].ns) break;
       u->v[i] = u->v[k];
       i = k;
     }
@@ -748,12 +754,13 @@ static void plr_untimed_settle(plr_gpu_data *g, uint64_t limit) {
   }
 }
 
-/* One copy without a GPU correlation, started at ns: settled now when a
- * later sample was read, else kept until one is.  -1 when out of
- * memory. */
-static int plr_untimed_add(plr_gpu_data *g, uint64_t ns) {
+/* One COPY record of `copies` copies (a run: its count) without a GPU
+ * correlation, started at ns: settled now when a later sample was read,
+ * else kept until one is.  A run lies in a pause or not by its first
+ * copy's start, as a single copy does.  -1 when out of memory. */
+static int plr_untimed_add(plr_gpu_data *g, uint64_t ns, uint64_t copies) {
   if (ns < g->sample_ns) {
-    if (plr_in_pause(g, ns)) g->join.untimed_paused++;
+    if (plr_in_pause(g, ns)) g->join.untimed_paused += copies;
     return 0;
   }
   if (!g->untimed && !(g->untimed = calloc(1, sizeof *g->untimed))) return -1;
@@ -761,17 +768,18 @@ static int plr_untimed_add(plr_gpu_data *g, uint64_t ns) {
   if (u->n >= PLR_MAX_UNTIMED) return 0;
   if (u->n == u->cap) {
     size_t cap = u->cap ? u->cap * 2 : 256;
-    uint64_t *v = realloc(u->v, cap * sizeof *v);
+    plr_untimed_ent *v = realloc(u->v, cap * sizeof *v);
     if (!v) return -1;
     u->v = v;
     u->cap = cap;
   }
   size_t i = u->n++;
-  while (i > 0 && u->v[(i - 1) / 2] > ns) {
+  while (i > 0 && u->v[(i - 1) / 2].ns > ns) {
     u->v[i] = u->v[(i - 1) / 2];
     i = (i - 1) / 2;
   }
-  u->v[i] = ns;
+  u->v[i].ns = ns;
+  u->v[i].copies = copies;
   return 0;
 }
 
@@ -826,7 +834,7 @@ int plr_gpu_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
   /* Only while CUPTI traces can a pause be why a copy has no correlation;
    * with timing off every copy lacks one, and none need wait. */
   if (!c->gpu_correlation && c->start_ns && t->gpu.have_status &&
-      t->gpu.status == PAGELOCK_GPU_TIMING_ON && plr_untimed_add(&t->gpu, c->start_ns))
+      t->gpu.status == PAGELOCK_GPU_TIMING_ON && plr_untimed_add(&t->gpu, c->start_ns, c->count))
     return -1;
   plr_acc *a = plr_acc_get(j, c->correlation, 0);
   /* A staged call's chunks may be linked after its COPY (LINKs from
@@ -840,10 +848,13 @@ int plr_gpu_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
     a->callsite = c->callsite;
     a->stack_id = c->stack_id;
   }
-  a->ncopies++;
+  /* A run (CUPTI was not tracing when it formed, so it has no
+   * gpu_correlation) joins only through a LINK of a staged copy: its
+   * copies count as calls, its host time is already theirs. */
+  a->ncopies = c->count > UINT32_MAX - a->ncopies ? UINT32_MAX : a->ncopies + c->count;
   a->flags |= c->flags;
   a->host_ns += c->host_ns;
-  a->bytes += c->bytes;
+  a->bytes += plr_copy_bucket(c).bytes;
   if (c->host_mem == PAGELOCK_MEM_PAGEABLE || !a->host_mem)
     a->host_mem = c->host_mem < PLR_NMEM ? c->host_mem : PAGELOCK_MEM_UNKNOWN;
   if (!a->alloc_stack_id) a->alloc_stack_id = c->alloc_stack_id;

@@ -16,10 +16,25 @@ void plr_bucket_add(plr_bucket *acc, const plr_bucket *b) {
   acc->count += b->count;
   acc->bytes += b->bytes;
   acc->host_ns += b->host_ns;
+  acc->est_count += b->est_count;
+  acc->est_timed += b->est_timed;
+}
+
+plr_bucket plr_copy_bucket(const pagelock_rec_copy *c) {
+  plr_bucket b = {c->count, c->bytes, c->host_ns, 0, 0};
+  if (c->count > 1 && c->bytes > UINT64_MAX / c->count)
+    b.bytes = UINT64_MAX;
+  else
+    b.bytes = c->bytes * c->count;
+  if (c->timed < c->count) {
+    b.est_count = c->count;
+    b.est_timed = c->timed;
+  }
+  return b;
 }
 
 plr_bucket plr_totals_dir(const plr_totals *t, unsigned dir) {
-  plr_bucket b = {0, 0, 0};
+  plr_bucket b = {0};
   if (dir < PLR_NDIR)
     for (int m = 0; m < PLR_NMEM; m++) plr_bucket_add(&b, &t->by[dir][m]);
   return b;
@@ -62,9 +77,10 @@ static char *plr_dup(const char *s, int *oom) {
   return d;
 }
 
-/* Adds one copy of b to the site keyed by key in *table, creating it. */
+/* Adds the copies of b, of `each` bytes apiece, to the site keyed by key
+ * in *table, creating it. */
 static int plr_site_add(plr_site **table, const plr_site_key *key, const plr_bucket *b,
-                        unsigned dir, unsigned route, int shared, int32_t device) {
+                        uint64_t each, unsigned dir, unsigned route, int shared, int32_t device) {
   plr_site *s;
   HASH_FIND(hh, *table, key, sizeof *key, s);
   if (!s) {
@@ -80,7 +96,7 @@ static int plr_site_add(plr_site **table, const plr_site_key *key, const plr_buc
   plr_bucket_add(&s->routes[route], b);
   if (shared) plr_bucket_add(&s->shared, b);
   plr_device_fold(&s->device, device < 0 ? -1 : device);
-  if (b->bytes >= PLR_STAGE_MIN_DEFAULT) plr_bucket_add(&s->big, b);
+  if (each >= PLR_STAGE_MIN_DEFAULT) plr_bucket_add(&s->big, b);
   return 0;
 }
 
@@ -88,21 +104,24 @@ static int plr_site_add(plr_site **table, const plr_site_key *key, const plr_buc
 static int plr_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
   unsigned dir = c->dir < PLR_NDIR ? c->dir : PAGELOCK_DIR_UNKNOWN;
   unsigned mem = c->host_mem < PLR_NMEM ? c->host_mem : PAGELOCK_MEM_UNKNOWN;
-  plr_bucket b = {1, c->bytes, c->host_ns};
+  /* A run of repeated copies counts as its count copies everywhere: every
+   * field but the times holds for each of them. */
+  plr_bucket b = plr_copy_bucket(c);
+  uint64_t n = b.count;
   plr_totals *tot = &t->tot;
   /* A graph memcpy node is a definition, not a copy: it is counted apart
    * (each launch of the graph copies, and the shim does not see launches). */
   if (c->flags & PAGELOCK_COPY_GRAPH_NODE) {
-    tot->graph_nodes++;
-    if (mem == PAGELOCK_MEM_PAGEABLE) tot->graph_nodes_pageable++;
+    tot->graph_nodes += n;
+    if (mem == PAGELOCK_MEM_PAGEABLE) tot->graph_nodes_pageable += n;
     return 0;
   }
   plr_bucket_add(&tot->all, &b);
   plr_bucket_add(&tot->by[dir][mem], &b);
-  if (c->result != 0) tot->failed++;
-  if (c->flags & PAGELOCK_COPY_FALLBACK) tot->fallbacks++;
-  if (c->flags & PAGELOCK_COPY_CAPTURE) tot->captured++;
-  if (c->flags & PAGELOCK_COPY_REGISTERED) tot->registered++;
+  if (c->result != 0) tot->failed += n;
+  if (c->flags & PAGELOCK_COPY_FALLBACK) tot->fallbacks += n;
+  if (c->flags & PAGELOCK_COPY_CAPTURE) tot->captured += n;
+  if (c->flags & PAGELOCK_COPY_REGISTERED) tot->registered += n;
   if (c->flags & PAGELOCK_COPY_STAGED) plr_bucket_add(&tot->staged, &b);
   /* A registered copy's host side is pageable memory the shim page-locked
    * (its pointer query answers pageable, as the program's would); a
@@ -139,10 +158,10 @@ static int plr_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
                                                          : PLR_ROUTE_PASS;
   int shared = t->hdr.version >= 3 && c->why == PAGELOCK_WHY_SHARED;
   plr_site_key k = {c->callsite, c->stack_id, 0};
-  if (plr_site_add(&t->sites, &k, &b, dir, route, shared, c->device)) return -1;
+  if (plr_site_add(&t->sites, &k, &b, c->bytes, dir, route, shared, c->device)) return -1;
   if (c->alloc_stack_id) {
     plr_site_key ak = {0, c->alloc_stack_id, 0};
-    if (plr_site_add(&t->alloc_sites, &ak, &b, dir, route, shared, c->device)) return -1;
+    if (plr_site_add(&t->alloc_sites, &ak, &b, c->bytes, dir, route, shared, c->device)) return -1;
   }
   return 0;
 }

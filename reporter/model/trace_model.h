@@ -34,10 +34,19 @@
 #define PLR_STAGE_MIN_DEFAULT (1ull << 20)
 
 typedef struct plr_bucket {
-  uint64_t count;
-  uint64_t bytes;
-  uint64_t host_ns;
+  uint64_t count;   /* copies: a COPY record of a run counts as its count */
+  uint64_t bytes;   /* their bytes */
+  uint64_t host_ns; /* their host time (a run's host_ns is already its total) */
+  /* Copies of runs whose host time is partly an estimate (COPY timed below
+   * count), and how many of those copies were timed; both 0 when every
+   * copy was timed, as in every trace before version 4. */
+  uint64_t est_count, est_timed;
 } plr_bucket;
+
+/* The bucket of one COPY record (count and timed as the reader fixed
+ * them): count copies of bytes each, the product saturating so that a
+ * damaged size cannot wrap to a small one. */
+plr_bucket plr_copy_bucket(const pagelock_rec_copy *c);
 
 /* The route a copy took (pagelock_rec_copy.flags): registered in place by
  * the shim, staged through its pinned chunks, or passed to the driver as
@@ -57,8 +66,9 @@ typedef struct plr_totals {
   uint64_t registered;               /* PAGELOCK_COPY_REGISTERED */
   uint64_t graph_nodes;              /* PAGELOCK_COPY_GRAPH_NODE: defined, not copies */
   uint64_t graph_nodes_pageable;     /* ... of them with a pageable host side */
-  /* The program's copies (one per COPY record; the shim's own chunk copies
-   * have none) with a pageable or page-locked host side, by plr_route. */
+  /* The program's copies (each COPY record's count; the shim's own chunk
+   * copies have none) with a pageable or page-locked host side, by
+   * plr_route. */
   plr_bucket routes[PLR_NROUTE];
   /* Pageable copies the shim did not register, by pagelock_why; [0] holds
    * those whose trace gives no reason (version 1-2, or an out-of-range
@@ -192,10 +202,11 @@ typedef struct plr_kname {
 
 struct plr_join; /* gpu_model.c: the streaming join, only while loading */
 
-/* Per host copy call joined with its GPU op(s). */
+/* Per host copy call joined with its GPU op(s).  Calls are copies: a
+ * COPY record of a run counts as its count. */
 typedef struct plr_call_join {
-  uint64_t calls;             /* COPY records with a GPU op joined */
-  uint64_t unjoined;          /* COPY records (not graph nodes) with no GPU op */
+  uint64_t calls;             /* copies of COPY records with a GPU op joined */
+  uint64_t unjoined;          /* copies (not graph nodes) with no GPU op */
   uint64_t pageable;          /* by CUPTI's srcKind/dstKind */
   uint64_t made_sync;         /* async entry, pageable, host blocked >= half of GPU time */
   uint64_t made_sync_host_ns; /* host time those calls were blocked */
@@ -362,10 +373,10 @@ void plr_trace_free(plr_trace *t);
 /* Adds b into acc. */
 void plr_bucket_add(plr_bucket *acc, const plr_bucket *b);
 
-/* Sums the totals of one trace into acc. */
 /* The copies of one pagelock_dir, whatever their host side (device to
  * device and peer copies have none: they are never pageable). */
 plr_bucket plr_totals_dir(const plr_totals *t, unsigned dir);
+/* Sums the totals of one trace into acc. */
 void plr_totals_add(plr_totals *acc, const plr_totals *t);
 
 /* The memory kind of the host side of a GPU copy as CUPTI saw it

@@ -189,9 +189,10 @@ plr_open_status plr_open_stream(plr_reader *r, FILE *f) {
   }
   st = plr_check_header(r);
   if (st != PLR_OPEN_OK) goto fail;
-  /* +8 so a string that runs to the very end of a record still gets a NUL
-   * the validator can find (it is then rejected, never over-read), and so a
-   * version-1 COPY record can be zero-extended to today's size in place. */
+  /* Room past the largest record, so that a string running to the very end
+   * of a record still gets a NUL the validator can find (it is then
+   * rejected, never over-read), and so that a COPY record of an older
+   * version can be zero-extended to today's size in place. */
   r->buf = malloc((size_t)PAGELOCK_TRACE_MAX_RECORD + sizeof(pagelock_rec_copy));
   if (!r->buf) {
     r->errnum = ENOMEM;
@@ -239,12 +240,25 @@ static void plr_fix_gpu(pagelock_rec_gpu *g) {
   g->dst_kind = plr_clamp8(g->dst_kind, PAGELOCK_GPU_MEM_MANAGED_STATIC);
 }
 
-/* Checks the type-specific body of a framed record and fills rec.  Returns
- * 1 for a usable record of a known type, 0 for an unknown type, -1 for a
- * known type whose body is malformed.  b is the reader's buffer, which has
- * room for sizeof of any record after size bytes: short version-1 COPY
- * records are zero-extended there, and enums are clamped in place. */
-static int plr_decode(unsigned char *b, uint32_t type, uint32_t size, plr_record *rec) {
+/* Makes count and timed of a COPY record mean the same in every version:
+ * before version 4 a record is one copy, timed (its bytes at count's offset
+ * belong to no field, even in a longer record).  A version-4 writer never
+ * writes count 0 nor times more copies than it counts; rather than drop a
+ * record whose other fields are good, count 0 reads as one copy, timed,
+ * and timed above count as every copy timed. */
+static void plr_fix_copy(pagelock_rec_copy *c, uint32_t version) {
+  if (version < 4 || c->count == 0) c->count = c->timed = 1;
+  if (c->timed > c->count) c->timed = c->count;
+}
+
+/* Checks the type-specific body of a framed record of a version-`version`
+ * trace and fills rec.  Returns 1 for a usable record of a known type, 0
+ * for an unknown type, -1 for a known type whose body is malformed.  b is
+ * the reader's buffer, which has room for sizeof of any record after size
+ * bytes: short COPY records of older versions are zero-extended there, and
+ * enums and COPY counts are fixed in place. */
+static int plr_decode(unsigned char *b, uint32_t type, uint32_t size, uint32_t version,
+                      plr_record *rec) {
   memset(rec, 0, sizeof *rec);
   rec->type = type;
   rec->size = size;
@@ -263,8 +277,10 @@ static int plr_decode(unsigned char *b, uint32_t type, uint32_t size, plr_record
     }
     case PAGELOCK_REC_COPY:
       if (size < PAGELOCK_REC_COPY_V1_SIZE) return -1;
-      /* Version 1 ends before gpu_correlation: those fields read as 0. */
+      /* Version 1 ends before gpu_correlation, versions 2 and 3 before
+       * count: those fields read as 0 (count then as 1, below). */
       if (size < sizeof(pagelock_rec_copy)) memset(b + size, 0, sizeof(pagelock_rec_copy) - size);
+      plr_fix_copy((pagelock_rec_copy *)b, version);
       return 1;
     case PAGELOCK_REC_STACK: {
       if (size < sizeof(pagelock_rec_stack)) return -1;
@@ -374,7 +390,7 @@ static int plr_take(plr_reader *r, uint32_t type, uint32_t size, plr_record *rec
   r->buf[size] = 0;
   r->complete++;
   r->offset += size;
-  int d = plr_decode(r->buf, type, size, rec);
+  int d = plr_decode(r->buf, type, size, r->hdr.version, rec);
   if (d == 0) {
     r->unknown++;
     return 0;

@@ -187,9 +187,11 @@ plr_open_status plr_open_stream(plr_reader *r, FILE *f);
 
 /* Decodes the next record of a known type into rec and returns 1; unknown
  * and malformed records are skipped (counted).  A COPY record of version-1
- * size (PAGELOCK_REC_COPY_V1_SIZE) is accepted and its version-2 fields
- * read as 0.  Returns 0 once the stream
- * stopped; r->stop then says why.  Never reads past an END record.
+ * size (PAGELOCK_REC_COPY_V1_SIZE) is accepted and the fields it lacks
+ * read as 0.  A COPY's count is at least 1 and its timed at most count:
+ * before version 4 (and for a count of 0) both read as 1.  Returns 0 once
+ * the stream stopped; r->stop then says why.  Never reads past an END
+ * record.
  *
  * In a checksummed trace CHECK records are consumed here: a block's records
  * are handed out once its CHECK matched, and a block that does not stops

@@ -38,7 +38,9 @@ typedef enum plr_ev_kind {
  * callback only. */
 typedef struct plr_event {
   plr_ev_kind kind;
-  /* CALL: start_ns .. start_ns + host_ns.  GPU: start/end converted to
+  /* CALL: start_ns .. start_ns + host_ns (a run of copies, COPY count
+   * above 1: its first copy's start and its summed host time; the trace
+   * has no time of the others).  GPU: start/end converted to
    * CLOCK_MONOTONIC through the last CLOCK record seen, end >= start. */
   uint64_t start, end;
   const pagelock_rec_copy *copy;     /* CALL */

@@ -60,3 +60,21 @@ void plr_fmt_register_counters(const pagelock_rec_counters *c, char *buf, size_t
   if (c->register_budget && n > 0 && (size_t)n < len)
     snprintf(buf + n, len - (size_t)n, " of a %s budget", budget);
 }
+
+int plr_fmt_estimated(const plr_bucket *b, char *buf, size_t len) {
+  if (len) buf[0] = 0;
+  if (!b->est_count) return 0;
+  if (!b->est_timed) {
+    snprintf(buf, len,
+             "host time of %" PRIu64 " copies estimated: repeated small copies, none timed",
+             b->est_count);
+    return 1;
+  }
+  /* The shim times one copy of a run in so many: the ratio, rounded. */
+  uint64_t every = (b->est_count + b->est_timed / 2) / b->est_timed;
+  snprintf(buf, len,
+           "host time of %" PRIu64 " copies estimated from %" PRIu64
+           " timed: repeated small copies, 1 in %" PRIu64 " timed",
+           b->est_count, b->est_timed, every);
+  return 1;
+}

@@ -28,4 +28,11 @@ void plr_fmt_register_counters(const struct pagelock_rec_counters *c, char *buf,
 /* Comma-separated direction names of a plr_site dirs mask ("H2D,D2H"). */
 void plr_fmt_dirs(uint32_t dirs, char *buf, size_t len);
 
+/* When some host time of b is an estimate (runs of repeated copies of
+ * which only some were timed), says so without a leading capital or final
+ * stop: "host time of 64 copies estimated from 8 timed: repeated small
+ * copies, 1 in 8 timed"; returns 0 and writes "" when none is. */
+struct plr_bucket;
+int plr_fmt_estimated(const struct plr_bucket *b, char *buf, size_t len);
+
 #endif

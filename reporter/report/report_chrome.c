@@ -455,9 +455,17 @@ static void plr_ct_call(plr_ct *c, const plr_event *ev) {
   snprintf(tname, sizeof tname, "thread %u (copy calls)", cp->tid);
   plr_ct_track_use(c, cp->tid, tname, 0);
   plr_ct_copy_flags(cp->flags, flags, sizeof flags);
+  /* A run of repeated copies is one slice from the first one's start for
+   * their summed host time (the shim kept no time of the others), named
+   * for its count: "cuMemcpyHtoDAsync_v2 x64". */
+  char name[96];
+  if (cp->count > 1)
+    snprintf(name, sizeof name, "%s x%u", plr_api_symbol(cp->api), cp->count);
+  else
+    snprintf(name, sizeof name, "%s", plr_api_symbol(cp->api));
   plr_ct_sep(c);
   fputs("{\"ph\":\"X\",\"name\":", c->out);
-  plr_json_string(c->out, plr_api_symbol(cp->api), PLR_ESC_UNLIMITED);
+  plr_json_string(c->out, name, PLR_ESC_UNLIMITED);
   fprintf(c->out, ",\"cat\":\"copy_call\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", c->pid, cp->tid);
   plr_ct_ts(c, ev->start);
   fputs(",\"dur\":", c->out);
@@ -471,6 +479,9 @@ static void plr_ct_call(plr_ct *c, const plr_event *ev) {
           ",\"gpu_correlation\":%u,\"result\":%d,\"flags\":\"%s\"",
           cp->bytes, plr_dir_name(cp->dir), plr_mem_name(cp->host_mem), cp->stream, cp->device,
           cp->correlation, cp->gpu_correlation, cp->result, flags);
+  if (cp->count > 1)
+    fprintf(c->out, ",\"copies\":%u,\"timed\":%u,\"total_bytes\":%" PRIu64, cp->count, cp->timed,
+            plr_copy_bucket(cp).bytes);
   plr_ct_python(c, "python", cp->stack_id);
   plr_ct_python(c, "python_alloc", cp->alloc_stack_id);
   fputs("}}", c->out);

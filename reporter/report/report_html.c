@@ -235,6 +235,8 @@ static void plr_ht_totals(FILE *out, const plr_totals *tot) {
             " with a pageable host side)</li>\n",
             tot->graph_nodes, tot->graph_nodes_pageable);
   if (tot->failed) fprintf(out, "<li>%" PRIu64 " copies returned a CUDA error</li>\n", tot->failed);
+  char est[192];
+  if (plr_fmt_estimated(&tot->all, est, sizeof est)) fprintf(out, "<li>%s</li>\n", est);
   fputs("</ul>\n", out);
 }
 
@@ -297,7 +299,7 @@ static void plr_ht_sites(FILE *out, const char *title, const char *what, const p
     fputs("</td></tr>\n", out);
   }
   if (rows->n > shown) {
-    plr_bucket rest = {0, 0, 0};
+    plr_bucket rest = {0};
     for (size_t i = shown; i < rows->n; i++) plr_bucket_add(&rest, &rows->v[i].b);
     fprintf(out, "<tr><td>%" PRIu64 "</td>", rest.count);
     plr_ht_td_bytes(out, rest.bytes);
@@ -308,6 +310,10 @@ static void plr_ht_sites(FILE *out, const char *title, const char *what, const p
             gpu ? "<td></td><td></td><td></td>" : "", rows->n - shown);
   }
   fputs("</table>\n", out);
+  plr_bucket all = {0};
+  for (size_t i = 0; i < rows->n; i++) plr_bucket_add(&all, &rows->v[i].b);
+  char est[192];
+  if (plr_fmt_estimated(&all, est, sizeof est)) fprintf(out, "<p class=\"note\">%s</p>\n", est);
 }
 
 /* Status line and verdicts. */
@@ -699,8 +705,16 @@ static void plr_ht_title(const plr_event *ev, char *buf, size_t len) {
   if (ev->kind == PLR_EV_CALL) {
     const pagelock_rec_copy *c = ev->copy;
     plr_fmt_bytes(c->bytes, by, sizeof by);
-    snprintf(buf, len, "%s %s %s, %s, host %s%s", plr_api_symbol(c->api), plr_dir_name(c->dir),
-             plr_mem_name(c->host_mem), by, d, (c->flags & PAGELOCK_COPY_STAGED) ? ", staged" : "");
+    const char *staged = (c->flags & PAGELOCK_COPY_STAGED) ? ", staged" : "";
+    if (c->count > 1)
+      /* A run: one bar for its copies, back to back from the first one's
+       * start; the shim kept no time of the others. */
+      snprintf(buf, len, "%s x%u %s %s, %s each, host %s, %u of %u copies timed%s",
+               plr_api_symbol(c->api), c->count, plr_dir_name(c->dir), plr_mem_name(c->host_mem),
+               by, d, c->timed, c->count, staged);
+    else
+      snprintf(buf, len, "%s %s %s, %s, host %s%s", plr_api_symbol(c->api), plr_dir_name(c->dir),
+               plr_mem_name(c->host_mem), by, d, staged);
     return;
   }
   const pagelock_rec_gpu *g = ev->gpu;

@@ -31,15 +31,26 @@ static void plr_json_bucket(FILE *out, const char *name, const plr_bucket *b) {
           name, b->count, b->bytes, b->host_ns);
 }
 
+/* Writes , "estimated": {"copies": N, "timed": M} when some host time of
+ * b is an estimate (runs of repeated copies), nothing otherwise: reports
+ * of traces without runs keep their exact shape. */
+static void plr_json_estimated(FILE *out, const plr_bucket *b) {
+  if (!b->est_count) return;
+  fprintf(out, ", \"estimated\": {\"copies\": %" PRIu64 ", \"timed\": %" PRIu64 "}", b->est_count,
+          b->est_timed);
+}
+
 /* Writes a TOTALS object; ind is the indentation of its opening line. */
 static void plr_json_totals(FILE *out, const plr_totals *t, const char *ind) {
+  fprintf(out, "{\n%s  \"copies\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"host_ns\": %" PRIu64, ind,
+          t->all.count, t->all.bytes, t->all.host_ns);
+  plr_json_estimated(out, &t->all);
   fprintf(out,
-          "{\n%s  \"copies\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"host_ns\": %" PRIu64
           ",\n%s  \"failed\": %" PRIu64 ", \"fallbacks\": %" PRIu64 ", \"captured\": %" PRIu64
           ", \"registered\": %" PRIu64 ", \"graph_nodes\": %" PRIu64
           ", \"graph_nodes_pageable\": %" PRIu64 ",\n%s  ",
-          ind, t->all.count, t->all.bytes, t->all.host_ns, ind, t->failed, t->fallbacks,
-          t->captured, t->registered, t->graph_nodes, t->graph_nodes_pageable, ind);
+          ind, t->failed, t->fallbacks, t->captured, t->registered, t->graph_nodes,
+          t->graph_nodes_pageable, ind);
   plr_json_bucket(out, "pageable", &t->pageable);
   fprintf(out, ",\n%s  ", ind);
   plr_json_bucket(out, "pageable_async", &t->pageable_async);
@@ -124,6 +135,7 @@ static void plr_json_rows(FILE *out, const plr_rows *rows) {
       fprintf(out, "%.3f", (double)r->b.bytes / (double)r->b.host_ns);
     else
       fputs("null", out);
+    plr_json_estimated(out, &r->b);
     fputs(", \"dirs\": [", out);
     int first = 1;
     for (char *tok = strtok(dirs, ","); tok; tok = strtok(NULL, ",")) {

@@ -110,6 +110,13 @@ static void plr_print_split(FILE *out, const plr_totals *tot) {
   }
 }
 
+/* One line under a table whose host times are partly estimated (runs of
+ * repeated copies), none otherwise. */
+static void plr_print_estimated(FILE *out, const plr_bucket *b) {
+  char line[192];
+  if (plr_fmt_estimated(b, line, sizeof line)) fprintf(out, "  (%s)\n", line);
+}
+
 /* One line: how many copies (and bytes) took each route. */
 static void plr_print_routes(FILE *out, const plr_totals *tot) {
   char by[PLR_NROUTE][32];
@@ -178,6 +185,7 @@ static void plr_print_totals(FILE *out, const plr_totals *tot, int routes, int w
           "copy calls\n",
           tot->all.count, by, ms);
   plr_print_split(out, tot);
+  plr_print_estimated(out, &tot->all);
   plr_print_d2d(out, tot);
   if (routes) plr_print_routes(out, tot);
   if (why) plr_print_not_registered(out, tot);
@@ -327,12 +335,15 @@ static void plr_print_table(FILE *out, const char *title, const char *what, cons
     }
   }
   if (rows->n > shown) {
-    plr_bucket rest = {0, 0, 0};
+    plr_bucket rest = {0};
     for (size_t i = shown; i < rows->n; i++) plr_bucket_add(&rest, &rows->v[i].b);
     char ms[32];
     plr_fmt_ms(rest.host_ns, ms, sizeof ms);
     fprintf(out, "  ... %zu more (%" PRIu64 " copies, %s ms)\n", rows->n - shown, rest.count, ms);
   }
+  plr_bucket all = {0};
+  for (size_t i = 0; i < rows->n; i++) plr_bucket_add(&all, &rows->v[i].b);
+  plr_print_estimated(out, &all);
 }
 
 /* The staging and registration engines' counters, a line each, when

@@ -2,11 +2,11 @@
  *
  * usage: mktrace OUT [--copies N] [--sites N] [--no-end] [--cut-mid-record]
  *                    [--simulated] [--mode M] [--pid P] [--rank R]
- *                    [--host H] [--v1]
+ *                    [--host H] [--v1 | --v3]
  *        mktrace OUT --scenario NAME [--pid P] [--rank R] [--host H]
  *        mktrace OUT --big N [--late]
  *        mktrace OUT --hostile N
- *        mktrace OUT [--copies N] --copy N:DIR:MEM:ROUTE:WHY:BYTES:NS ...
+ *        mktrace OUT [--copies N] --copy N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED] ...
  *                    [--counters NAME=V,...]
  * Any of them but --big and --hostile also takes --checksums K (a CHECK
  * record after every K records, and the CHECKSUMS flag; prints
@@ -22,7 +22,8 @@
  * --cut-mid-record drops END and cuts the file inside the last COPY record;
  * mktrace prints "records=N", the number of whole records in the file.
  * --v1 writes trace format version 1 (96-byte COPY records, no GPU
- * records).
+ * records), --v3 version 3 (104-byte COPY records, without count and
+ * timed).
  *
  * --copy (repeatable) appends N async copies of BYTES each, NS of host time
  * each, after the classic ones (--copies 0 for none of those), from the
@@ -31,11 +32,14 @@
  * host side, as the shim writes them), ROUTE pass, stage or register (the COPY flags STAGED,
  * REGISTERED), WHY a pagelock_why name (none, mode, small, shape,
  * untracked, shared, cold, pending, budget, failed, capture, edge) or
- * number.  BYTES takes a K, M or G suffix.  --counters sets fields of the
- * COUNTERS record by name (every field of pagelock_rec_counters), e.g.
+ * number.  BYTES takes a K, M or G suffix.  RUN and TIMED make each of
+ * the N records a run of RUN copies of BYTES each, TIMED of them timed,
+ * NS the run's host time (version 4: COPY count and timed).  --counters
+ * sets fields of the COUNTERS record by name (every field of
+ * pagelock_rec_counters), e.g.
  * --counters registrations=3,registered_bytes_high_water=64M.
  *
- * --scenario writes a version-2 trace with GPU (CUPTI) records whose
+ * --scenario writes a trace with GPU (CUPTI) records whose
  * numbers the CLI tests check exactly (times in CUPTI's clock, 500 ms
  * behind CLOCK_MONOTONIC, with a CLOCK record saying so):
  *   made-sync    3 pageable async 16 MiB uploads each blocking the host
@@ -97,7 +101,7 @@ static int evil_names;
 typedef struct extra_copy {
   unsigned long n;
   uint8_t dir, mem, why;
-  uint32_t flags;
+  uint32_t flags, count, timed;
   uint64_t bytes, host_ns;
 } extra_copy;
 #define MAX_EXTRA 64
@@ -125,13 +129,13 @@ static int parse_size(const char *s, uint64_t *v) {
   return 0;
 }
 
-/* Parses N:DIR:MEM:ROUTE:WHY:BYTES:NS into extra[]. */
+/* Parses N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED] into extra[]. */
 static int parse_copy(const char *spec) {
-  char buf[256], *f[7], *save = NULL;
+  char buf[256], *f[10], *save = NULL;
   int k = 0;
   snprintf(buf, sizeof buf, "%s", spec);
-  for (char *p = strtok_r(buf, ":", &save); p && k < 7; p = strtok_r(NULL, ":", &save)) f[k++] = p;
-  if (k != 7 || nextra == MAX_EXTRA) return -1;
+  for (char *p = strtok_r(buf, ":", &save); p && k < 10; p = strtok_r(NULL, ":", &save)) f[k++] = p;
+  if ((k != 7 && k != 9) || nextra == MAX_EXTRA) return -1;
   extra_copy *e = &extra[nextra];
   uint64_t n;
   if (parse_size(f[0], &n)) return -1;
@@ -174,6 +178,14 @@ static int parse_copy(const char *spec) {
   }
   e->why = (uint8_t)w;
   if (parse_size(f[5], &e->bytes) || parse_size(f[6], &e->host_ns)) return -1;
+  if (k == 9) {
+    uint64_t run, timed;
+    if (parse_size(f[7], &run) || parse_size(f[8], &timed) || run > UINT32_MAX ||
+        timed > UINT32_MAX)
+      return -1;
+    e->count = (uint32_t)run;
+    e->timed = (uint32_t)timed;
+  }
   nextra++;
   return 0;
 }
@@ -208,7 +220,7 @@ static int parse_counters(const char *spec) {
 
 /* The classic trace: COPY records only (plus exit-time records). */
 static int mk_classic(tb *b, unsigned long copies, unsigned long sites, int end, int cut,
-                      size_t *len, size_t *complete, int v1) {
+                      size_t *len, size_t *complete, int v1, int v3) {
   if (sites == 0 || sites > 10000) sites = 1;
   tb_note(b, PAGELOCK_NOTE_INFO, evil_names ? "note " EVIL : "synthetic trace written by mktrace");
   for (unsigned long s = 0; s < sites; s++) {
@@ -232,6 +244,7 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites, int end,
     c.host_mem = (i % 4 == 3) ? PAGELOCK_MEM_PINNED : PAGELOCK_MEM_PAGEABLE;
     c.host_ns = c.host_mem == PAGELOCK_MEM_PAGEABLE ? 100000 + 1000 * s : 2000;
     c.v1 = v1;
+    c.v3 = v3;
     tb_copy(b, &c);
     t += c.host_ns + 500;
   }
@@ -251,7 +264,10 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites, int end,
       c.host_mem = extra[e].mem;
       c.flags = extra[e].flags;
       c.why = extra[e].why;
+      c.count = extra[e].count;
+      c.timed = extra[e].timed;
       c.v1 = v1;
+      c.v3 = v3;
       tb_copy(b, &c);
       t += c.host_ns + 500;
     }
@@ -747,16 +763,16 @@ int main(int argc, char **argv) {
     fprintf(stderr,
             "usage: mktrace OUT [--copies N] [--sites N] [--no-end] "
             "[--cut-mid-record] [--simulated] [--mode M] [--pid P] [--rank R] "
-            "[--host H] [--v1] [--scenario NAME] [--big N] [--hostile N] "
+            "[--host H] [--v1 | --v3] [--scenario NAME] [--big N] [--hostile N] "
             "[--checksums K] [--flags X] [--evil-names] "
-            "[--copy N:DIR:MEM:ROUTE:WHY:BYTES:NS] [--counters NAME=V,...]\n");
+            "[--copy N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED]] [--counters NAME=V,...]\n");
     return 2;
   }
   const char *out = argv[1], *scenario = NULL, *host = "testhost";
   unsigned long copies = 100, sites = 3, pid = 4242, mode = 0, big = 0, hostile = 0, checksums = 0,
                 flags = 0;
   long rank = -1;
-  int end = 1, cut = 0, simulated = 0, v1 = 0, late = 0;
+  int end = 1, cut = 0, simulated = 0, v1 = 0, v3 = 0, late = 0;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : "0";
@@ -786,7 +802,7 @@ int main(int argc, char **argv) {
       evil_names = 1;
     else if (!strcmp(a, "--copy")) {
       if (parse_copy(v)) {
-        fprintf(stderr, "mktrace: bad --copy '%s' (N:DIR:MEM:ROUTE:WHY:BYTES:NS)\n", v);
+        fprintf(stderr, "mktrace: bad --copy '%s' (N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED])\n", v);
         return 2;
       }
       i++;
@@ -804,6 +820,8 @@ int main(int argc, char **argv) {
       simulated = 1;
     else if (!strcmp(a, "--v1"))
       v1 = 1;
+    else if (!strcmp(a, "--v3"))
+      v3 = 1;
     else if (!strcmp(a, "--late"))
       late = 1;
     else {
@@ -827,16 +845,16 @@ int main(int argc, char **argv) {
   }
   if (checksums && (cut || v1)) {
     fprintf(stderr,
-            "mktrace: --checksums needs a version-3 trace written "
-            "whole (cut it afterwards)\n");
+            "mktrace: --checksums needs a trace of version 3 or later "
+            "written whole (cut it afterwards)\n");
     return 2;
   }
   tb b = {0};
   flags |= simulated ? PAGELOCK_FILE_SIMULATED : 0;
   const char *exe = evil_names ? "/opt/" EVIL "/app" : "/opt/app/bin/app";
   if (evil_names) host = "host" EVIL;
-  if (v1)
-    tb_header_v(&b, 1, sizeof(pagelock_file_header), pid, (uint32_t)flags);
+  if (v1 || v3)
+    tb_header_v(&b, v1 ? 1 : 3, sizeof(pagelock_file_header), pid, (uint32_t)flags);
   else
     tb_header(&b, pid, (uint32_t)flags);
   size_t len = 0, complete = 0;
@@ -860,7 +878,7 @@ int main(int argc, char **argv) {
     }
   } else {
     tb_process(&b, exe, host, (uint32_t)mode, (int32_t)rank);
-    mk_classic(&b, copies, sites, end, cut, &len, &complete, v1);
+    mk_classic(&b, copies, sites, end, cut, &len, &complete, v1, v3);
   }
   if (checksums) {
     tb c;

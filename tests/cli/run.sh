@@ -154,7 +154,7 @@ report_future_version)
   # version is the little-endian u32 at offset 8
   { head -c 8 good.trace; printf '\011\000\000\000'; tail -c +13 good.trace; } >future.trace
   run_pl 2 report future.trace
-  has_err "pagelock: 'future.trace' uses trace format version 9; this pagelock reads version 3 or older"
+  has_err "pagelock: 'future.trace' uses trace format version 9; this pagelock reads version 4 or older"
   ;;
 report_truncated)
   n=$(mk cut.trace --cut-mid-record --copies 50)
@@ -298,7 +298,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 p = d["processes"][0]
 g = p["gpu"]
-assert p["trace_version"] == 3, p["trace_version"]
+assert p["trace_version"] == 4, p["trace_version"]
 assert g["status"] == "on" and g["records"] == 10 and g["dropped"] == 0, g
 j = g["join"]
 assert j["calls"] == 7 and j["made_sync"] == 3 and j["made_sync_host_ns"] == 9000000, j
@@ -823,6 +823,59 @@ PYEOF
   mk h.trace --copies 0 --copy 3:h2d:pageable:pass:mode:4M:100000 >/dev/null
   run_pl 0 report h.trace
   grep -q "^device-to-device:" out && fail "a device-to-device line without such copies"
+  ;;
+report_copy_runs)
+  # Version 4: a COPY record that stands for a run of repeated small copies
+  # counts as its count copies of its bytes each, everywhere; the report
+  # says whose host time is an estimate.  A version-3 trace (COPY records
+  # end before count) reads as before: one copy a record, no estimate.
+  mk r.trace --copies 0 --mode 3 \
+    --copy 1:h2d:pageable:pass:small:4K:640000:64:8 \
+    --copy 2:h2d:pageable:pass:cold:1M:1000000 >/dev/null
+  run_pl 0 report r.trace
+  [ -s err ] && fail "unexpected stderr"
+  has_out "copies: 66 calls, 2.2 MiB, 2.640 ms of host time inside copy calls"
+  has_out "  H2D      pageable          66     2.2 MiB      2.640 ms"
+  has_out "routes: 66 copies passed through (2.2 MiB), 0 staged (0 B), 0 registered (0 B)"
+  has_out "not registered:  2 copies    2.0 MiB  2.000 ms  cold:"
+  has_out "not registered: 64 copies  256.0 KiB  0.640 ms  small:"
+  has_out "66 async copies were made synchronous by pageable memory"
+  has_out "     66  2.2 MiB      2.640 ms  0.89  H2D  step_0+0x20 (app)"
+  [ "$(grep -c '^  (host time of 64 copies estimated from 8 timed: repeated small copies, 1 in 8 timed)$' out)" = 2 ] ||
+    fail "not one estimate line under the totals and one under the site table"
+  run_pl 0 report --format json r.trace
+  python3 - out <<'PYEOF' || fail "json check failed"
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d["processes"][0]
+M = 1 << 20
+for t in (p["totals"], d["totals"]):
+    assert (t["copies"], t["bytes"], t["host_ns"]) == (66, 64 * 4096 + 2 * M, 2640000), t
+    assert t["estimated"] == {"copies": 64, "timed": 8}, t
+    assert t["routes"]["pass"] == {"copies": 66, "bytes": 64 * 4096 + 2 * M, "host_ns": 2640000}, t
+    assert t["not_registered"]["small"] == {"copies": 64, "bytes": 64 * 4096, "host_ns": 640000}, t
+    assert t["pageable_async"]["copies"] == 66, t
+s = p["call_sites"]
+assert len(s) == 1 and s[0]["copies"] == 66 and s[0]["bytes"] == 64 * 4096 + 2 * M, s
+assert s[0]["estimated"] == {"copies": 64, "timed": 8}, s
+assert d["ranks"][0]["copies"] == 66, d["ranks"]
+PYEOF
+  mk v3.trace --v3 --copies 0 --mode 3 \
+    --copy 1:h2d:pageable:pass:small:4K:640000:64:8 \
+    --copy 2:h2d:pageable:pass:cold:1M:1000000 >/dev/null
+  run_pl 0 report v3.trace
+  [ -s err ] && fail "unexpected stderr (version 3)"
+  has_out "copies: 3 calls, 2.0 MiB, 2.640 ms of host time inside copy calls"
+  has_out "not registered: 1 copies  4.0 KiB  0.640 ms  small:"
+  grep -q "estimated" out && fail "an estimate in a version-3 trace"
+  run_pl 0 report --format json v3.trace
+  python3 - out <<'PYEOF' || fail "json check failed (version 3)"
+import json, sys
+p = json.load(open(sys.argv[1]))["processes"][0]
+assert p["trace_version"] == 3 and p["malformed_records"] == 0, p
+assert p["totals"]["copies"] == 3 and "estimated" not in p["totals"], p["totals"]
+assert "estimated" not in p["call_sites"][0], p["call_sites"]
+PYEOF
   ;;
 report_routes)
   # --mode auto: which route each copy took, why the pageable ones were not

@@ -5,6 +5,7 @@
 #ifndef PL_TRACE_BUILDER_H
 #define PL_TRACE_BUILDER_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,7 +121,15 @@ typedef struct tb_copy_args {
   int v1;         /* write a 96-byte version-1 record */
   uint8_t why;    /* version 3: pagelock_why */
   int32_t device; /* the COPY's device (0, the one device, unless set) */
+  /* Version 4: a run of count copies, timed of them timed (count 0: one
+   * copy, timed, as every record of older versions).  host_ns is then the
+   * run's total, bytes each copy's. */
+  uint32_t count, timed;
+  int v3; /* write a 104-byte record of versions 2 and 3, without count */
 } tb_copy_args;
+
+/* Bytes of a COPY record of versions 2 and 3: it ends before count. */
+#define TB_COPY_V3_SIZE offsetof(pagelock_rec_copy, count)
 
 static inline void tb_copy(tb *b, const tb_copy_args *a) {
   pagelock_rec_copy r;
@@ -146,7 +155,10 @@ static inline void tb_copy(tb *b, const tb_copy_args *a) {
   if (a->seq) r.correlation = a->seq;
   r.gpu_correlation = a->gpu_correlation;
   r.why = a->why;
-  tb_rec(b, PAGELOCK_REC_COPY, &r, a->v1 ? PAGELOCK_REC_COPY_V1_SIZE : sizeof r, NULL, NULL);
+  r.count = a->count ? a->count : 1;
+  r.timed = a->count ? a->timed : 1;
+  size_t size = a->v1 ? PAGELOCK_REC_COPY_V1_SIZE : a->v3 ? TB_COPY_V3_SIZE : sizeof r;
+  tb_rec(b, PAGELOCK_REC_COPY, &r, size, NULL, NULL);
 }
 
 /* One GPU record (times in CUPTI's clock). */

@@ -403,12 +403,12 @@ report_bad_header)
   # header_size: the u32 at offset 12
   { head -c 12 good.trace; printf '\110\000\000\000'; tail -c +17 good.trace; } >hs.trace
   run_pl 2 report hs.trace
-  [ "$(cat err)" = "pagelock: 'hs.trace' is corrupt: its trace header's header_size is 72 (valid: 64 in trace format version 3)" ] || fail "header_size message"
+  [ "$(cat err)" = "pagelock: 'hs.trace' is corrupt: its trace header's header_size is 72 (valid: 64 in trace format version 4)" ] || fail "header_size message"
   [ ! -s out ] || fail "a report from a bad header"
   # flags: the u32 at offset 40
   { head -c 40 good.trace; printf '\100\000\000\000'; tail -c +45 good.trace; } >fl.trace
   run_pl 2 report --format json fl.trace
-  has_err "pagelock: 'fl.trace' is corrupt: its trace header's flags are 0x40 (valid: bits 0x1f in trace format version 3)"
+  has_err "pagelock: 'fl.trace' is corrupt: its trace header's flags are 0x40 (valid: bits 0x1f in trace format version 4)"
   # reserved[1]: the u64 at offset 56
   { head -c 56 good.trace; printf '\001'; tail -c +58 good.trace; } >rs.trace
   run_pl 2 report rs.trace
@@ -581,6 +581,57 @@ assert b["routes"] == {"pass": {"copies": 20, "bytes": 20 * 64 * M}, "stage": {"
 assert a["routes"] == {"pass": {"copies": 0, "bytes": 0}, "stage": {"copies": 4, "bytes": 256 * M}, "register": {"copies": 16, "bytes": 1024 * M}}, a["routes"]
 assert (a["pass_copies"], a["stage_copies"], a["register_copies"], a["register_bytes"]) == (0, 4, 16, 1024 * M), a
 assert d["ratios"]["pass_copies"] == 0.0 and d["ratios"]["register_copies"] is None
+'
+  ;;
+chrome_copy_runs)
+  # A COPY record of a run of 64 repeated copies is one slice from its
+  # first copy's start, as long as the run's host time, named for its
+  # count, with copies and timed in its args; a single copy is as before.
+  "$MK" r.trace --copies 0 --copy 1:h2d:pageable:pass:small:4K:640000:64:8 \
+    --copy 1:h2d:pageable:pass:cold:1M:1000000 >/dev/null || fail "mktrace failed"
+  run_pl 0 report --format chrome r.trace
+  py "$CHROME_COMMON"'
+calls = [e for e in ev if e["ph"] == "X" and e["cat"] == "copy_call"]
+assert len(calls) == 2, calls
+run, one = sorted(calls, key=lambda e: e["ts"])
+assert run["name"] == "cuMemcpyHtoDAsync_v2 x64", run
+assert abs(run["dur"] - 640.0) < 1e-6, run
+a = run["args"]
+assert (a["copies"], a["timed"], a["bytes"], a["total_bytes"]) == (64, 8, 4096, 64 * 4096), a
+assert one["name"] == "cuMemcpyHtoDAsync_v2" and "copies" not in one["args"], one
+'
+  run_pl 0 report --format html r.trace
+  has_out "<title>cuMemcpyHtoDAsync_v2 x64 H2D pageable, 4.0 KiB each, host 640 us, 8 of 64 copies timed</title>"
+  has_out "<li>host time of 64 copies estimated from 8 timed: repeated small copies, 1 in 8 timed</li>"
+  ;;
+compare_copy_runs)
+  # 64 single copies before, the same 64 as one run record after: the same
+  # copies and bytes on both sides.
+  "$MK" before.trace --copies 0 --copy 64:h2d:pageable:pass:small:4K:10000 >/dev/null || fail "mktrace failed"
+  "$MK" after.trace --copies 0 --copy 1:h2d:pageable:pass:small:4K:640000:64:8 >/dev/null || fail "mktrace failed"
+  run_pl 0 compare before.trace after.trace
+  py '
+import sys, re
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\S.*?)\s{2,}(.*)$", line.rstrip())
+    if m: rows[m.group(1)] = re.split(r"\s{2,}", m.group(2).strip())
+def row(k, *v):
+    assert rows.get(k) == list(v), (k, rows.get(k), v)
+row("host blocked in copies", "0.640 ms", "0.640 ms", "1.00x")
+row("copy calls", "64", "64", "1.00x")
+row("pageable copies", "64", "64", "1.00x")
+row("copies passed through", "64", "64", "1.00x")
+row("bytes passed through", "256.0 KiB", "256.0 KiB", "1.00x")
+'
+  run_pl 0 compare --format json before.trace after.trace
+  py '
+import json, sys
+d = json.load(open(sys.argv[1]))
+for side in (d["before"], d["after"]):
+    assert (side["copies"], side["pageable_copies"], side["pass_copies"], side["pass_bytes"]) == (64, 64, 64, 64 * 4096), side
+    assert side["routes"]["pass"] == {"copies": 64, "bytes": 64 * 4096}, side["routes"]
+assert d["ratios"]["copies"] == 1.0 and d["ratios"]["pass_bytes"] == 1.0, d["ratios"]
 '
   ;;
 *)

@@ -8,8 +8,8 @@ and which are the program's, then checks the JSON and text reports:
 - chunks are never program copies: join.chunks is the number of GPU copies
   a LINK names (for calls whose COPY was read), the GPU copies that matched
   no call are exactly those no COPY and no LINK names, pinned_async_copies
-  counts only the program's pinned async copies, calls never exceed COPY
-  records;
+  counts only the program's pinned async copies, calls never exceed the
+  copies;
 - a verdict's time is the time of the copies it names: same-stream cites
   same_stream_exposed_ns and "N of M" with the program's counts; made-sync
   cites made_sync_host_ns and the pageable exposed time;
@@ -93,7 +93,7 @@ def check(pl, path):
             bad.append('%d GPU copies matched no call; %d are named by no '
                        'COPY or LINK' % (j['gpu_ops_unjoined'], unjoined))
         if j['calls'] > p['totals']['copies']:
-            bad.append('more joined calls than COPY records')
+            bad.append('more joined calls than copies')
         got = sum(d['pinned_async_copies'] for d in g['devices'])
         if got != pinned_async:
             bad.append('%d pinned async copies counted; the program made %d'
