@@ -900,6 +900,8 @@ void pl_cupti_ensure(void) {
 
 bool pl_cupti_active(void) { return atomic_load_explicit(&pl_cupti_on, memory_order_relaxed); }
 
+bool pl_cupti_tracing(void) { return atomic_load_explicit(&pl_tracing, memory_order_relaxed); }
+
 void pl_cupti_atfork_child(void) {
   atomic_store(&pl_cupti_child, true);
   atomic_store(&pl_cupti_on, false);

@@ -215,6 +215,18 @@ void pl_copy_device_forget(void) {
   atomic_fetch_add_explicit(&pl_dev_gen, 1, memory_order_release);
 }
 
+unsigned pl_copy_device_gen(void) {
+  return atomic_load_explicit(&pl_dev_gen, memory_order_acquire);
+}
+
+uintptr_t pl_copy_device_ctx(CUstream stream) {
+  if (stream != NULL && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) return 0;
+  const pl_stage_drv *d = pl_stage_drv_get();
+  CUcontext cur = NULL;
+  if (d == NULL || d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS) return 0;
+  return (uintptr_t)cur;
+}
+
 /* The slot holding the stream's answer, or the one it is to take. */
 static pl_dev_memo *pl_dev_slot(CUstream stream) {
   for (int i = 0; i < PL_DEV_SLOTS; i++)

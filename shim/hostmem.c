@@ -86,8 +86,9 @@ typedef struct pl_neg_entry {
 } pl_neg_entry;
 static PL_TLS pl_neg_entry pl_neg[PL_NEG_SLOTS];
 /* Moves each time an allocation starts being tracked: a pointer the
- * registry did not know may be inside one now.  A line of its own: every
- * tracked allocation writes it, every copy reads it. */
+ * registry did not know may be inside one now; and each time one stops
+ * (pl_hostmem_stamp).  A line of its own: every tracked allocation writes
+ * it, every copy reads it. */
 static struct {
   _Alignas(64) atomic_uint v;
   char pad[64 - sizeof(atomic_uint)];
@@ -191,6 +192,11 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
 
 int pl_hostmem_classify(CUdeviceptr p) { return pl_hostmem_classify_site(p, NULL); }
 
+uint64_t pl_hostmem_stamp(void) {
+  return (uint64_t)atomic_load_explicit(&pl_pin_gen, memory_order_acquire) << 32 |
+         atomic_load_explicit(&pl_track_epoch.v, memory_order_acquire);
+}
+
 size_t pl_hostmem_init(size_t track_min) {
   return pl_granmap_init(track_min) ? pl_granmap_granule() : 0;
 }
@@ -248,9 +254,18 @@ bool pl_hostmem_shim_has(uintptr_t p) {
   return has;
 }
 
-bool pl_hostmem_untrack(void *p) { return pl_granmap_erase((uintptr_t)p); }
+/* An untracked range moves the epoch too: the allocation site a run of
+ * copies from it recorded (run.h) no longer holds for its bytes. */
+bool pl_hostmem_untrack(void *p) {
+  if (!pl_granmap_erase((uintptr_t)p)) return false;
+  atomic_fetch_add_explicit(&pl_track_epoch.v, 1, memory_order_release);
+  return true;
+}
 
-void pl_hostmem_untrack_range(void *p, size_t n) { pl_granmap_erase_overlap((uintptr_t)p, n); }
+void pl_hostmem_untrack_range(void *p, size_t n) {
+  pl_granmap_erase_overlap((uintptr_t)p, n);
+  atomic_fetch_add_explicit(&pl_track_epoch.v, 1, memory_order_release);
+}
 
 void pl_hostmem_pinned_add(void *p, size_t n, int kind) {
   pthread_mutex_lock(&pl_hm_lock);

@@ -264,6 +264,11 @@ int pl_copy_device(CUstream stream);
 /* A stream or a context was destroyed: its handle may come back naming
  * another one, so every thread asks again (hook_ctx.c). */
 void pl_copy_device_forget(void);
+/* What pl_copy_device's answer for `stream` rests on: the generation
+ * pl_copy_device_forget moves, and for a default stream the current
+ * context (0 for any other stream).  Equal marks, equal answers. */
+unsigned pl_copy_device_gen(void);
+uintptr_t pl_copy_device_ctx(CUstream stream);
 
 /* ---- hooks.c: the wrapper of every wrapped driver symbol ---------------- */
 
@@ -350,6 +355,10 @@ void pl_stage_atfork_child(void);
 int pl_hostmem_classify(CUdeviceptr p);
 /* The same, also giving the allocation site (stack id, 0 unknown). */
 int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack);
+/* Moves whenever an answer of pl_hostmem_classify_site may change: the
+ * program pins or unpins, maps or unmaps, or an allocation is tracked.
+ * The same stamp, the same answer for any pointer asked before. */
+uint64_t pl_hostmem_stamp(void);
 /* Size the tracked-range table for allocations of at least track_min
  * bytes; returns the smallest size that can be tracked (0: none). */
 size_t pl_hostmem_init(size_t track_min);
@@ -443,6 +452,8 @@ void pl_py_init(void);
  * Python pagelock reads).  No lock, no allocation, every read checked:
  * safe inside the copy and allocation hooks, GIL held or not. */
 bool pl_py_capture(pl_pystack *out);
+/* pl_py_capture may find frames (Python is in the process and read). */
+bool pl_py_walking(void);
 /* A hash of *s for the stack table and memo; 0 when depth is 0. */
 uint64_t pl_py_hash(const pl_pystack *s);
 /* Under stack.c's emit lock: the PYCODE records s needs, then its
@@ -477,6 +488,8 @@ void pl_trace_commit(void);
  * file in a batch, within a second. */
 pagelock_rec_copy *pl_trace_copy_begin(void);
 void pl_trace_copy_end(void);
+/* A whole COPY record, made elsewhere (a run's, run.h), the same way. */
+void pl_trace_copy_put(const pagelock_rec_copy *rec);
 /* Append several whole records at once (one lock round). */
 void pl_trace_write_many(const void *recs, size_t size);
 /* Append a record made of a fixed part and a NUL-terminated string. */
@@ -497,6 +510,8 @@ void pl_trace_reset_for_test(void);
 /* Tests: let at most n threads have a ring (the rest write through the
  * shared buffer). */
 void pl_trace_rings_for_test(unsigned n);
+/* Tests: drain every ring and run now, as the writer does once a second. */
+void pl_trace_drain_for_test(void);
 /* A writer thread writes the trace (false: the filling threads do). */
 bool pl_trace_writer_running(void);
 /* Take the start timestamps (at load). */
@@ -539,6 +554,9 @@ void pl_trace_fd_move(void);
 void pl_cupti_ensure(void);
 /* True while CUPTI records are being collected. */
 bool pl_cupti_active(void);
+/* True while CUPTI traces the program's calls (between sampled windows it
+ * is active but not tracing). */
+bool pl_cupti_tracing(void);
 /* Around the app's own driver call: the call's CUPTI correlationId (0 when
  * none was seen) is what pl_cupti_corr_end returns. */
 void pl_cupti_corr_begin(void);

@@ -355,6 +355,8 @@ static int32_t pl_py_line(uint32_t id, int64_t addrq) {
 
 /* ---- the walk ----------------------------------------------------------- */
 
+bool pl_py_walking(void) { return __atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) == PL_PY_ON; }
+
 bool pl_py_capture(pl_pystack *out) {
   out->depth = 0;
   out->flags = 0;

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "pl_internal.h"
+#include "run.h"
 
 /* The trace's own descriptors close with the system call: close(3) in the
  * shim is its own wrapper (hook_fd.c), a layer above the trace writer. */
@@ -80,6 +81,8 @@ typedef struct pl_ring {
   _Alignas(64) _Atomic uint64_t tail; /* records drained: under the trace lock */
   bool owned;                         /* under the trace lock */
   _Alignas(64) pagelock_rec_copy rec[PL_RING_RECS];
+  /* The thread's runs of repeated copies (run.h): drained with the ring. */
+  _Alignas(64) pl_run runs[PL_RUN_SLOTS];
 } pl_ring;
 static pl_ring pl_rings[PL_RINGS];
 static unsigned pl_rings_max = PL_RINGS; /* lowered by tests */
@@ -88,6 +91,7 @@ static unsigned pl_rings_used;           /* slots ever handed out (trace lock) *
  * thread's ring pointer stale: the forking thread takes a ring anew. */
 static _Atomic unsigned pl_ring_epoch = 1;
 static PL_TLS pl_ring *pl_my_ring;
+PL_TLS pl_run *pl_my_runs;
 static PL_TLS unsigned pl_my_epoch; /* a ring was sought in this epoch (NULL: none free) */
 static PL_TLS uint64_t pl_my_head;
 static PL_TLS bool pl_my_shared; /* this record went to the shared buffer */
@@ -812,8 +816,23 @@ static void pl_ring_drain_locked(pl_ring *r) {
   atomic_store_explicit(&r->tail, h, memory_order_release);
 }
 
+/* What ring r's runs gathered that no record holds yet (lock held): an
+ * idle thread's run reaches the file within a second, as its ring does. */
+static void pl_runs_take_locked(pl_ring *r) {
+  uint64_t now = 0;
+  for (int i = 0; i < PL_RUN_SLOTS; i++) {
+    pagelock_rec_copy rec;
+    if (!(atomic_load_explicit(&r->runs[i].state, memory_order_relaxed) & PL_RUN_OPEN)) continue;
+    if (now == 0) now = pl_now_ns();
+    if (pl_run_take(&r->runs[i], now, &rec)) pl_buf_put(&rec, sizeof rec);
+  }
+}
+
 static void pl_rings_drain_locked(void) {
-  for (unsigned i = 0; i < pl_rings_used; i++) pl_ring_drain_locked(&pl_rings[i]);
+  for (unsigned i = 0; i < pl_rings_used; i++) {
+    pl_ring_drain_locked(&pl_rings[i]);
+    pl_runs_take_locked(&pl_rings[i]);
+  }
 }
 
 /* A thread ends: its ring's records go on, and the ring is free again.
@@ -822,8 +841,13 @@ static void pl_ring_release(void *arg) {
   pl_ring *r = arg;
   if (r != pl_my_ring || pl_my_epoch != atomic_load(&pl_ring_epoch)) return;
   pl_in_shim++;
+  pagelock_rec_copy runs[PL_RUN_SLOTS];
+  int k = 0;
+  for (int i = 0; i < PL_RUN_SLOTS; i++) k += pl_run_close(&r->runs[i], &runs[k]);
+  pl_my_runs = NULL;
   pthread_mutex_lock(&pl_trace_lock);
   pl_ring_drain_locked(r);
+  if (k > 0 && pl_open_locked()) pl_buf_put(runs, sizeof runs[0] * (size_t)k);
   r->owned = false;
   pthread_mutex_unlock(&pl_trace_lock);
   pl_my_ring = NULL;
@@ -849,11 +873,16 @@ static void pl_ring_acquire(void) {
     if (pl_rings[i].owned) continue;
     r = &pl_rings[i];
     pl_ring_drain_locked(r); /* empty already, unless its thread died unseen */
+    pl_runs_take_locked(r);
+    for (int k = 0; k < PL_RUN_SLOTS; k++) pl_run_forget(&r->runs[k]);
     r->owned = true;
     if (i >= pl_rings_used) pl_rings_used = i + 1;
   }
   pthread_mutex_unlock(&pl_trace_lock);
   pl_my_ring = r;
+  /* Runs only where the option merges repeats: the copy path then asks
+   * nothing else. */
+  pl_my_runs = r && pl_opt_long(PL_OPT_REPEATS) == 0 ? r->runs : NULL;
   pl_my_epoch = epoch; /* tried in this epoch: with no ring, no retry */
   if (r) {
     pl_my_head = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -888,6 +917,13 @@ void pl_trace_copy_end(void) {
     return;
   }
   atomic_store_explicit(&pl_my_ring->head, ++pl_my_head, memory_order_release);
+}
+
+void pl_trace_copy_put(const pagelock_rec_copy *rec) {
+  pagelock_rec_copy *slot = pl_trace_copy_begin();
+  if (slot == NULL) return;
+  *slot = *rec;
+  pl_trace_copy_end();
 }
 
 void *pl_trace_reserve(size_t size) {
@@ -1045,8 +1081,10 @@ void pl_trace_atfork_child(void) {
   for (unsigned i = 0; i < pl_rings_used; i++) {
     atomic_store(&pl_rings[i].head, 0);
     atomic_store(&pl_rings[i].tail, 0);
+    for (int k = 0; k < PL_RUN_SLOTS; k++) pl_run_forget(&pl_rings[i].runs[k]);
     pl_rings[i].owned = false;
   }
+  pl_my_runs = NULL;
   pl_rings_used = 0;
   atomic_fetch_add(&pl_ring_epoch, 1);
   pl_records = pl_dropped = 0;
@@ -1064,6 +1102,12 @@ void pl_trace_reset_for_test(void) {
   }
   pthread_mutex_unlock(&pl_trace_lock);
   pl_trace_atfork_child();
+}
+
+void pl_trace_drain_for_test(void) {
+  pthread_mutex_lock(&pl_trace_lock);
+  pl_rings_drain_locked();
+  pthread_mutex_unlock(&pl_trace_lock);
 }
 
 void pl_trace_rings_for_test(unsigned n) {

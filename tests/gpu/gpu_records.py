@@ -6,7 +6,7 @@ cannot hide a shim bug) and prints one line of facts:
   status, GPU records by kind, copies joined to their GPU op, links,
   GPU ops inside the host window.
 Options assert: --min-gpu N (GPU memcpy records), --joined-frac F (share of
-non-graph COPY records whose GPU op is in the trace), --status S,
+non-graph copies whose GPU op is in the trace), --status S,
 --min-kernels N, --min-links N.  Exit 1 on a failed assertion.
 """
 import struct
@@ -49,8 +49,10 @@ def main(argv):
             corr = struct.unpack_from("<Q", body, 56)[0]
             flags = struct.unpack_from("<I", body, 76)[0]
             gcorr = struct.unpack_from("<I", body, 96)[0] if size >= 104 else 0
+            # version 4: one record may stand for a run of repeated copies
+            n = struct.unpack_from("<I", body, 104)[0] if size >= 112 else 1
             if not flags & (1 << 7):
-                copies.append((corr, gcorr, flags))
+                copies.append((corr, gcorr, flags, max(n, 1)))
             window[0] = start if window[0] is None else min(window[0], start)
             window[1] = max(window[1] or 0, start + host_ns)
         elif typ == 9:
@@ -78,9 +80,10 @@ def main(argv):
             reason = body[40:].split(b"\0")[0].decode(errors="replace")
         off += size
     joined = 0
-    for corr, gcorr, flags in copies:
+    for corr, gcorr, flags, n in copies:
         if (gcorr and gcorr in corr_gpu) or any(c in corr_gpu for c in links.get(corr, ())):
-            joined += 1
+            joined += n
+    ncopies = sum(c[3] for c in copies)
     inside = 0
     if clock:
         delta = clock[1] - clock[0]
@@ -89,9 +92,9 @@ def main(argv):
     for s, e in gpu_times:
         if window[0] is not None and window[0] - 1e9 <= s + delta <= window[1] + 1e9:
             inside += 1
-    frac = joined / len(copies) if copies else 0.0
+    frac = joined / ncopies if copies else 0.0
     print(f"status={status} reason='{reason}' devices={devices} records={counts} "
-          f"gpu={kinds} pageable_memcpy={pageable_src} copies={len(copies)} joined={joined} "
+          f"gpu={kinds} pageable_memcpy={pageable_src} copies={ncopies} joined={joined} "
           f"({frac:.2f}) links={sum(len(v) for v in links.values())} in_window={inside}/{len(gpu_times)}")
     ok = True
     if "status" in want and str(status) != want["status"]:

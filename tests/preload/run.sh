@@ -568,7 +568,8 @@ case_long_output() {
 # the kernel raise it.  The case says which it used.
 case_disk_full() {
   local d="$T/df" how line; mkdir -p "$d/fs"
-  local run="LD_PRELOAD='$SHIM' PAGELOCK_OUTPUT='$d/fs/t.trace' '$B/test_fd_close' child '$d/data' 3000 >'$d/out' 2>'$d/err'"
+  # Each copy its own record, so that 6000 copies fill the 64 KiB.
+  local run="LD_PRELOAD='$SHIM' PAGELOCK_REPEATS=each PAGELOCK_OUTPUT='$d/fs/t.trace' '$B/test_fd_close' child '$d/data' 3000 >'$d/out' 2>'$d/err'"
   if [ -z "${PL_TEST_NO_UNSHARE:-}" ] && unshare -rm sh -c "mount -t tmpfs -o size=64k tmpfs '$d/fs'" 2>/dev/null; then
     how="a 64 KiB tmpfs"; line="the disk is full (No space left on device)"
     unshare -rm bash -c "mount -t tmpfs -o size=64k tmpfs '$d/fs' && { $run; echo \$? >'$d/st'; cp '$d/fs/t.trace' '$d/t.trace'; }"
