@@ -329,7 +329,7 @@ static CUresult pl_run_copy(pl_copy *c, pl_run *r) {
   }
   uint32_t gpu_corr = pl_cupti_corr_end();
   if (r->key.autopin && pl_pinreg_any())
-    pl_autopin_settle(c, (uintptr_t)(c->dir == PAGELOCK_DIR_D2H ? c->dst : c->src), c->bytes);
+    pl_autopin_settle(c, (uintptr_t)(r->proto.dir == PAGELOCK_DIR_D2H ? c->dst : c->src), c->bytes);
   if (PL_LIKELY(res == CUDA_SUCCESS && gpu_corr == 0)) {
     pl_run_add(r, timed, st.ns, dt);
     return res;
@@ -349,8 +349,8 @@ static CUresult pl_run_copy(pl_copy *c, pl_run *r) {
   return res;
 }
 
-/* A slot for a run of copy c, which took the whole way: a closed one, or
- * the one next in turn, written and closed first. */
+/* A slot for a run of the copy that just took the whole way: a closed
+ * one, or the one next in turn, written and closed first. */
 static pl_run *pl_run_slot(void) {
   static PL_TLS unsigned next;
   pl_run *runs = pl_my_runs;
@@ -442,9 +442,12 @@ CUresult pl_copy_exec(pl_copy *c) {
   if (pl_registers(mode)) pl_autopin_wait_end(st.ns);
 
   pl_in_shim++;
-  /* A copy that took the plain way and may come again opens a run: its
-   * repeats are counted into one record (run.h). */
-  pl_run *slot = repeats && !done && r == CUDA_SUCCESS && gpu_corr == 0 &&
+  /* A copy that took the plain way, and would again, opens a run: its
+   * repeats are counted into one record (run.h).  Not one that staging
+   * declined (a capture, a full pool): its repeat may be staged. */
+  bool plain = !done && !(onedim && mode == PAGELOCK_MODE_STAGE &&
+                          c->bytes >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN));
+  pl_run *slot = repeats && plain && r == CUDA_SUCCESS && gpu_corr == 0 &&
                          !(c->flags & PAGELOCK_COPY_CAPTURE) && !pl_cupti_tracing()
                      ? pl_run_slot()
                      : NULL;

@@ -33,6 +33,7 @@ typedef struct site {
   uint64_t copies, records, timed, bytes, host_ns;
   uint64_t pinned; /* copies whose host side was program-pinned */
   uint64_t failed; /* copies whose result was not CUDA_SUCCESS */
+  uint64_t staged; /* copies the staging engine moved */
   uint32_t max_count;
 } site;
 
@@ -74,6 +75,7 @@ static void read_sites(const char *path, sites *all) {
     if (c->host_mem == PAGELOCK_MEM_PINNED || c->host_mem == PAGELOCK_MEM_REGISTERED)
       s->pinned += c->count;
     if (c->result != CUDA_SUCCESS) s->failed += c->count;
+    if (c->flags & PAGELOCK_COPY_STAGED) s->staged += c->count;
     if (c->count > s->max_count) s->max_count = c->count;
     all->copies += c->count;
   }
@@ -182,6 +184,42 @@ static void test_repeats_break(void **state) {
   site *f = &all.s[1];
   assert_int_equal(f->copies, 1);
   assert_int_equal(f->failed, 1);
+  free(b);
+}
+
+/* Under stage, a copy the engine takes is staged every time, never a
+ * run's repeat; a smaller one beside it passes through and runs. */
+static __attribute__((noipa)) CUresult upload_big(const void *h, size_t n) {
+  CUresult r = cuMemcpyHtoDAsync_v2(dev, h, n, stream);
+  __asm__ volatile("" ::: "memory");
+  return r;
+}
+
+static void test_repeats_stage(void **state) {
+  (void)state;
+  char path[512];
+  setenv("PAGELOCK_MODE", "stage", 1);
+  setenv("PAGELOCK_STAGE_MIN", "64K", 1);
+  trace_start("stage.trace", path, sizeof path, NULL);
+  char *b = malloc(256 << 10);
+  memset(b, 9, 256 << 10);
+  for (int i = 0; i < 50; i++) {
+    assert_int_equal(upload_big(b, 128 << 10), CUDA_SUCCESS);
+    assert_int_equal(upload(b + (200 << 10), 1024), CUDA_SUCCESS);
+  }
+  pl_exit_trace();
+  unsetenv("PAGELOCK_MODE");
+  unsetenv("PAGELOCK_STAGE_MIN");
+  sites all;
+  read_sites(path, &all);
+  assert_int_equal(all.n, 2);
+  site *big = &all.s[0], *small = &all.s[1];
+  assert_int_equal(big->copies, 50);
+  assert_int_equal(big->records, 50);
+  assert_int_equal(big->staged, 50);
+  assert_int_equal(small->copies, 50);
+  assert_int_equal(small->staged, 0);
+  assert_true(small->records <= 3);
   free(b);
 }
 
@@ -309,7 +347,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_repeats_merge),      cmocka_unit_test(test_repeats_each),
       cmocka_unit_test(test_repeats_break),      cmocka_unit_test(test_repeats_idle_thread),
-      cmocka_unit_test(test_repeats_drain_race),
+      cmocka_unit_test(test_repeats_drain_race), cmocka_unit_test(test_repeats_stage),
   };
   if (getenv("KEEP")) return cmocka_run_group_tests_name("repeats", tests, setup, NULL);
   int rc = cmocka_run_group_tests_name("repeats", tests, setup, NULL);
