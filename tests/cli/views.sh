@@ -30,6 +30,18 @@ has_err() { grep -qF -- "$1" err || fail "stderr lacks: $1"; }
 py() { python3 -c "$1" out || fail "python check failed"; }
 gen() { "$MG" "$@" || fail "mkgputrace $* failed"; }
 
+# The rows of `pagelock compare`'s text table by name, and row(NAME,
+# CELLS...) asserting one of them: the start of a compare case's check.
+COMPARE_ROWS='
+import sys, re
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\S.*?)\s{2,}(.*)$", line.rstrip())
+    if m: rows[m.group(1)] = re.split(r"\s{2,}", m.group(2).strip())
+def row(k, *v):
+    assert rows.get(k) == list(v), (k, rows.get(k), v)
+'
+
 # Checks shared by every chrome output: valid JSON of the trace-event
 # format, complete events with non-negative durations, every flow start
 # matched by exactly one finish with the same id.
@@ -296,14 +308,7 @@ compare_text)
   gen before.trace before
   gen after.trace after
   run_pl 0 compare before.trace after.trace
-  py '
-import sys, re
-rows = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"(\S.*?)\s{2,}(.*)$", line.rstrip())
-    if m: rows[m.group(1)] = re.split(r"\s{2,}", m.group(2).strip())
-def row(k, *v):
-    assert rows.get(k) == list(v), (k, rows.get(k), v)
+  py "$COMPARE_ROWS"'
 row("traces", "1", "1")
 row("wall time (trace window)", "122.000 ms", "44.000 ms", "0.36x")
 row("host blocked in copies", "61.600 ms", "0.080 ms", "0.00x")
@@ -556,14 +561,7 @@ compare_routes)
     --copy 16:h2d:pageable:register:none:64M:2000000 \
     --copy 4:h2d:pageable:stage:pending:64M:3000000 >/dev/null || fail "mktrace failed"
   run_pl 0 compare before.trace after.trace
-  py '
-import sys, re
-rows = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"(\S.*?)\s{2,}(.*)$", line.rstrip())
-    if m: rows[m.group(1)] = re.split(r"\s{2,}", m.group(2).strip())
-def row(k, *v):
-    assert rows.get(k) == list(v), (k, rows.get(k), v)
+  py "$COMPARE_ROWS"'
 row("copies passed through", "20", "0", "0.00x")
 row("bytes passed through", "1.2 GiB", "0 B", "0.00x")
 row("copies staged", "0", "4", "-")
@@ -610,14 +608,7 @@ compare_copy_runs)
   "$MK" before.trace --copies 0 --copy 64:h2d:pageable:pass:small:4K:10000 >/dev/null || fail "mktrace failed"
   "$MK" after.trace --copies 0 --copy 1:h2d:pageable:pass:small:4K:640000:64:8 >/dev/null || fail "mktrace failed"
   run_pl 0 compare before.trace after.trace
-  py '
-import sys, re
-rows = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"(\S.*?)\s{2,}(.*)$", line.rstrip())
-    if m: rows[m.group(1)] = re.split(r"\s{2,}", m.group(2).strip())
-def row(k, *v):
-    assert rows.get(k) == list(v), (k, rows.get(k), v)
+  py "$COMPARE_ROWS"'
 row("host blocked in copies", "0.640 ms", "0.640 ms", "1.00x")
 row("copy calls", "64", "64", "1.00x")
 row("pageable copies", "64", "64", "1.00x")
