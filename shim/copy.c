@@ -272,7 +272,6 @@ static uint64_t pl_run_py(void) {
 /* Write what run r gathered (the owner). */
 static void pl_run_end(pl_run *r) {
   pagelock_rec_copy rec;
-  r->key.callsite = 0; /* closed: matches no copy */
   pl_in_shim++;
   if (pl_run_close(r, &rec)) pl_trace_copy_put(&rec);
   pl_in_shim--;

@@ -65,6 +65,7 @@ void pl_run_open(pl_run *r, const pl_run_key *k, const pagelock_rec_copy *proto)
 }
 
 bool pl_run_close(pl_run *r, pagelock_rec_copy *out) {
+  r->key.callsite = 0; /* closed: matches no copy */
   if (!(atomic_load_explicit(&r->state, memory_order_relaxed) & PL_RUN_OPEN)) return false;
   uint32_t s = pl_run_hold(r);
   uint32_t n = atomic_load_explicit(&r->n, memory_order_relaxed);
@@ -116,6 +117,9 @@ bool pl_run_take(pl_run *r, uint64_t now, pagelock_rec_copy *out) {
 }
 
 void pl_run_forget(pl_run *r) {
+  /* The next owner of the ring may come back to the same call path (a
+   * thread pool's next thread, on the same stack): no key may match. */
+  r->key.callsite = 0;
   atomic_store_explicit(&r->state, 0, memory_order_relaxed);
   atomic_store_explicit(&r->n, 0, memory_order_relaxed);
 }

@@ -79,14 +79,15 @@ static inline void pl_run_add(pl_run *r, bool timed, uint64_t start, uint64_t ns
 
 /* The owner: start run r at the copy whose record is proto (r closed). */
 void pl_run_open(pl_run *r, const pl_run_key *k, const pagelock_rec_copy *proto);
-/* The owner: close run r; true when it gathered copies no drainer wrote,
- * and then *out is their record. */
+/* The owner: close run r (its key then matches no copy); true when it
+ * gathered copies no drainer wrote, and then *out is their record. */
 bool pl_run_close(pl_run *r, pagelock_rec_copy *out);
 /* A drainer (the trace lock held): what run r gathered that nobody wrote
  * yet, as a record in *out; false when there is none, or while the owner
  * holds the run (it is then closing it itself). */
 bool pl_run_take(pl_run *r, uint64_t now, pagelock_rec_copy *out);
-/* A forked child: the parent's runs are the parent's. */
+/* A forked child, or a ring passed to another thread: the runs it holds
+ * are over, and their keys match no copy. */
 void pl_run_forget(pl_run *r);
 
 #endif
