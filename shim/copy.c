@@ -101,7 +101,7 @@ static void pl_classify(pl_copy *c) {
 /* Write one COPY record, built in place in the trace buffer: this runs
  * once per copy of the program, pinned ones included, and a copy through
  * a stack buffer cost as much as the rest (docs/benchmarks.md). */
-static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult r,
+static bool pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult r,
                       uint32_t stack_id, uint64_t corr, uint32_t gpu_corr,
                       pagelock_rec_copy *keep) {
   /* Stacks first: their records must precede any record naming them, and
@@ -111,7 +111,7 @@ static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult 
   int device = pl_copy_device(c->stream);
   uint32_t tid = pl_gettid();
   pagelock_rec_copy *rec = pl_trace_copy_begin();
-  if (rec == NULL) return;
+  if (rec == NULL) return false;
   memset(rec, 0, sizeof *rec); /* a constant size: inline stores */
   rec->h.type = PAGELOCK_REC_COPY;
   rec->h.size = sizeof *rec;
@@ -140,6 +140,7 @@ static void pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult 
   rec->count = rec->timed = 1;
   if (keep) *keep = *rec;
   pl_trace_copy_end();
+  return true;
 }
 
 static bool pl_registers(long mode) {
@@ -269,10 +270,15 @@ static uint64_t pl_run_py(void) {
   return pl_py_hash(&py);
 }
 
-/* Write what run r gathered (the owner). */
+/* Write what run r gathered (the owner).  Its copies each relied on the
+ * registry's memo of their host page as the first did: they spend its
+ * uses, so a registration the hooks never saw is still noticed within
+ * PL_NEG_USES copies, run or not (hostmem.c). */
 static void pl_run_end(pl_run *r) {
   pagelock_rec_copy rec;
   pl_in_shim++;
+  if (r->proto.host_mem == PAGELOCK_MEM_PAGEABLE)
+    pl_hostmem_spend((CUdeviceptr)r->proto.host_ptr, pl_run_count(r));
   if (pl_run_close(r, &rec)) pl_trace_copy_put(&rec);
   pl_in_shim--;
 }
@@ -280,7 +286,10 @@ static void pl_run_end(pl_run *r) {
 /* The run copy c repeats, if this thread has one open; a run that c
  * matches but that cannot take it is written and closed, and c takes the
  * whole way.  Every field is compared, the cheapest-to-differ first: a
- * loop's upload and download differ in the return address. */
+ * loop's upload and download differ in the return address.  A run whose
+ * copy is in the driver is left alone: a copy the driver call itself
+ * makes on this thread (a CUPTI subscriber's, another interposer's) is
+ * not one of its repeats, and must not close it. */
 static pl_run *pl_run_find(const pl_copy *c) {
   pl_run *runs = pl_my_runs;
   if (runs == NULL) return NULL;
@@ -289,7 +298,7 @@ static pl_run *pl_run_find(const pl_copy *c) {
     const pl_run_key *k = &runs[i].key;
     if (k->callsite == (uintptr_t)c->callsite && k->sp == (uintptr_t)c && k->src == c->src &&
         k->dst == c->dst && k->bytes == c->bytes && k->stream == (uintptr_t)c->stream &&
-        k->api == (uint32_t)c->api && k->flags == c->flags)
+        k->api == (uint32_t)c->api && k->flags == c->flags && !runs[i].busy)
       r = &runs[i];
   }
   if (r == NULL) return NULL;
@@ -297,28 +306,30 @@ static pl_run *pl_run_find(const pl_copy *c) {
    * current context behind a default stream, no CUPTI tracing (a traced
    * copy needs its own record to join its GPU record to), under auto no
    * registration it could run over (pl_small_alone), and the same Python
-   * line. */
-  if (atomic_load_explicit(&r->n, memory_order_relaxed) >= PL_RUN_MAX ||
-      r->key.hm_stamp != pl_hostmem_stamp() || r->key.dev_gen != pl_copy_device_gen() ||
+   * line (frames read now if and only if they were then). */
+  if (pl_run_count(r) >= PL_RUN_MAX || r->key.hm_stamp != pl_hostmem_stamp() ||
+      r->key.dev_gen != pl_copy_device_gen() ||
       (r->key.ctx != 0 && r->key.ctx != pl_copy_device_ctx(c->stream)) || pl_cupti_tracing() ||
-      (r->key.autopin && pl_pinreg_any()) || (r->key.py_on && pl_run_py() != r->key.py)) {
+      (r->key.autopin && pl_pinreg_any()) ||
+      (r->key.py_on ? pl_run_py() != r->key.py : pl_py_walking())) {
     pl_run_end(r);
     return NULL;
   }
   return r;
 }
 
-/* Copy c as one more of run r: the call, timed one time in
- * PL_RUN_TIME_EVERY.  A call that fails, or that CUPTI began tracing
- * meanwhile, is no repeat: the run is written and the call gets a record
- * of its own (untimed, it carries the time it ended and no duration). */
+/* Copy c as one more of run r: the call, timed when pl_run_times says.
+ * A call that fails, or that CUPTI began tracing meanwhile, is no repeat:
+ * the run is written and the call gets a record of its own (untimed, it
+ * carries the time it ended and no duration). */
 static CUresult pl_run_copy(pl_copy *c, pl_run *r) {
-  uint32_t n = atomic_load_explicit(&r->n, memory_order_relaxed);
-  bool timed = n % PL_RUN_TIME_EVERY == 0;
+  unsigned how = pl_run_times(r);
+  bool timed = how != PL_RUN_UNTIMED;
   pl_stamp st = {0};
   uint64_t dt = 0;
   pl_cupti_corr_begin();
   CUresult res;
+  r->busy = true;
   if (timed) {
     pl_stamp_start(&st);
     res = c->native(c);
@@ -326,11 +337,12 @@ static CUresult pl_run_copy(pl_copy *c, pl_run *r) {
   } else {
     res = c->native(c);
   }
+  r->busy = false;
   uint32_t gpu_corr = pl_cupti_corr_end();
   if (r->key.autopin && pl_pinreg_any())
     pl_autopin_settle(c, (uintptr_t)(r->proto.dir == PAGELOCK_DIR_D2H ? c->dst : c->src), c->bytes);
   if (PL_LIKELY(res == CUDA_SUCCESS && gpu_corr == 0)) {
-    pl_run_add(r, timed, st.ns, dt);
+    pl_run_add(r, how, st.ns, dt);
     return res;
   }
   pl_in_shim++;
@@ -356,9 +368,13 @@ static pl_run *pl_run_slot(void) {
   if (runs == NULL) return NULL;
   for (int i = 0; i < PL_RUN_SLOTS; i++)
     if (runs[i].key.callsite == 0) return &runs[i];
-  pl_run *r = &runs[next++ % PL_RUN_SLOTS];
-  pl_run_end(r);
-  return r;
+  for (int i = 0; i < PL_RUN_SLOTS; i++) {
+    pl_run *r = &runs[next++ % PL_RUN_SLOTS];
+    if (r->busy) continue;
+    pl_run_end(r);
+    return r;
+  }
+  return NULL;
 }
 
 CUresult pl_copy_exec(pl_copy *c) {
@@ -451,8 +467,9 @@ CUresult pl_copy_exec(pl_copy *c) {
                      ? pl_run_slot()
                      : NULL;
   pagelock_rec_copy proto;
-  pl_record(c, st.ns, dt, r, stack, c->seq, gpu_corr, slot ? &proto : NULL);
-  if (slot) {
+  /* No record (the trace stopped, or the shim's own thread copies): no
+   * run either, as there is nothing to repeat. */
+  if (pl_record(c, st.ns, dt, r, stack, c->seq, gpu_corr, slot ? &proto : NULL) && slot) {
     pl_run_key k = {.callsite = (uintptr_t)c->callsite,
                     .sp = (uintptr_t)c,
                     .src = c->src,

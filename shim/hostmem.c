@@ -192,6 +192,12 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
 
 int pl_hostmem_classify(CUdeviceptr p) { return pl_hostmem_classify_site(p, NULL); }
 
+void pl_hostmem_spend(CUdeviceptr p, uint32_t n) {
+  uintptr_t page = (uintptr_t)p >> 12;
+  pl_neg_entry *neg = &pl_neg[page & (PL_NEG_SLOTS - 1)];
+  if (neg->page == page) neg->uses = neg->uses > n ? neg->uses - n : 0;
+}
+
 uint64_t pl_hostmem_stamp(void) {
   return (uint64_t)atomic_load_explicit(&pl_pin_gen, memory_order_acquire) << 32 |
          atomic_load_explicit(&pl_track_epoch.v, memory_order_acquire);

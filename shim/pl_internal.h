@@ -357,8 +357,14 @@ int pl_hostmem_classify(CUdeviceptr p);
 int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack);
 /* Moves whenever an answer of pl_hostmem_classify_site may change: the
  * program pins or unpins, maps or unmaps, or an allocation is tracked.
- * The same stamp, the same answer for any pointer asked before. */
+ * The same stamp, the same answer for any pointer asked before (but for
+ * a registration the hooks never saw: see pl_hostmem_spend). */
 uint64_t pl_hostmem_stamp(void);
+/* n more answers for p's page taken from this thread's memo of untracked
+ * pageable pages without asking it (a run's copies, copy.c): the memo's
+ * bound on how long a registration the hooks never saw goes unnoticed
+ * holds for them too. */
+void pl_hostmem_spend(CUdeviceptr p, uint32_t n);
 /* Size the tracked-range table for allocations of at least track_min
  * bytes; returns the smallest size that can be tracked (0: none). */
 size_t pl_hostmem_init(size_t track_min);

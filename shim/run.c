@@ -15,16 +15,25 @@
 #include "pl_internal.h"
 #include "run.h"
 
-/* The record for the copies (n, timed, ns) of a run from start on. */
-static void pl_run_fill(const pl_run *r, uint32_t n, uint32_t timed, uint64_t ns, uint64_t start,
+/* The record for the part of run r between tallies from and to: the
+ * copies counted in `to` and not in `from`.  A part's start is its first
+ * copy's own when the owner marked that copy (mark, read after `to`);
+ * else that copy was under way when a drainer took the part before, at
+ * taken_at. */
+static void pl_run_fill(const pl_run *r, uint64_t from, uint64_t to, uint64_t mark,
                         pagelock_rec_copy *out) {
+  uint32_t first = pl_acc_n(from), n = pl_acc_n(to) - first;
+  uint32_t timed = pl_acc_timed(to) - pl_acc_timed(from);
+  uint64_t ns = pl_acc_ns(to) - pl_acc_ns(from);
   *out = r->proto;
   out->count = n;
   out->timed = timed;
-  out->start_ns = start;
-  /* The timed copies' mean, for every copy.  A part with none timed (a
-   * drain took the run between two timed copies) gets the proto's time:
-   * the first copy's, which took the whole way. */
+  out->start_ns = (uint32_t)(mark >> 56) == first
+                      ? r->proto.start_ns + (mark & ((UINT64_C(1) << 56) - 1))
+                      : r->taken_at;
+  /* The timed copies' mean, for every copy.  A part with none timed (the
+   * copy under way at a drain, alone) gets the proto's time: the first
+   * copy's, which took the whole way. */
   out->host_ns = timed ? (uint64_t)((unsigned __int128)ns * n / timed) : r->proto.host_ns * n;
   out->correlation = pl_next_correlation();
   out->gpu_correlation = 0;
@@ -55,12 +64,12 @@ void pl_run_open(pl_run *r, const pl_run_key *k, const pagelock_rec_copy *proto)
   r->key = *k;
   r->proto = *proto;
   r->proto.count = r->proto.timed = 1;
-  r->taken_n = r->taken_timed = 0;
-  r->taken_ns = r->taken_at = 0;
-  atomic_store_explicit(&r->n, 0, memory_order_relaxed);
-  atomic_store_explicit(&r->timed, 0, memory_order_relaxed);
-  atomic_store_explicit(&r->ns, 0, memory_order_relaxed);
-  atomic_store_explicit(&r->start, 0, memory_order_relaxed);
+  r->base = r->seen = 0;
+  r->busy = false;
+  r->taken = r->taken_at = 0;
+  atomic_store_explicit(&r->took, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->acc, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->mark, 0, memory_order_relaxed);
   atomic_store_explicit(&r->state, PL_RUN_OPEN, memory_order_release);
 }
 
@@ -68,20 +77,13 @@ bool pl_run_close(pl_run *r, pagelock_rec_copy *out) {
   r->key.callsite = 0; /* closed: matches no copy */
   if (!(atomic_load_explicit(&r->state, memory_order_relaxed) & PL_RUN_OPEN)) return false;
   uint32_t s = pl_run_hold(r);
-  uint32_t n = atomic_load_explicit(&r->n, memory_order_relaxed);
-  uint32_t timed = atomic_load_explicit(&r->timed, memory_order_relaxed);
-  uint64_t ns = atomic_load_explicit(&r->ns, memory_order_relaxed);
-  uint64_t start = atomic_load_explicit(&r->start, memory_order_relaxed);
-  if (s & PL_RUN_TAKEN) {
-    /* A drainer wrote the first taken_n: the rest began after its take. */
-    n -= r->taken_n;
-    timed -= r->taken_timed;
-    ns -= r->taken_ns;
-    start = r->taken_at;
-  }
-  bool any = n > 0;
-  if (any) pl_run_fill(r, n, timed, ns, start, out);
-  atomic_store_explicit(&r->n, 0, memory_order_relaxed);
+  uint64_t to = atomic_load_explicit(&r->acc, memory_order_relaxed);
+  uint64_t mark = atomic_load_explicit(&r->mark, memory_order_relaxed);
+  /* A drainer wrote the copies up to `taken`: the rest are this part. */
+  uint64_t from = s & PL_RUN_TAKEN ? r->taken : 0;
+  bool any = pl_acc_n(to) > pl_acc_n(from);
+  if (any) pl_run_fill(r, from, to, mark, out);
+  atomic_store_explicit(&r->acc, 0, memory_order_relaxed);
   atomic_store_explicit(&r->state, 0, memory_order_release);
   return any;
 }
@@ -92,25 +94,18 @@ bool pl_run_take(pl_run *r, uint64_t now, pagelock_rec_copy *out) {
   if (!atomic_compare_exchange_strong_explicit(&r->state, &s, s | PL_RUN_THIEF,
                                                memory_order_acquire, memory_order_relaxed))
     return false;
-  /* n last: the owner stores it last, so the copies it counts include
-   * every timed one seen here but, at most, one in flight. */
-  uint32_t timed = atomic_load_explicit(&r->timed, memory_order_acquire);
-  uint64_t ns = atomic_load_explicit(&r->ns, memory_order_acquire);
-  uint64_t start = atomic_load_explicit(&r->start, memory_order_acquire);
-  uint32_t n = atomic_load_explicit(&r->n, memory_order_acquire);
-  bool taken = s & PL_RUN_TAKEN;
-  uint32_t pn = taken ? r->taken_n : 0, pt = taken ? r->taken_timed : 0;
-  uint64_t pns = taken ? r->taken_ns : 0;
-  /* That one in flight, timed but not yet counted, must not make a part
-   * with more timed copies than copies: the next part counts it. */
-  if (timed - pt > n - pn) timed = pt + (n - pn);
-  bool any = n > pn;
+  /* The tally first, then the mark: the mark is then the one of the last
+   * copy counted, or a later one (pl_run_fill tells them apart). */
+  uint64_t to = atomic_load_explicit(&r->acc, memory_order_acquire);
+  uint64_t mark = atomic_load_explicit(&r->mark, memory_order_acquire);
+  uint64_t from = s & PL_RUN_TAKEN ? r->taken : 0;
+  bool any = pl_acc_n(to) > pl_acc_n(from);
   if (any) {
-    pl_run_fill(r, n - pn, timed - pt, ns - pns, taken ? r->taken_at : start, out);
-    r->taken_n = n;
-    r->taken_timed = timed;
-    r->taken_ns = ns;
+    pl_run_fill(r, from, to, mark, out);
+    r->taken = to;
     r->taken_at = now;
+    atomic_store_explicit(&r->took, atomic_load_explicit(&r->took, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
   }
   atomic_store_explicit(&r->state, any ? (s | PL_RUN_TAKEN) : s, memory_order_release);
   return any;
@@ -120,6 +115,7 @@ void pl_run_forget(pl_run *r) {
   /* The next owner of the ring may come back to the same call path (a
    * thread pool's next thread, on the same stack): no key may match. */
   r->key.callsite = 0;
+  r->busy = false;
   atomic_store_explicit(&r->state, 0, memory_order_relaxed);
-  atomic_store_explicit(&r->n, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->acc, 0, memory_order_relaxed);
 }

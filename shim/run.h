@@ -41,21 +41,39 @@ typedef struct pl_run_key {
   bool autopin; /* register or auto: no registration may exist (copy.c) */
 } pl_run_key;
 
+/* A run's tally, one word: copies (8 bits), timed ones (8), their host
+ * time in ns (48, saturating at 78 hours).  The owner stores it once a
+ * copy, so a drainer reads the three consistent with each other. */
+#define PL_ACC_NS_BITS 48
+#define PL_ACC_NS_MAX ((UINT64_C(1) << PL_ACC_NS_BITS) - 1)
+static inline uint32_t pl_acc_n(uint64_t a) { return (uint32_t)(a >> 56); }
+static inline uint32_t pl_acc_timed(uint64_t a) { return (uint32_t)(a >> 48) & 0xffu; }
+static inline uint64_t pl_acc_ns(uint64_t a) { return a & PL_ACC_NS_MAX; }
+_Static_assert(PL_RUN_MAX < 256, "a run's count fits the tally's 8 bits");
+
 typedef struct pl_run {
   /* The owner's alone: read and written by its thread only. */
   pl_run_key key;
+  uint32_t base; /* the copy (its index) that began the current part */
+  uint32_t seen; /* `took` as the owner last acted on it */
+  bool busy;     /* a copy of this run is in the driver: a copy the driver
+                    call makes on this thread must leave the run alone */
   /* PL_RUN_OPEN, and PL_RUN_OWNER / PL_RUN_THIEF while one side holds the
-   * run; PL_RUN_TAKEN once a drainer wrote part of it (taken_* say
-   * which).  The proto and the taken_* fields change only while held. */
+   * run; PL_RUN_TAKEN once a drainer wrote part of it (taken and taken_at
+   * say how much, and when).  The proto and taken* change only while
+   * held. */
   _Atomic uint32_t state;
-  /* Gathered since the run was opened; written by the owner alone, read by
-   * a drainer: each only grows, so a drainer's view may lag, never
-   * overcount. */
-  _Atomic uint32_t n, timed;
-  _Atomic uint64_t ns;    /* the timed copies' host time */
-  _Atomic uint64_t start; /* the first copy's start */
-  uint32_t taken_n, taken_timed;
-  uint64_t taken_ns, taken_at;
+  /* Parts a drainer wrote: the owner's next copy begins a new part, timed,
+   * so the next record starts at a copy's own start. */
+  _Atomic uint32_t took;
+  /* The tally (pl_acc_*), written by the owner alone, with release: a
+   * drainer that reads it also sees `mark` as of that copy or later. */
+  _Atomic uint64_t acc;
+  /* The current part: its first copy's index (8 bits) and start, in ns
+   * after proto.start_ns (56 bits: 2.2 years). */
+  _Atomic uint64_t mark;
+  uint64_t taken; /* the tally as of the last take */
+  uint64_t taken_at;
   pagelock_rec_copy proto; /* the record of the copy repeated */
 } pl_run;
 
@@ -64,17 +82,45 @@ enum { PL_RUN_OPEN = 1u, PL_RUN_OWNER = 2u, PL_RUN_THIEF = 4u, PL_RUN_TAKEN = 8u
 /* This thread's runs: its ring's (trace.c), NULL without one. */
 extern PL_TLS pl_run *pl_my_runs;
 
-/* The owner: one more copy of run r, timed (ns from start) or not. */
-static inline void pl_run_add(pl_run *r, bool timed, uint64_t start, uint64_t ns) {
-  uint32_t n = atomic_load_explicit(&r->n, memory_order_relaxed);
-  if (timed) {
-    if (n == 0) atomic_store_explicit(&r->start, start, memory_order_relaxed);
-    atomic_store_explicit(&r->ns, atomic_load_explicit(&r->ns, memory_order_relaxed) + ns,
-                          memory_order_relaxed);
-    atomic_store_explicit(&r->timed, atomic_load_explicit(&r->timed, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+/* The owner: the copies run r holds so far. */
+static inline uint32_t pl_run_count(const pl_run *r) {
+  return pl_acc_n(atomic_load_explicit(&r->acc, memory_order_relaxed));
+}
+
+/* What pl_run_times says of the owner's next copy of a run. */
+enum { PL_RUN_UNTIMED = 0, PL_RUN_TIMED = 1, PL_RUN_PART = 3 /* timed, and begins a part */ };
+
+/* The owner, before one more copy of run r: whether to time it.  One in
+ * PL_RUN_TIME_EVERY is, counted from the part's first copy, which always
+ * is: the first of the run, and the first after a drainer wrote a part. */
+static inline unsigned pl_run_times(pl_run *r) {
+  uint32_t n = pl_run_count(r);
+  uint32_t took = atomic_load_explicit(&r->took, memory_order_relaxed);
+  if (PL_UNLIKELY(n == 0 || took != r->seen)) {
+    r->seen = took;
+    r->base = n;
+    return PL_RUN_PART;
   }
-  atomic_store_explicit(&r->n, n + 1, memory_order_release);
+  return (n - r->base) % PL_RUN_TIME_EVERY == 0 ? PL_RUN_TIMED : PL_RUN_UNTIMED;
+}
+
+/* The owner: one more copy of run r, as pl_run_times said (`how`); timed
+ * ones began at start and took ns. */
+static inline void pl_run_add(pl_run *r, unsigned how, uint64_t start, uint64_t ns) {
+  uint64_t a = atomic_load_explicit(&r->acc, memory_order_relaxed);
+  if (how == PL_RUN_PART) {
+    uint64_t off = start > r->proto.start_ns ? start - r->proto.start_ns : 0;
+    if (off >> 56) off = (UINT64_C(1) << 56) - 1;
+    atomic_store_explicit(&r->mark, (uint64_t)pl_acc_n(a) << 56 | off, memory_order_relaxed);
+  }
+  /* Added in place: no field can carry into the next (count and timed
+   * stay below PL_RUN_MAX, ns is capped at what its field has left). */
+  uint64_t inc = UINT64_C(1) << 56;
+  if (how != PL_RUN_UNTIMED) {
+    uint64_t room = PL_ACC_NS_MAX - pl_acc_ns(a);
+    inc += (UINT64_C(1) << 48) + (ns < room ? ns : room);
+  }
+  atomic_store_explicit(&r->acc, a + inc, memory_order_release);
 }
 
 /* The owner: start run r at the copy whose record is proto (r closed). */

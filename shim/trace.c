@@ -824,7 +824,11 @@ static void pl_runs_take_locked(pl_ring *r) {
     pagelock_rec_copy rec;
     if (!(atomic_load_explicit(&r->runs[i].state, memory_order_relaxed) & PL_RUN_OPEN)) continue;
     if (now == 0) now = pl_now_ns();
-    if (pl_run_take(&r->runs[i], now, &rec)) pl_buf_put(&rec, sizeof rec);
+    if (!pl_run_take(&r->runs[i], now, &rec)) continue;
+    if (pl_open_locked())
+      pl_buf_put(&rec, sizeof rec);
+    else
+      pl_dropped++; /* as the ring's records are, once the trace stopped */
   }
 }
 
@@ -847,7 +851,12 @@ static void pl_ring_release(void *arg) {
   pl_my_runs = NULL;
   pthread_mutex_lock(&pl_trace_lock);
   pl_ring_drain_locked(r);
-  if (k > 0 && pl_open_locked()) pl_buf_put(runs, sizeof runs[0] * (size_t)k);
+  for (int i = 0; i < k; i++) {
+    if (pl_open_locked())
+      pl_buf_put(&runs[i], sizeof runs[i]);
+    else
+      pl_dropped++;
+  }
   r->owned = false;
   pthread_mutex_unlock(&pl_trace_lock);
   pl_my_ring = NULL;

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "pl_internal.h"
+#include "run.h"
 #include "trace_read.h"
 
 static char tmpdir[256];
@@ -35,6 +36,7 @@ typedef struct site {
   uint64_t failed; /* copies whose result was not CUDA_SUCCESS */
   uint64_t staged; /* copies the staging engine moved */
   uint32_t max_count;
+  uint64_t last_start; /* the site's last record's */
 } site;
 
 #define MAX_SITES 8
@@ -77,6 +79,7 @@ static void read_sites(const char *path, sites *all) {
     if (c->result != CUDA_SUCCESS) s->failed += c->count;
     if (c->flags & PAGELOCK_COPY_STAGED) s->staged += c->count;
     if (c->count > s->max_count) s->max_count = c->count;
+    s->last_start = c->start_ns;
     all->copies += c->count;
   }
   assert_int_equal(r.stop, PLR_STOP_END);
@@ -187,6 +190,91 @@ static void test_repeats_break(void **state) {
   free(b);
 }
 
+/* Memory page-locked where the hooks did not see it (here libcuda's own
+ * entry point, called past the shim) is noticed by the registry's memo
+ * within 64 copies of its page, run or not: a run's copies spend the
+ * memo's answers as the first one did. */
+static void test_repeats_unseen_pin(void **state) {
+  (void)state;
+  char path[512];
+  trace_start("unseen.trace", path, sizeof path, NULL);
+  CUresult (*reg)(void *, size_t, unsigned) = dlsym(RTLD_NEXT, "cuMemHostRegister_v2");
+  CUresult (*unreg)(void *) = dlsym(RTLD_NEXT, "cuMemHostUnregister");
+  assert_non_null(reg);
+  char *b = aligned_alloc(4096, 4096);
+  memset(b, 2, 4096);
+  for (int i = 0; i < 100; i++) assert_int_equal(upload(b, 256), CUDA_SUCCESS);
+  assert_int_equal(reg(b, 4096, 0), CUDA_SUCCESS);
+  for (int i = 0; i < 200; i++) assert_int_equal(upload(b, 256), CUDA_SUCCESS);
+  pl_exit_trace();
+  assert_int_equal(unreg(b), CUDA_SUCCESS);
+  sites all;
+  read_sites(path, &all);
+  assert_int_equal(all.n, 1);
+  assert_int_equal(all.s[0].copies, 300);
+  /* 64 copies on the memo's answer, then the first to ask the driver and
+   * the run it opens: at least 200 - 65 - 1 of them pinned. */
+  assert_true(all.s[0].pinned >= 134);
+  free(b);
+}
+
+/* A copy the driver call itself makes on the same thread (a CUPTI
+ * subscriber's, another interposer's) is a copy of its own: it neither
+ * adds to nor closes the run whose copy is in the driver.  Here the outer
+ * copy's driver call makes five uploads of five sizes, more runs than a
+ * thread keeps, before the real call. */
+static CUresult (*real_htod)(CUdeviceptr, const void *, size_t, CUstream);
+static char *nested_buf;
+
+static CUresult outer_native(const pl_copy *c) {
+  for (size_t k = 1; k <= 5; k++) assert_int_equal(upload(nested_buf, 64 * k), CUDA_SUCCESS);
+  return real_htod(c->dst, (const void *)(uintptr_t)c->src, c->bytes, c->stream);
+}
+
+static void outer_site(void) {}
+
+static __attribute__((noipa)) CUresult outer_copy(const void *h) {
+  pl_copy c = {.api = PAGELOCK_API_cuMemcpyHtoDAsync_v2,
+               .flags = PAGELOCK_COPY_ASYNC,
+               .dir = PAGELOCK_DIR_H2D,
+               .dst = dev,
+               .src = (CUdeviceptr)(uintptr_t)h,
+               .bytes = 256,
+               .stream = stream,
+               .callsite = (void *)(uintptr_t)outer_site,
+               .native = outer_native,
+               .dst_mem = PAGELOCK_MEM_DEVICE};
+  CUresult r = pl_copy_exec(&c);
+  __asm__ volatile("" ::: "memory");
+  return r;
+}
+
+static void test_repeats_nested(void **state) {
+  (void)state;
+  char path[512];
+  trace_start("nested.trace", path, sizeof path, NULL);
+  real_htod = dlsym(RTLD_NEXT, "cuMemcpyHtoDAsync_v2");
+  assert_non_null(real_htod);
+  char *b = malloc(4096);
+  nested_buf = malloc(4096);
+  memset(b, 6, 4096);
+  memset(nested_buf, 8, 4096);
+  for (int i = 0; i < 100; i++) assert_int_equal(outer_copy(b), CUDA_SUCCESS);
+  pl_exit_trace();
+  sites all;
+  read_sites(path, &all);
+  assert_int_equal(all.copies, 600);
+  site *outer = site_of(&all, (uint64_t)(uintptr_t)outer_site);
+  assert_int_equal(outer->copies, 100);
+  assert_int_equal(outer->bytes, 100 * 256);
+  assert_int_equal(all.n, 2);
+  site *inner = outer == &all.s[0] ? &all.s[1] : &all.s[0];
+  assert_int_equal(inner->copies, 500);
+  assert_int_equal(inner->bytes, 100 * 64 * (1 + 2 + 3 + 4 + 5));
+  free(b);
+  free(nested_buf);
+}
+
 /* Under stage, a copy the engine takes is staged every time, never a
  * run's repeat; a smaller one beside it passes through and runs. */
 static __attribute__((noipa)) CUresult upload_big(const void *h, size_t n) {
@@ -267,6 +355,7 @@ static void test_repeats_idle_thread(void **state) {
   assert_int_equal(pthread_create(&t, NULL, idle_thread, &x), 0);
   idler_wait(&x, 1);
   pl_trace_drain_for_test(); /* the writer's drain, while the thread waits */
+  uint64_t resumed = pl_now_ns();
   idler_set(&x, 2);
   idler_wait(&x, 3);
   /* The thread is alive, idle again, its run open: the exit takes it. */
@@ -279,8 +368,9 @@ static void test_repeats_idle_thread(void **state) {
   assert_int_equal(all.s[0].copies, 27);
   /* The thread's first copy (its ring comes with its first record, too
    * late to open a run), the second, the run the drain took (18), the
-   * rest at exit (7). */
+   * rest at exit (7), which began once the thread went on. */
   assert_int_equal(all.s[0].records, 4);
+  assert_true(all.s[0].last_start >= resumed);
   free(x.buf);
 }
 
@@ -351,6 +441,70 @@ static void test_repeats_drain_race(void **state) {
   free(x.buf);
 }
 
+/* A run's parts, as the owner closes and drainers take them, against a
+ * drainer taking without pause: every part's count, timed count, host
+ * time and start must agree with each other (the owner here times its
+ * copies at exactly 10 ns each, so a part's host time is 10 ns a copy). */
+#define PARTS_COPIES 400000
+#define PARTS_MAX 20000
+typedef struct parts {
+  pl_run run;
+  _Atomic bool done;
+  _Atomic uint64_t clock; /* the owner's copy times, for the drainer */
+  pagelock_rec_copy rec[PARTS_MAX];
+  _Atomic uint32_t n;
+  _Atomic uint64_t copies;
+} parts;
+
+static void parts_keep(parts *x, const pagelock_rec_copy *rec) {
+  uint32_t i = atomic_fetch_add(&x->n, 1);
+  if (i < PARTS_MAX) x->rec[i] = *rec;
+  x->copies += rec->count;
+}
+
+static void *parts_drainer(void *arg) {
+  parts *x = arg;
+  pagelock_rec_copy rec;
+  while (!atomic_load(&x->done))
+    if (pl_run_take(&x->run, atomic_load(&x->clock), &rec)) parts_keep(x, &rec);
+  return NULL;
+}
+
+static void test_repeats_parts(void **state) {
+  (void)state;
+  parts *x = calloc(1, sizeof *x);
+  pl_run_key key = {.callsite = 1};
+  pagelock_rec_copy proto = {.start_ns = 1000, .host_ns = 10, .bytes = 256};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, parts_drainer, x), 0);
+  pl_run_open(&x->run, &key, &proto);
+  for (uint64_t i = 0; i < PARTS_COPIES; i++) {
+    uint64_t at = 1000 + 100 * (i + 1);
+    atomic_store(&x->clock, at);
+    unsigned how = pl_run_times(&x->run);
+    pl_run_add(&x->run, how, at, how != PL_RUN_UNTIMED ? 10 : 0);
+    if (i % 9 == 8) { /* runs of nine: many parts that begin and end */
+      pagelock_rec_copy rec;
+      if (pl_run_close(&x->run, &rec)) parts_keep(x, &rec);
+      pl_run_open(&x->run, &key, &proto);
+    }
+  }
+  pagelock_rec_copy rec;
+  if (pl_run_close(&x->run, &rec)) parts_keep(x, &rec);
+  atomic_store(&x->done, true);
+  pthread_join(t, NULL);
+  uint32_t n = atomic_load(&x->n) < PARTS_MAX ? atomic_load(&x->n) : PARTS_MAX;
+  for (uint32_t i = 0; i < n; i++) {
+    const pagelock_rec_copy *c = &x->rec[i];
+    assert_true(c->count >= 1 && c->count <= 9);
+    assert_true(c->timed <= c->count);
+    if (c->timed) assert_int_equal(c->host_ns, 10 * (uint64_t)c->count);
+    assert_true(c->start_ns > 1000 && c->start_ns <= 1000 + 100 * (uint64_t)PARTS_COPIES);
+  }
+  assert_int_equal(x->copies, PARTS_COPIES);
+  free(x);
+}
+
 static int setup(void **state) {
   (void)state;
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
@@ -376,7 +530,8 @@ int main(void) {
       cmocka_unit_test(test_repeats_merge),       cmocka_unit_test(test_repeats_each),
       cmocka_unit_test(test_repeats_break),       cmocka_unit_test(test_repeats_idle_thread),
       cmocka_unit_test(test_repeats_drain_race),  cmocka_unit_test(test_repeats_stage),
-      cmocka_unit_test(test_repeats_ring_reused),
+      cmocka_unit_test(test_repeats_ring_reused), cmocka_unit_test(test_repeats_parts),
+      cmocka_unit_test(test_repeats_unseen_pin),  cmocka_unit_test(test_repeats_nested),
   };
   int rc = cmocka_run_group_tests_name("repeats", tests, setup, NULL);
   char cmd[300];
