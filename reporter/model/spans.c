@@ -159,3 +159,21 @@ size_t plr_spans_gaps(const plr_span *u, size_t n, plr_span window, uint64_t thr
   }
   return kept;
 }
+
+unsigned plr_lane_pick(uint64_t *ends, unsigned *used, unsigned max, uint64_t start, uint64_t end) {
+  unsigned l = 0;
+  while (l < *used && ends[l] > start) l++;
+  if (l == *used && *used < max) {
+    ends[(*used)++] = end;
+    return l;
+  }
+  if (l == *used) {
+    l = 0;
+    for (unsigned k = 1; k < *used; k++)
+      if (ends[k] < ends[l]) l = k;
+  }
+  /* The latest end: an interval forced into a lane can end before the
+   * lane's last one. */
+  if (end > ends[l]) ends[l] = end;
+  return l;
+}

@@ -30,4 +30,12 @@ size_t plr_spans_union(const plr_span *a, size_t na, const plr_span *b, size_t n
 size_t plr_spans_gaps(const plr_span *u, size_t n, plr_span window, uint64_t threshold,
                       plr_span *top, size_t max, uint64_t *count, uint64_t *total);
 
+/* Lanes: intervals, taken in start order, spread over rows so that none
+ * overlaps another of its row.  ends[] holds the latest end of each of
+ * the *used lanes so far (start with *used 0); returns the lane of
+ * [start, end): the first whose intervals all ended by start, else a new
+ * one while fewer than max, else the one that ends earliest (the least
+ * overlap; only more than max intervals open at once overlap). */
+unsigned plr_lane_pick(uint64_t *ends, unsigned *used, unsigned max, uint64_t start, uint64_t end);
+
 #endif

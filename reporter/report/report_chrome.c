@@ -4,17 +4,33 @@
  *   {"traceEvents":[ {...}, ... ], "displayTimeUnit":"ns"}
  *
  * One pid per traced process, one tid (track) per GPU stream (CUPTI
- * streamId), per host thread that made copy calls and per host thread that
- * waited (CUPTI SYNCHRONIZATION / OVERHEAD records), and one for the
- * pauses of sampled GPU timing (GPU_SAMPLE).  Copy calls and GPU ops
- * are complete events ("ph":"X"); flow arrows ("ph":"s" at the call, "f"
- * with "bp":"e" at the GPU op) join each call to its GPU op(s).
+ * streamId), per host thread that made copy calls, per lane of a host
+ * thread's runs of repeated copies (COPY count above 1; see "Runs" below)
+ * and per host thread that waited (CUPTI SYNCHRONIZATION / OVERHEAD
+ * records), and one for the pauses of sampled GPU timing (GPU_SAMPLE).
+ * Copy calls and GPU ops are complete events ("ph":"X"); flow arrows
+ * ("ph":"s" at the call, "f" with "bp":"e" at the GPU op) join each call
+ * to its GPU op(s).
  *
  * Events are written as the trace is re-read (walk.h).  Flows need to
  * know, at a call, which GPU ops exist for it and, at a GPU op, whether a
  * call claims it, and GPU records come later than the calls they join: a
  * first pass therefore keeps the correlation ids alone (4 to 8 bytes per
- * call and GPU op, sorted arrays), never the events. */
+ * call and GPU op, sorted arrays), never the events.
+ *
+ * Runs.  A run's slice lasts the summed host time of its copies from its
+ * first copy's start, so it can overlap another run of the same thread
+ * (an upload run and a download run of one loop are open together) and
+ * the single calls made meanwhile.  Viewers draw complete events of one
+ * track right only when they are disjoint or properly nested, so runs
+ * never go on the copy-calls track: each thread's runs are spread over
+ * lanes, a track each.  Pass 1 keeps each run's thread and times (32
+ * bytes a run), sorts them by start and assigns lanes greedily: the first
+ * lane whose slices all ended by the run's start, else a new lane, up to
+ * PLR_CT_RUN_LANES; past that the lane whose slices end earliest (the
+ * least overlap; only a thread with that many runs open at once gets an
+ * overlap).  Pass 2 reads each run's lane back by its order in the file,
+ * since the shim writes a run when it closes, not in start order. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +40,7 @@
 #include "escape.h"
 #include "report.h"
 #include "format.h"
+#include "spans.h"
 #include "units.h"
 
 /* Track ids.  Host threads keep their kernel tid (below 2^22 on Linux);
@@ -33,6 +50,14 @@
 #define PLR_CT_WAIT_BASE 0x20000000u
 /* The track of sampled GPU timing's pauses: one per process. */
 #define PLR_CT_SAMPLE_TID 0x30000000u
+/* Tracks of runs: RUN_BASE | thread << 3 | lane, so that viewers which
+ * order tracks by tid show a thread's lanes together and in order. */
+#define PLR_CT_RUN_BASE 0x10000000u
+#define PLR_CT_RUN_LANES 8 /* per thread */
+/* Linux tids are below 2^22; a corrupt one folds (lanes are assigned per
+ * folded thread, so folding merges tracks but never overlaps slices). */
+#define PLR_CT_RUN_THREAD_MASK 0x3fffffu
+_Static_assert(PLR_CT_RUN_LANES <= 8, "a run track's tid has 3 bits of lane");
 
 /* Kernel names of templated code run to kilobytes; the viewer shows one
  * line. */
@@ -45,6 +70,13 @@ typedef struct plr_ct_link {
   uint32_t corr;
   uint64_t seq;
 } plr_ct_link;
+
+/* A run of repeated copies as pass 1 saw it: its thread (as its tracks
+ * fold it), its times and its place among the runs of the file. */
+typedef struct plr_ct_run {
+  uint64_t start, end, ord;
+  uint32_t thread;
+} plr_ct_run;
 
 typedef struct plr_ct_vec {
   void *v;
@@ -82,10 +114,14 @@ typedef struct plr_ct_index {
                            index of plr_ct_link_for's answer, or SIZE_MAX */
   size_t nlinks;
   uint64_t flow_base; /* flow ids of this trace: flow_base + 1 + GPU slot */
+  uint8_t *run_lane;  /* per run, in file order: its lane; NULL when out
+                         of memory (every run then on lane 0) */
+  size_t nruns;
+  size_t runs_seen; /* runs met so far in pass 2 */
 } plr_ct_index;
 
 typedef struct plr_ct_pass1 {
-  plr_ct_vec hc, hs, gc, links;
+  plr_ct_vec hc, hs, gc, links, runs;
   int oom;
 } plr_ct_pass1;
 
@@ -101,9 +137,14 @@ static int plr_ct_pass1_fn(void *ctx, const plr_event *ev) {
   int rc = 0;
   if (ev->kind == PLR_EV_CALL) {
     const pagelock_rec_copy *c = ev->copy;
-    if (c->flags & PAGELOCK_COPY_GRAPH_NODE) return 0;
-    if (c->gpu_correlation) rc |= plr_ct_push(&p->hc, &c->gpu_correlation);
-    rc |= plr_ct_push(&p->hs, &c->correlation);
+    if (c->count > 1) {
+      plr_ct_run r = {ev->start, ev->end, p->runs.n, c->tid & PLR_CT_RUN_THREAD_MASK};
+      rc |= plr_ct_push(&p->runs, &r);
+    }
+    if (!(c->flags & PAGELOCK_COPY_GRAPH_NODE)) {
+      if (c->gpu_correlation) rc |= plr_ct_push(&p->hc, &c->gpu_correlation);
+      rc |= plr_ct_push(&p->hs, &c->correlation);
+    }
   } else if (ev->kind == PLR_EV_GPU) {
     if (plr_ct_gpu_joinable(ev->gpu)) rc |= plr_ct_push(&p->gc, &ev->gpu->correlation);
   } else if (ev->kind == PLR_EV_LINK) {
@@ -138,6 +179,30 @@ static int plr_cmp_link_corr(const void *a, const void *b) {
   const plr_ct_link *x = a, *y = b;
   if (x->corr != y->corr) return x->corr < y->corr ? -1 : 1;
   return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Runs by thread, then start (file order among equal starts). */
+static int plr_cmp_run(const void *a, const void *b) {
+  const plr_ct_run *x = a, *y = b;
+  if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return x->ord < y->ord ? -1 : x->ord > y->ord;
+}
+
+/* Assigns every run of pass 1 its lane (x->run_lane); sorts runs. */
+static void plr_ct_lanes_build(plr_ct_index *x, plr_ct_run *runs, size_t n) {
+  x->nruns = n;
+  if (!n) return;
+  x->run_lane = malloc(n);
+  if (!x->run_lane) return;
+  qsort(runs, n, sizeof *runs, plr_cmp_run);
+  uint64_t ends[PLR_CT_RUN_LANES];
+  unsigned used = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i == 0 || runs[i].thread != runs[i - 1].thread) used = 0;
+    x->run_lane[runs[i].ord] =
+        (uint8_t)plr_lane_pick(ends, &used, PLR_CT_RUN_LANES, runs[i].start, runs[i].end);
+  }
 }
 
 /* First index in sorted v[0..n) whose value is >= key. */
@@ -210,6 +275,7 @@ static void plr_ct_index_free(plr_ct_index *x) {
   free(x->by_seq);
   free(x->by_corr);
   free(x->corr_pick);
+  free(x->run_lane);
   memset(x, 0, sizeof *x);
 }
 
@@ -223,7 +289,12 @@ static void plr_ct_index_build(plr_ct_index *x, const plr_source *src) {
   p.hs.elem = sizeof(uint64_t);
   p.gc.elem = sizeof(uint32_t);
   p.links.elem = sizeof(plr_ct_link);
+  p.runs.elem = sizeof(plr_ct_run);
   plr_walk(src, plr_ct_pass1_fn, &p);
+  /* Lanes only from a complete list of runs: pass 2 finds each by its
+   * order in the file. */
+  if (!p.oom) plr_ct_lanes_build(x, p.runs.v, p.runs.n);
+  free(p.runs.v);
   x->hc = p.hc.v;
   x->nhc = p.hc.n;
   x->hs = p.hs.v;
@@ -447,13 +518,36 @@ static void plr_ct_python(plr_ct *c, const char *key, uint32_t stack_id) {
   plr_json_string(c->out, buf, PLR_ESC_UNLIMITED);
 }
 
-/* Writes one copy call: its slice on its thread's track, then its flow
- * starts. */
+/* The track of one copy call: its thread's copy-calls track, or for a run
+ * the track of its lane (see "Runs" at the top). */
+static uint32_t plr_ct_call_track(plr_ct *c, const pagelock_rec_copy *cp) {
+  char tname[96];
+  if (cp->count <= 1) {
+    snprintf(tname, sizeof tname, "thread %u (copy calls)", cp->tid);
+    plr_ct_track_use(c, cp->tid, tname, 0);
+    return cp->tid;
+  }
+  size_t k = c->x.runs_seen++;
+  unsigned lane = c->x.run_lane && k < c->x.nruns ? c->x.run_lane[k] : 0;
+  uint32_t tid = PLR_CT_RUN_BASE | (cp->tid & PLR_CT_RUN_THREAD_MASK) << 3 | lane;
+  /* Sort index 0, as the copy-calls tracks: viewers that order equal
+   * indexes by name (the trace-event format's rule) then show a thread's
+   * lanes right after its copy calls. */
+  if (lane)
+    snprintf(tname, sizeof tname, "thread %u (runs of repeated copies, lane %u)", cp->tid,
+             lane + 1);
+  else
+    snprintf(tname, sizeof tname, "thread %u (runs of repeated copies)", cp->tid);
+  plr_ct_track_use(c, tid, tname, 0);
+  return tid;
+}
+
+/* Writes one copy call: its slice on its thread's track (a run: on a lane
+ * of its own), then its flow starts. */
 static void plr_ct_call(plr_ct *c, const plr_event *ev) {
   const pagelock_rec_copy *cp = ev->copy;
-  char tname[64], flags[128];
-  snprintf(tname, sizeof tname, "thread %u (copy calls)", cp->tid);
-  plr_ct_track_use(c, cp->tid, tname, 0);
+  char flags[128];
+  uint32_t tid = plr_ct_call_track(c, cp);
   plr_ct_copy_flags(cp->flags, flags, sizeof flags);
   /* A run of repeated copies is one slice from the first one's start for
    * their summed host time (the shim kept no time of the others), named
@@ -466,7 +560,7 @@ static void plr_ct_call(plr_ct *c, const plr_event *ev) {
   plr_ct_sep(c);
   fputs("{\"ph\":\"X\",\"name\":", c->out);
   plr_json_string(c->out, name, PLR_ESC_UNLIMITED);
-  fprintf(c->out, ",\"cat\":\"copy_call\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", c->pid, cp->tid);
+  fprintf(c->out, ",\"cat\":\"copy_call\",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", c->pid, tid);
   plr_ct_ts(c, ev->start);
   fputs(",\"dur\":", c->out);
   plr_ct_dur(c, ev->end - ev->start);
@@ -485,7 +579,7 @@ static void plr_ct_call(plr_ct *c, const plr_event *ev) {
   plr_ct_python(c, "python", cp->stack_id);
   plr_ct_python(c, "python_alloc", cp->alloc_stack_id);
   fputs("}}", c->out);
-  if (!(cp->flags & PAGELOCK_COPY_GRAPH_NODE)) plr_ct_call_flows(c, cp, cp->tid, ev->start);
+  if (!(cp->flags & PAGELOCK_COPY_GRAPH_NODE)) plr_ct_call_flows(c, cp, tid, ev->start);
 }
 
 /* "memcpy HtoD pageable" and the like: what a GPU op is, for its name. */

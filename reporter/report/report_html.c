@@ -4,11 +4,25 @@
  *
  * Per process: a summary (GPU timing status, verdicts, copy totals, per
  * device table, call-site tables) and one SVG timeline per device with a
- * row per host thread's copy calls and a row per GPU stream.  The timeline
- * stays small for any trace: a device with few ops gets one rectangle (and
- * tooltip) per op; beyond that, ops are binned per pixel column and row,
- * and each run of columns where one kind dominates is one rectangle, so a
- * timeline never has more rectangles than rows x plot width. */
+ * row per host thread's copy calls, rows for its runs of repeated copies
+ * (below) and a row per GPU stream.  The timeline stays small for any
+ * trace: a device with few ops gets one rectangle (and tooltip) per op;
+ * beyond that, ops are binned per pixel column and row, and each run of
+ * columns where one kind dominates is one rectangle, so a timeline never
+ * has more rectangles than rows x plot width.
+ *
+ * Runs of repeated copies (COPY count above 1) are one bar from the first
+ * copy's start for their summed host time, so one thread's runs can
+ * overlap each other (an upload run and a download run open together) and
+ * the single calls made meanwhile; on one row the bar drawn last would
+ * hide the others and their tooltips.  So runs are drawn on rows of their
+ * own, a thread's runs spread over lanes (a row each): the scan keeps
+ * each run's row and times (48 bytes a run), sorts them by start and
+ * gives each the first lane whose bars all ended by its start, else a new
+ * lane, up to PLR_HT_RUN_LANES; past that the lane whose bars end
+ * earliest (the least overlap).  The draw pass reads each run's lane back
+ * by its order in the file (the shim writes a run when it closes, not in
+ * start order). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +32,7 @@
 #include "escape.h"
 #include "report.h"
 #include "format.h"
+#include "spans.h"
 #include "units.h"
 
 #define PLR_HT_PLOT_W 1100 /* plot width in px (one bin per px) */
@@ -33,7 +48,8 @@
 #ifndef PLR_HT_EXACT_MAX
 #define PLR_HT_EXACT_MAX 3000
 #endif
-#define PLR_HT_TITLE 160 /* tooltip bytes kept per op */
+#define PLR_HT_TITLE 160   /* tooltip bytes kept per op */
+#define PLR_HT_RUN_LANES 8 /* rows of runs per thread and device */
 
 /* What a rectangle is, hence its colour. */
 enum plr_ht_cat {
@@ -450,13 +466,21 @@ static void plr_ht_gpu_tables(FILE *out, const plr_gpu_report *g) {
 /* ------------------------------------------------------------------ */
 /* Timeline: rows, layout and drawing.                                 */
 
-enum plr_ht_row_kind { PLR_HT_ROW_HOST = 0, PLR_HT_ROW_STREAM = 1 };
+enum plr_ht_row_kind { PLR_HT_ROW_HOST = 0, PLR_HT_ROW_RUNS = 1, PLR_HT_ROW_STREAM = 2 };
 
 typedef struct plr_ht_key {
   int64_t dev;   /* device ordinal as recorded; -1 unknown (calls) */
   uint32_t kind; /* plr_ht_row_kind */
   uint32_t id;   /* tid or CUPTI streamId */
+  uint32_t lane; /* runs: the lane; else 0 */
 } plr_ht_key;
+
+/* A run of repeated copies as the scan saw it: its row (lane 0 until
+ * assigned), its times and its place among the runs of the file. */
+typedef struct plr_ht_run {
+  plr_ht_key key;
+  uint64_t start, end, ord;
+} plr_ht_run;
 
 typedef struct plr_ht_row {
   plr_ht_key key;
@@ -496,6 +520,10 @@ typedef struct plr_ht {
   plr_ht_tl tl[PLR_HT_MAX_TIMELINES];
   int ntl;
   size_t tl_dropped; /* devices beyond PLR_HT_MAX_TIMELINES */
+  plr_ht_run *runs;  /* the scan's runs, until lanes are assigned */
+  size_t nruns, capruns;
+  uint8_t *run_lane; /* per run, in file order: its lane */
+  size_t runs_seen;  /* runs met so far in the draw pass */
   int oom;
 } plr_ht;
 
@@ -531,13 +559,14 @@ static int plr_ht_gpu_cat(const pagelock_rec_gpu *g) {
   }
 }
 
-/* Row key of an event, or 0 when the event is not drawn. */
+/* Row key of an event, or 0 when the event is not drawn.  A run's lane
+ * is left 0: the caller knows it. */
 static int plr_ht_key_of(const plr_event *ev, plr_ht_key *k) {
   memset(k, 0, sizeof *k);
   if (ev->kind == PLR_EV_CALL) {
     if (ev->copy->flags & PAGELOCK_COPY_GRAPH_NODE) return 0;
     k->dev = ev->copy->device;
-    k->kind = PLR_HT_ROW_HOST;
+    k->kind = ev->copy->count > 1 ? PLR_HT_ROW_RUNS : PLR_HT_ROW_HOST;
     k->id = ev->copy->tid;
     return 1;
   }
@@ -550,28 +579,89 @@ static int plr_ht_key_of(const plr_event *ev, plr_ht_key *k) {
   return 0;
 }
 
-/* Pass 1: rows, devices and the time window. */
+/* The row of key k, made when new (NULL when out of memory). */
+static plr_ht_row *plr_ht_row_get(plr_ht *h, const plr_ht_key *k) {
+  plr_ht_row *r;
+  HASH_FIND(hh, h->rows, k, sizeof *k, r);
+  if (r) return r;
+  r = calloc(1, sizeof *r);
+  if (!r) {
+    h->oom = 1;
+    return NULL;
+  }
+  memcpy(&r->key, k, sizeof *k); /* with its zeroed padding: a hash key */
+  r->tl = -1;
+  HASH_ADD(hh, h->rows, key, sizeof r->key, r);
+  return r;
+}
+
+/* Pass 1: rows, devices and the time window; runs are kept for
+ * plr_ht_lanes, which makes their rows. */
 static int plr_ht_scan_fn(void *ctx, const plr_event *ev) {
   plr_ht *h = ctx;
   plr_ht_key k;
   if (!plr_ht_key_of(ev, &k)) return 0;
-  plr_ht_row *r;
-  HASH_FIND(hh, h->rows, &k, sizeof k, r);
-  if (!r) {
-    r = calloc(1, sizeof *r);
-    if (!r) {
-      h->oom = 1;
-      return 1;
+  if (k.kind == PLR_HT_ROW_RUNS) {
+    if (h->nruns == h->capruns) {
+      size_t cap = h->capruns ? h->capruns * 2 : 64;
+      plr_ht_run *v = realloc(h->runs, cap * sizeof *v);
+      if (!v) {
+        h->oom = 1;
+        return 1;
+      }
+      h->runs = v;
+      h->capruns = cap;
     }
-    r->key = k;
-    r->tl = -1;
-    HASH_ADD(hh, h->rows, key, sizeof r->key, r);
+    plr_ht_run *run = &h->runs[h->nruns];
+    memcpy(&run->key, &k, sizeof k);
+    run->start = ev->start;
+    run->end = ev->end;
+    run->ord = h->nruns++;
+  } else {
+    plr_ht_row *r = plr_ht_row_get(h, &k);
+    if (!r) return 1;
+    r->ops++;
   }
-  r->ops++;
   if (!h->have_window || ev->start < h->t0) h->t0 = ev->start;
   if (!h->have_window || ev->end > h->t1) h->t1 = ev->end;
   h->have_window = 1;
   return h->oom;
+}
+
+/* Runs by row (device, thread), then start (file order among equal
+ * starts). */
+static int plr_ht_run_cmp(const void *a, const void *b) {
+  const plr_ht_run *x = a, *y = b;
+  if (x->key.dev != y->key.dev) return x->key.dev < y->key.dev ? -1 : 1;
+  if (x->key.id != y->key.id) return x->key.id < y->key.id ? -1 : 1;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return x->ord < y->ord ? -1 : x->ord > y->ord;
+}
+
+/* After the scan: each run's lane (h->run_lane) and the rows of the
+ * lanes; the scan's list of runs is freed. */
+static void plr_ht_lanes(plr_ht *h) {
+  if (!h->nruns) return;
+  h->run_lane = malloc(h->nruns);
+  if (!h->run_lane) {
+    h->oom = 1;
+    return;
+  }
+  qsort(h->runs, h->nruns, sizeof *h->runs, plr_ht_run_cmp);
+  uint64_t ends[PLR_HT_RUN_LANES];
+  unsigned used = 0;
+  for (size_t i = 0; i < h->nruns; i++) {
+    plr_ht_run *run = &h->runs[i];
+    if (i == 0 || run->key.dev != run[-1].key.dev || run->key.id != run[-1].key.id) used = 0;
+    unsigned lane = plr_lane_pick(ends, &used, PLR_HT_RUN_LANES, run->start, run->end);
+    h->run_lane[run->ord] = (uint8_t)lane;
+    run->key.lane = lane;
+    plr_ht_row *r = plr_ht_row_get(h, &run->key);
+    if (!r) return;
+    r->ops++;
+  }
+  free(h->runs);
+  h->runs = NULL;
 }
 
 /* Timeline that a row with this recorded device is drawn in. */
@@ -579,11 +669,15 @@ static int64_t plr_ht_dev_of(const plr_ht *h, int64_t dev) {
   return dev < 0 && h->ngpu_devs == 1 ? h->only_dev : (dev < 0 ? -1 : dev);
 }
 
-/* Row order inside a timeline: host threads first, then streams, by id. */
+/* Row order inside a timeline: host threads first, by id, each thread's
+ * calls then its lanes of runs; then streams, by id. */
 static int plr_ht_row_cmp(const void *a, const void *b) {
   const plr_ht_row *x = *(plr_ht_row *const *)a, *y = *(plr_ht_row *const *)b;
-  if (x->key.kind != y->key.kind) return x->key.kind < y->key.kind ? -1 : 1;
+  int xs = x->key.kind == PLR_HT_ROW_STREAM, ys = y->key.kind == PLR_HT_ROW_STREAM;
+  if (xs != ys) return xs < ys ? -1 : 1;
   if (x->key.id != y->key.id) return x->key.id < y->key.id ? -1 : 1;
+  if (x->key.kind != y->key.kind) return x->key.kind < y->key.kind ? -1 : 1;
+  if (x->key.lane != y->key.lane) return x->key.lane < y->key.lane ? -1 : 1;
   return x->key.dev < y->key.dev ? -1 : x->key.dev > y->key.dev;
 }
 
@@ -654,6 +748,11 @@ static void plr_ht_layout(plr_ht *h) {
       if (r->slot == slot) {
         if (r->key.kind == PLR_HT_ROW_HOST)
           snprintf(tl->labels[slot], sizeof tl->labels[slot], "thread %u calls", r->key.id);
+        else if (r->key.kind == PLR_HT_ROW_RUNS && r->key.lane)
+          snprintf(tl->labels[slot], sizeof tl->labels[slot], "thread %u runs, lane %u", r->key.id,
+                   r->key.lane + 1);
+        else if (r->key.kind == PLR_HT_ROW_RUNS)
+          snprintf(tl->labels[slot], sizeof tl->labels[slot], "thread %u runs", r->key.id);
         else
           snprintf(tl->labels[slot], sizeof tl->labels[slot], "stream %u", r->key.id);
       }
@@ -737,6 +836,11 @@ static int plr_ht_draw_fn(void *ctx, const plr_event *ev) {
   plr_ht *h = ctx;
   plr_ht_key k;
   if (!plr_ht_key_of(ev, &k)) return 0;
+  if (k.kind == PLR_HT_ROW_RUNS) {
+    size_t i = h->runs_seen++;
+    if (i >= h->nruns) return 0; /* a run the scan did not see: skip */
+    k.lane = h->run_lane[i];
+  }
   plr_ht_row *r;
   HASH_FIND(hh, h->rows, &k, sizeof k, r);
   if (!r || r->tl < 0) return 0; /* a row the scan did not see: skip */
@@ -915,6 +1019,8 @@ static void plr_ht_free(plr_ht *h) {
     free(h->tl[t].bins);
   }
   free(h->gpu_devs);
+  free(h->runs);
+  free(h->run_lane);
   memset(h, 0, sizeof *h);
 }
 
@@ -923,6 +1029,7 @@ static void plr_ht_timelines(FILE *out, const plr_source *src) {
   plr_ht h;
   memset(&h, 0, sizeof h);
   int unreadable = plr_walk(src, plr_ht_scan_fn, &h) != 0 && !h.oom;
+  if (!h.oom && !unreadable) plr_ht_lanes(&h);
   if (!h.oom && !unreadable) plr_ht_layout(&h);
   if (!h.oom && !unreadable && h.ntl) plr_walk(src, plr_ht_draw_fn, &h);
   fputs("<h3>Timeline</h3>\n", out);

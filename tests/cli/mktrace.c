@@ -6,7 +6,7 @@
  *        mktrace OUT --scenario NAME [--pid P] [--rank R] [--host H]
  *        mktrace OUT --big N [--late]
  *        mktrace OUT --hostile N
- *        mktrace OUT [--copies N] --copy N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED] ...
+ *        mktrace OUT [--copies N] --copy N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED[:AT]] ...
  *                    [--counters NAME=V,...]
  * Any of them but --big and --hostile also takes --checksums K (a CHECK
  * record after every K records, and the CHECKSUMS flag; prints
@@ -34,7 +34,11 @@
  * untracked, shared, cold, pending, budget, failed, capture, edge) or
  * number.  BYTES takes a K, M or G suffix.  RUN and TIMED make each of
  * the N records a run of RUN copies of BYTES each, TIMED of them timed,
- * NS the run's host time (version 4: COPY count and timed).  --counters
+ * NS the run's host time (version 4: COPY count and timed).  Records
+ * follow one another in time as in the file, unless AT is given: the N
+ * records then start AT ns after the first --copy record would (the end of
+ * the classic ones), so that records can overlap or come out of start
+ * order, as the shim writes runs (when they close).  --counters
  * sets fields of the COUNTERS record by name (every field of
  * pagelock_rec_counters), e.g.
  * --counters registrations=3,registered_bytes_high_water=64M.
@@ -103,6 +107,8 @@ typedef struct extra_copy {
   uint8_t dir, mem, why;
   uint32_t flags, count, timed;
   uint64_t bytes, host_ns;
+  int has_at;  /* AT given: */
+  uint64_t at; /* ns after the start of the --copy records */
 } extra_copy;
 #define MAX_EXTRA 64
 static extra_copy extra[MAX_EXTRA];
@@ -129,13 +135,13 @@ static int parse_size(const char *s, uint64_t *v) {
   return 0;
 }
 
-/* Parses N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED] into extra[]. */
+/* Parses N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED[:AT]] into extra[]. */
 static int parse_copy(const char *spec) {
   char buf[256], *f[10], *save = NULL;
   int k = 0;
   snprintf(buf, sizeof buf, "%s", spec);
   for (char *p = strtok_r(buf, ":", &save); p && k < 10; p = strtok_r(NULL, ":", &save)) f[k++] = p;
-  if ((k != 7 && k != 9) || nextra == MAX_EXTRA) return -1;
+  if ((k != 7 && k != 9 && k != 10) || nextra == MAX_EXTRA) return -1;
   extra_copy *e = &extra[nextra];
   uint64_t n;
   if (parse_size(f[0], &n)) return -1;
@@ -178,13 +184,17 @@ static int parse_copy(const char *spec) {
   }
   e->why = (uint8_t)w;
   if (parse_size(f[5], &e->bytes) || parse_size(f[6], &e->host_ns)) return -1;
-  if (k == 9) {
+  if (k >= 9) {
     uint64_t run, timed;
     if (parse_size(f[7], &run) || parse_size(f[8], &timed) || run > UINT32_MAX ||
         timed > UINT32_MAX)
       return -1;
     e->count = (uint32_t)run;
     e->timed = (uint32_t)timed;
+  }
+  if (k == 10) {
+    if (parse_size(f[9], &e->at)) return -1;
+    e->has_at = 1;
   }
   nextra++;
   return 0;
@@ -248,7 +258,10 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites, int end,
     tb_copy(b, &c);
     t += c.host_ns + 500;
   }
-  for (size_t e = 0; e < nextra; e++)
+  /* t_last: the end of the latest record, for END (AT can go back). */
+  uint64_t extra_t0 = t, t_last = t;
+  for (size_t e = 0; e < nextra; e++) {
+    if (extra[e].has_at) t = extra_t0 + extra[e].at;
     for (unsigned long i = 0; i < extra[e].n; i++) {
       tb_copy_args c = {0};
       c.start_ns = t;
@@ -270,7 +283,10 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites, int end,
       c.v3 = v3;
       tb_copy(b, &c);
       t += c.host_ns + 500;
+      if (t > t_last) t_last = t;
     }
+  }
+  t = t_last;
   tb_module(b, APP_BASE, APP_BASE + 0x1000, APP_BASE + 0x20000, "");
   tb_module(b, CUDART_BASE, CUDART_BASE, CUDART_BASE + 0x100000,
             "/nonexistent/lib/libcudart.so.13");
@@ -765,7 +781,7 @@ int main(int argc, char **argv) {
             "[--cut-mid-record] [--simulated] [--mode M] [--pid P] [--rank R] "
             "[--host H] [--v1 | --v3] [--scenario NAME] [--big N] [--hostile N] "
             "[--checksums K] [--flags X] [--evil-names] "
-            "[--copy N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED]] [--counters NAME=V,...]\n");
+            "[--copy N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED[:AT]]] [--counters NAME=V,...]\n");
     return 2;
   }
   const char *out = argv[1], *scenario = NULL, *host = "testhost";
@@ -802,7 +818,8 @@ int main(int argc, char **argv) {
       evil_names = 1;
     else if (!strcmp(a, "--copy")) {
       if (parse_copy(v)) {
-        fprintf(stderr, "mktrace: bad --copy '%s' (N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED])\n", v);
+        fprintf(stderr,
+                "mktrace: bad --copy '%s' (N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED[:AT]])\n", v);
         return 2;
       }
       i++;

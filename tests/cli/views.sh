@@ -602,6 +602,71 @@ assert one["name"] == "cuMemcpyHtoDAsync_v2" and "copies" not in one["args"], on
   has_out "<title>cuMemcpyHtoDAsync_v2 x64 H2D pageable, 4.0 KiB each, host 640 us, 8 of 64 copies timed</title>"
   has_out "<li>host time of 64 copies estimated from 8 timed: repeated small copies, 1 in 8 timed</li>"
   ;;
+chrome_run_lanes)
+  # A loop's upload run and download run are open together: their slices
+  # (each as long as its run's host time, from its first copy) overlap, and
+  # a single copy made meanwhile lies inside both.  Viewers draw slices of
+  # one track right only when disjoint or nested: runs go on lanes of
+  # their own, never the copy-calls track.  The shim writes a run when it
+  # closes: the single copy comes first in the file, the download run
+  # before the upload run that started first; a third run starting after
+  # the upload run's end takes its lane again.
+  "$MK" r.trace --copies 0 --copy 1:h2d:pageable:pass:cold:1M:20000:1:1:300000 \
+    --copy 1:d2h:pageable:pass:small:4K:640000:64:8:10000 \
+    --copy 1:h2d:pageable:pass:small:4K:640000:64:8:0 \
+    --copy 1:h2d:pageable:pass:small:4K:100000:16:4:645000 >/dev/null || fail "mktrace failed"
+  run_pl 0 report --format chrome r.trace
+  py "$CHROME_COMMON"'
+X = [e for e in ev if e["ph"] == "X"]
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e["name"] == "thread_name"}
+tracks = collections.defaultdict(list)
+for e in X:
+    tracks[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+for k, v in tracks.items():
+    v.sort(key=lambda s: (s[0], -s[1]))
+    open_ = []
+    for s in v:
+        while open_ and open_[-1][1] <= s[0]:
+            open_.pop()
+        # inside every open slice, or it partially overlaps one
+        assert not open_ or s[1] <= open_[-1][1], (names.get(k), open_[-1], s)
+        open_.append(s)
+calls = [e for e in X if e["cat"] == "copy_call"]
+assert len(calls) == 4, calls
+track = lambda e: names[(e["pid"], e["tid"])]
+one = [e for e in calls if "copies" not in e["args"]]
+assert len(one) == 1 and track(one[0]) == "thread 42 (copy calls)", one
+runs = sorted((e for e in calls if "copies" in e["args"]), key=lambda e: e["ts"])
+got = [(e["name"], track(e)) for e in runs]
+assert got == [("cuMemcpyHtoDAsync_v2 x64", "thread 42 (runs of repeated copies)"),
+               ("cuMemcpyDtoHAsync_v2 x64", "thread 42 (runs of repeated copies, lane 2)"),
+               ("cuMemcpyHtoDAsync_v2 x16", "thread 42 (runs of repeated copies)")], got
+assert all(e["tid"] != one[0]["tid"] for e in runs)
+assert [(e["args"]["copies"], e["args"]["timed"], e["args"]["total_bytes"]) for e in runs] == [
+    (64, 8, 64 * 4096), (64, 8, 64 * 4096), (16, 4, 16 * 4096)], runs
+sort = {(e["pid"], e["tid"]): e["args"]["sort_index"] for e in ev if e["name"] == "thread_sort_index"}
+assert {sort[k] for k in names} == {0}, sort
+'
+  run_pl 0 report --format html r.trace
+  py '
+import re, sys, collections
+svg = open(sys.argv[1], encoding="utf-8").read()
+# rows by their top: a label sits 13 px below it, a bar 2 px
+labels = {int(y) - 13: t for y, t in re.findall(r"<text x=\"4\" y=\"(\d+)\">([^<]*)</text>", svg)}
+bars = collections.defaultdict(list)
+for x, y, w, t in re.findall(r"<rect x=\"([\d.]+)\" y=\"(\d+)\" width=\"([\d.]+)\" height=\"14\" fill=\"#[0-9a-f]+\"><title>([^<]*)</title>", svg):
+    row = labels[int(y) - 2]
+    bars[row].append((float(x), float(x) + float(w), t.split(" H2D")[0].split(" D2H")[0]))
+got = {row: sorted(b[2] for b in v) for row, v in bars.items()}
+assert got == {"thread 42 calls": ["cuMemcpyHtoDAsync_v2"],
+               "thread 42 runs": ["cuMemcpyHtoDAsync_v2 x16", "cuMemcpyHtoDAsync_v2 x64"],
+               "thread 42 runs, lane 2": ["cuMemcpyDtoHAsync_v2 x64"]}, got
+for row, v in bars.items():
+    v.sort()
+    for a, b in zip(v, v[1:]):
+        assert a[1] <= b[0] + 0.01, (row, a, b)
+'
+  ;;
 compare_copy_runs)
   # 64 single copies before, the same 64 as one run record after: the same
   # copies and bytes on both sides.

@@ -121,6 +121,42 @@ static void assert_normalized(const plr_span *v, size_t n) {
   }
 }
 
+/* Lanes (plr_lane_pick): intervals in start order never overlap within a
+ * lane, and as few lanes are used as intervals are open at once, while
+ * that is within the limit (first fit is optimal for intervals). */
+static int span_start_cmp(const void *a, const void *b) {
+  const plr_span *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static void test_lanes_brute_force(void **state) {
+  (void)state;
+  for (int round = 0; round < 2000; round++) {
+    plr_span v[40];
+    size_t n = 1 + rnd_below(40);
+    for (size_t i = 0; i < n; i++) {
+      v[i].start = rnd_below(GRID);
+      v[i].end = v[i].start + 1 + rnd_below(GRID / 8);
+    }
+    qsort(v, n, sizeof v[0], span_start_cmp);
+    uint64_t ends[8];
+    unsigned used = 0, lane[40], open_max = 0;
+    for (size_t i = 0; i < n; i++) {
+      lane[i] = plr_lane_pick(ends, &used, 8, v[i].start, v[i].end);
+      assert_true(lane[i] < used && used <= 8);
+      unsigned open = 0;
+      for (size_t j = 0; j <= i; j++) open += v[j].end > v[i].start;
+      if (open > open_max) open_max = open;
+    }
+    if (open_max <= 8) {
+      assert_int_equal(used, open_max);
+      for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+          if (lane[i] == lane[j]) assert_true(v[i].end <= v[j].start);
+    }
+  }
+}
+
 static void test_spans_brute_force(void **state) {
   (void)state;
   rnd_state = 0x12345678u;
@@ -1177,6 +1213,7 @@ static void test_random_corruption_gpu(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_spans_brute_force),
+      cmocka_unit_test(test_lanes_brute_force),
       cmocka_unit_test(test_device_report_brute_force),
       cmocka_unit_test(test_reader_v2_records),
       cmocka_unit_test(test_unknown_gpu_kind),

@@ -1660,11 +1660,16 @@ static void test_copy_runs_count_each_copy(void **state) {
   free(s);
 
   /* One event per record: the run starts at its first copy and lasts its
-   * host time, named for its count. */
+   * host time, named for its count, on a track of the thread's runs
+   * (0x10000000 | 42 << 3, lane 0), not its copy calls' (it could overlap
+   * them). */
   s = report_view(&p, &b, 0);
   assert_contains(s,
                   "{\"ph\":\"X\",\"name\":\"cuMemcpyHtoDAsync_v2 x64\",\"cat\":\"copy_call\","
-                  "\"pid\":901,\"tid\":42,\"ts\":1000.000,\"dur\":640.000");
+                  "\"pid\":901,\"tid\":268435792,\"ts\":1000.000,\"dur\":640.000");
+  assert_contains(s,
+                  "\"tid\":268435792,\"args\":{\"name\":\"thread 42 (runs of repeated "
+                  "copies)\"}");
   assert_contains(s, ",\"copies\":64,\"timed\":8,\"total_bytes\":262144");
   assert_contains(s, "\"name\":\"cuMemcpyDtoHAsync_v2 x10\"");
   assert_contains(s, "\"name\":\"cuMemcpyHtoDAsync_v2\",");
