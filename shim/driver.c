@@ -94,12 +94,12 @@ const char *const pl_hook_names[PL_HOOK_COUNT] = {
 #undef PL_NAME
 };
 
-static void *_Atomic pl_real[PL_HOOK_COUNT];
+void *_Atomic pl_real[PL_HOOK_COUNT];
 static atomic_bool pl_real_all;
 
-void *pl_hook_real(int id) {
+void *pl_hook_resolve(int id) {
   void *f = atomic_load_explicit(&pl_real[id], memory_order_acquire);
-  if (PL_LIKELY(f != NULL)) return f;
+  if (f != NULL) return f;
   f = pl_driver_sym(pl_hook_names[id]);
   if (f) atomic_store_explicit(&pl_real[id], f, memory_order_release);
   return f;

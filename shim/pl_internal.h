@@ -215,8 +215,14 @@ enum pl_hook_id {
 };
 
 /* The real driver function behind hook id `id`, resolved lazily from the
- * program's libcuda; NULL if this driver lacks it. */
-void *pl_hook_real(int id);
+ * program's libcuda; NULL if this driver lacks it.  Inline: every copy
+ * asks it, and the call cost 13 of a repeated copy's instructions. */
+extern void *_Atomic pl_real[PL_HOOK_COUNT];
+void *pl_hook_resolve(int id);
+static inline void *pl_hook_real(int id) {
+  void *f = atomic_load_explicit(&pl_real[id], memory_order_acquire);
+  return PL_LIKELY(f != NULL) ? f : pl_hook_resolve(id);
+}
 /* Hook id whose real driver function is `fn`, or -1. */
 int pl_hook_find_real(void *fn);
 extern const char *const pl_hook_names[PL_HOOK_COUNT];
