@@ -31,6 +31,7 @@ static void pl_atfork_parent(void) {
 }
 
 static void pl_atfork_child(void) {
+  pl_state_atfork_child();
   pl_hostmem_atfork_child();
   pl_stack_reset();
   pl_stage_atfork_child();

@@ -42,7 +42,10 @@ void pl_state_enable(void);
 /* Shim-wide reentrancy guard: nonzero while the shim itself is running on
  * this thread, so calls it makes never come back into its own hooks. */
 extern PL_TLS int pl_in_shim;
+/* The calling thread's kernel id, kept per thread. */
 uint32_t pl_gettid(void);
+/* A forked child: its one thread has an id of its own. */
+void pl_state_atfork_child(void);
 /* The page size (sysconf, read once). */
 size_t pl_page_size(void);
 /* Up to cap-1 bytes of a small kernel file (/proc, /sys) into buf, NUL

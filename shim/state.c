@@ -20,11 +20,16 @@ bool pl_active(void) { return pl_enabled; }
 
 void pl_state_enable(void) { pl_enabled = true; }
 
+static PL_TLS uint32_t pl_tid;
+
 uint32_t pl_gettid(void) {
-  static PL_TLS uint32_t tid;
-  if (PL_UNLIKELY(tid == 0)) tid = (uint32_t)syscall(SYS_gettid);
-  return tid;
+  if (PL_UNLIKELY(pl_tid == 0)) pl_tid = (uint32_t)syscall(SYS_gettid);
+  return pl_tid;
 }
+
+/* The forking thread's id, kept, would name the parent in every record
+ * the child writes. */
+void pl_state_atfork_child(void) { pl_tid = 0; }
 
 size_t pl_page_size(void) {
   static size_t pg;

@@ -845,18 +845,21 @@ static void pl_ring_release(void *arg) {
   pl_ring *r = arg;
   if (r != pl_my_ring || pl_my_epoch != atomic_load(&pl_ring_epoch)) return;
   pl_in_shim++;
-  pagelock_rec_copy runs[PL_RUN_SLOTS];
-  int k = 0;
-  for (int i = 0; i < PL_RUN_SLOTS; i++) k += pl_run_close(&r->runs[i], &runs[k]);
-  pl_my_runs = NULL;
+  /* The runs are closed under the lock: the exit path drains under it
+   * too, and a run closed before it but written after would be lost to a
+   * process ending meanwhile.  (No drainer holds a run while we hold the
+   * lock, so closing never waits.) */
   pthread_mutex_lock(&pl_trace_lock);
   pl_ring_drain_locked(r);
-  for (int i = 0; i < k; i++) {
+  for (int i = 0; i < PL_RUN_SLOTS; i++) {
+    pagelock_rec_copy rec;
+    if (!pl_run_close(&r->runs[i], &rec)) continue;
     if (pl_open_locked())
-      pl_buf_put(&runs[i], sizeof runs[i]);
+      pl_buf_put(&rec, sizeof rec);
     else
       pl_dropped++;
   }
+  pl_my_runs = NULL;
   r->owned = false;
   pthread_mutex_unlock(&pl_trace_lock);
   pl_my_ring = NULL;
