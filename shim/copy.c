@@ -225,7 +225,7 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
     pageable = pl_hostmem_classify(s) == PAGELOCK_MEM_PAGEABLE ||
                pl_hostmem_classify(d) == PAGELOCK_MEM_PAGEABLE;
   }
-  uint32_t stack = pageable ? pl_stack_capture_at(2, c->callsite, c, NULL) : 0;
+  uint32_t stack = pageable ? pl_stack_capture_at(2, c->callsite, c) : 0;
   pl_in_shim--;
   pl_cupti_corr_begin();
   pl_stamp st;
@@ -307,8 +307,8 @@ static pl_run *pl_run_find(const pl_copy *c) {
    * copy needs its own record to join its GPU record to), under auto no
    * registration it could run over (pl_small_alone), and the same Python
    * line (frames read now if and only if they were then). */
-  if (pl_run_count(r) >= PL_RUN_MAX || !pl_stack_check_holds(&r->key.check, (uintptr_t)c) ||
-      r->key.hm_stamp != pl_hostmem_stamp() || r->key.dev_gen != pl_copy_device_gen() ||
+  if (pl_run_count(r) >= PL_RUN_MAX || r->key.hm_stamp != pl_hostmem_stamp() ||
+      r->key.dev_gen != pl_copy_device_gen() ||
       (r->key.ctx != 0 && r->key.ctx != pl_copy_device_ctx(c->stream)) || pl_cupti_tracing() ||
       (r->key.autopin && pl_pinreg_any()) ||
       (r->key.py_on ? pl_run_py() != r->key.py : pl_py_walking())) {
@@ -401,9 +401,7 @@ CUresult pl_copy_exec(pl_copy *c) {
   /* Only pageable copies need a stack (they are what the report lists). */
   /* The wrapper's pl_copy lives in its frame: its address stands for the
    * caller's stack depth in the memo key. */
-  pl_stack_check check = {0};
-  uint32_t stack =
-      host == PAGELOCK_MEM_PAGEABLE ? pl_stack_capture_at(2, c->callsite, c, &check) : 0;
+  uint32_t stack = host == PAGELOCK_MEM_PAGEABLE ? pl_stack_capture_at(2, c->callsite, c) : 0;
   c->seq = pl_next_correlation();
   pl_in_shim--;
 
@@ -484,8 +482,7 @@ CUresult pl_copy_exec(pl_copy *c) {
                     .autopin = pl_registers(mode),
                     .api = (uint32_t)c->api,
                     .flags = flags,
-                    .dev_gen = dev_gen,
-                    .check = check};
+                    .dev_gen = dev_gen};
     if (k.py_on) k.py = pl_run_py();
     pl_run_open(slot, &k, &proto);
   }

@@ -357,7 +357,7 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
     return;
   pl_in_shim++;
   /* Skip pl_track: the innermost frame kept is the hook's caller's call. */
-  uint32_t site = pl_stack_capture_at(2, ra, sp, NULL);
+  uint32_t site = pl_stack_capture_at(2, ra, sp);
   pl_hostmem_track(p, n, site);
   if (pl_glibc_mmapped(p)) pl_autopin_advise(p, n);
   pl_in_shim--;

@@ -428,34 +428,16 @@ void pl_hostmem_atfork_child(void);
  * Returns its id (>0), or 0 when stacks are off or the table is full.
  * Writes nothing: see pl_stack_emit. */
 uint32_t pl_stack_capture(int skip);
-/* How to tell the call path of a stack again without unwinding: where,
- * from the hook's stack pointer, the frames above keep their return
- * addresses, and what they hold (stack.c). */
-#define PL_CHECK_FRAMES 8
-typedef struct pl_stack_check {
-  uint32_t n;
-  uint16_t off[PL_CHECK_FRAMES];
-  uintptr_t val[PL_CHECK_FRAMES];
-} pl_stack_check;
-/* Whether the call path at stack pointer sp is still the one k was made
- * from.  Nearest frame first: each read lands in a frame the previous
- * match proved live. */
-static inline bool pl_stack_check_holds(const pl_stack_check *k, uintptr_t sp) {
-  for (uint32_t i = 0; i < k->n; i++)
-    if (*(const uintptr_t *)(sp + k->off[i]) != k->val[i]) return false;
-  return true;
-}
 /* The same, memoised per thread on (return address ra of the hooked call,
- * caller's stack pointer sp, and the call path above, checked): a repeat
- * of the same call path costs a few nanoseconds instead of an unwind.
- * *check (when not NULL) gets what tells this call path again. */
-uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp, pl_stack_check *check);
+ * caller's stack pointer sp): a repeat of the same call path costs a few
+ * nanoseconds instead of an unwind. */
+uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp);
 /* A one-frame stack: just ra.  For the mmap family, which may be entered
  * by an allocator holding its own mutex: no unwinding, no lock, no
  * allocation (interning is lock-free).  0 when stacks are off. */
 uint32_t pl_stack_capture_ra(const void *ra);
-/* Unwind once, at load, so that the unwinder's first look at the loaded
- * objects (which may allocate) happens before any hook unwinds. */
+/* Unwind once, at load, so that glibc's backtrace() has loaded libgcc_s
+ * (a dlopen, which allocates) before any hook unwinds. */
 void pl_stack_warm(void);
 /* A NOTE for the trace, written just before its first STACK record (each
  * trace: a forked child's too): about allocation sites, so it goes exactly

@@ -14,11 +14,11 @@
  * cycle through that mutex.  Only writing STACK records takes a lock, and
  * that never happens inside an allocation hook. */
 #define _GNU_SOURCE
+#include <execinfo.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unwind.h>
 
 #include "pl_internal.h"
 
@@ -68,110 +68,19 @@ static uint64_t pl_hash_frames(void *const *f, int n) {
  * address and the caller's stack pointer.  Unwinding costs ~250 ns a frame;
  * a loop that copies or allocates from one place reaches the hook with the
  * same return address at the same stack depth every time, so the key tells
- * a repeat of the same call path without unwinding.  Not alone, though: a
- * helper that copies, called from two functions at the same depth (or
- * cudaMemcpy from two lines of main), meets the hook with the same return
- * address and stack pointer on both paths.  So an entry also keeps where
- * the frames above keep their return addresses (pl_stack_check), and a
- * hit reads them again: a few loads instead of an unwind. */
+ * a repeat of the same call path without unwinding.  Distinct paths through
+ * one return address almost always sit at different depths; a collision
+ * would only attribute a call to a sibling path of the same caller. */
 #define PL_MEMO 16
-#define PL_MEMO_FRAMES 7 /* frames checked: all above the first at the default depth, 8 */
-/* Static TLS is scarce where the shim is dlopened (CUDA_INJECTION64_PATH:
- * glibc keeps ~1.6 KiB for every library so loaded), so an entry keeps
- * only where the frames are, 16 bits each; what they must hold is the
- * interned stack's own frames. */
 typedef struct pl_stack_memo {
   uintptr_t ra, sp;
-  uint32_t py; /* pl_py_hash of the Python frames, folded: one call site, many lines */
+  uint64_t py; /* pl_py_hash of the Python frames: one call site, many lines */
   uint32_t id;
-  uint8_t n;                    /* frames 1..n are checked */
-  uint16_t off[PL_MEMO_FRAMES]; /* frame i at sp + off[i - 1] */
 } pl_stack_memo;
 static PL_TLS pl_stack_memo pl_memo[PL_MEMO];
 
 static pl_stack_memo *pl_memo_slot(uintptr_t r, uintptr_t p) {
   return &pl_memo[((r >> 4) ^ (p >> 4) ^ (p >> 12)) & (PL_MEMO - 1)];
-}
-
-/* One unwind: the return addresses of the frames kept, and for each the
- * stack address it was read from (0: unknown). */
-typedef struct pl_unwind {
-  void **ip;
-  uintptr_t *at;
-  int max, n;
-} pl_unwind;
-
-static _Unwind_Reason_Code pl_unwind_frame(struct _Unwind_Context *ctx, void *arg) {
-  pl_unwind *u = arg;
-  uintptr_t ip = (uintptr_t)_Unwind_GetIP(ctx), cfa = (uintptr_t)_Unwind_GetCFA(ctx);
-  if (ip == 0 || u->n >= u->max) return _URC_END_OF_STACK;
-  /* The context's CFA is that of the call that returns to ip, and the
-   * call left ip in the word just below it (x86-64).  Where it is not
-   * there (a signal frame, another architecture) the frame cannot be read
-   * again. */
-  uintptr_t at = cfa ? cfa - sizeof(uintptr_t) : 0;
-  u->ip[u->n] = (void *)ip;
-  u->at[u->n] = at && *(const uintptr_t *)at == ip ? at : 0;
-  u->n++;
-  return _URC_NO_REASON;
-}
-
-/* The frames from the hooked call's return address ra on (else from
- * `skip` frames above this function's caller), at most depth of them,
- * into ip[] and at[]; their count.  Starting at ra does not depend on
- * which of the shim's functions the compiler inlined. */
-__attribute__((noinline)) static int pl_unwind_from(const void *ra, int skip, int depth, void **ip,
-                                                    uintptr_t *at) {
-  void *f[PAGELOCK_MAX_FRAMES + 16];
-  uintptr_t a[PAGELOCK_MAX_FRAMES + 16];
-  if (skip > 12) skip = 12;
-  pl_unwind u = {.ip = f, .at = a, .max = depth + skip + 4};
-  _Unwind_Backtrace(pl_unwind_frame, &u);
-  int start = skip + 1; /* this function's own frame, then skip */
-  for (int i = 0; ra != NULL && i < u.n; i++)
-    if (f[i] == ra) {
-      start = i;
-      break;
-    }
-  int n = u.n - start;
-  if (n > depth) n = depth;
-  if (n <= 0) return 0;
-  memcpy(ip, f + start, sizeof(void *) * (size_t)n);
-  memcpy(at, a + start, sizeof(uintptr_t) * (size_t)n);
-  return n;
-}
-
-/* The check of a call path whose frames f[0..n) were read at at[0..n),
- * the hook's stack pointer being sp: frames 1 on (frame 0 is the return
- * address the memo keys on), as long as each was found where a call
- * leaves it, within 64 KiB.  Checked from the nearest out, each read
- * lands in a frame the one before proved live, so a check never reads
- * past the stack. */
-static void pl_check_of(pl_stack_check *k, void *const *f, const uintptr_t *at, int n,
-                        uintptr_t sp) {
-  k->n = 0;
-  for (int i = 1; i < n && k->n < PL_CHECK_FRAMES; i++) {
-    if (at[i] <= sp || at[i] - sp > UINT16_MAX) break;
-    k->off[k->n] = (uint16_t)(at[i] - sp);
-    k->val[k->n] = (uintptr_t)f[i];
-    k->n++;
-  }
-}
-
-/* A memo entry's check: its frames against the interned stack's. */
-static bool pl_memo_holds(const pl_stack_memo *m, pl_stack_check *out) {
-  const pl_stack_slot *s = __atomic_load_n(&pl_stack_by_id[m->id], __ATOMIC_ACQUIRE);
-  if (s == NULL) return false;
-  for (uint32_t i = 0; i < m->n; i++)
-    if (*(const uintptr_t *)(m->sp + m->off[i]) != (uintptr_t)s->frames[i + 1]) return false;
-  if (out) {
-    out->n = m->n;
-    for (uint32_t i = 0; i < m->n; i++) {
-      out->off[i] = m->off[i];
-      out->val[i] = (uintptr_t)s->frames[i + 1];
-    }
-  }
-  return true;
 }
 
 static bool pl_py_same(const pl_pystack *a, const pl_pystack *b) {
@@ -223,32 +132,20 @@ static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py) {
  * every line of the script, at the same stack depth: the memo key holds
  * the Python frames' hash too, so the walk (pystack.c) runs on every call
  * and the unwind only once per (native path, Python frames). */
-uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp, pl_stack_check *check) {
-  if (check) check->n = 0;
-  int depth = (int)pl_opt_long(PL_OPT_BACKTRACE_DEPTH);
-  if (depth <= 0) return 0;
+uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp) {
+  if (pl_opt_long(PL_OPT_BACKTRACE_DEPTH) <= 0) return 0;
   pl_pystack py;
   pl_py_capture(&py);
   uint64_t ph = pl_py_hash(&py);
   uintptr_t r = (uintptr_t)ra, p = (uintptr_t)sp;
   pl_stack_memo *m = pl_memo_slot(r, p ^ ph);
-  uint32_t py32 = (uint32_t)(ph ^ ph >> 32);
-  if (m->id != 0 && m->ra == r && m->sp == p && m->py == py32 && pl_memo_holds(m, check))
-    return m->id;
-  void *f[PAGELOCK_MAX_FRAMES];
-  uintptr_t at[PAGELOCK_MAX_FRAMES];
-  int n = pl_unwind_from(ra, skip, depth, f, at);
-  uint32_t id = n > 0 ? pl_stack_intern(f, n, &py) : 0;
+  if (m->id != 0 && m->ra == r && m->sp == p && m->py == ph) return m->id;
+  uint32_t id = pl_stack_capture(skip + 1);
   if (id != 0) {
     m->ra = r;
     m->sp = p;
-    m->py = py32;
+    m->py = ph;
     m->id = id;
-    pl_stack_check k;
-    pl_check_of(&k, f, at, n, p);
-    m->n = (uint8_t)(k.n < PL_MEMO_FRAMES ? k.n : PL_MEMO_FRAMES);
-    for (uint32_t i = 0; i < m->n; i++) m->off[i] = k.off[i];
-    if (check) *check = k;
   }
   return id;
 }
@@ -256,13 +153,13 @@ uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp, pl_stack_
 uint32_t pl_stack_capture(int skip) {
   int depth = (int)pl_opt_long(PL_OPT_BACKTRACE_DEPTH);
   if (depth <= 0) return 0;
-  void *f[PAGELOCK_MAX_FRAMES];
-  uintptr_t at[PAGELOCK_MAX_FRAMES];
-  int n = pl_unwind_from(NULL, skip, depth, f, at);
+  void *buf[PAGELOCK_MAX_FRAMES + 8];
+  if (skip > 8) skip = 8;
+  int n = backtrace(buf, depth + skip) - skip;
   if (n <= 0) return 0;
   pl_pystack py;
   pl_py_capture(&py);
-  return pl_stack_intern(f, n, &py);
+  return pl_stack_intern(buf + skip, n, &py);
 }
 
 uint32_t pl_stack_capture_ra(const void *ra) {
@@ -288,8 +185,7 @@ uint32_t pl_stack_capture_ra(const void *ra) {
 void pl_stack_warm(void) {
   if (pl_opt_long(PL_OPT_BACKTRACE_DEPTH) <= 0) return;
   void *f[4];
-  uintptr_t at[4];
-  (void)pl_unwind_from(NULL, 0, 4, f, at);
+  (void)backtrace(f, 4);
 }
 
 void pl_stack_note(uint32_t kind, const char *text) {

@@ -490,27 +490,6 @@ case_cupti_streams() {
 
 # A multi-process job (torchrun/mpirun style: RANK set per process) gives
 # one trace per rank, and one report covers them all, rank by rank.
-# Two lines of main make the same copy: each is its own call site, with
-# its 100 copies (the stack memo and a run of repeats key on the return
-# address into the hook and the stack depth, the same for both lines;
-# the frames above tell them apart), merged into runs or not.
-case_two_sites() {
-  local d="$T/two"; mkdir -p "$d"
-  for rep in merge each; do
-    PAGELOCK_REPEATS=$rep "$B/pagelock" run -o "$d/$rep.trace" -- "$B/test_two_sites" \
-      >/dev/null 2>"$d/err" || fail "two_sites failed: $(cat "$d/err")" || return
-    "$B/pagelock" report --format json "$d/$rep.trace" >"$d/$rep.json" 2>"$d/err" ||
-      fail "report failed: $(cat "$d/err")" || return
-    python3 - "$d/$rep.json" <<'PY' >&2 || fail "PAGELOCK_REPEATS=$rep: two call sites of 100 copies each" || return
-import json, sys
-sites = json.load(open(sys.argv[1]))["processes"][0]["call_sites"]
-got = sorted((s["address"], s["copies"]) for s in sites)
-print("call sites:", got)
-sys.exit(0 if len(got) == 2 and [c for _, c in got] == [100, 100] and got[0][0] != got[1][0] else 1)
-PY
-  done
-}
-
 case_ranks() {
   local d="$T/rk"; mkdir -p "$d"
   "$B/pagelock" run -o "$d/rank%r.trace" -- sh -c "RANK=0 '$B/test_copies' >/dev/null & RANK=1 '$B/test_copies' >/dev/null & wait" \

@@ -275,123 +275,6 @@ static void test_repeats_nested(void **state) {
   free(nested_buf);
 }
 
-/* One helper that copies, called from two functions at the same depth:
- * the same return address into the shim and the same stack pointer, yet
- * two call paths, and each copy must carry its own (the stack memo and a
- * run both key on return address and stack pointer; the frames above
- * must be checked too). */
-static __attribute__((noipa)) CUresult copy_helper(const void *h) {
-  CUresult r = upload(h, 256);
-  __asm__ volatile("" ::: "memory");
-  return r;
-}
-static __attribute__((noipa)) CUresult path_a(const void *h) {
-  CUresult r = copy_helper(h);
-  __asm__ volatile("" ::: "memory");
-  return r;
-}
-static __attribute__((noipa)) CUresult path_b(const void *h) {
-  CUresult r = copy_helper(h);
-  __asm__ volatile("nop" ::: "memory");
-  return r;
-}
-
-static void stack_paths(const char *repeats) {
-  char path[512];
-  trace_start("paths.trace", path, sizeof path, repeats);
-  char *b = malloc(4096);
-  memset(b, 1, 4096);
-  for (int i = 0; i < 100; i++) {
-    assert_int_equal(path_a(b), CUDA_SUCCESS);
-    assert_int_equal(path_b(b), CUDA_SUCCESS);
-  }
-  pl_exit_trace();
-  /* Copies by stack id: two ids, 100 copies each, one naming path_a and
-   * the other path_b among its frames. */
-  plr_reader r;
-  assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
-  plr_record rec;
-  uint32_t ids[4] = {0};
-  uint64_t copies[4] = {0};
-  int n = 0, a = -1, bb = -1;
-  while (plr_next(&r, &rec)) {
-    if (rec.type == PAGELOCK_REC_STACK) {
-      const pagelock_rec_stack *st = rec.u.stack;
-      for (uint32_t f = 0; f < st->depth; f++) {
-        /* A return address inside path_a or path_b: the nearer start
-         * at or below it (they are a few bytes apart). */
-        uintptr_t ip = (uintptr_t)rec.frames[f], pa = (uintptr_t)path_a, pb = (uintptr_t)path_b;
-        uintptr_t near = ip >= pa && ip >= pb ? (pa > pb ? pa : pb) : ip >= pa ? pa : pb;
-        if (ip >= near && ip - near < 64) *(near == pa ? &a : &bb) = (int)st->id;
-      }
-      continue;
-    }
-    if (rec.type != PAGELOCK_REC_COPY) continue;
-    int k = 0;
-    while (k < n && ids[k] != rec.u.copy->stack_id) k++;
-    assert_true(k < 4);
-    if (k == n) ids[n++] = rec.u.copy->stack_id;
-    copies[k] += rec.u.copy->count;
-  }
-  plr_close(&r);
-  assert_int_equal(n, 2);
-  assert_int_equal(copies[0], 100);
-  assert_int_equal(copies[1], 100);
-  /* The STACK records: in the first trace only (the stack table keeps
-   * what it wrote across the test's trace resets). */
-  if (repeats == NULL) {
-    assert_true(a > 0 && bb > 0 && a != bb);
-    assert_true((uint32_t)a == ids[0] || (uint32_t)a == ids[1]);
-    assert_true((uint32_t)bb == ids[0] || (uint32_t)bb == ids[1]);
-  }
-  free(b);
-}
-
-static void test_repeats_stack_paths(void **state) {
-  (void)state;
-  stack_paths(NULL);
-  stack_paths("each");
-}
-
-/* The stack memo itself, as the allocation hooks use it: a hook reached
- * through one helper from two callers at the same depth gets two stacks,
- * and each caller its own again on a repeat (from the memo). */
-static __attribute__((noipa)) uint32_t hook_like(void) {
-  volatile int frame = 0;
-  uint32_t id = pl_stack_capture_at(1, __builtin_return_address(0), (const void *)&frame, NULL);
-  __asm__ volatile("" ::: "memory");
-  return id;
-}
-static __attribute__((noipa)) uint32_t alloc_helper(void) {
-  uint32_t id = hook_like();
-  __asm__ volatile("" ::: "memory");
-  return id;
-}
-static __attribute__((noipa)) uint32_t caller_a(void) {
-  uint32_t id = alloc_helper();
-  __asm__ volatile("" ::: "memory");
-  return id;
-}
-static __attribute__((noipa)) uint32_t caller_b(void) {
-  uint32_t id = alloc_helper();
-  __asm__ volatile("nop" ::: "memory");
-  return id;
-}
-
-static void test_repeats_stack_memo(void **state) {
-  (void)state;
-  uint32_t a[10], b[10];
-  for (int i = 0; i < 10; i++) {
-    a[i] = caller_a();
-    b[i] = caller_b();
-  }
-  assert_true(a[0] != 0 && b[0] != 0 && a[0] != b[0]);
-  for (int i = 1; i < 10; i++) {
-    assert_int_equal(a[i], a[0]);
-    assert_int_equal(b[i], b[0]);
-  }
-}
-
 /* Under stage, a copy the engine takes is staged every time, never a
  * run's repeat; a smaller one beside it passes through and runs. */
 static __attribute__((noipa)) CUresult upload_big(const void *h, size_t n) {
@@ -452,15 +335,12 @@ static void idler_set(idler *x, int phase) {
 static void *idle_thread(void *arg) {
   idler *x = arg;
   assert_int_equal(setcur(ctx), CUDA_SUCCESS);
-  /* Both phases copy from the same call instruction: one call path, one
-   * run.  (Counts the compiler cannot see, so that it does not make the
-   * loop two loops, each with a call of its own.) */
-  static volatile int phases = 2, copies[2] = {20, 7};
-  for (int phase = 0; phase < phases; phase++) {
-    for (int i = 0; i < copies[phase]; i++) upload(x->buf, 256);
-    idler_set(x, 2 * phase + 1);
-    idler_wait(x, 2 * phase + 2);
-  }
+  for (int i = 0; i < 20; i++) upload(x->buf, 256);
+  idler_set(x, 1);
+  idler_wait(x, 2);
+  for (int i = 0; i < 7; i++) upload(x->buf, 256);
+  idler_set(x, 3);
+  idler_wait(x, 4);
   return NULL;
 }
 
@@ -652,7 +532,6 @@ int main(void) {
       cmocka_unit_test(test_repeats_drain_race),  cmocka_unit_test(test_repeats_stage),
       cmocka_unit_test(test_repeats_ring_reused), cmocka_unit_test(test_repeats_parts),
       cmocka_unit_test(test_repeats_unseen_pin),  cmocka_unit_test(test_repeats_nested),
-      cmocka_unit_test(test_repeats_stack_paths), cmocka_unit_test(test_repeats_stack_memo),
   };
   int rc = cmocka_run_group_tests_name("repeats", tests, setup, NULL);
   char cmd[300];
