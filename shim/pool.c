@@ -54,6 +54,7 @@ struct pl_pool {
   atomic_uint_fast64_t bytes; /* owned: free, in use or quarantined */
   atomic_bool disabled;
   atomic_bool prewarm; /* its first chunks were asked of the shim's thread */
+  atomic_uint growing; /* slabs being made for it right now */
   pl_pool *next;       /* registry link, immutable once published */
 };
 
@@ -301,6 +302,15 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
   size_t size = pl_chunk_bytes(bound);
   if (size == 0) return 0;
   unsigned want = n == 0 ? 1 : n > PL_SLAB_MAX ? PL_SLAB_MAX : n, k = 0;
+  /* Memory mapped ahead at cuInit and not yet taken is resident already:
+   * a copy that finds the pool empty before the prewarm ran takes all of
+   * it, one registration of ~2 ms, rather than mapping, faulting in and
+   * registering slabs of its own while the program waits (a first 256 MiB
+   * upload under auto took 21.7 ms that way on an H200 host, 11.0 when
+   * the prewarm came first, docs/benchmarks.md). */
+  if (atomic_load_explicit(&pl_spare, memory_order_acquire) != 0 && pl_spare_bytes / size > want &&
+      pl_spare_bytes % size == 0 && pl_spare_bytes / size <= PL_SLAB_MAX)
+    want = (unsigned)(pl_spare_bytes / size);
   while (k < want && pl_reserve(size, bound)) k++;
   if (k == 0) return (*out = pl_pool_steal(p, bound)) != NULL;
   pl_slab *slab = calloc(1, sizeof *slab);
@@ -320,6 +330,7 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
                  d->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
   uint64_t t0 = pl_now_ns();
   uint64_t reg_ns = 0;
+  atomic_fetch_add(&p->growing, 1);
   CUresult r = pl_slab_map(d, slab, (size_t)k * size, &reg_ns);
   pl_log(PL_LOG_DEBUG, PL_LK_EVENT,
          "staging slab of %zu MiB mapped, faulted in and registered in %.2f ms "
@@ -339,6 +350,7 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
   }
   if (swapped) d->cuThreadExchangeStreamCaptureMode(&mode);
   if (r != CUDA_SUCCESS) {
+    atomic_fetch_sub(&p->growing, 1);
     free(slab);
     free(c);
     atomic_fetch_sub(&pl_bytes, (uint64_t)k * size);
@@ -356,6 +368,7 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
   }
   slab->live = k;
   atomic_fetch_add(&p->bytes, (uint64_t)k * size);
+  atomic_fetch_sub(&p->growing, 1);
   pthread_mutex_lock(&pl_pools_lock);
   for (unsigned i = 0; i < k; i++) {
     c[i].host = (char *)slab->base + (size_t)i * size;
@@ -399,8 +412,9 @@ static void pl_pool_prewarm_run(void *arg) {
   const pl_stage_drv *d = pl_stage_drv_get();
   size_t size;
   unsigned n = pl_prewarm_chunks(&size);
-  /* A copy may have grown the pool meanwhile: then it needs nothing. */
-  if (d == NULL || n == 0 || atomic_load(&p->bytes) > 0) return;
+  /* A copy may have grown the pool meanwhile, or be growing it: then it
+   * needs nothing. */
+  if (d == NULL || n == 0 || atomic_load(&p->bytes) > 0 || atomic_load(&p->growing) > 0) return;
   if (d->cuCtxPushCurrent(p->ctx) != CUDA_SUCCESS) return; /* destroyed since */
   /* A handle can be reused by a context created since: then the chunks
    * would carry events of another context than their pool's. */

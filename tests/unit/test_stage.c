@@ -806,6 +806,46 @@ static void test_prewarm_premapped(void **state) {
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
 
+/* A copy that finds the pool empty before the prewarm ran (its device
+ * memory made where the shim did not see it, or the prewarm still queued
+ * behind the shim's thread) takes the memory mapped ahead, all of it, as
+ * one slab: one registration, no page faulted inside the driver.  Without
+ * that it made slabs of its own from fresh memory, and the first upload of
+ * a 256 MiB buffer under auto took 21.7 ms instead of 11.0 (H200 host). */
+static void test_prewarm_spare_taken_by_copy(void **state) {
+  (void)state;
+  stage_env(POOL, CHUNK, 2000, "sync");
+  f_reset_stats();
+  pl_stage_note_driver_init();
+  pl_pinreg_quiesce_for_test();
+  assert_int_equal(pl_pool_spare_for_test(), POOL);
+  CUdeviceptr dev;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, POOL), CUDA_SUCCESS); /* no prewarm */
+  uint8_t *h = malloc(2 * CHUNK + 5), *back = malloc(2 * CHUNK + 5);
+  fill(h, 2 * CHUNK + 5, 3);
+  pl_copy c = mk_copy(PAGELOCK_API_cuMemcpyHtoD_v2, dev, HP(h), 2 * CHUNK + 5, NULL);
+  assert_int_equal(pl_copy_exec(&c), CUDA_SUCCESS);
+  assert_true(c.flags & PAGELOCK_COPY_STAGED);
+  assert_int_equal(pl_pool_spare_for_test(), 0);
+  struct fakecuda_stats fs;
+  f_get_stats(&fs);
+  assert_int_equal(fs.host_register_calls, 1);
+  assert_int_equal(fs.registered_bytes_live, POOL);
+  assert_int_equal(fs.host_register_nonresident_pages, 0);
+  /* The prewarm that comes after finds the pool built: no second slab. */
+  CUdeviceptr dev2;
+  assert_int_equal(cuMemAlloc_v2(&dev2, POOL), CUDA_SUCCESS);
+  pl_pinreg_quiesce_for_test();
+  f_get_stats(&fs);
+  assert_int_equal(fs.host_register_calls, 1);
+  assert_int_equal(f_cuMemcpyDtoH_v2(back, dev, 2 * CHUNK + 5), CUDA_SUCCESS);
+  assert_int_equal(check_pat(back, 2 * CHUNK + 5, 3), 2 * CHUNK + 5);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev2), CUDA_SUCCESS);
+  free(h);
+  free(back);
+}
+
 /* Asynchronous device-to-host copies several times the pool, queued behind
  * work their streams have not reached: each returns without waiting, every
  * byte staged, nothing landing early.  A copy holds a ring of half the
@@ -1732,6 +1772,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_exact_h2d),
       cmocka_unit_test(test_prewarm),
       cmocka_unit_test(test_prewarm_premapped),
+      cmocka_unit_test(test_prewarm_spare_taken_by_copy),
       cmocka_unit_test(test_exact_d2h_sync),
       cmocka_unit_test(test_exact_d2h_async),
       cmocka_unit_test(test_chunk_sizes),
