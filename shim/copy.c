@@ -225,7 +225,7 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
     pageable = pl_hostmem_classify(s) == PAGELOCK_MEM_PAGEABLE ||
                pl_hostmem_classify(d) == PAGELOCK_MEM_PAGEABLE;
   }
-  uint32_t stack = pageable ? pl_stack_capture_at(2, c->callsite, c) : 0;
+  uint32_t stack = pageable ? pl_stack_capture_at(2, c->callsite, c, NULL) : 0;
   pl_in_shim--;
   pl_cupti_corr_begin();
   pl_stamp st;
@@ -293,15 +293,19 @@ static void pl_run_end(pl_run *r) {
 static pl_run *pl_run_find(const pl_copy *c) {
   pl_run *runs = pl_my_runs;
   if (runs == NULL) return NULL;
-  pl_run *r = NULL;
-  for (int i = 0; i < PL_RUN_SLOTS && r == NULL; i++) {
-    const pl_run_key *k = &runs[i].key;
-    if (k->callsite == (uintptr_t)c->callsite && k->sp == (uintptr_t)c && k->src == c->src &&
-        k->dst == c->dst && k->bytes == c->bytes && k->stream == (uintptr_t)c->stream &&
-        k->api == (uint32_t)c->api && k->flags == c->flags && !runs[i].busy)
-      r = &runs[i];
+  pl_run *r = runs;
+  /* Two paths that share all the rest (two lines of main with the same
+   * copy) each keep a run: the frames above pick this path's, the nearest
+   * before the rest of the key, as it tells the other path's run soonest. */
+  for (;; r++) {
+    if (r == runs + PL_RUN_SLOTS) return NULL;
+    const pl_run_key *k = &r->key;
+    if (k->callsite == (uintptr_t)c->callsite && k->sp == (uintptr_t)c &&
+        pl_stack_check_near(&k->check) && k->src == c->src && k->dst == c->dst &&
+        k->bytes == c->bytes && k->stream == (uintptr_t)c->stream && k->api == (uint32_t)c->api &&
+        k->flags == c->flags && !r->busy && pl_stack_check_far(&k->check))
+      break;
   }
-  if (r == NULL) return NULL;
   /* Still the same answers: no registry change, no teardown, the same
    * current context behind a default stream, no CUPTI tracing (a traced
    * copy needs its own record to join its GPU record to), under auto no
@@ -400,8 +404,13 @@ CUresult pl_copy_exec(pl_copy *c) {
   uint8_t host = pl_host_side(c->dir, c->src_mem, c->dst_mem);
   /* Only pageable copies need a stack (they are what the report lists). */
   /* The wrapper's pl_copy lives in its frame: its address stands for the
-   * caller's stack depth in the memo key. */
-  uint32_t stack = host == PAGELOCK_MEM_PAGEABLE ? pl_stack_capture_at(2, c->callsite, c) : 0;
+   * caller's stack depth in the memo key.  What tells the call path again
+   * is wanted only for a run. */
+  pl_stack_check check;
+  pl_stack_check_empty(&check);
+  uint32_t stack = host == PAGELOCK_MEM_PAGEABLE
+                       ? pl_stack_capture_at(2, c->callsite, c, repeats ? &check : NULL)
+                       : 0;
   c->seq = pl_next_correlation();
   pl_in_shim--;
 
@@ -459,11 +468,14 @@ CUresult pl_copy_exec(pl_copy *c) {
   pl_in_shim++;
   /* A copy that took the plain way, and would again, opens a run: its
    * repeats are counted into one record (run.h).  Not one that staging
-   * declined (a capture, a full pool): its repeat may be staged. */
+   * declined (a capture, a full pool): its repeat may be staged.  Nor one
+   * whose call path cannot be told again without unwinding (a copy on a
+   * coroutine's stack or a signal stack): its repeats each take it. */
   bool plain = !done && !(onedim && mode == PAGELOCK_MODE_STAGE &&
                           c->bytes >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN));
   pl_run *slot = repeats && plain && r == CUDA_SUCCESS && gpu_corr == 0 &&
-                         !(c->flags & PAGELOCK_COPY_CAPTURE) && !pl_cupti_tracing()
+                         check.n != PL_CHECK_NONE && !(c->flags & PAGELOCK_COPY_CAPTURE) &&
+                         !pl_cupti_tracing()
                      ? pl_run_slot()
                      : NULL;
   pagelock_rec_copy proto;
@@ -482,7 +494,8 @@ CUresult pl_copy_exec(pl_copy *c) {
                     .autopin = pl_registers(mode),
                     .api = (uint32_t)c->api,
                     .flags = flags,
-                    .dev_gen = dev_gen};
+                    .dev_gen = dev_gen,
+                    .check = check};
     if (k.py_on) k.py = pl_run_py();
     pl_run_open(slot, &k, &proto);
   }

@@ -41,9 +41,10 @@
  * while holding their own mutexes (jemalloc's extent and arena locks,
  * tcmalloc's page-heap lock).  Anything those hooks do that may allocate
  * or wait for a lock an allocating thread can hold closes a cycle through
- * that mutex: the first backtrace() dlopens libgcc_s, which mallocs (even
- * when libgcc_s is already loaded: the dlopen still builds its dependency
- * list), and jemalloc then waits for itself; a lazy dlsym waits for the
+ * that mutex: an unwind may malloc (glibc's backtrace() dlopens libgcc_s
+ * on its first call, even when libgcc_s is already loaded; libgcc's
+ * unwinder sorts the frame tables objects registered on its first look),
+ * and jemalloc then waits for itself; a lazy dlsym waits for the
  * loader's lock, which a thread in dlopen holds while it mallocs; any
  * lock the hook took would have to be one nobody holds while allocating
  * (STACK records are written under a lock, and writing can allocate, so
@@ -58,7 +59,7 @@
  *    of it, and a site inside the allocator would name nothing useful).
  * The malloc family unwinds only after the next allocator has returned,
  * so no allocator lock is held then, and the constructor unwinds once
- * first (pl_stack_warm), so that no hook's unwind loads libgcc_s. */
+ * first (pl_stack_warm), so that no hook's unwind is the unwinder's first. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -323,7 +324,7 @@ static void pl_check_owners(struct link_map *self) {
 void pl_alloc_enable(void) {
   size_t min = (size_t)pl_opt_long(PL_OPT_TRACK_MIN);
   /* Before anything is tracked: the malloc hooks' first unwind must not
-   * be the one that loads libgcc_s. */
+   * be the unwinder's first. */
   pl_stack_warm();
   size_t granule = pl_hostmem_init(min);
   if (granule == 0) return; /* no table: nothing is tracked */
@@ -357,7 +358,7 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
     return;
   pl_in_shim++;
   /* Skip pl_track: the innermost frame kept is the hook's caller's call. */
-  uint32_t site = pl_stack_capture_at(2, ra, sp);
+  uint32_t site = pl_stack_capture_at(2, ra, sp, NULL);
   pl_hostmem_track(p, n, site);
   if (pl_glibc_mmapped(p)) pl_autopin_advise(p, n);
   pl_in_shim--;

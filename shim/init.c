@@ -56,6 +56,7 @@ __attribute__((constructor)) static void pl_init(void) {
   pl_alloc_init();
 #endif
   pl_config_init();
+  pl_stack_init();
   pl_clock_init();
   pl_trace_init_clock();
   /* A setuid/setgid program runs with privileges the caller does not have:

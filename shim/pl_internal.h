@@ -428,16 +428,80 @@ void pl_hostmem_atfork_child(void);
  * Returns its id (>0), or 0 when stacks are off or the table is full.
  * Writes nothing: see pl_stack_emit. */
 uint32_t pl_stack_capture(int skip);
+/* How a run tells its call path again without unwinding: where the frames
+ * above the hook keep their return addresses, in this thread's own stack,
+ * and what they held (stack.c).  Made by pl_stack_check_empty or
+ * pl_stack_capture_at, never zeroed: f[0] is always read. */
+#define PL_CHECK_FRAMES (PAGELOCK_MAX_FRAMES - 1)
+#define PL_CHECK_NONE UINT32_MAX /* a stack was taken that cannot be told again */
+typedef struct pl_stack_check {
+  uint32_t n;
+  struct {
+    const uintptr_t *at;
+    uintptr_t val;
+  } f[PL_CHECK_FRAMES];
+} pl_stack_check;
+/* A check of no frames (a copy with no stack): its first entry reads a
+ * word that holds what it expects, so the nearest frame's read below
+ * needs no test of n. */
+extern const uintptr_t pl_check_pad;
+static inline void pl_stack_check_empty(pl_stack_check *k) {
+  k->n = 0;
+  k->f[0].at = &pl_check_pad;
+  k->f[0].val = pl_check_pad;
+}
+/* Whether the call path is still the one check k was made from (k->n is
+ * not PL_CHECK_NONE), in two parts: the nearest frame, where two paths of
+ * one run key part most often (two lines of main: the run looked at first
+ * may be the other line's), and the rest.  On every repeat of a run, so
+ * the rest is unrolled: four instructions a frame (a loop spent seven). */
+static inline bool pl_stack_check_near(const pl_stack_check *k) {
+  return *k->f[0].at == k->f[0].val;
+}
+static inline bool pl_stack_check_far(const pl_stack_check *k) {
+#define PL_FRAME_DIFF(i) (*k->f[i].at ^ k->f[i].val)
+  _Static_assert(PL_CHECK_FRAMES == 15, "one case per frame below");
+  uintptr_t d = 0;
+  switch (k->n) {
+    case 15: d |= PL_FRAME_DIFF(14); /* fall through */
+    case 14: d |= PL_FRAME_DIFF(13); /* fall through */
+    case 13: d |= PL_FRAME_DIFF(12); /* fall through */
+    case 12: d |= PL_FRAME_DIFF(11); /* fall through */
+    case 11: d |= PL_FRAME_DIFF(10); /* fall through */
+    case 10: d |= PL_FRAME_DIFF(9);  /* fall through */
+    case 9: d |= PL_FRAME_DIFF(8);   /* fall through */
+    case 8: d |= PL_FRAME_DIFF(7);   /* fall through */
+    case 7: d |= PL_FRAME_DIFF(6);   /* fall through */
+    case 6: d |= PL_FRAME_DIFF(5);   /* fall through */
+    case 5: d |= PL_FRAME_DIFF(4);   /* fall through */
+    case 4: d |= PL_FRAME_DIFF(3);   /* fall through */
+    case 3: d |= PL_FRAME_DIFF(2);   /* fall through */
+    case 2: d |= PL_FRAME_DIFF(1);   /* fall through */
+    case 1:                          /* fall through */
+    case 0: break;
+    /* A run's check has at most PL_CHECK_FRAMES (never PL_CHECK_NONE: no
+     * run opens then), so the jump needs no test of its bounds. */
+    default: __builtin_unreachable();
+  }
+#undef PL_FRAME_DIFF
+  return d == 0;
+}
 /* The same, memoised per thread on (return address ra of the hooked call,
- * caller's stack pointer sp): a repeat of the same call path costs a few
- * nanoseconds instead of an unwind. */
-uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp);
+ * caller's stack pointer sp, and the frames above, read again): a repeat
+ * of the same call path costs a few nanoseconds instead of an unwind.
+ * *check (when not NULL) gets what tells this call path again: n 0 when
+ * there is no stack, PL_CHECK_NONE when it cannot be told (not yet known,
+ * or not on the thread's own stack: a coroutine's, a signal stack). */
+uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp, pl_stack_check *check);
 /* A one-frame stack: just ra.  For the mmap family, which may be entered
  * by an allocator holding its own mutex: no unwinding, no lock, no
  * allocation (interning is lock-free).  0 when stacks are off. */
 uint32_t pl_stack_capture_ra(const void *ra);
-/* Unwind once, at load, so that glibc's backtrace() has loaded libgcc_s
- * (a dlopen, which allocates) before any hook unwinds. */
+/* At load: what finding the main thread's stack needs (its thread, the
+ * stack limit). */
+void pl_stack_init(void);
+/* Unwind once, at load, so that the unwinder's first look at the loaded
+ * objects (which may allocate) happens before any hook unwinds. */
 void pl_stack_warm(void);
 /* A NOTE for the trace, written just before its first STACK record (each
  * trace: a forked child's too): about allocation sites, so it goes exactly

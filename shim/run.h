@@ -29,16 +29,21 @@
 #define PL_RUN_TIME_EVERY 8 /* one copy in 8 is timed */
 
 /* What makes a copy a repeat of the run's first: the same call (entry
- * point, flags, pointers, size, stream, return address and stack depth)
- * while nothing that decided its record has moved (the registry's stamp,
- * the device memo's generation and, for a default stream, the current
- * context; the Python stack's hash). */
+ * point, flags, pointers, size, stream, return address, stack depth and
+ * the frames above) while nothing that decided its record has moved (the
+ * registry's stamp, the device memo's generation and, for a default
+ * stream, the current context; the Python stack's hash). */
 typedef struct pl_run_key {
   uintptr_t callsite, sp, src, dst, stream, ctx;
   uint64_t bytes, hm_stamp, py;
   uint32_t api, flags, dev_gen;
   bool py_on;   /* Python frames were read: py is their hash */
   bool autopin; /* register or auto: no registration may exist (copy.c) */
+  /* The call path above the return address, for a copy whose stack was
+   * taken: one helper called from two places at one depth, or
+   * cudaMemcpy from two lines of main, has one return address and one
+   * stack pointer on both paths. */
+  pl_stack_check check;
 } pl_run_key;
 
 /* A run's tally, one word: copies (8 bits), timed ones (8), their host

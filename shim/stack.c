@@ -14,11 +14,16 @@
  * cycle through that mutex.  Only writing STACK records takes a lock, and
  * that never happens inside an allocation hook. */
 #define _GNU_SOURCE
-#include <execinfo.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <unwind.h>
 
 #include "pl_internal.h"
 
@@ -37,6 +42,10 @@ typedef struct pl_stack_slot {
   uint64_t hash;
   bool emitted; /* its STACK record is in the trace (under pl_emit_lock) */
   void *frames[PAGELOCK_MAX_FRAMES];
+  /* Where frame i's return address lay when the stack was first seen, in
+   * words above the hook's stack pointer (0: not known): what the memo
+   * reads again (pl_frames_hold).  Frame 0's is never read. */
+  uint16_t at[PAGELOCK_MAX_FRAMES];
   pl_pystack py; /* the Python frames of the call, depth 0 none */
 } pl_stack_slot;
 
@@ -68,19 +77,254 @@ static uint64_t pl_hash_frames(void *const *f, int n) {
  * address and the caller's stack pointer.  Unwinding costs ~250 ns a frame;
  * a loop that copies or allocates from one place reaches the hook with the
  * same return address at the same stack depth every time, so the key tells
- * a repeat of the same call path without unwinding.  Distinct paths through
- * one return address almost always sit at different depths; a collision
- * would only attribute a call to a sibling path of the same caller. */
+ * a repeat without unwinding.  Not the call path, though: cudaMemcpy from
+ * two lines of main, or one helper called from two functions at one depth,
+ * reaches the hook with the same return address and stack pointer on both
+ * paths.  So a hit also reads the frames above again, where the unwinder
+ * found their return addresses (the stack's `at`), and compares them with
+ * the stack's frames: a few loads instead of an unwind.  Two ways: the two
+ * paths of such a pair each keep their entry.
+ *
+ * Those reads must never fault, so an entry is made only where every one
+ * of them lies in this thread's own stack (pl_own_lo..pl_own_hi below),
+ * which stays mapped as long as the thread runs.  A stack that is not the
+ * thread's own (a coroutine's, a signal stack) may be unmapped and another
+ * placed at the same address, smaller: the same stack pointer would then
+ * send the reads past its end.  Copies there are unwound every time. */
 #define PL_MEMO 16
 typedef struct pl_stack_memo {
   uintptr_t ra, sp;
   uint64_t py; /* pl_py_hash of the Python frames: one call site, many lines */
-  uint32_t id;
+  const pl_stack_slot *s;
 } pl_stack_memo;
 static PL_TLS pl_stack_memo pl_memo[PL_MEMO];
 
-static pl_stack_memo *pl_memo_slot(uintptr_t r, uintptr_t p) {
-  return &pl_memo[((r >> 4) ^ (p >> 4) ^ (p >> 12)) & (PL_MEMO - 1)];
+static unsigned pl_memo_index(uintptr_t r, uintptr_t p) {
+  return (unsigned)(((r >> 4) ^ (p >> 4) ^ (p >> 12)) & (PL_MEMO - 1));
+}
+
+/* ---- this thread's own stack -------------------------------------------- */
+
+/* [pl_own_lo, pl_own_hi): where this thread's own stack lies, found once
+ * per thread, on its second unwind (a thread that copies once pays
+ * nothing).  Until then, or where it is not found, pl_own_hi is one of
+ * the values below, and no stack pointer lies under it: no memo, no run
+ * (every copy is unwound and takes the whole way: correct, slower).  A
+ * forked child's thread runs on the stack its parent's did: the bounds
+ * hold there too. */
+enum { PL_OWN_UNSEEN = 0, PL_OWN_NONE = 1, PL_OWN_ONCE = 2 /* one unwind so far */ };
+static PL_TLS uintptr_t pl_own_lo, pl_own_hi;
+
+/* The main thread's stack: below __libc_stack_end (ld.so's, the stack
+ * pointer at entry), as far as the stack limit goes, and never more than
+ * 128 MiB.  The kernel places the base of mmap at least RLIMIT_STACK (as
+ * it was at exec) below the stack's top, and never less than 128 MiB (its
+ * mmap_base(): the limit plus the guard gap and the stack's random pad,
+ * clamped), so no mapping but the stack's own (and MAP_FIXED ones) lies
+ * there, even where the program raised the limit after exec and the shim
+ * came later (dlopened); with no limit mmap grows up from a third of the
+ * address space instead.  The stack's mapping reaches from its lowest page
+ * ever touched to its top, so everything between a stack pointer there and
+ * __libc_stack_end is mapped. */
+extern void *__libc_stack_end;
+#define PL_MAIN_STACK_UNLIMITED (8u << 20)
+#define PL_MAIN_STACK_MAX (UINT64_C(128) << 20)
+static uintptr_t pl_main_span; /* 0 until pl_stack_init: no memo on the main thread */
+static uintptr_t pl_main_tp;   /* the main thread's pthread_self(), 0 unknown */
+
+void pl_stack_init(void) {
+  /* The constructor runs on the main thread when the shim is preloaded,
+   * and may not when it is dlopened (CUDA_INJECTION64_PATH). */
+  if (syscall(SYS_gettid) == getpid()) pl_main_tp = (uintptr_t)pthread_self();
+  struct rlimit rl;
+  uint64_t span = PL_MAIN_STACK_MAX;
+  if (getrlimit(RLIMIT_STACK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    span = PL_MAIN_STACK_UNLIMITED;
+  else if (rl.rlim_cur < span)
+    span = rl.rlim_cur;
+  pl_main_span = (uintptr_t)span;
+}
+
+static int pl_hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+/* The line of /proc/self/maps that holds address a, as [*lo, *hi), and
+ * whether the line before it is an inaccessible mapping that ends where it
+ * begins (a guard page).  Raw system calls and a buffer on the stack: no
+ * allocation, no lock, none of the shim's hooks.  Lines go by address, so
+ * the read stops at the first one past a. */
+static bool pl_maps_find(uintptr_t a, uintptr_t *lo, uintptr_t *hi, bool *guarded) {
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  /* Per line: start, end, then the permissions (field 2, "---p" for a
+   * guard); the rest of the line is skipped. */
+  uintptr_t v[2] = {0, 0}, prev_end = 0;
+  bool prev_none = false, none = true, found = false, done = false;
+  int field = 0, perm = 0;
+  while (!done) {
+    ssize_t n = syscall(SYS_read, fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n && !done; i++) {
+      char c = buf[i];
+      if (c == '\n') {
+        if (field >= 2) {
+          prev_end = v[1];
+          prev_none = none;
+        }
+        v[0] = v[1] = 0;
+        field = perm = 0;
+        none = true;
+        continue;
+      }
+      if (field < 2) {
+        int d = pl_hex(c);
+        if (d >= 0) {
+          v[field] = v[field] << 4 | (uintptr_t)d;
+        } else if (c == '-' && field == 0) {
+          field = 1;
+        } else if (field == 1) {
+          if (v[0] > a) {
+            done = true;
+          } else if (a < v[1]) {
+            *lo = v[0];
+            *hi = v[1];
+            found = done = true;
+            /* The guard is decided below, from the line before. */
+          }
+          field = 2;
+        } else {
+          field = 3; /* not a line of maps: skip it */
+        }
+      } else if (field == 2 && c != ' ') {
+        if (perm < 3 && c != '-') none = false;
+        if (++perm == 4) field = 3;
+      }
+    }
+  }
+  syscall(SYS_close, fd);
+  if (found) *guarded = prev_none && prev_end == *lo;
+  return found;
+}
+
+/* Find this thread's own stack (pl_own_lo, pl_own_hi).  Another thread's
+ * stack is the block glibc (or the program, pthread_attr_setstack) gave it,
+ * which holds the thread's descriptor at its top (pthread_self()): the
+ * mapping that holds the descriptor is the stack, whatever stack the
+ * thread runs on when this is asked, and up to the descriptor it is the
+ * thread's alone.  Its lower end is the stack's only where a guard page
+ * below separates it from the next mapping: the kernel merges adjacent
+ * mappings of the same kind, and a coroutine's stack mapped right below a
+ * stack with no guard (one the program allocated, a guard size of 0,
+ * guard pages kept inside the mapping) would pass for part of it.  No
+ * guard below: not found. */
+static void pl_own_find(void) {
+  uintptr_t tp = (uintptr_t)pthread_self(), lo = 0, hi = 1;
+  bool main = pl_main_tp ? tp == pl_main_tp : pl_gettid() == (uint32_t)getpid();
+  if (main) {
+    uintptr_t end = (uintptr_t)__libc_stack_end;
+    if (pl_main_span != 0 && end > pl_main_span) {
+      lo = end - pl_main_span;
+      hi = end;
+    }
+  } else {
+    uintptr_t vlo, vhi;
+    bool guarded;
+    if (pl_maps_find(tp, &vlo, &vhi, &guarded) && guarded) {
+      lo = vlo;
+      hi = tp;
+    }
+  }
+  pl_own_lo = lo;
+  pl_own_hi = hi > lo && hi > PL_OWN_ONCE ? hi : PL_OWN_NONE;
+}
+
+/* Whether the frames w[1..n) at stack pointer p can be read again from
+ * this thread, every one inside its own stack. */
+static bool pl_own_holds(const uint16_t *w, int n, uintptr_t p) {
+  if (pl_own_hi <= PL_OWN_ONCE || p < pl_own_lo || p >= pl_own_hi) return false;
+  uint32_t far = 0;
+  for (int i = 1; i < n; i++) {
+    if (w[i] == 0) return false;
+    if (w[i] > far) far = w[i];
+  }
+  return p + 8u * far + sizeof(uintptr_t) <= pl_own_hi;
+}
+
+const uintptr_t pl_check_pad = 0;
+
+/* Whether the frames above the hook at stack pointer p are still those of
+ * stack s (an entry's: pl_own_holds was true of them). */
+static inline bool pl_frames_hold(const pl_stack_slot *s, uintptr_t p) {
+  uintptr_t diff = 0;
+  for (uint32_t i = 1; i < s->depth; i++)
+    diff |= *(const uintptr_t *)(p + 8u * s->at[i]) ^ (uintptr_t)s->frames[i];
+  return diff == 0;
+}
+
+/* What tells the call path f[0..n) at stack pointer p again (a run's). */
+static void pl_check_fill(pl_stack_check *k, const uint16_t *w, void *const *f, int n,
+                          uintptr_t p) {
+  pl_stack_check_empty(k);
+  for (int i = 1; i < n; i++) {
+    k->f[i - 1].at = (const uintptr_t *)(p + 8u * w[i]);
+    k->f[i - 1].val = (uintptr_t)f[i];
+  }
+  k->n = (uint32_t)(n > 1 ? n - 1 : 0);
+}
+
+/* ---- unwinding ---------------------------------------------------------- */
+
+/* One unwind: the return addresses of the frames kept, and for each the
+ * stack address it was read from (0: unknown). */
+typedef struct pl_unwind {
+  void **ip;
+  uintptr_t *at;
+  int max, n;
+} pl_unwind;
+
+static _Unwind_Reason_Code pl_unwind_frame(struct _Unwind_Context *ctx, void *arg) {
+  pl_unwind *u = arg;
+  uintptr_t ip = (uintptr_t)_Unwind_GetIP(ctx), cfa = (uintptr_t)_Unwind_GetCFA(ctx);
+  if (ip == 0 || u->n >= u->max) return _URC_END_OF_STACK;
+  /* The context's CFA is that of the call that returns to ip, and the
+   * call left ip in the word just below it (x86-64): the unwinder read it
+   * there.  Where it is not there (a signal frame, another architecture)
+   * the frame cannot be read again. */
+  uintptr_t at = cfa ? cfa - sizeof(uintptr_t) : 0;
+  u->ip[u->n] = (void *)ip;
+  u->at[u->n] = at && *(const uintptr_t *)at == ip ? at : 0;
+  u->n++;
+  return _URC_NO_REASON;
+}
+
+/* The frames from the hooked call's return address ra on (else from
+ * `skip` frames above this function's caller), at most depth of them,
+ * into ip[] and at[]; their count.  Starting at ra does not depend on
+ * which of the shim's functions the compiler inlined. */
+__attribute__((noinline)) static int pl_unwind_from(const void *ra, int skip, int depth, void **ip,
+                                                    uintptr_t *at) {
+  void *f[PAGELOCK_MAX_FRAMES + 16];
+  uintptr_t a[PAGELOCK_MAX_FRAMES + 16];
+  if (skip > 12) skip = 12;
+  pl_unwind u = {.ip = f, .at = a, .max = depth + skip + 4};
+  _Unwind_Backtrace(pl_unwind_frame, &u);
+  int start = skip + 1; /* this function's own frame, then skip */
+  for (int i = 0; ra != NULL && i < u.n; i++)
+    if (f[i] == ra) {
+      start = i;
+      break;
+    }
+  int n = u.n - start;
+  if (n > depth) n = depth;
+  if (n <= 0) return 0;
+  memcpy(ip, f + start, sizeof(void *) * (size_t)n);
+  memcpy(at, a + start, sizeof(uintptr_t) * (size_t)n);
+  return n;
 }
 
 static bool pl_py_same(const pl_pystack *a, const pl_pystack *b) {
@@ -88,9 +332,11 @@ static bool pl_py_same(const pl_pystack *a, const pl_pystack *b) {
          memcmp(a->f, b->f, a->depth * sizeof a->f[0]) == 0;
 }
 
-/* The id of stack f[0..n) with Python frames py, interning it when new; 0
+/* The id of stack f[0..n) with Python frames py, interning it when new
+ * (its frames found at w[], NULL: not known), and its slot in *slot; 0
  * when the table is full.  Loads, stores and compare-and-swaps only. */
-static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py) {
+static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py, const uint16_t *w,
+                                const pl_stack_slot **slot) {
   uint64_t h = pl_hash_frames(f, n) ^ pl_py_hash(py);
   for (uint32_t i = 0; i < PL_STACK_SLOTS; i++) {
     pl_stack_slot *s = &pl_stacks[(h + i) & (PL_STACK_SLOTS - 1)];
@@ -110,18 +356,23 @@ static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py) {
         s->hash = h;
         s->depth = (uint32_t)n;
         memcpy(s->frames, f, sizeof(void *) * (size_t)n);
+        memset(s->at, 0, sizeof s->at);
+        if (w) memcpy(s->at, w, sizeof(uint16_t) * (size_t)n);
         s->py = *py;
         s->id = id;
         s->emitted = false;
         atomic_store_explicit(&s->state, PL_SLOT_READY, memory_order_release);
         __atomic_store_n(&pl_stack_by_id[id], s, __ATOMIC_RELEASE);
+        *slot = s;
         return id;
       }
     }
     if (st != PL_SLOT_READY) continue;
     if (s->hash == h && s->depth == (uint32_t)n &&
-        memcmp(s->frames, f, sizeof(void *) * (size_t)n) == 0 && pl_py_same(&s->py, py))
+        memcmp(s->frames, f, sizeof(void *) * (size_t)n) == 0 && pl_py_same(&s->py, py)) {
+      *slot = s;
       return s->id;
+    }
   }
   pl_log(PL_LOG_INFO, PL_LK_STACK_TABLE_FULL,
          "too many distinct call stacks; later ones are not recorded");
@@ -132,52 +383,90 @@ static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py) {
  * every line of the script, at the same stack depth: the memo key holds
  * the Python frames' hash too, so the walk (pystack.c) runs on every call
  * and the unwind only once per (native path, Python frames). */
-uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp) {
-  if (pl_opt_long(PL_OPT_BACKTRACE_DEPTH) <= 0) return 0;
+uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp, pl_stack_check *check) {
+  if (check) pl_stack_check_empty(check);
+  int depth = (int)pl_opt_long(PL_OPT_BACKTRACE_DEPTH);
+  if (depth <= 0) return 0;
   pl_pystack py;
   pl_py_capture(&py);
   uint64_t ph = pl_py_hash(&py);
   uintptr_t r = (uintptr_t)ra, p = (uintptr_t)sp;
-  pl_stack_memo *m = pl_memo_slot(r, p ^ ph);
-  if (m->id != 0 && m->ra == r && m->sp == p && m->py == ph) return m->id;
-  uint32_t id = pl_stack_capture(skip + 1);
-  if (id != 0) {
-    m->ra = r;
-    m->sp = p;
-    m->py = ph;
-    m->id = id;
+  unsigned i = pl_memo_index(r, p ^ ph);
+  for (unsigned k = 0; k < 2; k++) {
+    const pl_stack_memo *m = &pl_memo[i ^ k];
+    if (m->ra == r && m->sp == p && m->py == ph && m->s != NULL && pl_frames_hold(m->s, p)) {
+      if (check) pl_check_fill(check, m->s->at, m->s->frames, (int)m->s->depth, p);
+      return m->s->id;
+    }
   }
+  void *f[PAGELOCK_MAX_FRAMES];
+  uintptr_t at[PAGELOCK_MAX_FRAMES];
+  int n = pl_unwind_from(ra, skip, depth, f, at);
+  if (n <= 0) return 0;
+  /* Where this unwind found the frames, in words above p. */
+  uint16_t w[PAGELOCK_MAX_FRAMES];
+  for (int k = 0; k < n; k++)
+    w[k] = at[k] > p && at[k] - p <= 8u * UINT16_MAX && (at[k] - p) % 8 == 0
+               ? (uint16_t)((at[k] - p) / 8)
+               : 0;
+  const pl_stack_slot *s = NULL;
+  uint32_t id = pl_stack_intern(f, n, &py, w, &s);
+  if (id == 0) return 0;
+  if (PL_UNLIKELY(pl_own_hi <= PL_OWN_ONCE)) {
+    if (pl_own_hi == PL_OWN_UNSEEN)
+      pl_own_hi = PL_OWN_ONCE;
+    else if (pl_own_hi == PL_OWN_ONCE)
+      pl_own_find();
+  }
+  if (!pl_own_holds(w, n, p)) {
+    if (check) check->n = PL_CHECK_NONE;
+    return id;
+  }
+  if (check) pl_check_fill(check, w, f, n, p);
+  /* The memo reads where the stack was first seen: only where that is
+   * where this call keeps its frames too (a variable-length array or
+   * another hook at the same return address may move them). */
+  if (memcmp(s->at + 1, w + 1, sizeof(uint16_t) * (size_t)(n - 1)) != 0) return id;
+  /* The other way's entry when this one holds the other path of a pair. */
+  pl_stack_memo *m = &pl_memo[i];
+  if (m->ra == r && m->sp == p && m->py == ph) m = &pl_memo[i ^ 1];
+  m->ra = r;
+  m->sp = p;
+  m->py = ph;
+  m->s = s;
   return id;
 }
 
 uint32_t pl_stack_capture(int skip) {
   int depth = (int)pl_opt_long(PL_OPT_BACKTRACE_DEPTH);
   if (depth <= 0) return 0;
-  void *buf[PAGELOCK_MAX_FRAMES + 8];
-  if (skip > 8) skip = 8;
-  int n = backtrace(buf, depth + skip) - skip;
+  void *f[PAGELOCK_MAX_FRAMES];
+  uintptr_t at[PAGELOCK_MAX_FRAMES];
+  int n = pl_unwind_from(NULL, skip, depth, f, at);
   if (n <= 0) return 0;
   pl_pystack py;
   pl_py_capture(&py);
-  return pl_stack_intern(buf + skip, n, &py);
+  const pl_stack_slot *s;
+  return pl_stack_intern(f, n, &py, NULL, &s);
 }
 
 uint32_t pl_stack_capture_ra(const void *ra) {
   if (ra == NULL || pl_opt_long(PL_OPT_BACKTRACE_DEPTH) <= 0) return 0;
   /* sp 1 is never a stack address: no full stack shares these entries. */
   uintptr_t r = (uintptr_t)ra;
-  pl_stack_memo *m = pl_memo_slot(r, 1);
-  if (m->id != 0 && m->ra == r && m->sp == 1) return m->id;
+  pl_stack_memo *m = &pl_memo[pl_memo_index(r, 1)];
+  if (m->s != NULL && m->ra == r && m->sp == 1) return m->s->id;
   void *f = (void *)ra;
   /* No Python frames: the mmap family may be entered by an allocator in
    * the middle of its own bookkeeping (pymalloc's arenas among them). */
   static const pl_pystack none;
-  uint32_t id = pl_stack_intern(&f, 1, &none);
+  const pl_stack_slot *s = NULL;
+  uint32_t id = pl_stack_intern(&f, 1, &none, NULL, &s);
   if (id != 0) {
     m->ra = r;
     m->sp = 1;
     m->py = 0;
-    m->id = id;
+    m->s = s;
   }
   return id;
 }
@@ -185,7 +474,8 @@ uint32_t pl_stack_capture_ra(const void *ra) {
 void pl_stack_warm(void) {
   if (pl_opt_long(PL_OPT_BACKTRACE_DEPTH) <= 0) return;
   void *f[4];
-  (void)backtrace(f, 4);
+  uintptr_t at[4];
+  (void)pl_unwind_from(NULL, 0, 4, f, at);
 }
 
 void pl_stack_note(uint32_t kind, const char *text) {

@@ -48,7 +48,7 @@ static double timed(int which, int *depth) {
         pl_py_capture(&s);
         sink += s.depth;
       } else {
-        sink += pl_stack_capture_at(1, __builtin_return_address(0), &s);
+        sink += pl_stack_capture_at(1, __builtin_return_address(0), &s, NULL);
       }
     }
     t[r] = (now_ns() - a) / CALLS;

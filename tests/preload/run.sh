@@ -488,6 +488,62 @@ case_cupti_streams() {
   [ "$mid" -gt 0 ] || fail "no GPU records in the trace while the program ran"
 }
 
+# The JSON report's call sites of trace $1 (under $2), as "address copies"
+# sorted by copies, must be distinct addresses with exactly the copies
+# listed after: call_sites_are TRACE DIR 100 100.
+call_sites_are() {
+  local trace=$1 dir=$2; shift 2
+  "$B/pagelock" report --format json "$trace" >"$dir/report.json" 2>"$dir/report.err" ||
+    fail "report failed: $(cat "$dir/report.err")" || return
+  python3 - "$dir/report.json" "$@" <<'PY' >&2
+import json, sys
+sites = json.load(open(sys.argv[1]))["processes"][0]["call_sites"]
+got = sorted((s["copies"], s["address"]) for s in sites)
+want = sorted(int(c) for c in sys.argv[2:])
+ok = [c for c, _ in got] == want and len({a for _, a in got}) == len(got)
+if not ok:
+    print("    call sites (copies, address):", got, "want copies", want)
+sys.exit(0 if ok else 1)
+PY
+}
+
+# Two lines of main make the same copy: each is its own call site, with
+# its 100 copies (the stack memo and a run of repeats key on the return
+# address into the hook and the stack depth, the same for both lines;
+# the frames above tell them apart), merged into runs or not.
+case_two_sites() {
+  local d="$T/two" rep; mkdir -p "$d"
+  for rep in merge each; do
+    PAGELOCK_REPEATS=$rep "$B/pagelock" run -o "$d/$rep.trace" -- "$B/test_two_sites" \
+      >/dev/null 2>"$d/err" || fail "two_sites failed: $(cat "$d/err")" || return
+    call_sites_are "$d/$rep.trace" "$d" 100 100 ||
+      fail "PAGELOCK_REPEATS=$rep: two call sites of 100 copies each" || return
+  done
+}
+
+# Copies from stacks that are not the thread's own (coro_stacks.c): a
+# coroutine's, whose entry has a variable-length array, on a 64 KiB
+# mapping and then on a 32 KiB one at the same base, the copies at the
+# same stack pointer both times, and a signal handler's on sigaltstack.
+# Nothing the shim keeps of the first stack may make it read past the
+# second's end (the program would die), and each of the two lines of each
+# keeps its copies: on the main thread and on another.
+case_coro_stacks() {
+  local d="$T/coro" mode rep rc want; mkdir -p "$d"
+  for mode in main thread; do
+    want="100 100"; [ $mode = main ] && want="30 30 100 100"
+    for rep in merge each; do
+      PAGELOCK_REPEATS=$rep "$B/pagelock" run -o "$d/$mode-$rep.trace" -- "$B/test_coro_stacks" $mode \
+        >"$d/out" 2>"$d/err"
+      rc=$?
+      [ $rc = 0 ] || fail "$mode, PAGELOCK_REPEATS=$rep: the program exited $rc: $(cat "$d/out" "$d/err")" || return
+      # shellcheck disable=SC2086
+      call_sites_are "$d/$mode-$rep.trace" "$d" $want ||
+        fail "$mode, PAGELOCK_REPEATS=$rep: call sites of $want copies" || return
+    done
+  done
+}
+
 # A multi-process job (torchrun/mpirun style: RANK set per process) gives
 # one trace per rank, and one report covers them all, rank by rank.
 case_ranks() {

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -275,6 +277,299 @@ static void test_repeats_nested(void **state) {
   free(nested_buf);
 }
 
+/* ---- call paths that share a return address and a stack depth --------- */
+
+/* One helper that copies, called from two functions at the same depth:
+ * the same return address into the shim (inside upload) and the same
+ * stack pointer, yet two call paths, and each copy must carry its own.
+ * The helper notes where each path returns to (the stack's frame 2) and
+ * its own frame, which must be one for both paths, or the test would not
+ * test what it says. */
+static uintptr_t path_ret[2], path_frame[2];
+
+static __attribute__((noipa)) CUresult copy_helper(const void *h, int which) {
+  path_ret[which] = (uintptr_t)__builtin_return_address(0);
+  path_frame[which] = (uintptr_t)__builtin_frame_address(0);
+  CUresult r = upload(h, 256);
+  __asm__ volatile("" ::: "memory");
+  return r;
+}
+static __attribute__((noipa)) CUresult path_a(const void *h) {
+  CUresult r = copy_helper(h, 0);
+  __asm__ volatile("" ::: "memory");
+  return r;
+}
+static __attribute__((noipa)) CUresult path_b(const void *h) {
+  CUresult r = copy_helper(h, 1);
+  __asm__ volatile("nop" ::: "memory");
+  return r;
+}
+
+/* Each path n times, in turns. */
+static __attribute__((noipa)) void two_paths(const void *h, int n) {
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(path_a(h), CUDA_SUCCESS);
+    assert_int_equal(path_b(h), CUDA_SUCCESS);
+  }
+  __asm__ volatile("" ::: "memory");
+}
+
+/* What a trace says of the two paths: the copies and records of the
+ * stacks that return into path_a and into path_b (frame 2), and those of
+ * any other stack. */
+typedef struct path_counts {
+  uint64_t copies[3], records[3];
+  int ids[3]; /* distinct stack ids of each */
+} path_counts;
+
+static void read_paths(const char *path, path_counts *out) {
+  memset(out, 0, sizeof *out);
+  plr_reader r;
+  assert_int_equal(plr_open(&r, path), PLR_OPEN_OK);
+  plr_record rec;
+  enum { MAX_IDS = 4096 }; /* the stack table's slots (stack.c) */
+  /* Per stack id: which path it is (0, 1; 2 another; -1 unseen), its
+   * copies and records. */
+  int *of_id = malloc(MAX_IDS * sizeof *of_id);
+  uint64_t *copies = calloc(MAX_IDS, sizeof *copies), *records = calloc(MAX_IDS, sizeof *records);
+  assert_true(of_id != NULL && copies != NULL && records != NULL);
+  for (int i = 0; i < MAX_IDS; i++) of_id[i] = -1;
+  while (plr_next(&r, &rec)) {
+    if (rec.type == PAGELOCK_REC_STACK) {
+      const pagelock_rec_stack *st = rec.u.stack;
+      assert_true(st->id < MAX_IDS);
+      int which = 2;
+      for (uint32_t f = 0; f < st->depth; f++)
+        for (int k = 0; k < 2; k++)
+          if (rec.frames[f] == path_ret[k]) {
+            assert_true(which == 2 || which == k); /* never both */
+            which = k;
+          }
+      of_id[st->id] = which;
+    } else if (rec.type == PAGELOCK_REC_COPY) {
+      uint32_t id = rec.u.copy->stack_id;
+      assert_true(id < MAX_IDS);
+      copies[id] += rec.u.copy->count;
+      records[id]++;
+    }
+  }
+  plr_close(&r);
+  for (int i = 0; i < MAX_IDS; i++) {
+    if (records[i] == 0) continue;
+    assert_true(of_id[i] >= 0); /* every stack a copy names is in the trace */
+    out->copies[of_id[i]] += copies[i];
+    out->records[of_id[i]] += records[i];
+    out->ids[of_id[i]]++;
+  }
+  free(of_id);
+  free(copies);
+  free(records);
+}
+
+/* A trace of the two paths, n copies each, run by fn(arg); every stack
+ * the trace names is written in it (pl_stack_reset, as in a forked
+ * child: the table keeps its stacks, the trace is a new one). */
+static void paths_trace(const char *name, const char *repeats, void (*fn)(void *), void *arg,
+                        path_counts *out) {
+  char path[512];
+  trace_start(name, path, sizeof path, repeats);
+  pl_stack_reset();
+  memset(path_ret, 0, sizeof path_ret);
+  memset(path_frame, 0, sizeof path_frame);
+  fn(arg);
+  pl_exit_trace();
+  assert_true(path_ret[0] != 0 && path_ret[1] != 0 && path_ret[0] != path_ret[1]);
+  assert_true(path_frame[0] == path_frame[1]); /* one depth, or nothing is tested */
+  read_paths(path, out);
+}
+
+/* The two paths, 100 copies each, run by fn(arg), in runs (NULL) or each
+ * copy alone ("each"): two call sites of 100 copies each.  runs: the
+ * frames could be read again there, so the paths ran: a few records for
+ * 100 copies (a run of 64 after a copy that took the whole way; a
+ * thread's first copy comes before its ring, its first unwind does not
+ * look for its stack). */
+static void paths_check(const char *name, const char *repeats, void (*fn)(void *), void *arg,
+                        bool runs) {
+  path_counts c;
+  paths_trace(name, repeats, fn, arg, &c);
+  assert_int_equal(c.copies[0], 100);
+  assert_int_equal(c.copies[1], 100);
+  assert_int_equal(c.copies[2], 0);
+  assert_int_equal(c.ids[0], 1);
+  assert_int_equal(c.ids[1], 1);
+  if (repeats != NULL) {
+    assert_int_equal(c.records[0], 100);
+    assert_int_equal(c.records[1], 100);
+  } else if (runs) {
+    assert_true(c.records[0] <= 6 && c.records[1] <= 6);
+  }
+}
+
+static char *paths_buf(void) {
+  static char *b;
+  if (b == NULL) {
+    b = malloc(4096);
+    memset(b, 1, 4096);
+  }
+  return b;
+}
+
+static void paths_here(void *arg) {
+  (void)arg;
+  two_paths(paths_buf(), 100);
+}
+
+/* On the main thread: the memo and the runs tell the paths apart. */
+static void test_repeats_stack_paths(void **state) {
+  (void)state;
+  paths_check("paths.trace", NULL, paths_here, NULL, true);
+  paths_check("paths-each.trace", "each", paths_here, NULL, true);
+}
+
+/* The stack memo itself, as the allocation hooks use it: a hook reached
+ * through one helper from two callers at the same depth gets two stacks,
+ * and each caller its own again on a repeat (from the memo). */
+static __attribute__((noipa)) uint32_t hook_like(void) {
+  volatile int frame = 0;
+  uint32_t id = pl_stack_capture_at(1, __builtin_return_address(0), (const void *)&frame, NULL);
+  __asm__ volatile("" ::: "memory");
+  return id;
+}
+static __attribute__((noipa)) uint32_t alloc_helper(void) {
+  uint32_t id = hook_like();
+  __asm__ volatile("" ::: "memory");
+  return id;
+}
+static __attribute__((noipa)) uint32_t caller_a(void) {
+  uint32_t id = alloc_helper();
+  __asm__ volatile("" ::: "memory");
+  return id;
+}
+static __attribute__((noipa)) uint32_t caller_b(void) {
+  uint32_t id = alloc_helper();
+  __asm__ volatile("nop" ::: "memory");
+  return id;
+}
+
+static void test_repeats_stack_memo(void **state) {
+  (void)state;
+  uint32_t a[10], b[10];
+  for (int i = 0; i < 10; i++) {
+    a[i] = caller_a();
+    b[i] = caller_b();
+  }
+  assert_true(a[0] != 0 && b[0] != 0 && a[0] != b[0]);
+  for (int i = 1; i < 10; i++) {
+    assert_int_equal(a[i], a[0]);
+    assert_int_equal(b[i], b[0]);
+  }
+}
+
+/* A forked child's thread runs on the stack its parent's did: the two
+ * callers keep their stacks there, whether the thread's stack was found
+ * before the fork (its second unwind) or is found in the child. */
+static __attribute__((noipa)) void callers_both(uint32_t *a, uint32_t *b) {
+  *a = caller_a();
+  *b = caller_b();
+  __asm__ volatile("" ::: "memory");
+}
+
+typedef struct fork_case {
+  int fork_at; /* before which round the thread forks: 0, before any unwind */
+  int status;
+} fork_case;
+
+static void *fork_thread(void *arg) {
+  fork_case *x = arg;
+  uint32_t a[10], b[10];
+  pid_t pid = -1;
+  for (int i = 0; i < 10; i++) {
+    if (i == x->fork_at && (pid = fork()) != 0) break; /* the parent stops */
+    callers_both(&a[i], &b[i]);
+  }
+  if (pid == 0) {
+    bool ok = a[0] != 0 && b[0] != 0 && a[0] != b[0];
+    for (int i = 1; i < 10; i++) ok = ok && a[i] == a[0] && b[i] == b[0];
+    _exit(ok ? 0 : 1);
+  }
+  if (pid < 0 || waitpid(pid, &x->status, 0) != pid) x->status = -1;
+  return NULL;
+}
+
+static void test_repeats_stack_fork(void **state) {
+  (void)state;
+  for (int k = 0; k < 2; k++) {
+    fork_case x = {.fork_at = k ? 4 : 0, .status = -1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fork_thread, &x), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_true(WIFEXITED(x.status) && WEXITSTATUS(x.status) == 0);
+  }
+}
+
+/* The same on another thread: its stack is found in /proc/self/maps (the
+ * mapping that holds its descriptor, glibc's guard page below). */
+static void *paths_thread(void *arg) {
+  (void)arg;
+  assert_int_equal(setcur(ctx), CUDA_SUCCESS);
+  two_paths(paths_buf(), 100);
+  return NULL;
+}
+
+static void paths_in_thread(void *arg) {
+  pthread_attr_t *a = arg;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, a, paths_thread, NULL), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+static void test_repeats_stack_thread(void **state) {
+  (void)state;
+  paths_check("paths-thread.trace", NULL, paths_in_thread, NULL, true);
+}
+
+/* A thread on a stack the program gave it (pthread_attr_setstack), here
+ * mapped with nothing to guard it: whether or not the shim may read it
+ * again (whatever the kernel placed below decides), every copy goes to
+ * its own path. */
+static void test_repeats_stack_user_stack(void **state) {
+  (void)state;
+  const size_t size = 1 << 20;
+  void *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(stack != MAP_FAILED);
+  pthread_attr_t a;
+  assert_int_equal(pthread_attr_init(&a), 0);
+  assert_int_equal(pthread_attr_setstack(&a, stack, size), 0);
+  paths_check("paths-user.trace", NULL, paths_in_thread, &a, false);
+  paths_check("paths-user-each.trace", "each", paths_in_thread, &a, false);
+  pthread_attr_destroy(&a);
+  assert_int_equal(munmap(stack, size), 0);
+}
+
+/* Deep in the main thread's stack (2 MiB below where the paths were
+ * first taken): still its own stack, told apart and run. */
+static __attribute__((noipa)) void paths_deep(int level, const void *h) {
+  volatile char pad[32 << 10];
+  pad[0] = (char)level;
+  pad[sizeof pad - 1] = (char)level;
+  if (level == 0)
+    two_paths(h, 100);
+  else
+    paths_deep(level - 1, h);
+  __asm__ volatile("" ::: "memory");
+}
+
+static void paths_deep_here(void *arg) {
+  (void)arg;
+  paths_deep(64, paths_buf());
+}
+
+static void test_repeats_stack_deep(void **state) {
+  (void)state;
+  paths_check("paths-deep.trace", NULL, paths_deep_here, NULL, true);
+}
+
 /* Under stage, a copy the engine takes is staged every time, never a
  * run's repeat; a smaller one beside it passes through and runs. */
 static __attribute__((noipa)) CUresult upload_big(const void *h, size_t n) {
@@ -335,12 +630,15 @@ static void idler_set(idler *x, int phase) {
 static void *idle_thread(void *arg) {
   idler *x = arg;
   assert_int_equal(setcur(ctx), CUDA_SUCCESS);
-  for (int i = 0; i < 20; i++) upload(x->buf, 256);
-  idler_set(x, 1);
-  idler_wait(x, 2);
-  for (int i = 0; i < 7; i++) upload(x->buf, 256);
-  idler_set(x, 3);
-  idler_wait(x, 4);
+  /* Both phases copy from the same call instruction: one call path, one
+   * run.  (Counts the compiler cannot see, so that it does not make the
+   * loop two loops, each with a call of its own.) */
+  static volatile int phases = 2, copies[2] = {20, 7};
+  for (int phase = 0; phase < phases; phase++) {
+    for (int i = 0; i < copies[phase]; i++) upload(x->buf, 256);
+    idler_set(x, 2 * phase + 1);
+    idler_wait(x, 2 * phase + 2);
+  }
   return NULL;
 }
 
@@ -527,11 +825,14 @@ int main(void) {
   /* No GPU timing: CUPTI's tracing would give every copy a record. */
   setenv("PAGELOCK_CUPTI", "0", 1);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_repeats_merge),       cmocka_unit_test(test_repeats_each),
-      cmocka_unit_test(test_repeats_break),       cmocka_unit_test(test_repeats_idle_thread),
-      cmocka_unit_test(test_repeats_drain_race),  cmocka_unit_test(test_repeats_stage),
-      cmocka_unit_test(test_repeats_ring_reused), cmocka_unit_test(test_repeats_parts),
-      cmocka_unit_test(test_repeats_unseen_pin),  cmocka_unit_test(test_repeats_nested),
+      cmocka_unit_test(test_repeats_merge),        cmocka_unit_test(test_repeats_each),
+      cmocka_unit_test(test_repeats_break),        cmocka_unit_test(test_repeats_idle_thread),
+      cmocka_unit_test(test_repeats_drain_race),   cmocka_unit_test(test_repeats_stage),
+      cmocka_unit_test(test_repeats_ring_reused),  cmocka_unit_test(test_repeats_parts),
+      cmocka_unit_test(test_repeats_unseen_pin),   cmocka_unit_test(test_repeats_nested),
+      cmocka_unit_test(test_repeats_stack_paths),  cmocka_unit_test(test_repeats_stack_memo),
+      cmocka_unit_test(test_repeats_stack_thread), cmocka_unit_test(test_repeats_stack_user_stack),
+      cmocka_unit_test(test_repeats_stack_deep),   cmocka_unit_test(test_repeats_stack_fork),
   };
   int rc = cmocka_run_group_tests_name("repeats", tests, setup, NULL);
   char cmd[300];
