@@ -283,6 +283,28 @@ static void pl_run_end(pl_run *r) {
   pl_in_shim--;
 }
 
+/* Write full run r and begin it again from the same key and record.  Its
+ * copies spent the registry's memo of a pageable host page (pl_run_end),
+ * so the page is asked again here, as the whole way would: a page that is
+ * no longer pageable, or a registry that moved meanwhile, ends the run
+ * and the copy takes the whole way.  Why not let it: the whole way once
+ * per PL_RUN_MAX copies (stack, record, classification, a new run) was
+ * ~30 of the shim's ~250 instructions per repeated 256-byte copy
+ * (callgrind over fakecuda, docs/benchmarks.md). */
+static bool pl_run_roll(pl_run *r) {
+  pl_run_key k = r->key;
+  pagelock_rec_copy proto = r->proto;
+  pl_run_end(r);
+  if (proto.host_mem == PAGELOCK_MEM_PAGEABLE) {
+    pl_in_shim++;
+    int now = pl_hostmem_classify((CUdeviceptr)proto.host_ptr);
+    pl_in_shim--;
+    if (now != PAGELOCK_MEM_PAGEABLE || pl_hostmem_stamp() != k.hm_stamp) return false;
+  }
+  pl_run_open(r, &k, &proto);
+  return true;
+}
+
 /* The run copy c repeats, if this thread has one open; a run that c
  * matches but that cannot take it is written and closed, and c takes the
  * whole way.  Every field is compared, the cheapest-to-differ first: a
@@ -311,14 +333,14 @@ static pl_run *pl_run_find(const pl_copy *c) {
    * copy needs its own record to join its GPU record to), under auto no
    * registration it could run over (pl_small_alone), and the same Python
    * line (frames read now if and only if they were then). */
-  if (pl_run_count(r) >= PL_RUN_MAX || r->key.hm_stamp != pl_hostmem_stamp() ||
-      r->key.dev_gen != pl_copy_device_gen() ||
+  if (r->key.hm_stamp != pl_hostmem_stamp() || r->key.dev_gen != pl_copy_device_gen() ||
       (r->key.ctx != 0 && r->key.ctx != pl_copy_device_ctx(c->stream)) || pl_cupti_tracing() ||
       (r->key.autopin && pl_pinreg_any()) ||
       (r->key.py_on ? pl_run_py() != r->key.py : pl_py_walking())) {
     pl_run_end(r);
     return NULL;
   }
+  if (PL_UNLIKELY(pl_run_count(r) >= PL_RUN_MAX) && !pl_run_roll(r)) return NULL;
   return r;
 }
 
