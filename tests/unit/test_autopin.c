@@ -834,13 +834,19 @@ static void test_h2d_tail_wait_excluded(void **state) {
   size_t span = interior_len(&b), quarter = (span / 4) & ~(size_t)4095;
   f_set_bandwidth(4, 1000); /* an eighth's tail (16 MiB): 4 ms of DMA */
   assert_int_equal(staged_by(V_ASYNC, dev, b.p, n, s), (span / 8) & ~(size_t)4095);
-  for (int i = 0; i < 3; i++) {
+  /* With the wait counted, every call would find a 4 ms gap and stage
+   * the capped quarter.  Left out, a call stages less, unless the host
+   * itself stalled this thread for 0.67 ms between two calls (a loaded CI
+   * machine, a sanitizer): most of six calls, not all of them. */
+  int below = 0;
+  for (int i = 0; i < 6; i++) {
     uint64_t t0 = now_ns();
     assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
     size_t staged = staged_by(V_ASYNC, dev, b.p, n, s);
     if (i == 0) assert_true(now_ns() - t0 > 1000000ull); /* it did wait for the tail */
-    assert_true(staged < quarter);
+    below += staged < quarter;
   }
+  assert_true(below >= 4);
   assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
   assert_int_equal(dev_pat(dev, n, 44), n);
   live_free(&l);
