@@ -223,6 +223,9 @@ static bool pl_maps_find(uintptr_t a, uintptr_t *lo, uintptr_t *hi, bool *guarde
  * guard pages kept inside the mapping) would pass for part of it.  No
  * guard below: not found. */
 static void pl_own_find(void) {
+  /* Inside a hook: a failed open or read must not reach the program's
+   * errno (no descriptor left, no /proc). */
+  int saved = errno;
   uintptr_t tp = (uintptr_t)pthread_self(), lo = 0, hi = 1;
   bool main = pl_main_tp ? tp == pl_main_tp : pl_gettid() == (uint32_t)getpid();
   if (main) {
@@ -241,6 +244,7 @@ static void pl_own_find(void) {
   }
   pl_own_lo = lo;
   pl_own_hi = hi > lo && hi > PL_OWN_ONCE ? hi : PL_OWN_NONE;
+  errno = saved;
 }
 
 /* Whether the frames w[1..n) at stack pointer p can be read again from

@@ -7,6 +7,7 @@
  * the thread is idle or still copying). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -531,6 +533,41 @@ static void test_repeats_stack_thread(void **state) {
   paths_check("paths-thread.trace", NULL, paths_in_thread, NULL, true);
 }
 
+/* Finding a thread's own stack reads /proc/self/maps from inside the
+ * hooks (a malloc's, a copy's): when that cannot be opened (here: no
+ * descriptor left), the program's errno must still be what it was. */
+static void *errno_thread(void *arg) {
+  int *out = arg;
+  int fds[4096], n = 0;
+  while (n < 4096 && (fds[n] = dup(0)) >= 0) n++;
+  out[2] = n > 0 && n < 4096; /* the descriptors ran out */
+  errno = 4242;
+  /* The second unwind of a thread looks for its stack. */
+  for (int i = 0; i < 2; i++)
+    out[i] = (int)(pl_stack_capture_at(0, __builtin_return_address(0), __builtin_frame_address(0),
+                                       NULL) != 0);
+  out[3] = errno;
+  while (n > 0) close(fds[--n]);
+  return NULL;
+}
+
+static void test_repeats_stack_errno(void **state) {
+  (void)state;
+  struct rlimit old, low;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+  low = old;
+  low.rlim_cur = 256;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  int out[4] = {0, 0, 0, 0};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, errno_thread, out), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+  assert_true(out[0] && out[1]); /* stacks were taken */
+  assert_true(out[2]);
+  assert_int_equal(out[3], 4242);
+}
+
 /* A thread on a stack the program gave it (pthread_attr_setstack), here
  * mapped with nothing to guard it: whether or not the shim may read it
  * again (whatever the kernel placed below decides), every copy goes to
@@ -835,6 +872,7 @@ int main(void) {
       cmocka_unit_test(test_repeats_stack_paths),  cmocka_unit_test(test_repeats_stack_memo),
       cmocka_unit_test(test_repeats_stack_thread), cmocka_unit_test(test_repeats_stack_user_stack),
       cmocka_unit_test(test_repeats_stack_deep),   cmocka_unit_test(test_repeats_stack_fork),
+      cmocka_unit_test(test_repeats_stack_errno),
   };
   int rc = cmocka_run_group_tests_name("repeats", tests, setup, NULL);
   char cmd[300];
