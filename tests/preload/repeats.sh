@@ -7,13 +7,7 @@
 #   repeats.sh BUILD_DIR CASE...     (no CASE: all of them)
 # Prints one line per case and "N passed, M failed" last; exit 1 on failure.
 set -u
-B=$(cd "$1" && pwd); shift
-SIM=1
-if [ -f "$B/fakecuda/libcuda.so.1" ] && [ "${PL_TEST_REAL_CUDA:-0}" != 1 ]; then
-  export LD_LIBRARY_PATH="$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-else
-  SIM=0
-fi
+. "$(dirname "$0")/cuda_env.sh"
 LIB="$B/libpagelock.so"
 PROG="$B/test_repeats_prog"
 T=$(mktemp -d "${TMPDIR:-/tmp}/pagelock-repeats.XXXXXX")

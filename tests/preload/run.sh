@@ -4,13 +4,7 @@
 #   run.sh BUILD_DIR CASE...     (no CASE: all of them)
 # Prints one line per case and "N passed, M failed" last; exit 1 on failure.
 set -u
-B=$(cd "$1" && pwd); shift
-SIM=1
-if [ -f "$B/fakecuda/libcuda.so.1" ] && [ "${PL_TEST_REAL_CUDA:-0}" != 1 ]; then
-  export LD_LIBRARY_PATH="$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-else
-  SIM=0
-fi
+. "$(dirname "$0")/cuda_env.sh"
 # PL_TEST_PRELOAD_FIRST / PL_TEST_PRELOAD_LAST: one more library (an
 # allocator: tests/preload/alloc_matrix.sh) preloaded before or after the
 # shim in every case.  LIB is the shim, SHIM the LD_PRELOAD list the cases
