@@ -26,6 +26,7 @@
  * this call returns. */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,6 +89,12 @@
  * read of the kernel's load every 10 ms costs a few. */
 #define PL_CROWD_MIN ((uint64_t)4 << 20)
 
+unsigned pl_stage_threads(bool wide, unsigned idle) {
+  unsigned base = pl_workers_base(), most = pl_workers_parallelism();
+  if (!wide || idle == UINT_MAX || idle <= base) return base;
+  return idle < most ? idle : most;
+}
+
 /* ---- state and counters -------------------------------------------------- */
 
 static atomic_bool pl_stage_off;  /* forked child: CUDA is unusable there */
@@ -97,6 +104,8 @@ static atomic_uint_fast64_t pl_n_copies, pl_n_plain, pl_n_throttled, pl_n_staged
     pl_n_crowded_bytes;
 static atomic_uint_fast64_t pl_crowd_seen; /* the most other runnable threads seen << 32 | CPUs */
 static atomic_uint pl_crowd_threads;       /* copy threads those copies had */
+static atomic_uint_fast64_t pl_n_wide;     /* copies given more than the base copy threads */
+static atomic_uint pl_widest;              /* the most copy threads a copy was given */
 
 #define PL_ADD(ctr, v) atomic_fetch_add_explicit(&(ctr), (v), memory_order_relaxed)
 
@@ -108,8 +117,9 @@ typedef struct pl_run {
   CUstream stream; /* the stream the chunks go on: c->stream, or 0 for sync calls */
   int pt;          /* 1: _ptsz twins, so stream 0 stays the per-thread stream */
   uint64_t wait_ns;
-  size_t staged; /* bytes moved through chunks so far */
-  bool busy;     /* the last chunk acquired found earlier work still running */
+  size_t staged;    /* bytes moved through chunks so far */
+  unsigned threads; /* copy threads, the caller included (pl_stage_threads) */
+  bool busy;        /* the last chunk acquired found earlier work still running */
 } pl_run;
 
 /* Get a chunk for run x, counting the wait; grow: see pl_pool_acquire. */
@@ -247,7 +257,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   pl_up u = {.x = x, .sync = !(c->flags & PAGELOCK_COPY_ASYNC)};
   bool throttle = nt && !pl_workers_explicit();
   pl_job job;
-  pl_job_open(&job);
+  pl_job_open(&job, x->threads);
 
   while (off < c->bytes && !stop) {
     /* Publish ahead.  Only an empty pipeline waits for a chunk: with
@@ -276,7 +286,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
         if (throttle && u.h1 == 0 && x->busy) {
           /* The device is still busy with earlier copies: this one is
            * bound by the DMA from its first byte. */
-          pl_job_limit(&job, PL_NT_HELPERS);
+          if (x->threads > PL_NT_HELPERS + 1) pl_job_limit(&job, PL_NT_HELPERS);
           PL_ADD(pl_n_throttled, 1);
         }
         h = &u.held[u.h1++ % PL_HELD];
@@ -443,7 +453,7 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
       errored = true;
       break;
     }
-    pl_workers_memcpy(dst + o, ch->host, len, false, nt);
+    pl_workers_memcpy(dst + o, ch->host, len, false, nt, x->threads);
     pl_pool_release(ch, false);
     done = o + len;
     x->staged += len;
@@ -478,6 +488,7 @@ typedef struct pl_out {
 typedef struct pl_outs {
   struct pl_outs *prev, *next; /* on pl_outs_live until the host function runs */
   bool nt;                     /* streaming stores (pl_stage_out_stream) */
+  unsigned threads;            /* copy threads (pl_run) */
   unsigned n;
   pl_out e[];
 } pl_outs;
@@ -531,7 +542,7 @@ static void CUDA_CB pl_copyout(void *arg) {
            pl_chunk_adjacent(o->e[k - 1].ch, o->e[k].ch) &&
            o->e[k - 1].dst + o->e[k - 1].n == o->e[k].dst)
       len += o->e[k++].n;
-    pl_workers_memcpy(o->e[i].dst, o->e[i].ch->host, len, true, o->nt);
+    pl_workers_memcpy(o->e[i].dst, o->e[i].ch->host, len, true, o->nt, o->threads);
     for (; i < k; i++)
       if (o->e[i].ticket) pl_pool_land(o->e[i].ch, o->e[i].ticket);
   }
@@ -689,6 +700,7 @@ static bool pl_d2h_async(pl_run *x, CUresult *r) {
     pl_outs *o = pl_outs_new(round);
     if (o == NULL) break;
     o->nt = nt;
+    o->threads = x->threads;
     /* One DMA per run of chunks back to back in memory: enqueuing costs
      * the caller ~2 us per call whatever its size (docs/benchmarks.md). */
     for (size_t i = first, k; i < first + round; i = k) {
@@ -788,8 +800,9 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
    * and the shim's threads already awake count. */
   pl_cpuload load = {0, 0};
   bool sized = c->bytes >= PL_CROWD_MIN;
-  unsigned threads = sized ? pl_workers_parallelism() : 0;
-  bool crowded = sized && pl_cpuload_idle(pl_workers_awake() + 1, &load) < threads;
+  unsigned idle = sized ? pl_cpuload_idle(pl_workers_awake() + 1, &load) : UINT_MAX;
+  x.threads = pl_stage_threads(sized && c->bytes > (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE), idle);
+  bool crowded = sized && idle < x.threads;
   bool done;
   if (c->dir == PAGELOCK_DIR_H2D)
     done = pl_h2d(&x, r);
@@ -805,8 +818,11 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
       PL_ADD(pl_n_sized, 1);
       PL_ADD(pl_n_sized_bytes, x.staged);
     }
+    if (x.threads > pl_workers_base()) PL_ADD(pl_n_wide, 1);
+    unsigned w = atomic_load_explicit(&pl_widest, memory_order_relaxed);
+    while (x.threads > w && !atomic_compare_exchange_weak(&pl_widest, &w, x.threads)) {}
     if (crowded) {
-      atomic_store_explicit(&pl_crowd_threads, threads, memory_order_relaxed);
+      atomic_store_explicit(&pl_crowd_threads, x.threads, memory_order_relaxed);
       PL_ADD(pl_n_crowded, 1);
       PL_ADD(pl_n_crowded_bytes, x.staged);
       uint64_t seen = (uint64_t)load.others << 32 | load.cpus,
@@ -872,6 +888,8 @@ void pl_stage_get_stats(pl_stage_stats *s) {
   s->crowded_others = (unsigned)(seen >> 32);
   s->crowded_cpus = (unsigned)seen;
   s->crowded_threads = atomic_load(&pl_crowd_threads);
+  s->copies_wide = atomic_load(&pl_n_wide);
+  s->widest = atomic_load(&pl_widest);
   pl_pool_get_stats(&s->pool);
 }
 
@@ -891,6 +909,8 @@ void pl_stage_reset_for_test(void) {
   atomic_store(&pl_n_crowded_bytes, 0);
   atomic_store(&pl_crowd_seen, 0);
   atomic_store(&pl_crowd_threads, 0);
+  atomic_store(&pl_n_wide, 0);
+  atomic_store(&pl_widest, 0);
   atomic_store(&pl_stage_off, false);
   atomic_store(&pl_last_kind, 0);
   atomic_store(&pl_mixed_at, 0);

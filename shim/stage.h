@@ -25,6 +25,13 @@
  * 256 MiB (plain: 38-41). */
 bool pl_stage_out_stream(size_t n);
 
+/* Copy threads, the caller included, for a staged copy: the base count
+ * (pl_workers_base), or, for a copy larger than the pool (wide: it
+ * recycles its chunks, see workers.c) that finds more CPUs of its mask
+ * idle than that (idle, from cpuload.c; UINT_MAX when unknown), one per
+ * idle CPU, at most pl_workers_parallelism. */
+unsigned pl_stage_threads(bool wide, unsigned idle);
+
 /* ---- test hooks ------------------------------------------------------------ */
 
 /* Replace the cache-derived threshold of pl_stage_out_stream (0: derive
@@ -45,6 +52,8 @@ typedef struct pl_stage_stats {
   unsigned crowded_others,
       crowded_cpus;         /* the most runnable threads of others seen then, of CPUs */
   unsigned crowded_threads; /* the copy threads such a copy had */
+  uint64_t copies_wide;     /* sized copies given more than the base copy threads */
+  unsigned widest;          /* the most copy threads a staged copy was given */
   pl_pool_stats pool;
 } pl_stage_stats;
 void pl_stage_get_stats(pl_stage_stats *s);

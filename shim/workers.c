@@ -39,12 +39,29 @@
  * claiming costs nothing next to copying. */
 #define PL_PIECE ((size_t)256 << 10)
 #define PL_PIECE_SHIFT 24 /* seg->range: first piece << 24 | count */
-/* Default: half the CPUs the process may use, at most 8.  Measured on the
- * H200 host (docs/benchmarks.md): streaming-store copies into a chunk
- * reach ~80 GB/s well before 16 threads, and 16 busy copy threads starve the
- * program's own threads and the driver's (copy/compute overlap fell from
- * 1.00x to 1.1-1.8x of pinned with 16, and was 1.00x with 4). */
+/* Copy threads, the caller included, unless PAGELOCK_COPY_THREADS says.
+ *
+ * Base: half the CPUs the process may use, at most 8.  Every copy may use
+ * that many.  Measured on the H200 host (docs/benchmarks.md):
+ * streaming-store copies into a chunk reach ~80 GB/s well before 16
+ * threads, and 16 busy copy threads starve the program's own threads and
+ * the driver's (copy/compute overlap fell from 1.00x to 1.1-1.8x of pinned
+ * with 16, and was 1.00x with 4).
+ *
+ * Wide: three quarters of those CPUs, at most 12, for a copy larger than
+ * the pool that finds that many idle (stage.c asks cpuload.c).  Such a
+ * copy recycles its chunks and fills them with plain stores, and only
+ * keeps up with the DMA if its threads copy faster.  One thread copies
+ * only 5.4-7.7 GB/s on the H100 host (a VM: each thread is bound by memory
+ * latency, not bandwidth), so 8 fill chunks at ~36 GB/s, behind a 54 GB/s
+ * DMA, and 12 at ~57; 16 took memory bandwidth from the DMA (44 GB/s
+ * instead of 49).  Staged 256 MiB uploads went from 0.73 to 0.84 of
+ * pinned with 12 on the H100 host, from 0.86 to 0.91 on the H200 host; a
+ * copy that fits the pool runs ahead of the DMA into free chunks, and
+ * uploads of 16 MiB beside kernels (bench_copy overlap) took 3.12 ms
+ * instead of 2.96 with 12 threads (docs/benchmarks.md, 2026-11-27). */
 #define PL_THREADS_DEFAULT_MAX 8u
+#define PL_THREADS_WIDE_MAX 12u
 /* How long an idle worker polls before sleeping.  On the H200 host (16
  * cores, 4 MiB chunks, 256 MiB H2D) 0 gave 23 GB/s, 50 us 37 GB/s, 200 us
  * 44 GB/s: the next chunk of a pipelined copy arrives within a DMA. */
@@ -74,18 +91,40 @@ static atomic_uint_fast64_t pl_wk_nt_bytes; /* copied with streaming stores, for
 
 bool pl_workers_explicit(void) { return pl_opt_long(PL_OPT_COPY_THREADS) > 0; }
 
-unsigned pl_workers_parallelism(void) {
-  long want = pl_opt_long(PL_OPT_COPY_THREADS);
-  if (want > 0) return (unsigned)want;
+/* The CPUs this process may run on (its affinity mask), at least 1, as
+ * the first staged copy found them: the copy threads are started then,
+ * and every staged copy asks, where the system call would cost ~0.3 us. */
+static atomic_uint pl_wk_cpus; /* 0: not asked yet */
+
+static unsigned pl_workers_cpus(void) {
+  unsigned cpus = atomic_load_explicit(&pl_wk_cpus, memory_order_relaxed);
+  if (PL_LIKELY(cpus != 0)) return cpus;
   cpu_set_t set;
-  unsigned cpus = 0;
   if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = (unsigned)CPU_COUNT(&set);
   if (cpus == 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cpus = n > 0 ? (unsigned)n : 1;
   }
+  atomic_store_explicit(&pl_wk_cpus, cpus, memory_order_relaxed);
+  return cpus;
+}
+
+void pl_workers_set_cpus_for_test(unsigned cpus) { atomic_store(&pl_wk_cpus, cpus); }
+
+unsigned pl_workers_base(void) {
+  long want = pl_opt_long(PL_OPT_COPY_THREADS);
+  if (want > 0) return (unsigned)want;
+  unsigned cpus = pl_workers_cpus();
   cpus = cpus > 1 ? cpus / 2 : 1;
   return cpus < PL_THREADS_DEFAULT_MAX ? cpus : PL_THREADS_DEFAULT_MAX;
+}
+
+unsigned pl_workers_parallelism(void) {
+  long want = pl_opt_long(PL_OPT_COPY_THREADS);
+  if (want > 0) return (unsigned)want;
+  unsigned wide = pl_workers_cpus() * 3 / 4, base = pl_workers_base();
+  if (wide > PL_THREADS_WIDE_MAX) wide = PL_THREADS_WIDE_MAX;
+  return wide > base ? wide : base;
 }
 
 /* memcpy with non-temporal (streaming) stores, for filling a pinned chunk
@@ -272,9 +311,10 @@ static unsigned pl_workers_start(void) {
   return started;
 }
 
-/* Start a job; lone: see pl_job.  The flag is set before the job is
- * visible to the workers, who read it under their lock. */
-static void pl_job_open_as(pl_job *j, bool lone) {
+/* Start a job for `threads` threads, the caller included; lone: see
+ * pl_job.  The flag and the limit are set before the job is visible to
+ * the workers, who read them under their lock. */
+static void pl_job_open_as(pl_job *j, unsigned threads, bool lone) {
   memset(j, 0, sizeof *j);
   j->lone = lone;
   for (unsigned k = 0; k < PL_JOB_SLOTS; k++) {
@@ -284,7 +324,10 @@ static void pl_job_open_as(pl_job *j, bool lone) {
   atomic_init(&j->next, 0);
   atomic_init(&j->published, 0);
   atomic_init(&j->closed, false);
-  if (pl_workers_start() == 0) return; /* the owner copies alone */
+  if (threads <= 1) return; /* the owner copies alone */
+  unsigned running = pl_workers_start();
+  if (running == 0) return;
+  if (threads - 1 < running) j->helpers = threads - 1;
   pthread_mutex_lock(&pl_wk_lock);
   pl_job **pp = &pl_wk_head;
   while (*pp) pp = &(*pp)->link;
@@ -293,7 +336,7 @@ static void pl_job_open_as(pl_job *j, bool lone) {
   pthread_mutex_unlock(&pl_wk_lock);
 }
 
-void pl_job_open(pl_job *j) { pl_job_open_as(j, false); }
+void pl_job_open(pl_job *j, unsigned threads) { pl_job_open_as(j, threads, false); }
 
 void pl_job_limit(pl_job *j, unsigned helpers) {
   if (!j->queued) {
@@ -359,7 +402,7 @@ void pl_job_close(pl_job *j) {
   pthread_mutex_unlock(&pl_wk_lock);
 }
 
-void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt) {
+void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt, unsigned threads) {
   if (n < 2 * PL_PIECE) {
     if (nt)
       pl_copy_stream_fenced(dst, src, n);
@@ -368,7 +411,7 @@ void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt)
     return;
   }
   pl_job j;
-  pl_job_open_as(&j, lone && !PL_LONE_SPIN);
+  pl_job_open_as(&j, threads, lone && !PL_LONE_SPIN);
   pl_job_wait(&j, pl_job_add(&j, dst, src, n, nt));
   pl_job_close(&j);
 }

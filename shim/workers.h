@@ -38,8 +38,10 @@ typedef struct pl_job {
   struct pl_job *link;
 } pl_job;
 
-/* Start a job; every copy thread may work on it (see pl_job_limit). */
-void pl_job_open(pl_job *j);
+/* Start a job copied by `threads` threads, the caller included (1: the
+ * caller alone; more than there are: all of them); pl_job_limit lowers
+ * it. */
+void pl_job_open(pl_job *j, unsigned threads);
 /* From now on no copy thread joins j while `helpers` (> 0) are inside;
  * those inside stay until they find no piece to claim. */
 void pl_job_limit(pl_job *j, unsigned helpers);
@@ -62,10 +64,16 @@ void pl_job_close(pl_job *j);
  * lone: no copy follows within a DMA's time (the asynchronous copy-out),
  * so the copy threads go to sleep after it instead of polling.
  * nt: streaming stores (the bytes bypass the cache; visible to every
- * thread once this returns). */
-void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt);
-/* Threads that copy, the caller included (PAGELOCK_COPY_THREADS, 0 means
- * half the CPUs this process may run on, at most 8). */
+ * thread once this returns).  threads: how many copy, the caller
+ * included (pl_workers_base, or more: see pl_workers_parallelism). */
+void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt, unsigned threads);
+/* Threads that copy, the caller included, in any copy: PAGELOCK_COPY_THREADS,
+ * else half the CPUs this process may run on, at most 8. */
+unsigned pl_workers_base(void);
+/* The most threads one copy may use, the caller included, and so the
+ * copy threads started: PAGELOCK_COPY_THREADS, else three quarters of the
+ * CPUs this process may run on, at most 12 (at least the base).  A copy
+ * uses more than the base only where it finds the CPUs idle (stage.c). */
 unsigned pl_workers_parallelism(void);
 /* Whether PAGELOCK_COPY_THREADS chose that number: then every job may use
  * all of them. */
@@ -77,5 +85,7 @@ unsigned pl_workers_awake(void);
 
 /* Bytes the copy threads have written with streaming stores (workers.c). */
 uint64_t pl_workers_nt_bytes(void);
+/* Tests: take cpus as the affinity mask's size (0: ask again). */
+void pl_workers_set_cpus_for_test(unsigned cpus);
 
 #endif

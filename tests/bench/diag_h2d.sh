@@ -4,17 +4,19 @@
 # side, alternating, ROUNDS rounds (default 5): BUILD's shim ("default",
 # and with 16 MiB chunks), then each VARIANT, either LABEL=PATH/libpagelock.so
 # (another build: a fixed store policy, an older engine) or LABEL="VAR=V ..."
-# (BUILD's shim with other settings).  Prints every result, then per size
-# and variant the median and its ratio to pinned (for overlap: the time
-# ratio, lower is better).
+# (BUILD's shim with other settings).  SIZES picks among 16 64 256 ov
+# (default all four).  Prints every result, then per size and variant the
+# median and its ratio to pinned (for overlap: the time ratio, lower is
+# better).
 set -u
 B=$(cd "$1" && pwd); shift
 ROUNDS=${ROUNDS:-5}
+SIZES=${SIZES:-16 64 256 ov}
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 variants=("default=$B/libpagelock.so" "$@")
 r() { printf '%-5s %-14s %s\n' "$1" "$2" "$(env PAGELOCK_OUTPUT="$T/d.%p" PAGELOCK_CUPTI=0 PAGELOCK_MODE=stage "${@:3}" 2>&1 | grep '^result' | cut -d' ' -f5)"; }
 for round in $(seq "$ROUNDS"); do
-  for size in 16 64 256 ov; do
+  for size in $SIZES; do
     if [ $size = ov ]; then a=(overlap pageable $((16 << 20)) 7); p=(overlap pinned $((16 << 20)) 7)
     else a=(h2d pageable $((size << 20)) 7); p=(h2d pinned $((size << 20)) 7); fi
     r $size pinned X=1 "$B/bench_copy" "${p[@]}"

@@ -1228,7 +1228,7 @@ static void test_job_limit(void **state) {
     fill(src, seg * nseg, 80u + (unsigned)round);
     memset(dst, 0, seg * nseg);
     pl_job j;
-    pl_job_open(&j);
+    pl_job_open(&j, pl_workers_parallelism());
     if (limited) pl_job_limit(&j, 1);
     /* All segments at once: every sleeping copy thread is woken for them. */
     for (size_t i = 0; i < nseg; i++) pl_job_add(&j, dst + i * seg, src + i * seg, seg, i & 1);
@@ -1751,6 +1751,89 @@ static void test_crowded(void **state) {
   pl_config_reset_for_test();
 }
 
+/* How many copy threads a staged copy gets: the base count (half the
+ * CPUs, at most 8) unless it is wide (4 MiB or more, larger than the pool)
+ * and finds more CPUs idle, then one per idle CPU up to three quarters of
+ * them and 12; a count the user set holds for every copy. */
+static void test_stage_threads(void **state) {
+  (void)state;
+  unsetenv("PAGELOCK_COPY_THREADS");
+  pl_config_reset_for_test();
+  pl_workers_set_cpus_for_test(16);
+  assert_int_equal(pl_workers_base(), 8);
+  assert_int_equal(pl_workers_parallelism(), 12);
+  assert_int_equal(pl_stage_threads(false, 16), 8);      /* below 4 MiB: not asked */
+  assert_int_equal(pl_stage_threads(true, UINT_MAX), 8); /* the load unknown */
+  assert_int_equal(pl_stage_threads(true, 0), 8);        /* crowded: no fewer than before */
+  assert_int_equal(pl_stage_threads(true, 8), 8);
+  assert_int_equal(pl_stage_threads(true, 10), 10);
+  assert_int_equal(pl_stage_threads(true, 16), 12);
+  pl_workers_set_cpus_for_test(64);
+  assert_int_equal(pl_stage_threads(true, 64), 12);
+  assert_int_equal(pl_stage_threads(false, 64), 8);
+  pl_workers_set_cpus_for_test(6);
+  assert_int_equal(pl_stage_threads(true, 6), 4);
+  assert_int_equal(pl_stage_threads(true, 2), 3);
+  pl_workers_set_cpus_for_test(2);
+  assert_int_equal(pl_stage_threads(true, 2), 1); /* the caller alone */
+  setenv("PAGELOCK_COPY_THREADS", "4", 1);
+  pl_config_reset_for_test();
+  pl_workers_set_cpus_for_test(16);
+  assert_int_equal(pl_stage_threads(true, 16), 4);
+  assert_int_equal(pl_stage_threads(false, 16), 4);
+  pl_workers_set_cpus_for_test(0);
+}
+
+/* End to end over fakecuda: an upload and a download of 4 MiB or more,
+ * larger than the pool, on idle CPUs get the wider count; a crowded one,
+ * a smaller one and one that fits the pool the base count; the bytes stay
+ * exact whichever count copied them. */
+static void test_wide_copies(void **state) {
+  (void)state;
+  char load[512];
+  snprintf(load, sizeof load, "%s/loadavg.wide", tmpdir);
+  unsetenv("PAGELOCK_COPY_THREADS");
+  stage_env(POOL, CHUNK, PATIENT_US, "sync");
+  pl_workers_set_cpus_for_test(16);
+  bufs b;
+  bufs_init(&b);
+  write_loadavg(load, "0.00 0.01 0.05 1/300 4711\n");
+  pl_cpuload_set_for_test(load, 16);
+  pl_stage_stats s0, s;
+  pl_stage_get_stats(&s0);
+  one_h2d(&b, V_SYNC, 4 * MB + 5, 3, 1, 91);
+  one_d2h(&b, V_SYNC, 5 * MB, 1, 0, 92, false);
+  one_h2d(&b, V_ASYNC, 4 * MB - 1, 0, 0, 93);
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.copies_wide - s0.copies_wide, 2);
+  assert_int_equal(s.widest, 12);
+  assert_int_equal(s.copies_crowded - s0.copies_crowded, 0);
+  /* Every CPU taken: the base count, and counted as crowded. */
+  write_loadavg(load, "16.00 9.00 4.00 21/300 4711\n");
+  pl_cpuload_set_for_test(load, 16);
+  pl_stage_get_stats(&s0);
+  one_h2d(&b, V_SYNC, 5 * MB, 0, 0, 94);
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.copies_wide - s0.copies_wide, 0);
+  assert_int_equal(s.copies_crowded - s0.copies_crowded, 1);
+  assert_int_equal(s.crowded_threads, 8);
+  /* Idle again, but the copy fits the pool: it runs ahead of the DMA. */
+  write_loadavg(load, "0.00 0.01 0.05 1/300 4711\n");
+  pl_cpuload_set_for_test(load, 16);
+  stage_env(8 * MB, CHUNK, PATIENT_US, "sync");
+  pl_stage_get_stats(&s0);
+  one_h2d(&b, V_ASYNC, 5 * MB, 0, 0, 95);
+  one_d2h(&b, V_SYNC, 4 * MB, 0, 0, 96, false);
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.copies_staged - s0.copies_staged, 2);
+  assert_int_equal(s.copies_wide - s0.copies_wide, 0);
+  bufs_fini(&b);
+  pl_cpuload_set_for_test(NULL, 0);
+  pl_workers_set_cpus_for_test(0);
+  setenv("PAGELOCK_COPY_THREADS", "4", 1);
+  stage_env(POOL, CHUNK, PATIENT_US, "sync");
+}
+
 int main(int argc, char **argv) {
   /* Engine warnings are expected here (injected failures); keep the
    * output to cmocka's. */
@@ -1798,6 +1881,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_counters_record),
       cmocka_unit_test(test_cpuload),
       cmocka_unit_test(test_crowded),
+      cmocka_unit_test(test_stage_threads),
+      cmocka_unit_test(test_wide_copies),
   };
   int rc =
       stressing ? stress(atoi(argv[2])) : cmocka_run_group_tests_name("stage", tests, NULL, NULL);
