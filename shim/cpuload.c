@@ -27,11 +27,6 @@
 
 #include "clock.h"
 
-/* Ask again at most this often: staged copies large enough to matter
- * take a millisecond or more, and a program's threads stay busy or idle
- * for longer than that. */
-#define PL_CPULOAD_EVERY_NS 10000000ull
-
 static const char *pl_cl_path = "/proc/loadavg";
 static unsigned pl_cl_cpus_forced;
 static _Atomic uint64_t pl_cl_at;   /* when last asked, 0 never */
@@ -59,11 +54,11 @@ static unsigned pl_cl_read_runnable(void) {
   return any && *p == '/' ? v : 0;
 }
 
-unsigned pl_cpuload_idle(unsigned ours, pl_cpuload *seen) {
+unsigned pl_cpuload_idle(unsigned ours, uint64_t max_age_ns, pl_cpuload *seen) {
   uint64_t now = pl_now_ns();
   uint64_t at = atomic_load_explicit(&pl_cl_at, memory_order_relaxed);
   uint64_t last;
-  if ((at != 0 && now - at < PL_CPULOAD_EVERY_NS) ||
+  if ((at != 0 && now - at < max_age_ns) ||
       !atomic_compare_exchange_strong(&pl_cl_at, &at, now ? now : 1)) {
     /* Asked lately, or another thread is asking: its last figures. */
     last = atomic_load_explicit(&pl_cl_last, memory_order_relaxed);

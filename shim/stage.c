@@ -119,6 +119,7 @@ typedef struct pl_run {
   uint64_t wait_ns;
   size_t staged;    /* bytes moved through chunks so far */
   unsigned threads; /* copy threads, the caller included (pl_stage_threads) */
+  bool wide;        /* may take more threads than the base count */
   bool busy;        /* the last chunk acquired found earlier work still running */
 } pl_run;
 
@@ -135,6 +136,26 @@ static pl_acq pl_run_acquire(pl_run *x, unsigned grow, uint64_t wait_ns, pl_chun
     pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR,
            "staging chunk unavailable (error %d); copy passes through", (int)*err);
   return a;
+}
+
+/* How soon a wide copy with fewer threads than it may use asks again
+ * whether CPUs have become idle.  A program's parallel CPU operation
+ * leaves its threads spinning for ~0.5 ms after it (libgomp with
+ * GOMP_SPINCOUNT=10000, what pagelock run gives PyTorch), then they sleep;
+ * an upload that starts right after it finds every CPU taken, and a
+ * 256 MiB one still has 5 ms or more to go. */
+#define PL_WIDEN_EVERY_NS 1000000ull
+
+/* One more copy thread per CPU that has become idle since run x started,
+ * asked at most once per PL_WIDEN_EVERY_NS (cpuload.c), once per chunk.
+ * True when x->threads grew. */
+static bool pl_run_widen(pl_run *x) {
+  if (!x->wide || x->threads >= pl_workers_parallelism()) return false;
+  unsigned t =
+      pl_stage_threads(true, pl_cpuload_idle(pl_workers_awake() + 1, PL_WIDEN_EVERY_NS, NULL));
+  if (t <= x->threads) return false;
+  x->threads = t;
+  return true;
 }
 
 /* Run the native call for bytes [off, end) of the copy, in stream order
@@ -288,6 +309,8 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
            * bound by the DMA from its first byte. */
           if (x->threads > PL_NT_HELPERS + 1) pl_job_limit(&job, PL_NT_HELPERS);
           PL_ADD(pl_n_throttled, 1);
+        } else if (pl_run_widen(x)) {
+          pl_job_limit(&job, x->threads - 1);
         }
         h = &u.held[u.h1++ % PL_HELD];
         *h = (pl_held){.ch = ch};
@@ -409,6 +432,7 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
         errored = !timed_out;
         break;
       }
+      pl_run_widen(x);
       size_t len = c->bytes - issued < ch->size ? c->bytes - issued : ch->size;
       e = d->cuMemcpyDtoHAsync[x->pt](ch->host, c->src + issued, len, x->stream);
       if (e != CUDA_SUCCESS) {
@@ -800,8 +824,10 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
    * and the shim's threads already awake count. */
   pl_cpuload load = {0, 0};
   bool sized = c->bytes >= PL_CROWD_MIN;
-  unsigned idle = sized ? pl_cpuload_idle(pl_workers_awake() + 1, &load) : UINT_MAX;
-  x.threads = pl_stage_threads(sized && c->bytes > (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE), idle);
+  unsigned idle =
+      sized ? pl_cpuload_idle(pl_workers_awake() + 1, PL_CPULOAD_EVERY_NS, &load) : UINT_MAX;
+  x.wide = sized && c->bytes > (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE);
+  x.threads = pl_stage_threads(x.wide, idle);
   bool crowded = sized && idle < x.threads;
   bool done;
   if (c->dir == PAGELOCK_DIR_H2D)

@@ -1665,31 +1665,31 @@ static void test_cpuload(void **state) {
   snprintf(path, sizeof path, "%s/loadavg", tmpdir);
   write_loadavg(path, "15.87 9.12 4.30 17/312 4711\n");
   pl_cpuload_set_for_test(path, 16);
-  assert_int_equal(pl_cpuload_idle(1, &l), 0);
+  assert_int_equal(pl_cpuload_idle(1, PL_CPULOAD_EVERY_NS, &l), 0);
   assert_int_equal(l.others, 16);
   assert_int_equal(l.cpus, 16);
   /* Within 10 ms the figures are the last ones, whatever the file says. */
   write_loadavg(path, "0.10 0.20 0.30 1/312 4711\n");
-  assert_int_equal(pl_cpuload_idle(1, &l), 0);
+  assert_int_equal(pl_cpuload_idle(1, PL_CPULOAD_EVERY_NS, &l), 0);
   pl_cpuload_set_for_test(path, 16);
-  assert_int_equal(pl_cpuload_idle(1, &l), 16);
+  assert_int_equal(pl_cpuload_idle(1, PL_CPULOAD_EVERY_NS, &l), 16);
   assert_int_equal(l.others, 0);
   write_loadavg(path, "0.10 0.20 0.30 9/312 4711\n");
   pl_cpuload_set_for_test(path, 16);
-  assert_int_equal(pl_cpuload_idle(4, NULL), 11);
+  assert_int_equal(pl_cpuload_idle(4, PL_CPULOAD_EVERY_NS, NULL), 11);
   static const char *const bad[] = {"", "0.1 0.2 0.3 /312 4711\n", "0.1 0.2 0.3 x/312\n",
                                     "0.1 0.2 0.3 12", "0.1 0.2\n"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     write_loadavg(path, bad[i]);
     pl_cpuload_set_for_test(path, 16);
-    assert_int_equal(pl_cpuload_idle(1, &l), UINT_MAX);
+    assert_int_equal(pl_cpuload_idle(1, PL_CPULOAD_EVERY_NS, &l), UINT_MAX);
   }
   snprintf(path, sizeof path, "%s/no-such-loadavg", tmpdir);
   pl_cpuload_set_for_test(path, 16);
-  assert_int_equal(pl_cpuload_idle(1, NULL), UINT_MAX);
+  assert_int_equal(pl_cpuload_idle(1, PL_CPULOAD_EVERY_NS, NULL), UINT_MAX);
   /* The real one: some answer, and this process's mask. */
   pl_cpuload_set_for_test(NULL, 0);
-  assert_int_not_equal(pl_cpuload_idle(1, &l), UINT_MAX);
+  assert_int_not_equal(pl_cpuload_idle(1, PL_CPULOAD_EVERY_NS, &l), UINT_MAX);
   assert_true(l.cpus >= 1);
 }
 
@@ -1834,6 +1834,60 @@ static void test_wide_copies(void **state) {
   stage_env(POOL, CHUNK, PATIENT_US, "sync");
 }
 
+/* The load file test_widen_midway's copy finds idle once the gate opens. */
+static char widen_load[512];
+
+static void *idle_then_open_gate(void *arg) {
+  (void)arg;
+  struct timespec ts = {0, 10 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  write_loadavg(widen_load, "0.00 0.01 0.05 1/300 4711\n");
+  nanosleep(&ts, NULL);
+  atomic_store(&gate, 1);
+  return NULL;
+}
+
+/* A wide copy that starts with every CPU taken (a program's threads still
+ * spinning after a parallel operation) takes more copy threads once CPUs
+ * are idle: it asks again as it takes chunks, at most once a millisecond.
+ * Here it starts behind a gated stream, fills the pool, waits for chunks
+ * while the load turns idle, and goes on wider; the bytes stay exact. */
+static void test_widen_midway(void **state) {
+  (void)state;
+  unsetenv("PAGELOCK_COPY_THREADS");
+  stage_env(POOL, CHUNK, PATIENT_US, "sync");
+  pl_workers_set_cpus_for_test(16);
+  snprintf(widen_load, sizeof widen_load, "%s/loadavg.midway", tmpdir);
+  write_loadavg(widen_load, "16.00 9.00 4.00 21/300 4711\n");
+  pl_cpuload_set_for_test(widen_load, 16);
+  bufs b;
+  bufs_init(&b);
+  const size_t n = 5 * MB;
+  fill(b.host, n, 97);
+  atomic_store(&gate, 0);
+  assert_int_equal(f_cuLaunchHostFunc(b.s, gate_fn, NULL), CUDA_SUCCESS);
+  pl_stage_stats s0, s;
+  pl_stage_get_stats(&s0);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, idle_then_open_gate, NULL), 0);
+  assert_int_equal(cuMemcpyHtoDAsync_v2(b.dev, b.host, n, b.s), CUDA_SUCCESS);
+  pthread_join(t, NULL);
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.copies_staged - s0.copies_staged, 1);
+  assert_int_equal(s.copies_crowded - s0.copies_crowded, 1); /* as it started */
+  assert_int_equal(s.copies_wide - s0.copies_wide, 1);       /* as it went on */
+  assert_true(s.waits > s0.waits);
+  assert_int_equal(f_cuStreamSynchronize(b.s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemcpyDtoH_v2(b.chk, b.dev, n), CUDA_SUCCESS);
+  assert_int_equal(check_pat(b.chk, n, 97), n);
+  assert_true(bound_ok());
+  bufs_fini(&b);
+  pl_cpuload_set_for_test(NULL, 0);
+  pl_workers_set_cpus_for_test(0);
+  setenv("PAGELOCK_COPY_THREADS", "4", 1);
+  stage_env(POOL, CHUNK, PATIENT_US, "sync");
+}
+
 int main(int argc, char **argv) {
   /* Engine warnings are expected here (injected failures); keep the
    * output to cmocka's. */
@@ -1883,6 +1937,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_crowded),
       cmocka_unit_test(test_stage_threads),
       cmocka_unit_test(test_wide_copies),
+      cmocka_unit_test(test_widen_midway),
   };
   int rc =
       stressing ? stress(atoi(argv[2])) : cmocka_run_group_tests_name("stage", tests, NULL, NULL);
