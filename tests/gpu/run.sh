@@ -149,6 +149,14 @@ for prog in test_copies test_copies_static test_copies_ptds test_driver_direct; 
   PAGELOCK_MODE=stage LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/st.%p.trace" "$B/$prog" >/dev/null 2>"$OUT/stage_$prog.err"
   row "stage: $prog bytes intact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/stage_$prog.err" | cut -c1-90)"
 done
+# Copies larger than the pool whose copy threads grow midway (PyTorch).
+if python3 -c "import torch" 2>/dev/null; then
+  for d2h in sync async; do
+    PAGELOCK_D2H=$d2h timeout 300 "$B/pagelock" run --mode stage -o "$d/w.%p.trace" -- \
+      python3 "$ROOT/tests/gpu/wide_copies.py" >"$OUT/wide_$d2h.txt" 2>"$OUT/wide_$d2h.err"
+    row "stage: wide copies, D2H $d2h" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 '^staging:' "$OUT/wide_$d2h.err" | cut -c1-90)"
+  done
+fi
 for prog in test_copies; do
   PAGELOCK_MODE=stage PAGELOCK_D2H=async LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/sa.%p.trace" "$B/$prog" >/dev/null 2>"$OUT/stagea_$prog.err"
   row "stage, D2H async: $prog bytes intact" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/stagea_$prog.err" | cut -c1-90)"
