@@ -49,9 +49,10 @@ void pl_state_atfork_child(void);
 /* The page size (sysconf, read once). */
 size_t pl_page_size(void);
 /* Up to cap-1 bytes of a small kernel file (/proc, /sys) into buf, NUL
- * terminated; the bytes read, or -1.  Allocates nothing, and closes with
- * the system call: close(3) in the shim is its own wrapper (hook_fd.c),
- * a layer above every caller. */
+ * terminated; the bytes read, or -1.  Allocates nothing, keeps the
+ * program's errno (it is read inside copy and allocation hooks), and
+ * closes with the system call: close(3) in the shim is its own wrapper
+ * (hook_fd.c), a layer above every caller. */
 long pl_read_small_file(const char *path, char *buf, size_t cap);
 /* A correlation id for one copy call (unique in the process, never 0). */
 uint64_t pl_next_correlation(void);

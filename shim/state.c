@@ -6,6 +6,7 @@
  * driver and the hooks can all read it without reaching up (init.c sets it
  * at load). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -67,10 +68,14 @@ uint32_t pl_trace_flags(void) { return __atomic_load_n(&pl_file_flags, __ATOMIC_
 
 long pl_read_small_file(const char *path, char *buf, size_t cap) {
   if (cap == 0) return -1;
+  int saved = errno;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, cap - 1);
-  (void)syscall(SYS_close, fd);
+  ssize_t n = -1;
+  if (fd >= 0) {
+    n = read(fd, buf, cap - 1);
+    (void)syscall(SYS_close, fd);
+  }
+  errno = saved;
   if (n < 0) return -1;
   buf[n] = 0;
   return (long)n;

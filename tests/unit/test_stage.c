@@ -11,6 +11,7 @@
  * and the main thread asserts the count. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -1686,7 +1687,9 @@ static void test_cpuload(void **state) {
   }
   snprintf(path, sizeof path, "%s/no-such-loadavg", tmpdir);
   pl_cpuload_set_for_test(path, 16);
+  errno = 4242; /* asked inside a copy hook: the program's errno stays */
   assert_int_equal(pl_cpuload_idle(1, PL_CPULOAD_EVERY_NS, NULL), UINT_MAX);
+  assert_int_equal(errno, 4242);
   /* The real one: some answer, and this process's mask. */
   pl_cpuload_set_for_test(NULL, 0);
   assert_int_not_equal(pl_cpuload_idle(1, PL_CPULOAD_EVERY_NS, &l), UINT_MAX);
