@@ -156,6 +156,14 @@ static CUevent pl_ev_get(const pl_stage_drv *d, CUcontext ctx) {
   return ev;
 }
 
+void pl_autopin_ctx_gone(CUcontext ctx) {
+  pthread_mutex_lock(&pl_ev_lock);
+  for (unsigned i = pl_nev; i-- > 0;)
+    if (pl_evs[i].ctx == ctx) pl_evs[i] = pl_evs[--pl_nev]; /* freed by the driver */
+  pthread_mutex_unlock(&pl_ev_lock);
+  pl_pinreg_ctx_gone(ctx);
+}
+
 static void pl_ev_put(const pl_stage_drv *d, CUcontext ctx, CUevent ev) {
   pthread_mutex_lock(&pl_ev_lock);
   bool kept = pl_nev < PL_EV_CACHE;

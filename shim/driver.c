@@ -175,6 +175,10 @@ const pl_stage_drv *pl_stage_drv_get(void) {
     PL_SYM(cuLaunchHostFunc[1], "cuLaunchHostFunc_ptsz", true);
     PL_SYM(cuStreamSynchronize[0], "cuStreamSynchronize", true);
     PL_SYM(cuStreamSynchronize[1], "cuStreamSynchronize_ptsz", true);
+    PL_SYM(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", false);
+    PL_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", false);
+    PL_SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", false);
+    PL_SYM(cuCtxFromGreenCtx, "cuCtxFromGreenCtx", false);
 #undef PL_SYM
     atomic_store_explicit(&pl_sd_state, miss ? -1 : 1, memory_order_release);
   }

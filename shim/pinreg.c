@@ -90,6 +90,7 @@ typedef struct pl_pin {
   bool dying; /* released while REGISTERING: undo once registered */
   bool graph; /* a graph refers to it: never evicted */
   bool evict; /* this undo is an eviction */
+  bool gone;  /* its context ended: the driver undid it (pl_pinreg_ctx_gone) */
 } pl_pin;
 
 typedef struct pl_fence {
@@ -265,7 +266,9 @@ static void pl_undo_now(uint32_t s) {
   pl_pin *e = &pl_pins[s];
   uintptr_t base = e->base;
   uint64_t t0 = pl_now_ns();
-  CUresult r = pl_drv_unregister(base, e->done, e->ctx);
+  /* Not in a context that has ended: its handle may be freed, and the
+   * registration went with it. */
+  CUresult r = e->gone ? CUDA_SUCCESS : pl_drv_unregister(base, e->done, e->ctx);
   pl_log(PL_LOG_DEBUG, PL_LK_EVENT, "unregistered %zu KiB in %.2f ms (error %d) at %.6f s",
          (size_t)(e->end - base) >> 10, (double)(pl_now_ns() - t0) / 1e6, (int)r, (double)t0 / 1e9);
   pl_hostmem_shim_remove(base);
@@ -505,6 +508,84 @@ static bool pl_pin_start(void) {
            "cannot start the registration thread: copies are staged instead");
   atomic_store_explicit(&pl_thread_state, rc == 0 ? 2 : -1, memory_order_release);
   return rc == 0;
+}
+
+/* ---- a context's end ------------------------------------------------------------ */
+
+/* How long a teardown waits for the thread at most: one registration of
+ * 1 GiB takes ~65 ms on the H100 host; a thread that never answers (it
+ * stopped at exit with calls still posted) must not hang the program. */
+#define PL_ENDING_WAIT_S 2
+
+void pl_pinreg_ctx_ending(CUcontext ctx) {
+  if (atomic_load_explicit(&pl_thread_state, memory_order_acquire) != 2 || atomic_load(&pl_pin_off))
+    return;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += PL_ENDING_WAIT_S;
+  pthread_mutex_lock(&pl_pin_lock);
+  for (;;) {
+    bool busy = pl_nposts > 0 || pl_posts_running > 0;
+    for (uint32_t k = 0; k < pl_nidx; k++) {
+      pl_pin *e = &pl_pins[pl_idx[k]];
+      if (e->ctx != ctx) continue;
+      if (e->state == PL_PS_REQUESTED) {
+        /* Not started: dropped, so that it does not start now. */
+        pl_committed -= e->end - e->base;
+        pl_slot_put(pl_idx[k]);
+        k--;
+      } else if (e->state == PL_PS_REGISTERING || e->state == PL_PS_UNDOING) {
+        busy = true;
+      }
+    }
+    if (!busy || atomic_load(&pl_pin_stop) ||
+        pthread_cond_timedwait(&pl_pin_done, &pl_pin_lock, &until) != 0)
+      break;
+  }
+  pthread_cond_broadcast(&pl_pin_done);
+  pthread_mutex_unlock(&pl_pin_lock);
+}
+
+/* One slot of ctx to forget, claimed UNDOING for the caller; 0 when none
+ * is left.  Lock held.  Slots a copy holds, or the thread works on, are
+ * marked and left to the thread. */
+static uint32_t pl_gone_next(CUcontext ctx) {
+  for (uint32_t k = 0; k < pl_nidx; k++) {
+    uint32_t s = pl_idx[k];
+    pl_pin *e = &pl_pins[s];
+    if (e->ctx != ctx || e->gone) continue;
+    e->gone = true;
+    if (e->state == PL_PS_REQUESTED) {
+      pl_committed -= e->end - e->base;
+      pl_slot_put(s);
+      k--;
+    } else if ((e->state == PL_PS_LIVE || e->state == PL_PS_UNDO) && e->holds == 0) {
+      if (e->state == PL_PS_LIVE) pl_committed -= e->end - e->base;
+      e->state = PL_PS_UNDOING;
+      return s;
+    } else if (e->state == PL_PS_LIVE) {
+      pl_slot_undo(s);
+    } else if (e->state == PL_PS_REGISTERING && !e->dying) {
+      e->dying = true; /* a program's race with its own teardown */
+      pl_committed -= e->end - e->base;
+    }
+  }
+  return 0;
+}
+
+void pl_pinreg_ctx_gone(CUcontext ctx) {
+  if (!pl_pinreg_any()) return;
+  /* Here rather than on the thread: the program may exit right after its
+   * reset, before the thread came to them (8 MiB were left counted as
+   * registered at exit on the H200 host). */
+  for (;;) {
+    pthread_mutex_lock(&pl_pin_lock);
+    uint32_t s = pl_gone_next(ctx);
+    pthread_cond_broadcast(&pl_pin_done);
+    pthread_mutex_unlock(&pl_pin_lock);
+    if (s == 0) return;
+    pl_undo_now(s); /* no driver call: the slot is gone */
+  }
 }
 
 /* ---- the interface ------------------------------------------------------------ */

@@ -139,6 +139,17 @@ bool pl_pinreg_post(void (*fn)(void *), void *arg);
  * work). */
 void pl_pinreg_stop(void);
 
+/* A teardown is about to end `ctx` (hook_ctx.c): nothing of the thread's
+ * may be half done in it.  Drops the requests not started in it, and waits
+ * (2 s at most) for the registration or undo under way in it and for the
+ * posted calls (a pool's prewarm pushes its context). */
+void pl_pinreg_ctx_ending(CUcontext ctx);
+/* `ctx` has ended: the driver undid every registration made in it, so its
+ * slots are freed here, without a driver call (a deferred free goes on to
+ * the next allocator as an undo's does); one a copy still holds is left to
+ * the thread, which makes no driver call for it either. */
+void pl_pinreg_ctx_gone(CUcontext ctx);
+
 /* Tests: wait until the shim's thread has nothing queued. */
 void pl_pinreg_quiesce_for_test(void);
 /* Tests: quiesce, undo every registration, zero the counters, re-read the
@@ -149,6 +160,10 @@ void pl_pinreg_reset_for_test(void);
 void pl_pinreg_set_idle_for_test(uint64_t ns);
 
 /* ---- autopin.c: which copies go through a registration ----------------- */
+
+/* `ctx` has ended: the events kept for it died with it, and so did its
+ * registrations (pl_pinreg_ctx_gone). */
+void pl_autopin_ctx_gone(CUcontext ctx);
 
 enum pl_route { PL_ROUTE_PASS = 0, PL_ROUTE_STAGE = 1, PL_ROUTE_REGISTER = 2 };
 

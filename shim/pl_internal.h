@@ -235,7 +235,8 @@ extern const char *const pl_hook_names[PL_HOOK_COUNT];
  * pointer comes from pl_driver_sym with the exact decorated name, so an
  * engine never re-enters the shim's wrappers.  Optional entries
  * (cuCtxGetId, cuThreadExchangeStreamCaptureMode, cuStreamGetCtx,
- * cuStreamGetId) may be NULL on older or
+ * cuStreamGetId, the primary context's and green contexts' getters used
+ * at teardown) may be NULL on older or
  * simulated drivers; the others are required for the engine to run. */
 typedef struct pl_stage_drv {
   CUresult (*cuCtxGetCurrent)(CUcontext *);
@@ -259,6 +260,11 @@ typedef struct pl_stage_drv {
   CUresult (*cuEventRecord[2])(CUevent, CUstream);
   CUresult (*cuLaunchHostFunc[2])(CUstream, CUhostFn, void *);
   CUresult (*cuStreamSynchronize[2])(CUstream);
+  /* teardowns (hook_ctx.c), optional */
+  CUresult (*cuDevicePrimaryCtxGetState)(CUdevice, unsigned *, int *);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuCtxFromGreenCtx)(CUcontext *, CUgreenCtx);
 } pl_stage_drv;
 
 /* The resolved table, or NULL when the driver is not loaded or lacks a
@@ -351,6 +357,12 @@ void pl_stage_note_driver_init(void);
 /* The program allocated device memory in the current context: in the
  * modes that stage, the context's pool starts building (pool.c). */
 void pl_stage_note_device_alloc(void);
+/* A teardown is about to end `ctx` (hook_ctx.c): the shim's thread
+ * finishes what it does there first.  Then, once it has ended, what the
+ * engines made in it is forgotten without a driver call: the pools'
+ * chunks, cached events, registrations (pool.c, autopin.c, pinreg.c). */
+void pl_stage_note_ctx_ending(CUcontext ctx);
+void pl_stage_note_ctx_gone(CUcontext ctx);
 /* Write the engine's COUNTERS record (at exit, before END). */
 void pl_stage_write_counters(void);
 /* A forked child: CUDA is unusable there; the engine turns itself off. */

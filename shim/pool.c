@@ -28,7 +28,14 @@
  * less than its share (bound / pools) takes over an idle chunk of one
  * holding more: the pinned memory is portable, only the event is
  * re-created in the new context, so no pinned memory is ever freed on the
- * copy path (freeing it can synchronise the whole device). */
+ * copy path (freeing it can synchronise the whole device).
+ *
+ * A context can end while the program goes on (cudaDeviceReset,
+ * cuCtxDestroy, the last primary release): the driver frees its events and
+ * the registrations made in it, and using such an event afterwards
+ * crashed a program inside the driver (H200 host, docs/benchmarks.md).  Its
+ * pools then die (pl_pool_ctx_gone): never handed out again, their chunks
+ * retired without a driver call. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -55,6 +62,7 @@ struct pl_pool {
   atomic_bool disabled;
   atomic_bool prewarm; /* its first chunks were asked of the shim's thread */
   atomic_uint growing; /* slabs being made for it right now */
+  atomic_bool dead;    /* its context ended: see pl_pool_ctx_gone */
   pl_pool *next;       /* registry link, immutable once published */
 };
 
@@ -79,14 +87,18 @@ pl_pool *pl_pool_get(CUcontext ctx) {
   const pl_stage_drv *d = pl_stage_drv_get();
   unsigned long long id = 0;
   if (d->cuCtxGetId != NULL && d->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) id = 0;
-  if (PL_LIKELY(pl_tls_pool != NULL && pl_tls_ctx == ctx && pl_tls_id == id)) return pl_tls_pool;
+  /* A reset primary context keeps its handle, and may keep its id: a dead
+   * pool is never its pool again. */
+  if (PL_LIKELY(pl_tls_pool != NULL && pl_tls_ctx == ctx && pl_tls_id == id &&
+                !atomic_load_explicit(&pl_tls_pool->dead, memory_order_relaxed)))
+    return pl_tls_pool;
   pl_pool *p;
   for (p = atomic_load_explicit(&pl_pools, memory_order_acquire); p; p = p->next)
-    if (p->ctx == ctx && p->ctx_id == id) break;
+    if (p->ctx == ctx && p->ctx_id == id && !atomic_load(&p->dead)) break;
   if (p == NULL) {
     pthread_mutex_lock(&pl_pools_lock);
     for (p = atomic_load(&pl_pools); p; p = p->next)
-      if (p->ctx == ctx && p->ctx_id == id) break;
+      if (p->ctx == ctx && p->ctx_id == id && !atomic_load(&p->dead)) break;
     if (p == NULL && (p = calloc(1, sizeof *p)) != NULL) {
       p->ctx = ctx;
       p->ctx_id = id;
@@ -105,7 +117,8 @@ pl_pool *pl_pool_get(CUcontext ctx) {
 }
 
 bool pl_pool_usable(const pl_pool *p) {
-  return !atomic_load_explicit(&p->disabled, memory_order_relaxed);
+  return !atomic_load_explicit(&p->disabled, memory_order_relaxed) &&
+         !atomic_load_explicit(&p->dead, memory_order_relaxed);
 }
 
 /* Chunk size for a pool bounded by `bound`: the configured size, but at
@@ -194,7 +207,7 @@ static pl_chunk *pl_pool_steal(pl_pool *p, uint64_t bound) {
   if (atomic_load(&p->bytes) >= share) return NULL;
   CUevent ev = NULL;
   for (pl_pool *q = atomic_load_explicit(&pl_pools, memory_order_acquire); q; q = q->next) {
-    if (q == p || atomic_load(&q->bytes) <= share) continue;
+    if (q == p || atomic_load(&q->dead) || atomic_load(&q->bytes) <= share) continue;
     if (ev == NULL && d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return NULL;
     /* q's events are q's context's: ask and destroy them there. */
     if (d->cuCtxPushCurrent(q->ctx) != CUDA_SUCCESS) continue;
@@ -367,6 +380,7 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
     return -1;
   }
   slab->live = k;
+  slab->owner = p;
   atomic_fetch_add(&p->bytes, (uint64_t)k * size);
   atomic_fetch_sub(&p->growing, 1);
   pthread_mutex_lock(&pl_pools_lock);
@@ -414,7 +428,9 @@ static void pl_pool_prewarm_run(void *arg) {
   unsigned n = pl_prewarm_chunks(&size);
   /* A copy may have grown the pool meanwhile, or be growing it: then it
    * needs nothing. */
-  if (d == NULL || n == 0 || atomic_load(&p->bytes) > 0 || atomic_load(&p->growing) > 0) return;
+  if (d == NULL || n == 0 || atomic_load(&p->dead) || atomic_load(&p->bytes) > 0 ||
+      atomic_load(&p->growing) > 0)
+    return;
   if (d->cuCtxPushCurrent(p->ctx) != CUDA_SUCCESS) return; /* destroyed since */
   /* A handle can be reused by a context created since: then the chunks
    * would carry events of another context than their pool's. */
@@ -448,7 +464,9 @@ static void pl_pool_premap_run(void *arg) {
   uintptr_t base = pl_slab_memory((size_t)n * size);
   if (base == 0) return;
   pl_spare_bytes = (size_t)n * size;
-  atomic_store_explicit(&pl_spare, base, memory_order_release);
+  uintptr_t none = 0;
+  if (!atomic_compare_exchange_strong(&pl_spare, &none, base))
+    pl_sys_unmap((void *)base, (size_t)n * size);
 }
 
 static atomic_bool pl_premap_posted;
@@ -518,8 +536,85 @@ pl_acq pl_pool_acquire(pl_pool *p, unsigned grow, uint64_t wait_ns, pl_chunk **o
   return PL_ACQ_OK;
 }
 
+/* Chunk c of a dead pool, taken over from `owner`, whose context lives:
+ * its memory is still page-locked there, so it goes back to that pool
+ * with an event of that context (the old one died with c's).  Where no
+ * event can be made, c stays counted, unused, until exit. */
+static void pl_chunk_home(pl_chunk *c, pl_pool *owner) {
+  const pl_stage_drv *d = pl_stage_drv_get();
+  CUevent ev = NULL;
+  if (d == NULL || d->cuCtxPushCurrent(owner->ctx) != CUDA_SUCCESS) return;
+  CUresult r = d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+  CUcontext popped;
+  d->cuCtxPopCurrent(&popped);
+  if (r != CUDA_SUCCESS) return;
+  atomic_fetch_sub(&c->pool->bytes, c->size);
+  atomic_fetch_add(&owner->bytes, c->size);
+  c->pool = owner;
+  c->ev = ev;
+  pl_pool_release(c, false);
+}
+
+/* Forget chunk c of a dead pool; its event died with the context.  Memory
+ * of a slab registered in that context is page-locked no more: it leaves
+ * the bound, and the slab is unmapped with its last chunk.  `driver`:
+ * false inside a CUDA host function, which may call no CUDA function (a
+ * chunk taken over then stays counted, unused). */
+static void pl_chunk_retire(pl_chunk *c, bool driver) {
+  pl_pool *p = c->pool;
+  pl_slab *slab = c->slab;
+  if (!atomic_load(&slab->owner->dead)) {
+    if (driver) pl_chunk_home(c, slab->owner);
+    return;
+  }
+  atomic_fetch_sub(&p->bytes, c->size);
+  atomic_fetch_sub(&pl_bytes, c->size);
+  pthread_mutex_lock(&pl_pools_lock);
+  pl_chunk **pp = &pl_all_chunks;
+  while (*pp != c) pp = &(*pp)->all_next;
+  *pp = c->all_next;
+  bool last = --slab->live == 0;
+  pthread_mutex_unlock(&pl_pools_lock);
+  if (!last) return;
+  /* A slab's chunk structs are one array: they go with the last chunk.
+   * No cuMemHostUnregister: the registration is gone.  Memory of the
+   * prewarm's size becomes the spare again, faulted in already, for the
+   * next context's pool: mapped afresh, the first copies after a
+   * cudaDeviceReset waited 20 ms for it and fell back (fakecuda). */
+  pl_chunk *first = c - ((char *)c->host - (char *)slab->base) / c->size;
+  size_t size;
+  uintptr_t none = 0;
+  bool spare =
+      slab->bytes == (size_t)pl_prewarm_chunks(&size) * size && atomic_load(&pl_spare) == 0;
+  if (spare) pl_spare_bytes = slab->bytes; /* the one size it ever holds */
+  if (!spare || !atomic_compare_exchange_strong(&pl_spare, &none, (uintptr_t)slab->base))
+    pl_sys_unmap(slab->base, slab->bytes);
+  free(first);
+  free(slab);
+}
+
+void pl_pool_ctx_gone(CUcontext ctx) {
+  for (pl_pool *p = atomic_load_explicit(&pl_pools, memory_order_acquire); p; p = p->next) {
+    if (p->ctx != ctx || atomic_exchange(&p->dead, true)) continue;
+    atomic_fetch_sub(&pl_npools, 1);
+    pthread_mutex_lock(&p->lock);
+    pl_chunk *list = p->head;
+    p->head = p->tail = NULL;
+    pthread_mutex_unlock(&p->lock);
+    while (list) {
+      pl_chunk *c = list;
+      list = c->next;
+      pl_chunk_retire(c, true);
+    }
+  }
+}
+
 void pl_pool_release(pl_chunk *c, bool pending) {
   pl_pool *p = c->pool;
+  if (PL_UNLIKELY(atomic_load_explicit(&p->dead, memory_order_relaxed))) {
+    pl_chunk_retire(c, true);
+    return;
+  }
   c->pending = pending;
   c->next = NULL;
   pthread_mutex_lock(&p->lock);
@@ -577,6 +672,13 @@ static void pl_unfly(pl_pool *p, pl_chunk *c) {
 void pl_pool_land(pl_chunk *c, uint64_t ticket) {
   pl_pool *p = c->pool;
   pthread_mutex_lock(&p->lock);
+  if (c->ticket == ticket && atomic_load(&p->dead)) {
+    c->ticket = 0;
+    if (c->flying) pl_unfly(p, c);
+    pthread_mutex_unlock(&p->lock);
+    pl_chunk_retire(c, false); /* in a host function */
+    return;
+  }
   if (c->ticket == ticket) {
     c->ticket = 0;
     if (c->flying) pl_unfly(p, c);
@@ -633,6 +735,7 @@ void pl_pool_reset_for_test(void) {
   if (spare) pl_sys_unmap((void *)spare, pl_spare_bytes);
   atomic_store(&pl_premap_posted, false);
   for (pl_pool *p = atomic_load(&pl_pools); p && d; p = p->next) {
+    if (atomic_load(&p->dead)) continue; /* its chunks went with its context */
     pthread_mutex_lock(&p->lock);
     pl_chunk *list = p->head;
     p->head = p->tail = NULL;

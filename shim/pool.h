@@ -17,7 +17,8 @@ typedef struct pl_chunk pl_chunk;
 typedef struct pl_slab {
   void *base;
   size_t bytes;
-  unsigned live; /* chunks not yet freed (tests only free them) */
+  unsigned live;  /* chunks not yet freed: by tests, or as a context ends */
+  pl_pool *owner; /* the pool whose context registered it */
 } pl_slab;
 
 struct pl_chunk {
@@ -116,6 +117,11 @@ void pl_pool_get_stats(pl_pool_stats *s);
  * re-enable disabled pools and reset the high-water mark.  The caller
  * guarantees no copy is in flight in any thread. */
 void pl_pool_reset_for_test(void);
+/* The context `ctx` was destroyed or reset.  The driver freed every event
+ * and registration made in it, so its pools are never used again and no
+ * handle of theirs is touched: their idle chunks leave the bound now, the
+ * rest as they come back (pool.c). */
+void pl_pool_ctx_gone(CUcontext ctx);
 /* Bytes mapped ahead by pl_pool_premap and not yet taken by a slab. */
 size_t pl_pool_spare_for_test(void);
 

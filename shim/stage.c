@@ -880,6 +880,21 @@ void pl_stage_note_device_alloc(void) {
   pl_in_shim--;
 }
 
+void pl_stage_note_ctx_ending(CUcontext ctx) {
+  if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OBSERVE) return;
+  pl_in_shim++;
+  pl_pinreg_ctx_ending(ctx);
+  pl_in_shim--;
+}
+
+void pl_stage_note_ctx_gone(CUcontext ctx) {
+  if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OBSERVE) return;
+  pl_in_shim++;
+  pl_pool_ctx_gone(ctx);
+  pl_autopin_ctx_gone(ctx);
+  pl_in_shim--;
+}
+
 bool pl_stage_copy(pl_copy *c, CUresult *r) {
   if (atomic_load_explicit(&pl_stage_off, memory_order_relaxed)) return false;
   if (PL_UNLIKELY(!atomic_load_explicit(&pl_stage_used, memory_order_relaxed)))

@@ -87,6 +87,7 @@ static void fc_ctx_teardown(fc_ctx *c, int include_defaults) {
   fc_ctx_synchronize(c);
   fc_streams_stop_ctx(c, include_defaults);
   fc_ranges_release_ctx(c);
+  fc_events_ctx_gone(c);
 }
 
 void fc_ctx_fini(void) {

@@ -7,11 +7,16 @@
  * position of the newest record at the time of the wait, so re-recording
  * the event later does not release the waiter early.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "fc_internal.h"
 
 #define FC_EVENT_DEAD 0x44414544u
+/* An event whose context was destroyed or reset: the real driver freed it
+ * with the context, and a later call on it reads freed memory (a crash on
+ * the H200 host, docs/benchmarks.md); here it aborts, naming the call. */
+#define FC_EVENT_GONE 0x454e4f47u
 
 static pthread_mutex_t fc_events_mu = PTHREAD_MUTEX_INITIALIZER;
 static fc_event *fc_events_all;
@@ -41,6 +46,12 @@ void fc_event_unref(fc_event *e) {
 
 CUresult fc_event_lookup(CUevent h, fc_event **out) {
   fc_event *e = (fc_event *)h;
+  if (e != NULL && e->magic == FC_EVENT_GONE) {
+    fprintf(stderr,
+            "fakecuda: an event of a destroyed context was used: the driver freed it with "
+            "the context\n");
+    abort();
+  }
   if (e == NULL || e->magic != FC_EVENT_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
   *out = e;
   return CUDA_SUCCESS;
@@ -244,6 +255,13 @@ FC_EXPORT CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUev
 FC_EXPORT CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
   FC_ENTER(cuEventElapsedTime_v2);
   FC_RETURN(fc_elapsed(pMilliseconds, hStart, hEnd));
+}
+
+void fc_events_ctx_gone(fc_ctx *c) {
+  pthread_mutex_lock(&fc_events_mu);
+  for (fc_event *e = fc_events_all; e; e = e->all_next)
+    if (e->ctx == c && e->magic == FC_EVENT_MAGIC) e->magic = FC_EVENT_GONE;
+  pthread_mutex_unlock(&fc_events_mu);
 }
 
 static CUresult fc_event_destroy(CUevent h) {

@@ -391,6 +391,9 @@ struct fc_event {
 };
 
 CUresult fc_event_lookup(CUevent h, fc_event **out);
+/* Every event of c dies with it (context destroy, primary reset or last
+ * release): a later call on one aborts. */
+void fc_events_ctx_gone(fc_ctx *c);
 void fc_event_ref(fc_event *e);
 void fc_event_unref(fc_event *e);
 uint64_t fc_event_arm(fc_event *e); /* new record generation */

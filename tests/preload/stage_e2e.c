@@ -16,6 +16,12 @@
  *                        copies of HOLD MiB go first behind the kernel (to
  *                        fill a staging pool of 4 x HOLD MiB).  Exit 0 =
  *                        all exact and in order.
+ *   stage_e2e --reset N  N rounds of round trips (staged, larger than
+ *                        the pool, and one buffer copied often enough to
+ *                        be registered under auto), each round ending in
+ *                        cudaDeviceReset: the context, its streams, events
+ *                        and page-locked ranges go, the host buffers stay.
+ *                        Exit 0 = every byte exact in every round.
  *
  * It knows nothing of pagelock: the same binary runs without the shim, so
  * its output is directly comparable between modes. */
@@ -187,7 +193,7 @@ static int sweep(void) {
 static int check(const uint8_t *p, size_t n, unsigned seed, const char *what) {
   for (size_t i = 0; i < n; i++)
     if (p[i] != pat(i, seed)) {
-      fprintf(stderr, "stage_e2e: held %s: byte %zu of %zu is %02x, want %02x\n", what, i, n, p[i],
+      fprintf(stderr, "stage_e2e: %s: byte %zu of %zu is %02x, want %02x\n", what, i, n, p[i],
               pat(i, seed));
       return 1;
     }
@@ -288,8 +294,46 @@ static int held(size_t mb, size_t hold_mb) {
   return fails || early_n ? 1 : 0;
 }
 
+/* Rounds that each end in cudaDeviceReset, the host buffers kept across
+ * them: whatever the shim set up in a context (pool registration, events,
+ * registrations of the program's buffers) dies with it. */
+static int reset_rounds(int rounds) {
+  const size_t sizes[] = {100 << 10, 3 * MB, 20 * MB};
+  const size_t hot = 4 * MB;
+  uint8_t *src = malloc(20 * MB), *dst = malloc(20 * MB), *h = malloc(hot), *hb = malloc(hot);
+  if (src == NULL || dst == NULL || h == NULL || hb == NULL) return 2;
+  int fails = 0;
+  for (int r = 0; r < rounds; r++) {
+    char *dev;
+    cudaStream_t s;
+    CK(cudaMalloc((void **)&dev, 20 * MB));
+    CK(cudaStreamCreate(&s));
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+      for (int how = 0; how < 3; how++)
+        fails +=
+            roundtrip(src, dst, dev, sizes[k], 0, 0, how, s, (unsigned)(r * 16 + k * 3 + how)) != 0;
+    for (int i = 0; i < 12; i++) {
+      for (size_t j = 0; j < hot; j++) h[j] = pat(j, (unsigned)(r * 100 + i));
+      CK(cudaMemcpyAsync(dev, h, hot, cudaMemcpyHostToDevice, s));
+      CK(cudaMemcpyAsync(hb, dev, hot, cudaMemcpyDeviceToHost, s));
+      CK(cudaStreamSynchronize(s));
+      fails += check(hb, hot, (unsigned)(r * 100 + i), "hot buffer") != 0;
+    }
+    CK(cudaStreamDestroy(s));
+    CK(cudaFree(dev));
+    CK(cudaDeviceReset());
+  }
+  printf("result mode=reset rounds=%d wrong=%d\n", rounds, fails);
+  free(src);
+  free(dst);
+  free(h);
+  free(hb);
+  return fails ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   CK(cudaSetDevice(0));
+  if (argc > 2 && strcmp(argv[1], "--reset") == 0) return reset_rounds(atoi(argv[2]));
   if (argc > 1 && strcmp(argv[1], "--sweep") == 0) return sweep();
   if (argc > 2 && strcmp(argv[1], "--held") == 0)
     return held((size_t)strtoul(argv[2], NULL, 10),

@@ -1611,6 +1611,49 @@ static void test_two_contexts(void **state) {
   assert_true(bound_ok());
 }
 
+/* A context whose pool took over chunks ends (cuCtxDestroy, as
+ * hook_ctx.c sees it): its events died with it, so the shim touches none
+ * of them (fakecuda aborts on such a call), and the chunks, still
+ * page-locked by the first context's slab, go home to its pool. */
+static void test_context_ends(void **state) {
+  (void)state;
+  stage_env(POOL, CHUNK, PATIENT_US, "sync");
+  bufs a;
+  bufs_init(&a);
+  one_h2d(&a, V_ASYNC, POOL, 0, 0, 121); /* A's pool: the whole bound */
+  CUcontext b_ctx;
+  assert_int_equal(f_cuCtxCreate_v2(&b_ctx, 0, 0), CUDA_SUCCESS);
+  bufs b;
+  bufs_init(&b);
+  one_h2d(&b, V_ASYNC, 3 * CHUNK + 7, 1, 3, 122); /* takes chunks of A's */
+  one_d2h(&b, V_SYNC, 2 * CHUNK + 5, 3, 1, 123, false);
+  bufs_fini(&b);
+  assert_int_equal(f_cuCtxSynchronize(), CUDA_SUCCESS);
+  pl_stage_stats s;
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.pool.bytes, POOL);
+  uint64_t a_free = s.pool.free_bytes;
+
+  pl_stage_note_ctx_ending(b_ctx);
+  assert_int_equal(f_cuCtxDestroy_v2(b_ctx), CUDA_SUCCESS);
+  pl_stage_note_ctx_gone(b_ctx);
+  assert_int_equal(f_cuCtxSetCurrent(g_ctx), CUDA_SUCCESS);
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.pool.bytes, POOL); /* home again, nothing freed */
+  assert_int_equal(s.pool.free_bytes, a_free);
+  /* A copy of the bound's size finds every chunk in A's pool: no wait. */
+  uint64_t waits = s.waits;
+  one_h2d(&a, V_ASYNC, POOL, 0, 0, 126);
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.waits, waits);
+  one_h2d(&a, V_ASYNC, 2 * POOL, 5, 5, 124);
+  one_d2h(&a, V_ASYNC, POOL + 9, 2, 7, 125, false);
+  pl_stage_get_stats(&s);
+  assert_int_equal(s.fallbacks, 0);
+  bufs_fini(&a);
+  assert_true(bound_ok());
+}
+
 /* ---- the COUNTERS record ---------------------------------------------------------- */
 
 static void test_counters_record(void **state) {
@@ -1935,6 +1978,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fork),
       cmocka_unit_test(test_exit_in_flight),
       cmocka_unit_test(test_two_contexts),
+      cmocka_unit_test(test_context_ends),
       cmocka_unit_test(test_counters_record),
       cmocka_unit_test(test_cpuload),
       cmocka_unit_test(test_crowded),
