@@ -223,6 +223,12 @@ static bool pl_fenced(uintptr_t base, uintptr_t end, uint64_t now) {
   return false;
 }
 
+/* A request not started leaves the budget and its slot. */
+static void pl_slot_drop(uint32_t s) {
+  pl_committed -= pl_pins[s].end - pl_pins[s].base;
+  pl_slot_put(s);
+}
+
 /* A LIVE slot leaves the budget: it is queued for undoing. */
 static void pl_slot_undo(uint32_t s) {
   pl_pin *e = &pl_pins[s];
@@ -407,8 +413,7 @@ static uint32_t pl_next_job(bool *undo) {
     if (e->state == PL_PS_REQUESTED && reg == 0) {
       if (pl_fenced(e->base, e->end, now)) {
         /* The program page-locks this memory itself: drop the request. */
-        pl_committed -= e->end - e->base;
-        pl_slot_put(s);
+        pl_slot_drop(s);
         pthread_cond_broadcast(&pl_pin_done);
         k--;
         continue;
@@ -531,8 +536,7 @@ void pl_pinreg_ctx_ending(CUcontext ctx) {
       if (e->ctx != ctx) continue;
       if (e->state == PL_PS_REQUESTED) {
         /* Not started: dropped, so that it does not start now. */
-        pl_committed -= e->end - e->base;
-        pl_slot_put(pl_idx[k]);
+        pl_slot_drop(pl_idx[k]);
         k--;
       } else if (e->state == PL_PS_REGISTERING || e->state == PL_PS_UNDOING) {
         busy = true;
@@ -556,8 +560,7 @@ static uint32_t pl_gone_next(CUcontext ctx) {
     if (e->ctx != ctx || e->gone) continue;
     e->gone = true;
     if (e->state == PL_PS_REQUESTED) {
-      pl_committed -= e->end - e->base;
-      pl_slot_put(s);
+      pl_slot_drop(s);
       k--;
     } else if ((e->state == PL_PS_LIVE || e->state == PL_PS_UNDO) && e->holds == 0) {
       if (e->state == PL_PS_LIVE) pl_committed -= e->end - e->base;
@@ -728,8 +731,7 @@ static void pl_release_range(uintptr_t p, size_t n) {
     pl_pin *e = &pl_pins[s];
     switch (e->state) {
       case PL_PS_REQUESTED:
-        pl_committed -= e->end - e->base;
-        pl_slot_put(s);
+        pl_slot_drop(s);
         pthread_cond_broadcast(&pl_pin_done);
         continue;
       case PL_PS_REGISTERING:
@@ -777,8 +779,7 @@ bool pl_pinreg_defer_free(void *p, size_t n, void (*next_free)(void *)) {
     pl_pin *e = &pl_pins[s];
     switch (e->state) {
       case PL_PS_REQUESTED: /* nothing at the driver yet: the caller frees */
-        pl_committed -= e->end - e->base;
-        pl_slot_put(s);
+        pl_slot_drop(s);
         pthread_cond_broadcast(&pl_pin_done);
         break;
       case PL_PS_REGISTERING:
