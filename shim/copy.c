@@ -454,6 +454,10 @@ CUresult pl_copy_exec(pl_copy *c) {
   bool done = false;
   uintptr_t hp = (uintptr_t)(c->dir == PAGELOCK_DIR_D2H ? c->dst : c->src);
   size_t hn = c->bytes;
+  /* Under auto, a small copy that the route let pass, in one call: its
+   * repeats may go straight to the driver (a run), as they would take the
+   * same way; see `plain` below. */
+  bool passed = false;
   if (onedim && c->args == NULL) {
     if (mode == PAGELOCK_MODE_STAGE) {
       if (c->bytes >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN)) done = pl_stage_copy(c, &r);
@@ -470,6 +474,7 @@ CUresult pl_copy_exec(pl_copy *c) {
         done = pl_stage_copy(c, &r);
       }
       if (!done) {
+        passed = route == PL_ROUTE_PASS && c->why == PAGELOCK_WHY_SMALL && pl_pinreg_whole(hp, hn);
         r = pl_pinreg_native(c);
         done = true;
       }
@@ -492,9 +497,15 @@ CUresult pl_copy_exec(pl_copy *c) {
    * repeats are counted into one record (run.h).  Not one that staging
    * declined (a capture, a full pool): its repeat may be staged.  Nor one
    * whose call path cannot be told again without unwinding (a copy on a
-   * coroutine's stack or a signal stack): its repeats each take it. */
-  bool plain = !done && !(onedim && mode == PAGELOCK_MODE_STAGE &&
-                          c->bytes >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN));
+   * coroutine's stack or a signal stack): its repeats each take it.
+   * Under auto, a small copy across a page boundary that the route let
+   * pass (no registration anywhere, so no heat counted) in one native call
+   * (no edge inside it) is plain too: PyTorch's CPU tensors are only
+   * 64-byte aligned, so its 4 KiB copies otherwise each took the whole way,
+   * a Python stack and a record, where observe counted them in runs.  The
+   * run ends once any registration exists (pl_run_find). */
+  bool plain = (!done || passed) && !(onedim && mode == PAGELOCK_MODE_STAGE &&
+                                      c->bytes >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN));
   pl_run *slot = repeats && plain && r == CUDA_SUCCESS && gpu_corr == 0 &&
                          check.n != PL_CHECK_NONE && !(c->flags & PAGELOCK_COPY_CAPTURE) &&
                          !pl_cupti_tracing()

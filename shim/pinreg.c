@@ -853,6 +853,29 @@ static CUresult pl_pin_native_part(const pl_copy *c, size_t off, size_t len) {
   return c->native(&part);
 }
 
+/* The interior [*lo, *hi) of the tracked allocation around host bytes
+ * [h, h+n); false when no edge can fall inside them: empty, inside one
+ * page (every edge is a page boundary: interiors and pieces are page
+ * aligned, and the small copies that pass through skip the allocation
+ * lookup), or untracked. */
+static bool pl_pin_interior(uintptr_t h, size_t n, uintptr_t *lo, uintptr_t *hi) {
+  uintptr_t abase, pg = pl_page_size();
+  size_t alen;
+  int kind;
+  if (n == 0 || (h & ~(pg - 1)) == ((h + n - 1) & ~(pg - 1))) return false;
+  if (!pl_hostmem_lookup(h, &abase, &alen, &kind)) return false;
+  *lo = (abase + pg - 1) & ~(pg - 1);
+  *hi = (abase + alen) & ~(pg - 1);
+  return true;
+}
+
+/* The next edge above p: the interior's start, a piece's end within it,
+ * or its end. */
+static uintptr_t pl_pin_edge(uintptr_t p, uintptr_t lo, uintptr_t hi) {
+  uintptr_t edge = p < lo ? lo : p < hi ? pl_pin_piece_end(lo, p) : UINTPTR_MAX;
+  return edge > hi && p >= lo && p < hi ? hi : edge;
+}
+
 /* Why cut: the driver validates a copy's host range when the call starts.
  * A range that starts inside a registered range and runs past its end is
  * refused with CUDA_ERROR_INVALID_VALUE (driver 580, tests/gpu/probe_straddle.c),
@@ -866,29 +889,23 @@ static CUresult pl_pin_native_part(const pl_copy *c, size_t off, size_t len) {
  * that cross an edge are cut: a pageable copy of 256 MiB (~36 ms) becomes
  * 17 driver calls (~50 us more), in register and auto modes only. */
 CUresult pl_pinreg_native(pl_copy *c) {
-  uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst), abase;
-  size_t n = c->bytes, alen, pg = pl_page_size();
-  int kind;
-  /* Every edge is a page boundary (interiors and pieces are page
-   * aligned): a copy inside one page crosses none, and the small copies
-   * that pass through skip the allocation lookup. */
-  if (n == 0 || (h & ~(uintptr_t)(pg - 1)) == ((h + n - 1) & ~(uintptr_t)(pg - 1)))
-    return c->native(c);
-  if (!pl_hostmem_lookup(h, &abase, &alen, &kind)) return c->native(c);
-  uintptr_t lo = (abase + pg - 1) & ~(uintptr_t)(pg - 1),
-            hi = (abase + alen) & ~(uintptr_t)(pg - 1);
+  uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst), lo, hi;
+  size_t n = c->bytes;
+  if (!pl_pin_interior(h, n, &lo, &hi)) return c->native(c);
   size_t at = 0;
   while (at < n) {
-    /* The next edge above h + at: the interior's start, a piece's end
-     * within it, or its end. */
-    uintptr_t p = h + at, edge = p < lo ? lo : p < hi ? pl_pin_piece_end(lo, p) : UINTPTR_MAX;
-    if (edge > hi && p >= lo && p < hi) edge = hi;
+    uintptr_t p = h + at, edge = pl_pin_edge(p, lo, hi);
     if (edge >= h + n || edge <= p) break;
     CUresult r = pl_pin_native_part(c, at, edge - p);
     if (r != CUDA_SUCCESS) return r;
     at = edge - h;
   }
   return at == 0 ? c->native(c) : pl_pin_native_part(c, at, n - at);
+}
+
+bool pl_pinreg_whole(uintptr_t h, size_t n) {
+  uintptr_t lo, hi, edge;
+  return !pl_pin_interior(h, n, &lo, &hi) || (edge = pl_pin_edge(h, lo, hi)) >= h + n || edge <= h;
 }
 
 /* ---- fork ------------------------------------------------------------------ */

@@ -121,6 +121,11 @@ void pl_pinreg_counters(pagelock_rec_counters *c);
  * failure is the result.  Here, below the engines, because both the
  * staging engine's fallback and the registration route use it. */
 CUresult pl_pinreg_native(pl_copy *c);
+/* pl_pinreg_native makes one call of host bytes [h, h+n), uncut: no edge
+ * of a registration that may ever be made falls inside them.  Edges
+ * depend on the allocation only, so the answer holds until the registry
+ * changes. */
+bool pl_pinreg_whole(uintptr_t h, size_t n);
 
 /* fork: the child forgets every registration without calling the driver
  * (CUDA is unusable there, and the parent's ranges are the parent's). */

@@ -21,6 +21,8 @@
 #   nohuge    auto with PAGELOCK_HUGEPAGES=0 (no huge pages advised)
 #   stagekeep stage with PAGELOCK_OMP_SPIN=keep (OpenMP's threads spin as
 #   autokeep  long as they would without pagelock run; auto likewise)
+#   autoB     auto with another build of pagelock, in the folder PL_PAT_B:
+#             two builds side by side in one run
 # For `small`, also the shim's share measured inside one process
 # (bench_copy abloop, observe and auto).
 # The table gives the median of ROUNDS (default 3) with its range, the
@@ -52,6 +54,7 @@ one() { # pattern variant round
     nocupti) PAGELOCK_CUPTI=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     fulltrace) PAGELOCK_CUPTI_MAX_RATE=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     nohuge) PAGELOCK_HUGEPAGES=0 timeout 300 "$B/pagelock" run --mode auto -o "$t" -- python3 "$P" "$pat" ;;
+    autoB) timeout 300 "$PL_PAT_B/pagelock" run --mode auto -o "$t" -- python3 "$P" "$pat" ;;
     stagekeep | autokeep)
       PAGELOCK_OMP_SPIN=keep timeout 300 "$B/pagelock" run --mode "${v%keep}" -o "$t" -- python3 "$P" "$pat" ;;
   esac >"$f" 2>"$f.err"

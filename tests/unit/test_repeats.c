@@ -645,6 +645,53 @@ static void test_repeats_stage(void **state) {
   free(b);
 }
 
+/* Under auto with no registration anywhere, a small copy across a page
+ * boundary passes through, as under observe, and its repeats go in runs
+ * (each used to take the whole way: a stack and a record per copy).  One
+ * across an edge where a registration of its tracked allocation may begin
+ * is cut into two calls there, so each copy takes the whole way: a run
+ * would make its repeats in one call. */
+static void test_repeats_auto(void **state) {
+  (void)state;
+  char path[512];
+  setenv("PAGELOCK_MODE", "auto", 1);
+  trace_start("auto.trace", path, sizeof path, NULL);
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  size_t tn = 256 << 10, mn = tn + 2 * pg; /* tracked: at least PAGELOCK_TRACK_MIN */
+  char *b = aligned_alloc(pg, 4 * pg);
+  char *m = mmap(NULL, mn, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(m != MAP_FAILED);
+  memset(b, 3, 4 * pg);
+  /* an allocation 100 bytes into a page: its interior starts at the next
+   * page, t below, and the download crosses that edge */
+  char *t = m + pg;
+  assert_int_equal(pl_hostmem_init(64 << 10), 64 << 10); /* the malloc hook's, in the shim */
+  pl_hostmem_track(m + 100, tn, 0);
+  for (int i = 0; i < 200; i++) {
+    assert_int_equal(upload(b + 64, 4096), CUDA_SUCCESS);
+    assert_int_equal(download(t - 64, 256), CUDA_SUCCESS);
+  }
+  assert_int_equal(cuStreamSynchronize(stream), CUDA_SUCCESS);
+  pl_exit_trace();
+  unsetenv("PAGELOCK_MODE");
+  pl_hostmem_untrack_range(m, mn);
+  sites all;
+  read_sites(path, &all);
+  assert_int_equal(all.n, 2);
+  site *up = &all.s[0], *down = &all.s[1];
+  assert_int_equal(up->copies, 200);
+  assert_int_equal(up->bytes, 200 * 4096);
+  /* the first copy and 199 repeats in runs of 64: 5 records, and a run
+   * begun again once */
+  assert_true(up->records <= 8);
+  assert_int_equal(down->copies, 200);
+  assert_int_equal(down->records, 200);
+  /* the bytes went where they should, cut or not */
+  for (size_t i = 0; i < 256; i++) assert_int_equal(t[i - 64], b[64]);
+  free(b);
+  assert_int_equal(munmap(m, mn), 0);
+}
+
 /* A thread's run reaches the file while the thread is idle, and the run
  * it goes on with after such a drain counts only the copies after it. */
 typedef struct idler {
@@ -872,7 +919,7 @@ int main(void) {
       cmocka_unit_test(test_repeats_stack_paths),  cmocka_unit_test(test_repeats_stack_memo),
       cmocka_unit_test(test_repeats_stack_thread), cmocka_unit_test(test_repeats_stack_user_stack),
       cmocka_unit_test(test_repeats_stack_deep),   cmocka_unit_test(test_repeats_stack_fork),
-      cmocka_unit_test(test_repeats_stack_errno),
+      cmocka_unit_test(test_repeats_stack_errno),  cmocka_unit_test(test_repeats_auto),
   };
   int rc = cmocka_run_group_tests_name("repeats", tests, setup, NULL);
   char cmd[300];
