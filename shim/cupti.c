@@ -64,6 +64,7 @@ typedef struct pl_cupti_api {
   CUptiResult (*ActivityPushExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t);
   CUptiResult (*ActivityPopExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t *);
   CUptiResult (*GetTimestamp)(uint64_t *);
+  CUptiResult (*Finalize)(void);
 } pl_cupti_api;
 
 static pl_cupti_api pl_cu;
@@ -84,6 +85,18 @@ static atomic_bool pl_cupti_on;    /* CUPTI is ours and set up */
 static atomic_bool pl_tracing;     /* ... and its kinds and callbacks are on
                                       (off while the sampler pauses them) */
 static atomic_bool pl_cupti_child; /* a forked child: CUDA is unusable */
+/* CUPTI is attached (ours, subscribed): false while the sampler has
+ * detached it (pl_sample_detach).  Then no CUPTI call may be made at all:
+ * any call attaches CUPTI again, lazily, behind our back. */
+static atomic_bool pl_attached;
+/* Added to every correlation id CUPTI gives, callbacks' and records':
+ * CUPTI numbers them again from 1 after it is attached again (H200,
+ * driver 580, tests/gpu/probe_cupti_duty.cu abphase), so each attach
+ * starts above the highest id written before (pl_corr_top). */
+static atomic_uint pl_corr_base, pl_corr_top;
+/* Link scopes that pushed an external correlation id and have not popped
+ * it: a detach waits for none, as a pop after it would attach CUPTI. */
+static atomic_uint pl_links_open;
 static uint32_t pl_cupti_status = PAGELOCK_GPU_TIMING_NO_CUDA;
 static uint32_t pl_cupti_version;
 static char pl_cupti_reason[200];
@@ -134,6 +147,13 @@ static PL_TLS unsigned pl_tls_link_depth;
 void pl_cupti_link_begin(uint64_t seq) {
   if (!atomic_load_explicit(&pl_tracing, memory_order_relaxed)) return;
   if (pl_tls_link_depth++ > 0) return;
+  /* Counted before tracing is read again, as the sampler turns tracing off
+   * before it counts the scopes open: one of the two sees the other. */
+  atomic_fetch_add(&pl_links_open, 1);
+  if (!atomic_load(&pl_tracing)) {
+    atomic_fetch_sub(&pl_links_open, 1);
+    return;
+  }
   pl_tls_link_seq = seq;
   if (pl_cu.ActivityPushExternalCorrelationId)
     pl_cu.ActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, seq);
@@ -141,11 +161,13 @@ void pl_cupti_link_begin(uint64_t seq) {
 
 void pl_cupti_link_end(void) {
   if (pl_tls_link_depth == 0 || --pl_tls_link_depth > 0) return;
-  if (pl_tls_link_seq && pl_cu.ActivityPopExternalCorrelationId) {
+  if (pl_tls_link_seq == 0) return;
+  if (pl_cu.ActivityPopExternalCorrelationId) {
     uint64_t id;
     pl_cu.ActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
   }
   pl_tls_link_seq = 0;
+  atomic_fetch_sub(&pl_links_open, 1);
 }
 
 static void pl_write_link(uint32_t corr, uint64_t seq) {
@@ -169,6 +191,13 @@ static void pl_write_link(uint32_t corr, uint64_t seq) {
  * of how many GPU operations a second the program issues. */
 static atomic_uint_fast64_t pl_n_calls;
 
+/* pl_corr_top is at least id. */
+static void pl_corr_seen(uint32_t id) {
+  uint32_t t = atomic_load_explicit(&pl_corr_top, memory_order_relaxed);
+  while (id > t && !atomic_compare_exchange_weak_explicit(
+                       &pl_corr_top, &t, id, memory_order_relaxed, memory_order_relaxed)) {}
+}
+
 static void CUPTIAPI pl_cupti_callback(void *ud, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                        const void *data) {
   static PL_TLS uint32_t last_linked;
@@ -177,13 +206,15 @@ static void CUPTIAPI pl_cupti_callback(void *ud, CUpti_CallbackDomain domain, CU
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API || data == NULL) return;
   const CUpti_CallbackData *d = data;
   if (d->callbackSite != CUPTI_API_ENTER) return;
+  uint32_t id = d->correlationId + atomic_load_explicit(&pl_corr_base, memory_order_relaxed);
+  pl_corr_seen(id);
   if (pl_tls_link_seq == 0) {
-    pl_tls_corr = d->correlationId;
+    pl_tls_corr = id;
     atomic_fetch_add_explicit(&pl_n_calls, 1, memory_order_relaxed);
-  } else if (d->correlationId != last_linked) {
-    last_linked = d->correlationId;
+  } else if (id != last_linked) {
+    last_linked = id;
     pl_in_shim++;
-    pl_write_link(d->correlationId, pl_tls_link_seq);
+    pl_write_link(id, pl_tls_link_seq);
     pl_in_shim--;
   }
 }
@@ -456,7 +487,7 @@ static bool pl_convert(pl_batch *b, const CUpti_Activity *a, pagelock_rec_gpu *g
         memset(&l, 0, sizeof l);
         l.h.type = PAGELOCK_REC_LINK;
         l.h.size = sizeof l;
-        l.correlation = e->correlationId;
+        l.correlation = e->correlationId + atomic_load(&pl_corr_base);
         l.copy_seq = e->externalId;
         pl_batch_put(b, &l, sizeof l);
       }
@@ -480,6 +511,11 @@ static void CUPTIAPI pl_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t
     while (pl_cu.ActivityGetNextRecord(buffer, valid, &a) == CUPTI_SUCCESS) {
       pagelock_rec_gpu g;
       if (pl_convert(&b, a, &g)) {
+        /* This attach's records only: a detach takes every one first. */
+        if (g.correlation) {
+          g.correlation += atomic_load(&pl_corr_base);
+          pl_corr_seen(g.correlation);
+        }
         pl_batch_put(&b, &g, sizeof g);
         n++;
       }
@@ -527,7 +563,9 @@ static const CUpti_CallbackId pl_copy_cbids[] = {
 
 static void pl_write_clock(void) {
   uint64_t ts = 0;
-  if (pl_cu.GetTimestamp == NULL || pl_cu.GetTimestamp(&ts) != CUPTI_SUCCESS) return;
+  if (!atomic_load(&pl_attached) || pl_cu.GetTimestamp == NULL ||
+      pl_cu.GetTimestamp(&ts) != CUPTI_SUCCESS)
+    return;
   pagelock_rec_clock c;
   memset(&c, 0, sizeof c);
   c.h.type = PAGELOCK_REC_CLOCK;
@@ -559,12 +597,24 @@ static pthread_mutex_t pl_flush_lock = PTHREAD_MUTEX_INITIALIZER;
  * windows of 20-50 ms every 1-2 s 1.02-1.06x (H100,
  * tests/gpu/probe_cupti_duty.cu): hence long windows and a 1/40 duty. */
 #define PL_SAMPLE_PERIOD 40
+/* Paused, CUPTI still costs while it is attached: subscribed with every
+ * kind and callback off, the same C loop ran 1.075x its time with CUPTI
+ * detached (quartiles 1.055-1.089 over 40 pairs of 0.5 s phases taking
+ * turns in one process, H200), and windows of 25 ms every 1 or 4 s added
+ * nothing measurable to that (probe_cupti_duty abphase).  So a pause
+ * detaches CUPTI (cuptiFinalize) once the GPU work the stretch before it
+ * traced is long done, PL_DETACH_AFTER windows later, and a window attaches
+ * it again first.  Attaching took 9-13 ms and detaching 2-3 ms, so while
+ * detached one window opens every PL_DETACHED_PERIOD windows (4 s at
+ * 25 ms): about 0.5% of the time in all. */
+#define PL_DETACH_AFTER 4
+#define PL_DETACHED_PERIOD 160
 /* Fewer operations than this in a span say nothing about a rate: a burst
  * of a test's 40 copies inside one window must not look like 2000 a
  * second. */
 #define PL_SAMPLE_MIN_OPS 16
 
-enum { PL_SAMPLE_TRACING, PL_SAMPLE_PAUSED, PL_SAMPLE_WINDOW, PL_SAMPLE_STUCK };
+enum { PL_SAMPLE_TRACING, PL_SAMPLE_PAUSED, PL_SAMPLE_DETACHED, PL_SAMPLE_WINDOW, PL_SAMPLE_STUCK };
 
 static void pl_write_sample(uint64_t t, bool on, uint64_t ops_per_s) {
   pagelock_rec_gpu_sample r;
@@ -602,6 +652,7 @@ static bool pl_trace_switch(bool on) {
  * flush delivered. */
 typedef struct pl_sampler {
   int state;
+  bool detach; /* pauses detach CUPTI (PAGELOCK_CUPTI_DETACH, and a libcupti that can) */
   long max_rate;
   uint64_t window_ns;
   uint64_t since, calls;       /* the span of copy calls: start, count then */
@@ -631,9 +682,11 @@ static bool pl_sample_pause(pl_sampler *s, uint64_t now, uint64_t ops, uint64_t 
   if (s->state == PL_SAMPLE_TRACING)
     pl_log(PL_LOG_INFO, PL_LK_CUPTI_SAMPLE,
            "GPU timing sampled: about %llu GPU operations a second, above "
-           "PAGELOCK_CUPTI_MAX_RATE=%ld; one window of %llu ms every %llu ms",
+           "PAGELOCK_CUPTI_MAX_RATE=%ld; one window of %llu ms every %llu ms%s",
            (unsigned long long)rate, s->max_rate, (unsigned long long)(s->window_ns / 1000000),
-           (unsigned long long)(s->window_ns * PL_SAMPLE_PERIOD / 1000000));
+           (unsigned long long)(s->window_ns * (s->detach ? PL_DETACHED_PERIOD : PL_SAMPLE_PERIOD) /
+                                1000000),
+           s->detach ? ", CUPTI detached in between" : "");
   pl_log(PL_LOG_DEBUG, PL_LK_EVENT, "GPU timing paused at %llu GPU operations a second at %.6f s",
          (unsigned long long)rate, (double)(now - pl_trace_start_ns()) / 1e9);
   s->state = PL_SAMPLE_PAUSED;
@@ -650,6 +703,63 @@ static void pl_sample_flushed(pl_sampler *s, uint64_t now) {
     s->rec_since = now;
     s->records += recs;
   }
+}
+
+/* Opens a window at now: every kind and callback on. */
+static void pl_sample_window(pl_sampler *s, uint64_t now) {
+  if (!pl_trace_switch(true)) {
+    pl_log(PL_LOG_WARN, PL_LK_CUPTI_SAMPLE,
+           "GPU timing could not be turned back on after a pause; it stays off from %.3f s",
+           (double)(now - pl_trace_start_ns()) / 1e9);
+    s->state = PL_SAMPLE_STUCK;
+    return;
+  }
+  /* Stamped before anything was on (`now` is this tick's start). */
+  pl_write_sample(now, true, 0);
+  pl_log(PL_LOG_DEBUG, PL_LK_EVENT, "GPU timing resumed at %.6f s",
+         (double)(now - pl_trace_start_ns()) / 1e9);
+  s->state = PL_SAMPLE_WINDOW;
+  pl_sample_restart(s, now);
+}
+
+/* Detaches CUPTI in a pause: everything it holds is taken first, and no
+ * CUPTI call is made until pl_sample_attach.  Not while a link scope still
+ * has an id pushed (its pop would attach CUPTI again): the next tick
+ * tries again.  A libcupti that refuses to detach is left attached, and
+ * pauses stay as they were. */
+static bool pl_sample_detach(pl_sampler *s, uint64_t now) {
+  if (atomic_load(&pl_links_open) != 0) return false;
+  pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  pl_write_clock();
+  atomic_store(&pl_attached, false);
+  CUptiResult r = pl_cu.Finalize();
+  if (r != CUPTI_SUCCESS) {
+    atomic_store(&pl_attached, true);
+    s->detach = false;
+    pl_log(PL_LOG_INFO, PL_LK_CUPTI_SAMPLE,
+           "cuptiFinalize: %s; CUPTI stays attached while GPU timing is paused", pl_cupti_err(r));
+    return false;
+  }
+  pl_log(PL_LOG_DEBUG, PL_LK_EVENT, "GPU timing detached at %.6f s",
+         (double)(now - pl_trace_start_ns()) / 1e9);
+  s->state = PL_SAMPLE_DETACHED;
+  return true;
+}
+
+/* Attaches CUPTI again for a window, every kind and callback still off.
+ * Its correlation ids start again at 1: from here on they are counted
+ * above every id written so far. */
+static bool pl_sample_attach(void) {
+  if (pl_cu.Subscribe(&pl_sub, pl_cupti_callback, NULL) != CUPTI_SUCCESS) return false;
+  atomic_store(&pl_corr_base, atomic_load(&pl_corr_top));
+  atomic_store(&pl_attached, true);
+  if (pl_cu.ActivityRegisterCallbacks(pl_buffer_requested, pl_buffer_completed) != CUPTI_SUCCESS) {
+    atomic_store(&pl_attached, false);
+    pl_cu.Finalize();
+    return false;
+  }
+  pl_write_clock();
+  return true;
 }
 
 /* One tick of the CUPTI thread, under pl_flush_lock with CUPTI ours. */
@@ -672,20 +782,21 @@ static void pl_sample_step(pl_sampler *s, uint64_t now) {
       s->calls += calls;
     }
   } else if (s->state == PL_SAMPLE_PAUSED) {
+    if (s->detach && now - s->since >= s->window_ns * PL_DETACH_AFTER && pl_sample_detach(s, now))
+      return;
     if (now - s->since < s->window_ns * (PL_SAMPLE_PERIOD - 1)) return;
-    if (!pl_trace_switch(true)) {
+    pl_sample_window(s, now);
+  } else if (s->state == PL_SAMPLE_DETACHED) {
+    if (now - s->since < s->window_ns * (PL_DETACHED_PERIOD - 1)) return;
+    if (!pl_sample_attach()) {
       pl_log(PL_LOG_WARN, PL_LK_CUPTI_SAMPLE,
-             "GPU timing could not be turned back on after a pause; it stays off from %.3f s",
+             "GPU timing could not be attached again after a pause; it stays off from %.3f s",
              (double)(now - pl_trace_start_ns()) / 1e9);
       s->state = PL_SAMPLE_STUCK;
       return;
     }
-    /* Stamped before anything was on (`now` is this tick's start). */
-    pl_write_sample(now, true, 0);
-    pl_log(PL_LOG_DEBUG, PL_LK_EVENT, "GPU timing resumed at %.6f s",
-           (double)(now - pl_trace_start_ns()) / 1e9);
-    s->state = PL_SAMPLE_WINDOW;
-    pl_sample_restart(s, now);
+    /* The window starts once CUPTI is back (attaching takes milliseconds). */
+    pl_sample_window(s, pl_now_ns());
   }
 }
 
@@ -702,6 +813,7 @@ static void *pl_cupti_thread(void *arg) {
   pl_in_shim++;
   uint64_t flush_ns = (uint64_t)pl_opt_long(PL_OPT_CUPTI_FLUSH_MS) * 1000000u;
   pl_sampler s = {.state = PL_SAMPLE_TRACING,
+                  .detach = pl_cu.Finalize != NULL && pl_opt_long(PL_OPT_CUPTI_DETACH) % 2 == 1,
                   /* Without cuptiActivityDisable there is no pausing. */
                   .max_rate = pl_cu.ActivityDisable ? pl_opt_long(PL_OPT_CUPTI_MAX_RATE) : 0,
                   .window_ns = (uint64_t)pl_opt_long(PL_OPT_CUPTI_WINDOW_MS) * 1000000u};
@@ -716,7 +828,8 @@ static void *pl_cupti_thread(void *arg) {
     nanosleep(&ts, NULL);
     pthread_mutex_lock(&pl_flush_lock);
     uint64_t now = pl_now_ns();
-    if (atomic_load(&pl_cupti_on) && flush_ns && now - last_flush >= flush_ns) {
+    if (atomic_load(&pl_cupti_on) && atomic_load(&pl_attached) && flush_ns &&
+        now - last_flush >= flush_ns) {
       /* CUPTI's clock is CLOCK_REALTIME, which NTP may slew or step: a
        * fresh pair each round keeps the conversion of the records that
        * follow exact. */
@@ -752,7 +865,7 @@ static void pl_cupti_exit(void) {
   if (!atomic_load(&pl_cupti_on) || atomic_load(&pl_cupti_child)) return;
   pl_in_shim++;
   pthread_mutex_lock(&pl_flush_lock);
-  pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (atomic_load(&pl_attached)) pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   atomic_store(&pl_cupti_on, false);
   atomic_store(&pl_tracing, false);
   pthread_mutex_unlock(&pl_flush_lock);
@@ -811,6 +924,7 @@ static void pl_cupti_start(void) {
   PL_CUPTI_SYM(ActivityPushExternalCorrelationId, "cuptiActivityPushExternalCorrelationId");
   PL_CUPTI_SYM(ActivityPopExternalCorrelationId, "cuptiActivityPopExternalCorrelationId");
   PL_CUPTI_SYM(GetTimestamp, "cuptiGetTimestamp");
+  PL_CUPTI_SYM(Finalize, "cuptiFinalize");
 
   /* Record layouts change between CUPTI major versions; we read the CUDA 13
    * ones. */
@@ -878,6 +992,7 @@ static void pl_cupti_start(void) {
   pl_cupti_status = PAGELOCK_GPU_TIMING_ON;
   pl_cupti_reason[0] = 0;
   atomic_store(&pl_tracing, true);
+  atomic_store(&pl_attached, true);
   atomic_store(&pl_cupti_on, true);
   pl_write_clock();
   pl_write_status();
@@ -953,11 +1068,14 @@ static void pl_cupti_yield(void) {
      * inside the program's session. */
     atomic_store(&pl_cupti_on, false);
     atomic_store(&pl_tracing, false);
-    for (size_t i = 0; i < sizeof pl_kinds / sizeof pl_kinds[0]; i++)
-      if (pl_cu.ActivityDisable) pl_cu.ActivityDisable(pl_kinds[i]);
-    pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    if (pl_cu.Unsubscribe) pl_cu.Unsubscribe(pl_sub);
-    pl_write_clock();
+    /* Detached by the sampler: nothing of ours is left in CUPTI. */
+    if (atomic_load(&pl_attached)) {
+      for (size_t i = 0; i < sizeof pl_kinds / sizeof pl_kinds[0]; i++)
+        if (pl_cu.ActivityDisable) pl_cu.ActivityDisable(pl_kinds[i]);
+      pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      if (pl_cu.Unsubscribe) pl_cu.Unsubscribe(pl_sub);
+      pl_write_clock();
+    }
     pthread_mutex_unlock(&pl_flush_lock);
     pl_cupti_fail(
         PAGELOCK_GPU_TIMING_BUSY,

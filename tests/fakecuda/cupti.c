@@ -117,6 +117,7 @@ static unsigned long cpt_env_ulong(const char *name, unsigned long def) {
 
 static pthread_mutex_t cpt_init_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int cpt_attached;
+static int cpt_attach_log; /* FAKECUPTI_ATTACH_LOG=1 */
 static int (*cpt_attach_fn)(const struct fc_tool_ops *, struct fc_tool_driver_info *);
 
 static _Atomic(CUpti_TimestampCallbackFunc) cpt_ts_fn;
@@ -472,6 +473,9 @@ static CUptiResult cpt_init(void) {
     if (r == CUPTI_SUCCESS) {
       cpt_worker_start();
       atomic_store(&cpt_attached, 1);
+      /* For tests of a client that detaches: every attach, including one
+       * a stray call made lazily, leaves a line. */
+      if (cpt_attach_log) fprintf(stderr, "fakecupti: attached\n");
     }
   }
   pthread_mutex_unlock(&cpt_init_mu);
@@ -490,6 +494,7 @@ __attribute__((constructor)) static void cpt_load(void) {
   if (cpt_fail & CPT_FAIL_NOBUFFER) atomic_store(&cpt_nobuffer_pending, 1);
   cpt_buffer_records = (size_t)cpt_env_ulong("FAKECUPTI_BUFFER_RECORDS", 0);
   cpt_version = (uint32_t)cpt_env_ulong("FAKECUPTI_VERSION", CUPTI_API_VERSION);
+  cpt_attach_log = cpt_env_ulong("FAKECUPTI_ATTACH_LOG", 0) != 0;
   pthread_atfork(NULL, NULL, cpt_atfork_child);
 }
 
@@ -793,7 +798,7 @@ CPT_API CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelat
  * Detach: every buffer goes back to the client first (a forced flush, so
  * it gets its memory back), then the subscriber, the enabled kinds, the
  * callbacks and the worker go, and the driver forgets the tool.  The next
- * initialising call attaches afresh.
+ * initialising call attaches afresh, correlation ids from 1.
  */
 CPT_API CUptiResult cuptiFinalize(void) {
   pthread_mutex_lock(&cpt_init_mu);
@@ -813,6 +818,9 @@ CPT_API CUptiResult cuptiFinalize(void) {
   cpt_sub.userdata = NULL;
   pthread_mutex_unlock(&cpt_sub_mu);
   for (size_t k = 0; k < CUPTI_ACTIVITY_KIND_COUNT; k++) atomic_store(&cpt_kinds[k], 0);
+  /* Attached again, CUPTI numbers calls from 1 again (measured on the
+   * H200, driver 580). */
+  atomic_store(&cpt_last_corr, 0);
   atomic_store(&cpt_ts_fn, NULL);
   cpt_set_buffer_callbacks(NULL, NULL);
   cpt_set_flush_period(0);

@@ -17,6 +17,8 @@
 #   nocupti   observe with PAGELOCK_CUPTI=0 (no GPU timestamps)
 #   fulltrace observe with PAGELOCK_CUPTI_MAX_RATE=0 (GPU timing traced
 #             throughout, never sampled)
+#   attached  observe with PAGELOCK_CUPTI_DETACH=0 (sampled, CUPTI kept
+#             attached between windows)
 #   byhand    the program cudaHostRegister's its own tensors
 #   nohuge    auto with PAGELOCK_HUGEPAGES=0 (no huge pages advised)
 #   stagekeep stage with PAGELOCK_OMP_SPIN=keep (OpenMP's threads spin as
@@ -53,6 +55,7 @@ one() { # pattern variant round
     nostack) PAGELOCK_BACKTRACE_DEPTH=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     nocupti) PAGELOCK_CUPTI=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     fulltrace) PAGELOCK_CUPTI_MAX_RATE=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
+    attached) PAGELOCK_CUPTI_DETACH=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     nohuge) PAGELOCK_HUGEPAGES=0 timeout 300 "$B/pagelock" run --mode auto -o "$t" -- python3 "$P" "$pat" ;;
     autoB) timeout 300 "$PL_PAT_B/pagelock" run --mode auto -o "$t" -- python3 "$P" "$pat" ;;
     stagekeep | autokeep)

@@ -14,12 +14,22 @@
  *   duty    all, with kinds and callbacks on 5 ms of every 100
  *   kduty   all, with only CONCURRENT_KERNEL on 5 ms of every 100
  *   finduty attached 5 ms of every 100, detached (cuptiFinalize) between
+ *   abphase the states taking turns inside one process, PHASE_MS (default
+ *           3000) each, in rotated order: det (detached: never
+ *           attached, or cuptiFinalize'd), sub (subscribed, nothing on:
+ *           the shim's pause), w1 (everything on 25 ms of every 1000: the
+ *           shim's windows), w4 (25 ms of every 4000), w10 (100 ms of
+ *           every 10000); AB_STATES names the states besides det,
+ *           AB_CYCLES the cycles; prints each state's us/iter per cycle and
+ *           its ratio to det in the same cycle, and the first correlation
+ *           id after each attach (they start again at 1 after a detach)
  * Prints "probe_cupti_duty VARIANT us_per_iter=X (first half Y) records=R
  * toggles=T toggle_us_max=M": the second half of the loop is the one timed
  * for off/unsub/fin (the first half runs with everything on). */
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 #include <pthread.h>
+#include <algorithm>
 #include <atomic>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,8 +73,13 @@ static void CUPTIAPI done(CUcontext c, uint32_t s, uint8_t *b, size_t sz, size_t
   while (cuptiActivityGetNextRecord(b, valid, &r) == CUPTI_SUCCESS) records++;
   free(b);
 }
+static std::atomic<uint32_t> first_corr, last_corr;
 static void CUPTIAPI cb(void *u, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
-  (void)u, (void)d, (void)id, (void)data;
+  (void)u, (void)d, (void)id;
+  uint32_t c = ((const CUpti_CallbackData *)data)->correlationId;
+  uint32_t z = 0;
+  first_corr.compare_exchange_strong(z, c);
+  last_corr = c;
 }
 
 static void set_cbs(int on) {
@@ -123,6 +138,97 @@ static void *duty(void *arg) {
   return NULL;
 }
 
+/* abphase: one state's phase of the loop, us per iteration. */
+static float *ab_x, *ab_out, *ab_g, *ab_acc;
+static cudaStream_t ab_s;
+static long ab_iters;
+static double ab_phase(int ms) {
+  double t0 = now_us(), t;
+  long n = 0;
+  do {
+    for (int i = 0; i < 64; i++, n++) {
+      cudaMemcpyAsync(ab_g, ab_x, 4096, cudaMemcpyHostToDevice, ab_s);
+      add1<<<1, 1, 0, ab_s>>>(ab_acc, ab_g);
+      cudaMemcpyAsync(ab_out, ab_acc, 8, cudaMemcpyDeviceToHost, ab_s);
+      cudaStreamSynchronize(ab_s);
+    }
+  } while ((t = now_us()) - t0 < ms * 1000.0);
+  ab_iters += n;
+  return (t - t0) / n;
+}
+static void *ab_duty(void *arg) { /* on at once for on_ms, then off for the rest of each period */
+  (void)arg;
+  for (;;) {
+    for (int i = 0; i < on_ms; i++)
+      if (stop.load()) return NULL; else usleep(1000);
+    all_off();
+    for (int i = 0; i < period_ms - on_ms; i++)
+      if (stop.load()) return NULL; else usleep(1000);
+    all_on();
+  }
+}
+static int abphase(int phase_ms) {
+  static const char *names[] = {"det", "sub", "w1", "w4", "w10"};
+  static const int on[] = {0, 0, 25, 25, 100}, per[] = {0, 0, 1000, 4000, 10000};
+  enum { NALL = 5, MAXC = 64 };
+  /* AB_STATES picks the states (det always first), AB_CYCLES the cycles */
+  int states[NALL] = {0}, ns = 1, cycles = getenv("AB_CYCLES") ? atoi(getenv("AB_CYCLES")) : 5;
+  const char *want = getenv("AB_STATES") ? getenv("AB_STATES") : "sub w1 w4 w10";
+  for (int st = 1; st < NALL; st++) {
+    const char *f = strstr(want, names[st]);
+    if (f && (f[strlen(names[st])] == ' ' || f[strlen(names[st])] == 0)) states[ns++] = st;
+  }
+  if (cycles < 1 || cycles > MAXC) cycles = 5;
+  static double us[MAXC][NALL];
+  int attached = 0;
+  for (int c = 0; c < cycles; c++) {
+    for (int j = 0; j < ns; j++) {
+      int st = states[(j + c) % ns];
+      double a = now_us();
+      if (st == 0 && attached) {
+        detach(3);
+        attached = 0;
+        printf("abphase detach_ms=%.1f last_corr=%u\n", (now_us() - a) / 1e3, last_corr.load());
+      } else if (st != 0 && !attached) {
+        first_corr = 0;
+        attach();
+        all_off();
+        attached = 1;
+        printf("abphase attach_ms=%.1f\n", (now_us() - a) / 1e3);
+      }
+      pthread_t th;
+      if (on[st]) {
+        on_ms = on[st], period_ms = per[st];
+        stop = 0;
+        all_on();
+        pthread_create(&th, NULL, ab_duty, NULL);
+      }
+      us[c][st] = ab_phase(phase_ms);
+      if (on[st]) {
+        stop = 1;
+        pthread_join(th, NULL);
+        all_off();
+      }
+      printf("abphase cycle=%d %s us_per_iter=%.3f first_corr=%u\n", c, names[st], us[c][st],
+             st ? first_corr.load() : 0);
+    }
+  }
+  if (attached) detach(3);
+  for (int j = 0; j < ns; j++) {
+    int st = states[j];
+    double r[MAXC], u[MAXC];
+    for (int c = 0; c < cycles; c++) r[c] = us[c][st] / us[c][0], u[c] = us[c][st];
+    std::sort(r, r + cycles), std::sort(u, u + cycles);
+    printf("abphase %-4s us_per_iter=%.3f [%.3f-%.3f] vs_det=%.4f [%.4f-%.4f] quartiles %.4f-%.4f\n",
+           names[st], u[cycles / 2], u[0], u[cycles - 1], r[cycles / 2], r[0], r[cycles - 1],
+           r[cycles / 4], r[3 * cycles / 4]);
+  }
+  cudaStreamSynchronize(ab_s);
+  int ok = ab_out[1] == (float)(ab_iters + 500);
+  printf("abphase iters=%ld ok=%d\n", ab_iters, ok);
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   variant = argc > 1 ? argv[1] : "native";
   int iters = argc > 2 ? atoi(argv[2]) : 20000;
@@ -132,7 +238,7 @@ int main(int argc, char **argv) {
   float *x = (float *)malloc(4096), *out = (float *)malloc(8), *g, *acc;
   for (int i = 0; i < 1024; i++) x[i] = (float)i;
   cudaStream_t s;
-  int is_native = !strcmp(variant, "native"), is_sub = !strcmp(variant, "sub");
+  int is_native = !strcmp(variant, "native") || !strcmp(variant, "abphase"), is_sub = !strcmp(variant, "sub");
   int half = !strcmp(variant, "off") ? 1 : !strcmp(variant, "unsub") ? 2 : !strcmp(variant, "fin") ? 3 : 0;
   if (!is_native) {
     if (is_sub) {
@@ -154,6 +260,10 @@ int main(int argc, char **argv) {
     add1<<<1, 1, 0, s>>>(acc, g);
     cudaMemcpyAsync(out, acc, 8, cudaMemcpyDeviceToHost, s);
     cudaStreamSynchronize(s);
+  }
+  if (!strcmp(variant, "abphase")) {
+    ab_x = x, ab_out = out, ab_g = g, ab_acc = acc, ab_s = s;
+    return abphase(getenv("PHASE_MS") ? atoi(getenv("PHASE_MS")) : 3000);
   }
   if (!strcmp(variant, "enablecost")) { /* what turning each kind back on costs */
     detach(1);

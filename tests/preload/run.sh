@@ -392,13 +392,14 @@ case_cupti_stage_links() {
 
 # GPU timing sampled: a loop of small copies makes more GPU operations a
 # second than PAGELOCK_CUPTI_MAX_RATE (2000), so tracing pauses, and opens
-# one window every 40 (10 ms windows here: one every 400 ms).  Nothing
+# one window every 40 (10 ms windows here: one every 400 ms), CUPTI kept
+# attached (PAGELOCK_CUPTI_DETACH=0; detached: case_cupti_detach).  Nothing
 # inside a pause is traced (no correlation, no GPU record), the windows
 # are, every byte arrives; at rate 0, or at a slow rate, nothing pauses and
 # every copy joins its GPU record.
 case_cupti_sample() {
   local d="$T/csm"; mkdir -p "$d"
-  LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_WINDOW_MS=10 PAGELOCK_LOG=debug PAGELOCK_OUTPUT="$d/t.%p.trace" \
+  LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_DETACH=0 PAGELOCK_CUPTI_WINDOW_MS=10 PAGELOCK_LOG=debug PAGELOCK_OUTPUT="$d/t.%p.trace" \
     "$B/test_sample" 1200 >"$d/out" 2>"$d/err" || fail "the loop failed: $(cat "$d/out" "$d/err")" || return
   grep -q "wrong=0" "$d/out" || fail "bytes differ: $(cat "$d/out")" || return
   "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-pauses-min 2 --gpu-resumes-min 1 \
@@ -420,6 +421,37 @@ case_cupti_sample() {
   LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_WINDOW_MS=10 PAGELOCK_OUTPUT="$d/slow.%p.trace" "$B/test_sample" 300 2000 \
     >"$d/out" 2>"$d/err" || fail "the slow loop failed: $(cat "$d/err")" || return
   "$B/trace_check" "$d"/slow.*.trace --complete --gpu-pauses-max 0 --gpu-joined >&2
+}
+
+# The same loop with CUPTI detached between windows (the default): a pause
+# detaches it 4 windows in, and each window attaches it again first
+# (5 ms windows: one every 800 ms).  No CUPTI call is made while detached
+# (each would attach it again: fakecuda logs every attach), the windows
+# are traced, their copies carry correlation ids that no earlier stretch
+# used (CUPTI numbers calls from 1 again after an attach), every byte
+# arrives, and the report says GPU timing was sampled.
+case_cupti_detach() {
+  local d="$T/cdt"; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" FAKECUPTI_ATTACH_LOG=1 PAGELOCK_CUPTI_WINDOW_MS=5 PAGELOCK_LOG=debug \
+    PAGELOCK_OUTPUT="$d/t.%p.trace" "$B/test_sample" 2600 >"$d/out" 2>"$d/err" ||
+    fail "the loop failed: $(cat "$d/out" "$d/err")" || return
+  grep -q "wrong=0" "$d/out" || fail "bytes differ: $(cat "$d/out")" || return
+  local att det res
+  att=$(grep -c '^fakecupti: attached' "$d/err")
+  det=$(grep -c '^pagelock: GPU timing detached at' "$d/err")
+  res=$(grep -c '^pagelock: GPU timing resumed at' "$d/err")
+  [ "$res" -ge 2 ] && [ "$det" -ge "$res" ] ||
+    fail "expected 2 windows or more, each after a detach: $det detached, $res resumed" || return
+  # (fake CUPTI only: the real one logs no attach)
+  [ $SIM = 0 ] || [ "$att" = $((res + 1)) ] ||
+    fail "CUPTI attached $att times for $res windows: a call while detached attached it again" || return
+  grep -q '^pagelock: GPU timing sampled: .*every 800 ms, CUPTI detached in between' "$d/err" ||
+    fail "no line saying GPU timing is sampled with CUPTI detached: $(grep '^pagelock: GPU timing s' "$d/err")" || return
+  "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-pauses-min 3 --gpu-resumes-min 2 \
+    --gpu-sampled >&2 || return
+  PAGELOCK_NO_ADDR2LINE=1 "$B/pagelock" report "$d"/t.*.trace >"$d/report" 2>&1 || fail "report failed" || return
+  grep -q '^GPU timing sampled: [0-9]* windows\?, [0-9.]*% of the run traced' "$d/report" ||
+    fail "the report does not say GPU timing was sampled: $(head -5 "$d/report")"
 }
 
 # GPU timing unavailable: interception goes on, the trace says why, the

@@ -48,7 +48,8 @@
  *                           correlation, and no GPU record starts inside
  *                           one (but in its first 50 ms: an op queued
  *                           before may run late on a loaded machine);
- *                           some copy inside a window does
+ *                           some copy inside a window does; no two GPU
+ *                           memcpy records share a correlation id
  *                         [--gpu-joined] every successful, non-empty,
  *                           non-graph copy joins a GPU memcpy record (by
  *                           its correlation or through a LINK), CUPTI's
@@ -295,6 +296,11 @@ int main(int argc, char **argv) {
    * LINK from one of the shim's chunk ops. */
   qsort(gv, ng, sizeof *gv, tc_cmp_gpu);
   qsort(lv, nl, sizeof *lv, tc_cmp_link);
+  /* One copy call, one GPU memcpy record: two sharing an id would join one
+   * call to another call's copy (CUPTI numbers calls from 1 again each
+   * time it is attached). */
+  unsigned long dup_corr = 0;
+  for (size_t i = 1; i < ng; i++) dup_corr += gv[i].corr != 0 && gv[i].corr == gv[i - 1].corr;
   unsigned long unjoined = 0, kind_mismatch = 0;
   for (size_t i = 0; i < nc; i++) {
     const tc_gpu *g = tc_find_gpu(gv, ng, cv[i].gpu_corr);
@@ -507,6 +513,7 @@ int main(int argc, char **argv) {
       EXPECT("GPU_SAMPLE records out of order", order_bad, 0);
       EXPECT("copies inside a pause with a CUPTI correlation", corr_in_pause, 0);
       EXPECT("GPU records starting inside a pause", gpu_in_pause, 0);
+      EXPECT("GPU memcpy records sharing a correlation id", dup_corr, 0);
       if (copies_in_pause == 0 || corr_in_window == 0) {
         fprintf(stderr,
                 "trace_check: %s: %lu copies inside pauses, %lu correlated inside windows; "
