@@ -97,6 +97,10 @@ static atomic_uint pl_corr_base, pl_corr_top;
 /* Link scopes that pushed an external correlation id and have not popped
  * it: a detach waits for none, as a pop after it would attach CUPTI. */
 static atomic_uint pl_links_open;
+/* The program is a CUPTI client of its own (pl_cupti_program_subscribes):
+ * one that began before CUDA did keeps CUPTI, ours never starts (it would
+ * take the program's buffer callbacks). */
+static atomic_bool pl_program_client;
 static uint32_t pl_cupti_status = PAGELOCK_GPU_TIMING_NO_CUDA;
 static uint32_t pl_cupti_version;
 static char pl_cupti_reason[200];
@@ -935,6 +939,12 @@ static void pl_cupti_start(void) {
                   pl_cupti_version, CUPTI_API_VERSION / 10000, CUPTI_API_VERSION);
     return;
   }
+  if (atomic_load(&pl_program_client)) {
+    pl_cupti_fail(PAGELOCK_GPU_TIMING_BUSY,
+                  "the program started its own CUPTI client (a profiler) before CUDA; copies are "
+                  "still intercepted");
+    return;
+  }
   CUptiResult r = pl_cu.Subscribe(&pl_sub, pl_cupti_callback, NULL);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     pl_cupti_fail(
@@ -1089,10 +1099,14 @@ static void pl_cupti_yield(void) {
 }
 
 void pl_cupti_program_subscribes(void) {
-  if (!pl_tls_starting && !pl_in_shim) pl_cupti_yield();
+  if (pl_tls_starting || pl_in_shim) return;
+  atomic_store(&pl_program_client, true);
+  pl_cupti_yield();
 }
 
 void *pl_cupti_own_subscribe(void) { return (void *)pl_cu.Subscribe; }
+
+void *pl_cupti_own_register(void) { return (void *)pl_cu.ActivityRegisterCallbacks; }
 
 void pl_cupti_driver_ready(void) {
   if (pl_active() && !pl_in_shim && !atomic_load(&pl_cupti_child)) {

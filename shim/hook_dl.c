@@ -82,6 +82,8 @@ PL_EXPORT void *dlsym(void *handle, const char *name) {
     w = (void *)pl_getproc_v1;
   else if (strcmp(name, "cuptiSubscribe") == 0)
     w = pl_active() ? pl_cupti_subscribe_wrapper(r) : r;
+  else if (strcmp(name, "cuptiActivityRegisterCallbacks") == 0)
+    w = pl_active() ? pl_cupti_register_wrapper(r) : r;
   else {
     int api = pl_hook_find_name(name);
     if (api >= 0 && pl_active()) w = pl_hook_wrapper(api);

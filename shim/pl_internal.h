@@ -661,17 +661,21 @@ void pl_cupti_link_end(void);
 void pl_cupti_atfork_child(void);
 /* The real cuInit succeeded: write one DEVICE record per device, once. */
 void pl_cupti_driver_ready(void);
-/* The program subscribes to CUPTI itself: hand CUPTI over to it (unless
- * the call is the shim's own). */
+/* The program subscribes to CUPTI itself, or registers activity buffers
+ * of its own: hand CUPTI over to it (unless the call is the shim's own). */
 void pl_cupti_program_subscribes(void);
-/* libcupti's cuptiSubscribe as the shim loaded it, or NULL. */
+/* libcupti's cuptiSubscribe and cuptiActivityRegisterCallbacks as the
+ * shim loaded them, or NULL. */
 void *pl_cupti_own_subscribe(void);
+void *pl_cupti_own_register(void);
 
 /* ---- hook_cupti.c: the CUPTI entry points -------------------------------- */
 
 /* What dlsym hands out for a real cuptiSubscribe: our wrapper, which gives
  * CUPTI over to the program (remembering `real` to forward to). */
 void *pl_cupti_subscribe_wrapper(void *real);
+/* The same for cuptiActivityRegisterCallbacks. */
+void *pl_cupti_register_wrapper(void *real);
 
 /* ---- hook_alloc.c ------------------------------------------------------- */
 

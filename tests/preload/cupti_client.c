@@ -1,7 +1,7 @@
 /* cupti_client.c - a program that starts its own CUPTI client midway, as
  * the PyTorch profiler does (or a tool nsys injects).
  *
- *   test_cupti_client linked|dlsym [subscribe-only|sampled]
+ *   test_cupti_client linked|dlsym [subscribe-only|sampled|activity|early]
  *
  * Copies (so pagelock's CUPTI session is running), then subscribes to CUPTI
  * itself, through the libcupti it was linked with ("linked") or one it
@@ -15,7 +15,16 @@
  * for 100 ms, so that pagelock's GPU timing pauses (shim/cupti.c), and
  * after subscribing goes on for 300 ms with memsets among its copies: a
  * sampling window of pagelock's opening inside the program's session
- * would hand it records of kinds it never enabled (counted as "other"). */
+ * would hand it records of kinds it never enabled (counted as "other").
+ * activity never subscribes: after the same fast start it registers
+ * activity buffers of its own and enables MEMCPY records (a tool of the
+ * activity API alone), then copies for 1.2 s, past pagelock's next
+ * sampling window: every copy must come back as a record in its own
+ * buffers, and nothing else (a window of pagelock's would register its
+ * own buffers again, or hand the program records it never enabled).
+ * early (linked only) registers its buffers and enables MEMCPY records
+ * before its first CUDA call: pagelock's CUPTI session must never start,
+ * and the program gets the records of its own 8 copies, nothing else. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -96,6 +105,11 @@ static void copies(void *host, void *dev, size_t n, int times, cudaStream_t st) 
 
 int main(int argc, char **argv) {
   int use_dlsym = argc > 1 && strcmp(argv[1], "dlsym") == 0;
+  if (argc > 2 && strcmp(argv[2], "early") == 0) {
+    next_record = cuptiActivityGetNextRecord;
+    cuptiActivityRegisterCallbacks(requested, completed);
+    cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
+  }
   const size_t n = 1 << 20;
   void *host, *dev;
   cudaStream_t st;
@@ -104,7 +118,22 @@ int main(int argc, char **argv) {
   CHECK(cudaStreamCreate(&st));
   copies(host, dev, n, 3, st);
   int sampled = argc > 2 && strcmp(argv[2], "sampled") == 0;
-  if (sampled)
+  int activity = argc > 2 && strcmp(argv[2], "activity") == 0;
+  if (argc > 2 && strcmp(argv[2], "early") == 0) {
+    copies(host, dev, n, 1, st); /* 3 round trips above, 1 here: 8 copies */
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    int bad = 0;
+    if (records != 8)
+      fprintf(stderr, "cupti_client: %d memcpy records for 8 copies\n", records), bad = 1;
+    if (other)
+      fprintf(stderr, "cupti_client: %d records of kinds it never enabled\n", other), bad = 1;
+    if (foreign)
+      fprintf(stderr, "cupti_client: CUPTI handed back %d buffers that are not ours\n", foreign),
+          bad = 1;
+    printf("pinned=%d pinned_bytes=%zu\n", 8, 8 * n);
+    return bad;
+  }
+  if (sampled || activity)
     for (int i = 0; i < 2000; i++) copies(host, dev, 64, 1, st); /* far above 2000 a second */
 
   /* linked: the addresses the dynamic linker bound for us (the PLT's
@@ -128,6 +157,29 @@ int main(int argc, char **argv) {
   if (!subscribe || !unsubscribe || !enable_cb || !reg || !enable || !flush || !next_record) {
     fprintf(stderr, "cupti_client: libcupti lacks a function\n");
     return 2;
+  }
+  if (activity) {
+    struct timespec ts = {0, 50000000}; /* a pause of pagelock's detaches CUPTI */
+    nanosleep(&ts, NULL);
+    reg(requested, completed);
+    enable(CUPTI_ACTIVITY_KIND_MEMCPY);
+    copies(host, dev, n, 4, st);
+    for (int i = 0; i < 120; i++) {
+      copies(host, dev, 64, 1, st);
+      ts.tv_nsec = 10000000;
+      nanosleep(&ts, NULL);
+    }
+    flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    int bad = 0;
+    if (records != 248)
+      fprintf(stderr, "cupti_client: %d memcpy records for 248 copies\n", records), bad = 1;
+    if (other)
+      fprintf(stderr, "cupti_client: %d records of kinds it never enabled\n", other), bad = 1;
+    if (foreign)
+      fprintf(stderr, "cupti_client: CUPTI handed back %d buffers that are not ours\n", foreign),
+          bad = 1;
+    printf("pinned=%d pinned_bytes=%zu\n", 14, 14 * n);
+    return bad;
   }
   CUpti_SubscriberHandle sub;
   CUptiResult r = subscribe(&sub, on_api, NULL);

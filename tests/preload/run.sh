@@ -522,6 +522,23 @@ case_cupti_program_client() {
     "$B/test_cupti_client" linked sampled >"$d/out" 2>"$d/err" ||
     fail "sampled: the program's own CUPTI client broke under the shim: $(grep -v 'GPU timing paused\|resumed' "$d/err")" || return
   grep -q "^pagelock: GPU timing paused" "$d/err" || fail "sampled: GPU timing never paused: $(cat "$d/err")" || return
+  # A client of the activity API alone (buffers of its own, never
+  # subscribed), starting after pagelock detached CUPTI: it gets CUPTI as
+  # it would without pagelock, with no window of ours after it.
+  for how in linked dlsym; do
+    LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_WINDOW_MS=5 PAGELOCK_OUTPUT="$d/ac$how.%p.trace" \
+      "$B/test_cupti_client" $how activity >"$d/out" 2>"$d/err" ||
+      fail "activity, $how: the program's own activity client broke under the shim: $(cat "$d/err")" || return
+    grep -q "^pagelock: no GPU timing: the program started its own CUPTI client" "$d/err" ||
+      fail "activity, $how: no line saying GPU timing stopped: $(cat "$d/err")" || return
+  done
+  # The same client from before the program's first CUDA call: pagelock's
+  # own CUPTI session never starts.
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/early.%p.trace" "$B/test_cupti_client" linked early \
+    >"$d/out" 2>"$d/err" || fail "early: the program's own activity client broke under the shim: $(cat "$d/err")" || return
+  grep -q "^pagelock: no GPU timing: the program started its own CUPTI client (a profiler) before CUDA" "$d/err" ||
+    fail "early: no line saying the program's client came first: $(cat "$d/err")" || return
+  "$B/trace_check" "$d"/early.*.trace --pinned 8 --complete --gpu-status 3 >&2 || return
   # A start of ours that failed after subscribing must leave no subscription
   # behind for the program's client to collide with (fake CUPTI only: it
   # can make the activity API fail).
