@@ -103,9 +103,27 @@ static void copies(void *host, void *dev, size_t n, int times, cudaStream_t st) 
   }
 }
 
+/* What the program's client got: at least (exactly, if `exact`) `want`
+ * memcpy records, nothing else, and only its own buffers back.  Prints
+ * what the trace check wants (`pinned` copies of n bytes); returns the
+ * exit status. */
+static int verdict(int want, int exact, int pinned, size_t n) {
+  int bad = 0;
+  if (records < want || (exact && records != want))
+    fprintf(stderr, "cupti_client: %d memcpy records for %d copies\n", records, want), bad = 1;
+  if (other)
+    fprintf(stderr, "cupti_client: %d records of kinds it never enabled\n", other), bad = 1;
+  if (foreign)
+    fprintf(stderr, "cupti_client: CUPTI handed back %d buffers that are not ours\n", foreign),
+        bad = 1;
+  printf("pinned=%d pinned_bytes=%zu\n", pinned, (size_t)pinned * n);
+  return bad;
+}
+
 int main(int argc, char **argv) {
   int use_dlsym = argc > 1 && strcmp(argv[1], "dlsym") == 0;
-  if (argc > 2 && strcmp(argv[2], "early") == 0) {
+  const char *mode = argc > 2 ? argv[2] : "";
+  if (strcmp(mode, "early") == 0) {
     next_record = cuptiActivityGetNextRecord;
     cuptiActivityRegisterCallbacks(requested, completed);
     cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
@@ -117,21 +135,11 @@ int main(int argc, char **argv) {
   CHECK(cudaMalloc(&dev, n));
   CHECK(cudaStreamCreate(&st));
   copies(host, dev, n, 3, st);
-  int sampled = argc > 2 && strcmp(argv[2], "sampled") == 0;
-  int activity = argc > 2 && strcmp(argv[2], "activity") == 0;
-  if (argc > 2 && strcmp(argv[2], "early") == 0) {
+  int sampled = strcmp(mode, "sampled") == 0, activity = strcmp(mode, "activity") == 0;
+  if (strcmp(mode, "early") == 0) {
     copies(host, dev, n, 1, st); /* 3 round trips above, 1 here: 8 copies */
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    int bad = 0;
-    if (records != 8)
-      fprintf(stderr, "cupti_client: %d memcpy records for 8 copies\n", records), bad = 1;
-    if (other)
-      fprintf(stderr, "cupti_client: %d records of kinds it never enabled\n", other), bad = 1;
-    if (foreign)
-      fprintf(stderr, "cupti_client: CUPTI handed back %d buffers that are not ours\n", foreign),
-          bad = 1;
-    printf("pinned=%d pinned_bytes=%zu\n", 8, 8 * n);
-    return bad;
+    return verdict(8, 1, 8, n);
   }
   if (sampled || activity)
     for (int i = 0; i < 2000; i++) copies(host, dev, 64, 1, st); /* far above 2000 a second */
@@ -170,16 +178,7 @@ int main(int argc, char **argv) {
       nanosleep(&ts, NULL);
     }
     flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    int bad = 0;
-    if (records != 248)
-      fprintf(stderr, "cupti_client: %d memcpy records for 248 copies\n", records), bad = 1;
-    if (other)
-      fprintf(stderr, "cupti_client: %d records of kinds it never enabled\n", other), bad = 1;
-    if (foreign)
-      fprintf(stderr, "cupti_client: CUPTI handed back %d buffers that are not ours\n", foreign),
-          bad = 1;
-    printf("pinned=%d pinned_bytes=%zu\n", 14, 14 * n);
-    return bad;
+    return verdict(248, 1, 14, n);
   }
   CUpti_SubscriberHandle sub;
   CUptiResult r = subscribe(&sub, on_api, NULL);
@@ -187,7 +186,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cupti_client: cuptiSubscribe returned %d\n", (int)r);
     return 1;
   }
-  if (argc > 2 && strcmp(argv[2], "subscribe-only") == 0) {
+  if (strcmp(mode, "subscribe-only") == 0) {
     unsubscribe(sub);
     printf("pinned=%d pinned_bytes=%zu\n", 6, 6 * n);
     return 0;
@@ -204,16 +203,7 @@ int main(int argc, char **argv) {
   }
   flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   unsubscribe(sub);
-  int bad = 0;
-  if (callbacks < 4)
-    fprintf(stderr, "cupti_client: %d callbacks for 4 uploads\n", callbacks), bad = 1;
-  if (records < 8)
-    fprintf(stderr, "cupti_client: %d memcpy records for 8 copies\n", records), bad = 1;
-  if (other)
-    fprintf(stderr, "cupti_client: %d records of kinds it never enabled\n", other), bad = 1;
-  if (foreign)
-    fprintf(stderr, "cupti_client: CUPTI handed back %d buffers that are not ours\n", foreign),
-        bad = 1;
-  printf("pinned=%d pinned_bytes=%zu\n", 14, 14 * n);
-  return bad;
+  int bad = callbacks < 4;
+  if (bad) fprintf(stderr, "cupti_client: %d callbacks for 4 uploads\n", callbacks);
+  return verdict(8, 0, 14, n) | bad;
 }
