@@ -210,6 +210,9 @@ static void CUPTIAPI pl_cupti_callback(void *ud, CUpti_CallbackDomain domain, CU
   if (domain != CUPTI_CB_DOMAIN_DRIVER_API || data == NULL) return;
   const CUpti_CallbackData *d = data;
   if (d->callbackSite != CUPTI_API_ENTER) return;
+  /* Paused: the callbacks stay on (pl_trace_switch), the calls carry no
+   * correlation. */
+  if (!atomic_load_explicit(&pl_tracing, memory_order_relaxed)) return;
   uint32_t id = d->correlationId + atomic_load_explicit(&pl_corr_base, memory_order_relaxed);
   pl_corr_seen(id);
   if (pl_tls_link_seq == 0) {
@@ -631,12 +634,18 @@ static void pl_write_sample(uint64_t t, bool on, uint64_t ops_per_s) {
   pl_trace_write(&r, sizeof r);
 }
 
-/* Every activity kind and copy callback on or off.  Returns false when a
- * kind the report needs could not be turned back on: everything is off
- * again then. */
+/* Every activity kind on or off.  Returns false when a kind the report
+ * needs could not be turned back on: every kind is off again then.
+ *
+ * Never the copy callbacks: they stay on while CUPTI is attached.  Turned
+ * off from this thread while another is inside a copy call, CUPTI never
+ * sees that call end, and counts every later call of that thread as
+ * nested in it: one correlation id for all of them, in our records and in
+ * those of any client after us, until cuptiFinalize (H200 and H100, driver
+ * 580: 400 of 400 records on one id; the activity kinds alone turned off
+ * and on, or an unsubscribe with the callbacks on, left none;
+ * tests/gpu/probe_cupti_duty.cu ids). */
 static bool pl_trace_switch(bool on) {
-  for (size_t i = 0; i < sizeof pl_copy_cbids / sizeof pl_copy_cbids[0]; i++)
-    pl_cu.EnableCallback(on, pl_sub, CUPTI_CB_DOMAIN_DRIVER_API, pl_copy_cbids[i]);
   for (size_t i = 0; i < sizeof pl_kinds / sizeof pl_kinds[0]; i++) {
     if (!on) {
       pl_cu.ActivityDisable(pl_kinds[i]);
@@ -750,13 +759,15 @@ static bool pl_sample_detach(pl_sampler *s, uint64_t now) {
   return true;
 }
 
-/* Attaches CUPTI again for a window, every kind and callback still off.
- * Its correlation ids start again at 1: from here on they are counted
- * above every id written so far. */
+/* Attaches CUPTI again for a window: the copy callbacks on, every kind
+ * still off.  Its correlation ids start again at 1: from here on they are
+ * counted above every id written so far. */
 static bool pl_sample_attach(void) {
   if (pl_cu.Subscribe(&pl_sub, pl_cupti_callback, NULL) != CUPTI_SUCCESS) return false;
   atomic_store(&pl_corr_base, atomic_load(&pl_corr_top));
   atomic_store(&pl_attached, true);
+  for (size_t i = 0; i < sizeof pl_copy_cbids / sizeof pl_copy_cbids[0]; i++)
+    pl_cu.EnableCallback(1, pl_sub, CUPTI_CB_DOMAIN_DRIVER_API, pl_copy_cbids[i]);
   if (pl_cu.ActivityRegisterCallbacks(pl_buffer_requested, pl_buffer_completed) != CUPTI_SUCCESS) {
     atomic_store(&pl_attached, false);
     pl_cu.Finalize();

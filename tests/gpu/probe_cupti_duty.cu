@@ -6,6 +6,7 @@
  * one-thread kernel, 8 bytes down, a stream synchronize.  Usage:
  *   probe_cupti_duty VARIANT [ITERS]
  * VARIANT: native | all | sub | off | unsub | fin | duty | kduty | finduty
+ *          | abphase | ids | enablecost
  *   all     subscribed, the shim's copy callbacks and activity kinds on
  *   sub     subscribed, nothing enabled
  *   off     all, then kinds and callbacks disabled, subscription kept
@@ -23,6 +24,8 @@
  *           AB_CYCLES the cycles; prints each state's us/iter per cycle and
  *           its ratio to det in the same cycle, and the first correlation
  *           id after each attach (they start again at 1 after a detach)
+ *   ids     the correlation ids after tracing is turned off and on again
+ *           while attached (IDS_TOGGLE, see ids() below)
  * Prints "probe_cupti_duty VARIANT us_per_iter=X (first half Y) records=R
  * toggles=T toggle_us_max=M": the second half of the loop is the one timed
  * for off/unsub/fin (the first half runs with everything on). */
@@ -67,10 +70,23 @@ static void CUPTIAPI req(uint8_t **b, size_t *sz, size_t *max) {
   *b = (uint8_t *)aligned_alloc(8, *sz);
   *max = 0;
 }
+/* ids: the correlation ids of the memcpy records of the current phase */
+static std::atomic<uint32_t> rec_lo{UINT32_MAX}, rec_hi, rec_same;
+static std::atomic<long> memcpys;
 static void CUPTIAPI done(CUcontext c, uint32_t s, uint8_t *b, size_t sz, size_t valid) {
   (void)c, (void)s, (void)sz;
   CUpti_Activity *r = NULL;
-  while (cuptiActivityGetNextRecord(b, valid, &r) == CUPTI_SUCCESS) records++;
+  static uint32_t prev;
+  while (cuptiActivityGetNextRecord(b, valid, &r) == CUPTI_SUCCESS) {
+    records++;
+    if (r->kind != CUPTI_ACTIVITY_KIND_MEMCPY) continue;
+    uint32_t id = ((const CUpti_ActivityMemcpy6 *)(const void *)r)->correlationId;
+    memcpys++;
+    if (id < rec_lo) rec_lo = id;
+    if (id > rec_hi) rec_hi = id;
+    if (id == prev) rec_same++;
+    prev = id;
+  }
   free(b);
 }
 static std::atomic<uint32_t> first_corr, last_corr;
@@ -229,6 +245,110 @@ static int abphase(int phase_ms) {
   return ok ? 0 : 1;
 }
 
+/* ids: the correlation ids CUPTI gives after tracing is turned off and on
+ * again while attached (the shim's pauses with PAGELOCK_CUPTI_DETACH=0).
+ * IDS_TOGGLE: both (kinds and callbacks, the shim's way), kinds or cbs
+ * turned off and on between phases of 200 iterations on this thread; or
+ * thread (both) and threadkinds (kinds alone) turned off and on 40 times
+ * by another thread while this one copies, as the shim's CUPTI thread
+ * does; or fin, finkeep, unsub, unsubkeep (ids_ender).  Per phase with everything on: the callbacks' first and last id,
+ * the memcpy records' count and range, and how many repeat the id of the
+ * record before (two records per call share none). */
+static int ids_kinds_only;
+static void *ids_toggler(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 80; i++) {
+    usleep(2500);
+    set_kinds(i % 2, 0);
+    if (!ids_kinds_only) set_cbs(i % 2);
+  }
+  stop = 1;
+  return NULL;
+}
+static void ids_phase(const char *how, int phase, int on, float *g, float *x, float *out,
+                      float *acc, cudaStream_t s) {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  first_corr = 0, rec_lo = UINT32_MAX, rec_hi = 0, rec_same = 0, memcpys = 0;
+  for (int i = 0; i < 200; i++) {
+    cudaMemcpyAsync(g, x, 4096, cudaMemcpyHostToDevice, s);
+    add1<<<1, 1, 0, s>>>(acc, g);
+    cudaMemcpyAsync(out, acc, 8, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+  }
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  printf("ids toggle=%s phase=%d %s callbacks %u-%u memcpy records=%ld ids %u-%u repeats=%u\n", how,
+         phase, on ? "on " : "off", first_corr.load(), last_corr.load(), memcpys.load(),
+         rec_lo.load() == UINT32_MAX ? 0 : rec_lo.load(), rec_hi.load(), rec_same.load());
+}
+/* What another thread does to CUPTI in the ids modes below that end a
+ * session: 1 cuptiFinalize, 2 cuptiUnsubscribe; callbacks turned off
+ * first unless ids_keep_cbs. */
+static int ids_end, ids_keep_cbs;
+static void *ids_ender(void *arg) {
+  (void)arg;
+  usleep(3000);
+  set_kinds(0, 0);
+  if (!ids_keep_cbs) set_cbs(0);
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (ids_end == 1)
+    cuptiFinalize();
+  else
+    cuptiUnsubscribe(sub);
+  stop = 1;
+  return NULL;
+}
+static int ids(float *g, float *x, float *out, float *acc, cudaStream_t s) {
+  const char *how = getenv("IDS_TOGGLE") ? getenv("IDS_TOGGLE") : "both";
+  ids_end = !strncmp(how, "fin", 3) ? 1 : !strncmp(how, "unsub", 5) ? 2 : 0;
+  if (ids_end) {
+    /* fin, finkeep, unsub, unsubkeep: 10 times another thread ends the
+     * session while this one copies, and this one starts a new one (as
+     * the shim's window does after a detach, or the program's own client
+     * after the shim handed CUPTI over) */
+    ids_keep_cbs = strstr(how, "keep") != NULL;
+    ids_phase(how, 0, 1, g, x, out, acc, s);
+    for (int k = 0; k < 10; k++) {
+      pthread_t th;
+      stop = 0;
+      pthread_create(&th, NULL, ids_ender, NULL);
+      while (!stop.load()) {
+        cudaMemcpyAsync(g, x, 4096, cudaMemcpyHostToDevice, s);
+        cudaMemcpyAsync(out, acc, 8, cudaMemcpyDeviceToHost, s);
+        cudaStreamSynchronize(s);
+      }
+      pthread_join(th, NULL);
+      attach();
+    }
+    ids_phase(how, 1, 1, g, x, out, acc, s);
+    return 0;
+  }
+  if (!strncmp(how, "thread", 6)) {
+    ids_kinds_only = !strcmp(how, "threadkinds");
+    ids_phase(how, 0, 1, g, x, out, acc, s);
+    pthread_t th;
+    stop = 0;
+    pthread_create(&th, NULL, ids_toggler, NULL);
+    while (!stop.load()) {
+      cudaMemcpyAsync(g, x, 4096, cudaMemcpyHostToDevice, s);
+      cudaMemcpyAsync(out, acc, 8, cudaMemcpyDeviceToHost, s);
+      cudaStreamSynchronize(s);
+    }
+    pthread_join(th, NULL);
+    ids_phase(how, 1, 1, g, x, out, acc, s);
+    return 0;
+  }
+  int kinds_too = strcmp(how, "cbs") != 0, cbs_too = strcmp(how, "kinds") != 0;
+  for (int phase = 0; phase < 6; phase++) {
+    int on = phase % 2 == 0;
+    if (phase > 0) {
+      if (kinds_too) set_kinds(on, 0);
+      if (cbs_too) set_cbs(on);
+    }
+    ids_phase(how, phase, on, g, x, out, acc, s);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   variant = argc > 1 ? argv[1] : "native";
   int iters = argc > 2 ? atoi(argv[2]) : 20000;
@@ -265,6 +385,7 @@ int main(int argc, char **argv) {
     ab_x = x, ab_out = out, ab_g = g, ab_acc = acc, ab_s = s;
     return abphase(getenv("PHASE_MS") ? atoi(getenv("PHASE_MS")) : 3000);
   }
+  if (!strcmp(variant, "ids")) return ids(g, x, out, acc, s);
   if (!strcmp(variant, "enablecost")) { /* what turning each kind back on costs */
     detach(1);
     for (int rep = 0; rep < 3; rep++)

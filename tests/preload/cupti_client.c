@@ -11,8 +11,8 @@
  * copies, its records arrive, and every buffer CUPTI hands back is one it
  * gave out.  Prints "pinned=N pinned_bytes=B" for the trace check.
  * subscribe-only stops after the subscription (for runs where CUPTI's
- * activity API is made to fail).  sampled first copies small buffers fast
- * for 100 ms, so that pagelock's GPU timing pauses (shim/cupti.c), and
+ * activity API is made to fail).  sampled first copies 4 KiB pageable
+ * buffers 2000 times, so that pagelock's GPU timing pauses (shim/cupti.c), and
  * after subscribing goes on for 300 ms with memsets among its copies: a
  * sampling window of pagelock's opening inside the program's session
  * would hand it records of kinds it never enabled (counted as "other").
@@ -51,7 +51,8 @@
 #define NBUF 64
 
 static uint8_t *given[NBUF];
-static int ngiven, foreign, records, callbacks, other;
+static int ngiven, foreign, records, callbacks, other, shared_ids;
+static uint32_t last_id; /* of the memcpy record before */
 static CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
 
 static void CUPTIAPI requested(uint8_t **buf, size_t *size, size_t *max) {
@@ -75,11 +76,18 @@ static void CUPTIAPI completed(CUcontext c, uint32_t s, uint8_t *buf, size_t siz
     return;
   }
   CUpti_Activity *a = NULL;
-  while (next_record(buf, valid, &a) == CUPTI_SUCCESS)
-    if (a->kind == CUPTI_ACTIVITY_KIND_MEMCPY)
-      records++;
-    else
+  while (next_record(buf, valid, &a) == CUPTI_SUCCESS) {
+    if (a->kind != CUPTI_ACTIVITY_KIND_MEMCPY) {
       other++;
+      continue;
+    }
+    /* Each copy a call of its own: two records in a row on one id are two
+     * calls CUPTI took for one. */
+    uint32_t id = ((const CUpti_ActivityMemcpy6 *)(const void *)a)->correlationId;
+    shared_ids += records > 0 && id == last_id;
+    last_id = id;
+    records++;
+  }
 }
 
 static void CUPTIAPI on_api(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
@@ -113,6 +121,9 @@ static int verdict(int want, int exact, int pinned, size_t n) {
     fprintf(stderr, "cupti_client: %d memcpy records for %d copies\n", records, want), bad = 1;
   if (other)
     fprintf(stderr, "cupti_client: %d records of kinds it never enabled\n", other), bad = 1;
+  if (shared_ids)
+    fprintf(stderr, "cupti_client: %d memcpy records on the id of the one before\n", shared_ids),
+        bad = 1;
   if (foreign)
     fprintf(stderr, "cupti_client: CUPTI handed back %d buffers that are not ours\n", foreign),
         bad = 1;
@@ -141,8 +152,14 @@ int main(int argc, char **argv) {
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     return verdict(8, 1, 8, n);
   }
-  if (sampled || activity)
-    for (int i = 0; i < 2000; i++) copies(host, dev, 64, 1, st); /* far above 2000 a second */
+  if (sampled || activity) {
+    /* Far above 2000 a second, from pageable memory: the thread spends
+     * its time inside the copy calls, where a pause of pagelock's finds
+     * it. */
+    void *pg = malloc(4096);
+    for (int i = 0; i < 2000; i++) copies(pg, dev, 4096, 1, st);
+    free(pg);
+  }
 
   /* linked: the addresses the dynamic linker bound for us (the PLT's
    * answer); dlsym: a private copy of the library, as Python loads it. */

@@ -399,8 +399,14 @@ case_cupti_stage_links() {
 # every copy joins its GPU record.
 case_cupti_sample() {
   local d="$T/csm"; mkdir -p "$d"
+  # CUPTI kept attached: a pause turns off what a window turned on, from
+  # the shim's thread while the program's is inside a copy call (slow
+  # pageable copies over fakecuda: 4 KiB takes 40 us, most of the loop).
+  # Turning the copy callbacks off then would leave that thread's
+  # correlation id stuck for every later window (--gpu-sampled: no two
+  # GPU memcpy records share an id).
   LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_DETACH=0 PAGELOCK_CUPTI_WINDOW_MS=10 PAGELOCK_LOG=debug PAGELOCK_OUTPUT="$d/t.%p.trace" \
-    "$B/test_sample" 1200 >"$d/out" 2>"$d/err" || fail "the loop failed: $(cat "$d/out" "$d/err")" || return
+    FAKECUDA_PAGEABLE_GBPS=0.1 "$B/test_sample" 1200 >"$d/out" 2>"$d/err" || fail "the loop failed: $(cat "$d/out" "$d/err")" || return
   grep -q "wrong=0" "$d/out" || fail "bytes differ: $(cat "$d/out")" || return
   "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-pauses-min 2 --gpu-resumes-min 1 \
     --gpu-pause-rate-min 2001 --gpu-sampled >&2 || return
@@ -522,6 +528,12 @@ case_cupti_program_client() {
     "$B/test_cupti_client" linked sampled >"$d/out" 2>"$d/err" ||
     fail "sampled: the program's own CUPTI client broke under the shim: $(grep -v 'GPU timing paused\|resumed' "$d/err")" || return
   grep -q "^pagelock: GPU timing paused" "$d/err" || fail "sampled: GPU timing never paused: $(cat "$d/err")" || return
+  # ... and with CUPTI kept attached through the pauses, the program's
+  # thread inside a copy call at one of them (slow copies over fakecuda):
+  # its own records each carry their call's correlation id.
+  LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_DETACH=0 PAGELOCK_CUPTI_WINDOW_MS=5 FAKECUDA_PAGEABLE_GBPS=0.05 \
+    PAGELOCK_OUTPUT="$d/sa.%p.trace" "$B/test_cupti_client" linked sampled >"$d/out" 2>"$d/err" ||
+    fail "sampled, attached: the program's own CUPTI client broke under the shim: $(cat "$d/err")" || return
   # A client of the activity API alone (buffers of its own, never
   # subscribed), starting after pagelock detached CUPTI: it gets CUPTI as
   # it would without pagelock, with no window of ours after it.
