@@ -70,9 +70,37 @@ def cycles_per_ms():
     return 10_000_000 / a.elapsed_time(b)
 
 
+def stat_fields(path):
+    """The fields of a /proc stat file after the command's name, from 3."""
+    with open(path) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def this_cpu():
+    """The CPU this thread last ran on (field 39 of its stat)."""
+    return int(stat_fields("/proc/thread-self/stat")[36])
+
+
+def host_state():
+    """What the host did besides this thread: the machine's steal time
+    (a virtual machine's CPUs lent away, in clock ticks), the CPU time of
+    this process's other threads (ticks) and the times this thread was
+    preempted."""
+    with open("/proc/stat") as f:
+        steal = int(f.readline().split()[8])
+    me, us = stat_fields("/proc/thread-self/stat"), stat_fields("/proc/self/stat")
+    others = int(us[11]) + int(us[12]) - int(me[11]) - int(me[12])
+    with open("/proc/thread-self/status") as f:
+        pre = int(next(l for l in f if l.startswith("nonvoluntary_ctxt_switches")).split()[1])
+    return steal, others, pre
+
+
+extra = ""  # a pattern's own fields, after the common ones
+
+
 def result(value, unit):
     w = ",".join(f"{a}-{b}" for a, b in windows)
-    print(f"result {pattern} value={value:.3f} unit={unit} ok={int(ok)} pid={os.getpid()} windows={w}")
+    print(f"result {pattern} value={value:.3f} unit={unit} ok={int(ok)} pid={os.getpid()} windows={w}{extra}")
 
 
 if pattern == "cks":
@@ -205,16 +233,31 @@ elif pattern == "small":
     # CUPTI is detached, and the next window opens 4 s later, outside the
     # loop (one window costs at most ~33 ms: attaching 9-13 ms, detaching
     # 2-3, 25 ms traced at up to 1.68x; under 1% of 4 s).
+    # Processes of one variant swing by up to 1.8x (30-57 us): each tenth
+    # of the loop is timed, and the CPU its thread ran on read as it ends,
+    # to tell a slow process (placement) from a slow stretch (the host).
+    chunks, cpus = [], []
     for it in range(20200):
         if it == 200:
             torch.cuda.synchronize()
             t0, m0 = time.perf_counter(), time.monotonic_ns()
+            tc, hs0 = t0, host_state()
+        elif it > 200 and it % 2000 == 200:
+            now = time.perf_counter()
+            chunks.append((now - tc) / 2000 * 1e6)
+            cpus.append(this_cpu())
+            tc = now
         g.copy_(x, non_blocking=True)
         acc.add_(g[:2])
         out.copy_(acc, non_blocking=True)
         torch.cuda.current_stream().synchronize()  # the program reads it
     dt = time.perf_counter() - t0
     windows.append((m0, time.monotonic_ns()))
+    chunks.append((t0 + dt - tc) / 2000 * 1e6)
+    cpus.append(this_cpu())
+    hs = [b - a for a, b in zip(hs0, host_state())]
+    extra = (f" chunks={','.join(f'{c:.1f}' for c in chunks)} cpus={','.join(map(str, cpus))}"
+             f" steal={hs[0]} others={hs[1]} preempted={hs[2]}")
     ok &= float(out[1]) == 20200.0 and float(out[0]) == 0.0
     result(dt / 20000 * 1e6, "us/iter")
 elif pattern == "threads":

@@ -3,8 +3,8 @@
 # programs (tests/gpu/patterns.py) in every mode, one table.
 #
 # Each pattern runs as its own process per variant, the variants taking
-# turns within each round so that a slow stretch of the host touches them
-# all alike:
+# turns within each round, in an order that rotates from round to round, so
+# that a slow stretch of the host touches them all alike:
 #   native    pageable memory, no pagelock
 #   pinned    pin_memory(), no pagelock: the physical limit of this host
 #   observe   pagelock run (records, changes nothing)
@@ -66,13 +66,18 @@ one() { # pattern variant round
 for pat in $PATS; do
   vs=$VARS
   [ "$pat" = loader ] && vs=$(echo " $VARS " | sed 's/ byhand / /')
+  # Each round starts one variant later than the round before, so that no
+  # variant always follows the same one (a host that drifts into a slow
+  # state for tens of seconds, as these do, would favour a fixed order).
   for r in $(seq "$ROUNDS"); do
-    for v in $vs; do one "$pat" "$v" "$r"; done
+    set -- $vs
+    for k in $(seq $(((r - 1) % $#))); do set -- "${@:2}" "$1"; done
+    for v in "$@"; do one "$pat" "$v" "$r"; done
   done
   python3 - "$OUT/patterns" "$pat" "$ROUNDS" $vs <<'PY'
 import re, statistics, sys
 out, pat, rounds, variants = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
-vals, unit = {}, ""
+vals, byround, unit = {}, {}, ""
 for v in variants:
     xs = []
     for r in range(1, rounds + 1):
@@ -82,6 +87,7 @@ for v in variants:
             m = None
         if m:
             xs.append(float(m.group(1)))
+            byround[v, r] = xs[-1]
             unit = m.group(2)
     vals[v] = (statistics.median(xs), min(xs), max(xs)) if xs else None
 higher_better = unit in ("GB/s", "samples/s")
@@ -96,13 +102,45 @@ for v in variants:
         print(f"patterns: {pat:8s} {v:8s} no result")
         continue
     med, lo, hi = vals[v]
+    # Each round's variant against native in the same round (they ran
+    # side by side): the median of those ratios, less swayed by a slow
+    # stretch of the host than a ratio of medians.
+    pairs = sorted(speed(byround[v, r], byround["native", r]) for r in range(1, rounds + 1)
+                   if (v, r) in byround and ("native", r) in byround)
+    paired = f"  paired {statistics.median(pairs):.3f} [{pairs[0]:.3f}-{pairs[-1]:.3f}]" if pairs and v != "native" else ""
     print(f"patterns: {pat:8s} {v:8s} {med:10.3f} {unit:9s} [{lo:.3f}-{hi:.3f}]  "
-          f"of-pinned {speed(med, p[0] if p else None):.3f}  vs-native {speed(med, n[0] if n else None):.3f}")
+          f"of-pinned {speed(med, p[0] if p else None):.3f}  vs-native {speed(med, n[0] if n else None):.3f}{paired}")
 PY
-  # The small pattern's processes swing more than observing costs it
-  # (32-49 us an iteration on one H200 host): the same shape in C, the
-  # shim's entry points against libcuda's own in one process (bench_copy
-  # abloop), gives the shim's share.  Median over ROUNDS processes.
+  # The small pattern's processes swing more than observing costs it:
+  # the hosts move between a fast state (32-38 us an iteration) and a slow
+  # one (45-57) for seconds at a time, within one process as often as
+  # between two, whatever the variant (its tenths, chunks=).  So also the
+  # fastest tenth of all the variant's stretches of 2000 iterations (0.1 s)
+  # against native's: what each variant costs while the host is in its
+  # fast state.
+  if [ "$pat" = small ]; then
+    python3 - "$OUT/patterns" "$ROUNDS" $vs <<'PY'
+import glob, re, sys
+out, rounds, variants = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+tenth = {}
+for v in variants:
+    xs = []
+    for r in range(1, rounds + 1):
+        for f in glob.glob(f"{out}/small_{v}_{r}.txt"):
+            m = re.search(r"chunks=([0-9.,]+)", open(f).read())
+            xs += [float(x) for x in m.group(1).split(",")] if m else []
+    if xs:
+        xs.sort()
+        tenth[v] = (xs[len(xs) // 10], xs[len(xs) // 4], len(xs))
+for v, (p10, p25, n) in tenth.items():
+    nat = tenth.get("native")
+    vs = f"  vs-native {nat[0] / p10:.3f} (quarter {nat[1] / p25:.3f})" if nat and v != "native" else ""
+    print(f"patterns:   small {v:8s} fastest tenth of {n} stretches of 2000 iterations: {p10:.1f} us/iter{vs}")
+PY
+  fi
+  # The same shape in C, the shim's entry points against libcuda's own in
+  # one process (bench_copy abloop), gives the shim's share.  Median over
+  # ROUNDS processes.
   if [ "$pat" = small ] && [ -x "$B/bench_copy" ]; then
     for m in observe auto; do
       for r in $(seq "$ROUNDS"); do

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# readme_first.sh [DIR] - README's first command, verbatim, in a clean copy
-# of the tree (git HEAD, or DIR's files), on the GPU machine: it must set
-# up, build with no options and run `pagelock demo` on the real GPU (no
+# readme_first.sh - README's first command, verbatim, in a clean copy of
+# the tree (git HEAD, or the files as they are), on the GPU machine: it must
+# set up, build with no options and run `pagelock demo` on the real GPU (no
 # "simulated" notice, the device's name in the report).  For
 # tests/gpu/run.sh; prints one line, exits non-zero on failure.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=$(mktemp -d "${TMPDIR:-/tmp}/pagelock-readme.XXXXXX") || exit 1
 trap 'rm -rf "$W"' EXIT
-# git archive only where ROOT is a checkout's top (the GPU host gets a copy
-# of the tree, which may sit inside another checkout).
-if [ "$(git -C "$ROOT" rev-parse --show-toplevel 2>/dev/null)" = "$ROOT" ]; then
+# git archive only where ROOT is a checkout's top with nothing changed: the
+# GPU host gets a copy of the tree, which may sit inside another checkout or
+# carry the .git of an older commit than its files (then every changed file
+# shows, and the files are copied as they are).
+if [ "$(git -C "$ROOT" rev-parse --show-toplevel 2>/dev/null)" = "$ROOT" ] &&
+   [ -z "$(git -C "$ROOT" status --porcelain 2>/dev/null)" ]; then
   git -C "$ROOT" archive HEAD | tar -x -C "$W"
 else
-  (cd "$ROOT" && tar --exclude='./build*' -cf - .) | tar -x -C "$W"
+  (cd "$ROOT" && tar --exclude='./build*' --exclude=./.git --exclude=./.deps -cf - .) | tar -x -C "$W"
 fi
 # uthash.h carried beside the tree where the image lacks uthash-dev.
 [ -d "$ROOT/.deps" ] && cp -r "$ROOT/.deps" "$W/"
