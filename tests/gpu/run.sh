@@ -62,7 +62,9 @@ autopin() {
 #   goldens   records the GPU golden traces (tests/gpu/record_goldens.sh)
 #   patterns  the copy patterns of real programs in every mode, one table
 #   bench     the single-copy benchmarks (tests/bench/run.sh)
-PARTS=${PL_GPU_PARTS:-${PL_GPU_ONLY:-core readme autopin pysites goldens patterns bench}}
+#   multigpu  with two GPUs or more: one process driving two, a torchrun
+#             job with NCCL, peer copies (tests/gpu/multigpu.sh)
+PARTS=${PL_GPU_PARTS:-${PL_GPU_ONLY:-core readme autopin pysites goldens patterns bench multigpu}}
 want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 if want core; then
@@ -256,6 +258,15 @@ if want bench && [ -x "$ROOT/tests/bench/run.sh" ]; then
   "$ROOT/tests/bench/run.sh" "$B" "$OUT" >"$OUT/bench.log" 2>&1
   row "benchmarks" "$([ $? = 0 ] && echo ok || echo FAIL)" "see bench.log"
 fi
+if want multigpu; then
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  if [ "$ngpu" -ge 2 ]; then
+    "$ROOT/tests/gpu/multigpu.sh" "$B" "$OUT" "${PL_MG_ROUNDS:-2}" >"$OUT/multigpu.log" 2>&1
+    row "several GPUs ($ngpu)" "$([ $? = 0 ] && echo ok || echo FAIL)" "see multigpu.log"
+  else
+    row "several GPUs" skip "$ngpu GPU on this host"
+  fi
+fi
 
 echo
 [ -f "$OUT/preload.log" ] && cat "$OUT/preload.log"
@@ -263,6 +274,7 @@ echo "---- autopin ----"; grep '^autopin:' "$OUT/autopin.log" 2>/dev/null
 echo "---- python sites ----"; grep '^pysites:' "$OUT/pysites.log" 2>/dev/null
 echo "---- patterns ----"; grep '^patterns:' "$OUT/patterns.log" 2>/dev/null
 echo "---- bench ----"; cat "$OUT/bench.log" 2>/dev/null | tail -95
+echo "---- several GPUs ----"; grep '^multigpu:' "$OUT/multigpu.log" 2>/dev/null
 [ -f "$OUT/demo.txt" ] && { echo "---- demo ----"; head -60 "$OUT/demo.txt"; }
 # One archive of everything, for the device tool (it returns few files).
 tar -C "$OUT" -czf /tmp/pagelock-gpu-all.tar.gz --exclude='*.tar.gz' . 2>/dev/null && mv /tmp/pagelock-gpu-all.tar.gz "$OUT/all.tar.gz"

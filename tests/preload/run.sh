@@ -967,8 +967,9 @@ mg_skip() {
 }
 
 # Observe: nothing staged or registered, both devices in the report, the
-# device-to-device copies recorded as they went.
-case_multigpu_observe() { mg_skip || mg observe observe -- --registered-max 0 --d2d-min 1; }
+# device-to-device copies recorded as they went, every copy joined to the
+# GPU's record of it.
+case_multigpu_observe() { mg_skip || mg observe observe -- --registered-max 0 --d2d-min 1 --gpu-status 0 --gpu-joined; }
 
 # Stage with a 4 MiB pool shared by the two devices' contexts: bytes exact,
 # the pool bound never exceeded (stage registers nothing but the pool's
