@@ -641,9 +641,9 @@ static void pl_write_sample(uint64_t t, bool on, uint64_t ops_per_s) {
  * off from this thread while another is inside a copy call, CUPTI never
  * sees that call end, and counts every later call of that thread as
  * nested in it: one correlation id for all of them, in our records and in
- * those of any client after us, until cuptiFinalize (H200 and H100, driver
- * 580: 400 of 400 records on one id; the activity kinds alone turned off
- * and on, or an unsubscribe with the callbacks on, left none;
+ * those of any client after us, until cuptiFinalize (H200, driver 580:
+ * 400 of 400 records on one id; the activity kinds alone turned off and
+ * on, or an unsubscribe with the callbacks on, left none;
  * tests/gpu/probe_cupti_duty.cu ids). */
 static bool pl_trace_switch(bool on) {
   for (size_t i = 0; i < sizeof pl_kinds / sizeof pl_kinds[0]; i++) {

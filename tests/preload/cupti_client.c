@@ -11,11 +11,13 @@
  * copies, its records arrive, and every buffer CUPTI hands back is one it
  * gave out.  Prints "pinned=N pinned_bytes=B" for the trace check.
  * subscribe-only stops after the subscription (for runs where CUPTI's
- * activity API is made to fail).  sampled first copies 4 KiB pageable
- * buffers 2000 times, so that pagelock's GPU timing pauses (shim/cupti.c), and
- * after subscribing goes on for 300 ms with memsets among its copies: a
- * sampling window of pagelock's opening inside the program's session
- * would hand it records of kinds it never enabled (counted as "other").
+ * activity API is made to fail).  sampled first copies 4 KiB of pageable
+ * memory up and down 2000 times, so that pagelock's GPU timing pauses
+ * (shim/cupti.c), and after subscribing goes on for 300 ms with memsets
+ * among its copies: a sampling window of pagelock's opening inside the
+ * program's session would hand it records of kinds it never enabled
+ * (counted as "other").  Every mode also checks that no two of its
+ * memcpy records in a row share a correlation id (each copy is a call).
  * activity never subscribes: after the same fast start it registers
  * activity buffers of its own and enables MEMCPY records (a tool of the
  * activity API alone), then copies for 1.2 s, past pagelock's next
@@ -157,6 +159,7 @@ int main(int argc, char **argv) {
      * its time inside the copy calls, where a pause of pagelock's finds
      * it. */
     void *pg = malloc(4096);
+    if (pg == NULL) return 2;
     for (int i = 0; i < 2000; i++) copies(pg, dev, 4096, 1, st);
     free(pg);
   }
