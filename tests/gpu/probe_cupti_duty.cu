@@ -297,6 +297,20 @@ static void *ids_ender(void *arg) {
   stop = 1;
   return NULL;
 }
+/* Copies up and down on this thread until `other`, run on a thread of its
+ * own, sets stop. */
+static void copy_beside(void *(*other)(void *), float *g, float *x, float *out, float *acc,
+                        cudaStream_t s) {
+  pthread_t th;
+  stop = 0;
+  pthread_create(&th, NULL, other, NULL);
+  while (!stop.load()) {
+    cudaMemcpyAsync(g, x, 4096, cudaMemcpyHostToDevice, s);
+    cudaMemcpyAsync(out, acc, 8, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+  }
+  pthread_join(th, NULL);
+}
 static int ids(float *g, float *x, float *out, float *acc, cudaStream_t s) {
   const char *how = getenv("IDS_TOGGLE") ? getenv("IDS_TOGGLE") : "both";
   ids_end = !strncmp(how, "fin", 3) ? 1 : !strncmp(how, "unsub", 5) ? 2 : 0;
@@ -308,15 +322,7 @@ static int ids(float *g, float *x, float *out, float *acc, cudaStream_t s) {
     ids_keep_cbs = strstr(how, "keep") != NULL;
     ids_phase(how, 0, 1, g, x, out, acc, s);
     for (int k = 0; k < 10; k++) {
-      pthread_t th;
-      stop = 0;
-      pthread_create(&th, NULL, ids_ender, NULL);
-      while (!stop.load()) {
-        cudaMemcpyAsync(g, x, 4096, cudaMemcpyHostToDevice, s);
-        cudaMemcpyAsync(out, acc, 8, cudaMemcpyDeviceToHost, s);
-        cudaStreamSynchronize(s);
-      }
-      pthread_join(th, NULL);
+      copy_beside(ids_ender, g, x, out, acc, s);
       attach();
     }
     ids_phase(how, 1, 1, g, x, out, acc, s);
@@ -325,15 +331,7 @@ static int ids(float *g, float *x, float *out, float *acc, cudaStream_t s) {
   if (!strncmp(how, "thread", 6)) {
     ids_kinds_only = !strcmp(how, "threadkinds");
     ids_phase(how, 0, 1, g, x, out, acc, s);
-    pthread_t th;
-    stop = 0;
-    pthread_create(&th, NULL, ids_toggler, NULL);
-    while (!stop.load()) {
-      cudaMemcpyAsync(g, x, 4096, cudaMemcpyHostToDevice, s);
-      cudaMemcpyAsync(out, acc, 8, cudaMemcpyDeviceToHost, s);
-      cudaStreamSynchronize(s);
-    }
-    pthread_join(th, NULL);
+    copy_beside(ids_toggler, g, x, out, acc, s);
     ids_phase(how, 1, 1, g, x, out, acc, s);
     return 0;
   }
