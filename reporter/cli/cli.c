@@ -82,7 +82,7 @@ void plr_usage(FILE *out) {
   fprintf(out,
           "usage: pagelock run [--mode M] [-o PATTERN] [--] program [args...]\n"
           "       pagelock report [--format text|json|html|chrome] [-o FILE] "
-          "FILE...\n"
+          "FILE|DIR...\n"
           "       pagelock compare [--format text|json] BEFORE AFTER\n"
           "       pagelock compare [--format text|json] BEFORE... -- "
           "AFTER...\n"
@@ -92,7 +92,8 @@ void plr_usage(FILE *out) {
           "\n"
           "  run     run a CUDA program with libpagelock.so preloaded, then\n"
           "          print a report of its host<->device copies to stderr\n"
-          "  report  report on trace files written by an earlier run\n"
+          "  report  report on trace files written by an earlier run (a\n"
+          "          directory stands for its *.trace files)\n"
           "  compare two runs side by side (each a trace, several traces, or\n"
           "          a directory of *.trace files), with after/before "
           "ratios\n"

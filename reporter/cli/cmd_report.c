@@ -1,11 +1,13 @@
-/* cmd_report.c - `pagelock report FILE...`: its options, then the pipeline
- * (pipeline.c). */
+/* cmd_report.c - `pagelock report FILE|DIR...`: its options, its operands
+ * (operands.c: a directory stands for its *.trace files, as for compare),
+ * then the pipeline (pipeline.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "launch.h"
+#include "operands.h"
 
 int plr_cmd_report(int argc, char **argv) {
   plr_format format = PLR_FORMAT_TEXT;
@@ -49,16 +51,26 @@ int plr_cmd_report(int argc, char **argv) {
     plr_usage(stderr);
     return PLR_EXIT_USAGE;
   }
+  plr_strv files = {0};
+  for (int k = i; k < argc; k++) {
+    int rc = plr_trace_operand(&files, argv[k], "report");
+    if (rc) {
+      plr_strv_free(&files);
+      return rc;
+    }
+  }
   FILE *out = stdout;
   if (output && strcmp(output, "-") != 0) {
     out = fopen(output, "w");
     if (!out) {
       fprintf(stderr, "pagelock: cannot write '%s': %s\n", output, strerror(errno));
+      plr_strv_free(&files);
       return PLR_EXIT_USAGE;
     }
   }
   size_t failed;
-  plr_report_paths(out, argv + i, (size_t)(argc - i), format, &failed);
+  plr_report_paths(out, files.v, files.n, format, &failed);
+  plr_strv_free(&files);
   if (out != stdout) {
     /* A full disk shows up here, not in the fprintf calls. */
     int bad = ferror(out);

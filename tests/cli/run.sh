@@ -445,6 +445,29 @@ gpu_ranks)
   has_out '"ranks": ['
   has_out '{"rank": 2, "host": "nodeB", "pid": 300, "copies": 4, "pageable": 4, "host_ns": 2000000, "exposed_copy_ns": null, "hidden_pct": null}'
   ;;
+report_dir)
+  # A directory stands for its *.trace files, as for compare: the same
+  # report as the files named one by one (in name order), other files and
+  # non-regular *.trace entries left out; no trace in it: one line, exit 2.
+  mkdir job empty
+  mk job/x.0.trace --scenario made-sync --rank 0 --host nodeA --pid 100 >/dev/null
+  mk job/x.1.trace --scenario same-stream --rank 1 --host nodeB --pid 200 >/dev/null
+  mk job/x.0.1.trace --scenario busy --rank 2 --host nodeB --pid 300 >/dev/null
+  echo notes >job/README
+  mkfifo job/y.trace
+  for f in text json; do
+    run_pl 0 report --format $f job/x.0.1.trace job/x.0.trace job/x.1.trace
+    mv out want.$f
+    run_pl 0 report --format $f job
+    cmp -s out want.$f || fail "report --format $f DIR differs from its files named one by one"
+    [ "$(cat err)" = "pagelock: report: skipped 1 *.trace entry in 'job' that is not a regular file (FIFO, socket, device or directory)" ] || fail "skip message: $(cat err)"
+  done
+  has_out '"pid": 300'
+  run_pl 0 report job/
+  has_out "== total over 3 processes =="
+  run_pl 2 report empty
+  [ "$(cat err)" = "pagelock: report: no *.trace file in 'empty'" ] || fail "empty directory: $(cat err)"
+  ;;
 report_big_gpu)
   # One million COPY records and their one million GPU records (plus
   # 100000 kernels): wall time and peak memory of the report, with GPU
@@ -765,8 +788,10 @@ not_regular)
   [ "$(cat err)" = "pagelock: 'fifo.trace' is a FIFO, not a trace file (a trace is a regular file written by libpagelock.so)" ] || fail "FIFO message: $(cat err)"
   tpl 2 report /dev/null
   [ "$(cat err)" = "pagelock: '/dev/null' is a character device, not a trace file (a trace is a regular file written by libpagelock.so)" ] || fail "device message: $(cat err)"
-  tpl 2 report .
-  [ "$(cat err)" = "pagelock: '.' is a directory, not a trace file (name the trace files in it, e.g. '.'/*.trace)" ] || fail "directory message: $(cat err)"
+  # a directory stands for its *.trace files, as for compare
+  tpl 0 report .
+  [ "$(cat err)" = "pagelock: report: skipped 1 *.trace entry in '.' that is not a regular file (FIFO, socket, device or directory)" ] || fail "directory message: $(cat err)"
+  has_out "== pid 4242"
   tpl 2 report good.trace fifo.trace
   has_out "== pid 4242"
   tpl 2 report --format html good.trace fifo.trace

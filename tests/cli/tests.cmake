@@ -17,7 +17,7 @@ set(PL_CLI_CASES usage version exit_status signal not_found not_executable
     report_corrupt_size report_no_end report_good report_json report_json_bytes report_format
     report_many_files report_million run_no_trace run_manifest demo_no_shim
     demo gpu_made_sync gpu_sampled gpu_same_stream gpu_one_engine gpu_idle gpu_busy
-    gpu_staged gpu_v1 gpu_ranks help_options mode_env omp_spin output_ctl output_full
+    gpu_staged gpu_v1 gpu_ranks report_dir help_options mode_env omp_spin output_ctl output_full
     run_lost_trace run_preload_order signal_terminal not_regular report_routes
     report_escaped_paths report_d2d_peer report_copy_runs)
 foreach(c ${PL_CLI_CASES})
