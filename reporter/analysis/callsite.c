@@ -24,10 +24,31 @@ int plr_skip_module(const char *base, plr_site_kind kind) {
   return 0;
 }
 
+/* The identifier a mangled name of file scope or of a plain function
+ * starts with (_ZL24__sti____cudaRegisterAllv: __sti____cudaRegisterAllv),
+ * or name itself. */
+static const char *plr_unmangled_head(const char *name) {
+  const char *s = name;
+  if (strncmp(s, "_Z", 2) != 0) return name;
+  s += 2;
+  if (*s == 'L') s++;
+  if (!isdigit((unsigned char)*s)) return name;
+  while (isdigit((unsigned char)*s)) s++;
+  return s;
+}
+
 int plr_skip_function(const char *name, plr_site_kind kind) {
-  if (plr_prefix(name, "cuda") || plr_prefix(name, "__cuda") || plr_prefix(name, "_ZN6cudart") ||
-      plr_prefix(name, "cudart::"))
-    return 1;
+  /* A static runtime (a default nvcc build) lives inside the program.
+   * Every function libcudart_static.a defines is an API entry point
+   * (cuda*, __cuda*) or an internal one named libcudart_static_ and a
+   * hash (CUDA 12 and 13: nothing else in its symbol table); nvcc adds
+   * registration code and launch stubs to the program's own files. */
+  static const char *const rt[] = {
+      "cuda",     "__cuda",        "libcudart_static_", "_ZN6cudart",
+      "cudart::", "__sti____cuda", "__device_stub_",    "__nv_cudaEntityRegisterCallback"};
+  const char *head = plr_unmangled_head(name);
+  for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
+    if (plr_prefix(name, rt[i]) || plr_prefix(head, rt[i])) return 1;
   if (name[0] == 'c' && name[1] == 'u' && isupper((unsigned char)name[2])) return 1;
   if (kind == PLR_SITE_ALLOC) {
     /* Allocator entry points, matched by exact name or by internal

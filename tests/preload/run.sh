@@ -115,6 +115,34 @@ expect_copies() { # NAME BINARY [trace_check options...]
 }
 
 case_reach_static_cudart() { expect_copies static "$B/test_copies_static" --api-min cuMemcpyHtoDAsync_v2=10 --api-min cuMemcpy=2; }
+# A static runtime lives inside the program: its functions (the API's
+# cuda*, the rest named libcudart_static_<hash> as in the real archive)
+# are looked past, and the report names the program's own functions and
+# lines for every copy and allocation, under observe and auto.
+case_static_sites() {
+  local d="$T/ss" m; mkdir -p "$d"
+  for m in observe auto; do
+    "$B/pagelock" run --mode=$m -o "$d/$m.trace" -- "$B/test_static_sites" >"$d/out" 2>"$d/err" ||
+      fail "--mode=$m: the program failed: $(cat "$d/out" "$d/err")" || return
+    "$B/pagelock" report --format json "$d/$m.trace" >"$d/$m.json" 2>"$d/err" ||
+      fail "--mode=$m: report failed: $(cat "$d/err")" || return
+    python3 - "$d/$m.json" "$(cat "$d/out")" "$m" <<'PY' >&2 || fail "--mode=$m: sites not named" || return
+import json, sys
+lines = dict(kv.split("=") for kv in sys.argv[2].split())
+p = json.load(open(sys.argv[1]))["processes"][0]
+def named(rows):
+    return sorted((r["copies"], r["function"], (r["file"] or "").rsplit("/", 1)[-1], r["line"]) for r in rows)
+want_calls = [(4, "download_result", "static_sites.c", int(lines["download_line"])),
+              (4, "upload_batch", "static_sites.c", int(lines["upload_line"]))]
+want_allocs = [(8, "make_batch", "static_sites.c", int(lines["alloc_line"]))]
+ok = named(p["call_sites"]) == want_calls and named(p["alloc_sites"]) == want_allocs
+if not ok:
+    print("    %s: call sites %s, want %s" % (sys.argv[3], named(p["call_sites"]), want_calls))
+    print("    %s: allocation sites %s, want %s" % (sys.argv[3], named(p["alloc_sites"]), want_allocs))
+sys.exit(0 if ok else 1)
+PY
+  done
+}
 case_reach_ptds() { expect_copies ptds "$B/test_copies_ptds" --api-min cuMemcpyHtoDAsync_v2_ptsz=10 --api-min cuMemcpyHtoD_v2_ptds=10 --api-min cuMemcpy_ptds=2; }
 case_reach_driver_direct() {
   expect_copies direct "$B/test_driver_direct" --api-min cuMemcpyHtoD_v2=1 --api-min cuMemcpyDtoHAsync_v2=1 \
