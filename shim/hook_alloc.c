@@ -292,8 +292,29 @@ static inline bool pl_from_allocator(const void *ra) {
  * never tracked: say so in the trace, so that the report does not just
  * lack their allocation sites without a word.  (tcmalloc defines mmap as
  * well, and then mapped buffers are not seen either.) */
+/* What the program's calls of name reach: dlsym(RTLD_DEFAULT) answers with
+ * the address of a PLT stub where a non-PIE program takes the function's
+ * address (Debian's python3 does malloc's), an undefined symbol of its
+ * own; the stub jumps to the first definition of the objects after it. */
+static void *pl_served_by(const char *name) {
+  void *f = pl_real_dlsym(RTLD_DEFAULT, name);
+  Dl_info info;
+  const ElfW(Sym) *sym = NULL;
+  struct link_map *lm = NULL;
+  if (f == NULL || dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL ||
+      sym->st_shndx != SHN_UNDEF || dladdr1(f, &info, (void **)&lm, RTLD_DL_LINKMAP) == 0)
+    return f;
+  for (lm = lm ? lm->l_next : NULL; lm != NULL; lm = lm->l_next) {
+    void *h = lm->l_name && lm->l_name[0] ? dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+    void *g = h ? pl_real_dlsym(h, name) : NULL;
+    if (h) dlclose(h);
+    if (g != NULL && pl_object_of(g) == lm) return g;
+  }
+  return f;
+}
+
 static void pl_check_owners(struct link_map *self) {
-  void *m = pl_real_dlsym(RTLD_DEFAULT, "malloc"), *mm = pl_real_dlsym(RTLD_DEFAULT, "mmap");
+  void *m = pl_served_by("malloc"), *mm = pl_served_by("mmap");
   struct link_map *heap = pl_object_of(m), *map = pl_object_of(mm);
   /* glibc ahead of us: the shim was not preloaded at all (loaded by the
    * driver as a CUDA injection), and then no copy is hooked either. */
