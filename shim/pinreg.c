@@ -302,7 +302,8 @@ static void pl_register_failed(uintptr_t abase, size_t alen, size_t len, CUresul
   PL_ADD(pl_n_fail, 1);
   pl_hostmem_mark(abase, alen, PL_ALLOC_REG_FAILED);
   pl_log(PL_LOG_WARN, PL_LK_REGISTER,
-         "could not page-lock a %zu-byte buffer (error %d): its copies are staged instead; "
+         "could not page-lock a %zu-byte buffer (error %d): its copies are staged instead "
+         "where staging works (from PAGELOCK_STAGE_MIN up), else pass through; "
          "this is logged once (RLIMIT_MEMLOCK or the driver's limits?)",
          len, (int)r);
 }
@@ -510,7 +511,8 @@ static bool pl_pin_start(void) {
   }
   if (rc != 0)
     pl_log(PL_LOG_WARN, PL_LK_PIN_THREAD,
-           "cannot start the registration thread: copies are staged instead");
+           "cannot start the registration thread: copies are staged instead where staging works "
+           "(from PAGELOCK_STAGE_MIN up), else pass through");
   atomic_store_explicit(&pl_thread_state, rc == 0 ? 2 : -1, memory_order_release);
   return rc == 0;
 }

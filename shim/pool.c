@@ -192,8 +192,9 @@ static pl_chunk *pl_take_free(pl_pool *p, CUresult *err, bool *busy) {
 static void pl_pool_disable(pl_pool *p, const char *what, CUresult r) {
   atomic_store(&p->disabled, true);
   pl_log(PL_LOG_WARN, PL_LK_STAGE_POOL,
-         "%s failed (error %d): staging disabled for this context, copies pass through", what,
-         (int)r);
+         "%s failed (error %d): staging is off for this context: the copies it would stage, "
+         "those of buffers that could not be page-locked included, pass through",
+         what, (int)r);
 }
 
 /* Move an idle chunk of a pool above its share into p, which is below its
