@@ -9,9 +9,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef PLR_HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdwfl.h>
+#endif
+
 #include "units.h"
 
-/* addr2line takes addresses as arguments: keep each command line short. */
+/* addr2line (without libdw) and c++filt take their inputs as arguments:
+ * keep each command line short. */
 #define PLR_A2L_BATCH 256
 /* Output of one tool run we are willing to hold. */
 #define PLR_TOOL_MAX_OUTPUT (64u << 20)
@@ -128,6 +134,7 @@ static char *plr_next_line(char **cur) {
   return s;
 }
 
+#ifndef PLR_HAVE_LIBDW
 /* Stores addr2line's "file:line" answer into f unless it is "??". */
 static void plr_set_fileline(plr_frame *f, char *fl) {
   char *disc = strstr(fl, " (discriminator");
@@ -166,17 +173,21 @@ static void plr_a2l_batch(const char *file, plr_frame **fs, size_t n) {
     char *fn = plr_next_line(&cur);
     char *fl = plr_next_line(&cur);
     if (!fn || !fl) break;
-    if (fn[0] && strcmp(fn, "??") != 0) {
-      /* addr2line reads the full symbol table, so it beats dladdr's
-       * nearest-exported-symbol guess for static functions. */
+    plr_set_fileline(fs[i], fl);
+    /* Without debug information addr2line names the nearest symbol before
+     * the address, whatever its size (__cudaGetProcAddress for most of
+     * libcudart): its name is taken only where DWARF placed the address
+     * in a function. */
+    if (fn[0] && strcmp(fn, "??") != 0 && fs[i]->file) {
       free(fs[i]->func);
       fs[i]->func = strdup(fn);
       fs[i]->have_func_off = 0;
     }
-    plr_set_fileline(fs[i], fl);
   }
   free(out);
 }
+
+#endif
 
 /* qsort order grouping frames by module, so addr2line runs once per
  * module. */
@@ -224,31 +235,113 @@ out:
   free(argv);
 }
 
+#ifdef PLR_HAVE_LIBDW
+/* The innermost function DWARF places a at (an inlined one's name, so
+ * that it agrees with the line), mangled when DWARF has the linkage
+ * name; NULL when no DWARF covers a. */
+static const char *plr_dw_function(Dwfl_Module *m, Dwarf_Addr a) {
+  Dwarf_Addr bias;
+  Dwarf_Die *cu = dwfl_module_addrdie(m, a, &bias);
+  if (!cu) return NULL;
+  Dwarf_Die *scopes = NULL;
+  int n = dwarf_getscopes(cu, a - bias, &scopes);
+  const char *name = NULL;
+  for (int i = 0; i < n && !name; i++) {
+    int tag = dwarf_tag(&scopes[i]);
+    if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine) continue;
+    Dwarf_Attribute at;
+    name = dwarf_formstring(dwarf_attr_integrate(&scopes[i], DW_AT_linkage_name, &at));
+    if (!name) name = dwarf_formstring(dwarf_attr_integrate(&scopes[i], DW_AT_MIPS_linkage_name, &at));
+    if (!name) name = dwarf_formstring(dwarf_attr_integrate(&scopes[i], DW_AT_name, &at));
+    if (!name) break; /* a function with no name: say none */
+  }
+  free(scopes);
+  return name;
+}
+
+/* Names the frames fs[0..n) of one module, loaded at base, from the
+ * module's symbol table (.symtab, else that of its debuglink or build-id
+ * debug file, else .dynsym) and its DWARF.  A symbol names an address
+ * only when its size covers it: the nearest symbol before an address is
+ * no name for it. */
+static void plr_dw_module(const char *file, uint64_t base, plr_frame **fs, size_t n) {
+  static char *debuginfo_path = NULL; /* libdwfl's default search */
+  static const Dwfl_Callbacks cb = {
+      .find_elf = dwfl_build_id_find_elf,
+      .find_debuginfo = dwfl_standard_find_debuginfo,
+      .section_address = dwfl_offline_section_address,
+      .debuginfo_path = &debuginfo_path,
+  };
+  Dwfl *d = dwfl_begin(&cb);
+  if (!d) return;
+  dwfl_report_begin(d);
+  Dwfl_Module *m = dwfl_report_elf(d, plr_basename(file), file, -1, base, false);
+  dwfl_report_end(d, NULL, NULL);
+  for (size_t i = 0; m && i < n; i++) {
+    plr_frame *f = fs[i];
+    /* Frames are return addresses: the call is the byte before. */
+    Dwarf_Addr a = f->addr > 0 ? f->addr - 1 : 0;
+    GElf_Off off = 0;
+    GElf_Sym sym;
+    const char *name = dwfl_module_addrinfo(m, a, &off, &sym, NULL, NULL, NULL);
+    if (name && (!name[0] || sym.st_size == 0 || off >= sym.st_size)) name = NULL;
+    const char *dw = plr_dw_function(m, a);
+    if (dw || name) {
+      char *v = strdup(dw ? dw : name);
+      if (v) {
+        free(f->func);
+        f->func = v;
+        /* The offset is the symbol's: shown only when the name is too. */
+        f->have_func_off = name && (!dw || strcmp(dw, name) == 0);
+        f->func_off = f->have_func_off ? off + 1 : 0;
+      }
+    }
+    Dwfl_Line *l = dw ? dwfl_module_getsrc(m, a) : NULL;
+    int line = 0;
+    const char *src = l ? dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL) : NULL;
+    if (src && src[0]) {
+      char *v = strdup(src);
+      if (v) {
+        free(f->file);
+        f->file = v;
+        f->line = line > 0 ? (unsigned)line : 0;
+      }
+    }
+  }
+  dwfl_end(d);
+}
+#endif
+
 void plr_sym_resolve(plr_symbolizer *s) {
   if (!s->use_tools) return;
-  plr_demangle(s);
   size_t n = 0;
   plr_frame *f, *tmp;
   HASH_ITER(hh, s->frames, f, tmp) if (f->mod) n++;
-  if (!n) return;
-  plr_frame **fs = malloc(n * sizeof *fs);
-  if (!fs) return;
-  n = 0;
-  HASH_ITER(hh, s->frames, f, tmp) if (f->mod) fs[n++] = f;
-  qsort(fs, n, sizeof *fs, plr_cmp_frame_mod);
-  for (size_t i = 0; i < n;) {
-    size_t j = i;
-    while (j < n && fs[j]->mod == fs[i]->mod) j++;
-    const char *file = plr_module_file(s->t, fs[i]->mod);
-    /* A module that vanished (or a pseudo-path like linux-vdso) keeps the
-     * module+offset form. */
-    if (file[0] == '/' && access(file, R_OK) == 0) {
-      for (size_t k = i; k < j; k += PLR_A2L_BATCH)
-        plr_a2l_batch(file, fs + k, j - k < PLR_A2L_BATCH ? j - k : PLR_A2L_BATCH);
+  plr_frame **fs = n ? malloc(n * sizeof *fs) : NULL;
+  if (fs) {
+    n = 0;
+    HASH_ITER(hh, s->frames, f, tmp) if (f->mod) fs[n++] = f;
+    qsort(fs, n, sizeof *fs, plr_cmp_frame_mod);
+    for (size_t i = 0; i < n;) {
+      size_t j = i;
+      while (j < n && fs[j]->mod == fs[i]->mod) j++;
+      const char *file = plr_module_file(s->t, fs[i]->mod);
+      /* A module that vanished (or a pseudo-path like linux-vdso) keeps the
+       * module+offset form. */
+      if (file[0] == '/' && access(file, R_OK) == 0) {
+#ifdef PLR_HAVE_LIBDW
+        plr_dw_module(file, fs[i]->mod->base, fs + i, j - i);
+#else
+        for (size_t k = i; k < j; k += PLR_A2L_BATCH)
+          plr_a2l_batch(file, fs + k, j - k < PLR_A2L_BATCH ? j - k : PLR_A2L_BATCH);
+#endif
+      }
+      i = j;
     }
-    i = j;
+    free(fs);
   }
-  free(fs);
+  /* Symbol tables and DWARF hold C++ names mangled. */
+  plr_demangle(s);
 }
 
 void plr_sym_free(plr_symbolizer *s) {

@@ -1,7 +1,9 @@
 /* symbolize.h - turns code addresses of one traced process into names.
  *
- * Two phases so external tools run once per module, not once per address:
- * plr_sym_want every address, plr_sym_resolve, then plr_sym_get. */
+ * Two phases so each module file is read once, not once per address:
+ * plr_sym_want every address, plr_sym_resolve, then plr_sym_get.  A name
+ * is the function whose symbol or DWARF covers the address, never the
+ * nearest symbol before it; with none, the frame is module+offset. */
 #ifndef PLR_SYMBOLIZE_H
 #define PLR_SYMBOLIZE_H
 
@@ -26,7 +28,7 @@ typedef struct plr_frame {
 typedef struct plr_symbolizer {
   const plr_trace *t;
   plr_frame *frames;
-  int use_tools; /* run addr2line / c++filt */
+  int use_tools; /* read module files, run c++filt */
 } plr_symbolizer;
 
 /* use_tools = 0 keeps symbolization to what the trace itself holds, which
@@ -37,9 +39,12 @@ void plr_sym_init(plr_symbolizer *s, const plr_trace *t, int use_tools);
  * Returns -1 only when out of memory. */
 int plr_sym_want(plr_symbolizer *s, uint64_t addr);
 
-/* Runs addr2line once per module over the wanted addresses that lie in a
- * module file that still exists, and c++filt over mangled SYMBOL names.
- * Missing tools or files are not errors: those frames keep what they have. */
+/* Names the wanted addresses that lie in a module file that still exists
+ * from its symbol table (.symtab, a debuglink or build-id debug file,
+ * .dynsym) and DWARF, with elfutils' libdw (builds without it run
+ * addr2line, whose names count only where DWARF backs them), then
+ * demangles C++ names with c++filt.  Missing tools or files are not
+ * errors: those frames keep what they have. */
 void plr_sym_resolve(plr_symbolizer *s);
 
 /* The frame registered for addr, or NULL. */

@@ -143,6 +143,48 @@ sys.exit(0 if ok else 1)
 PY
   done
 }
+# A native frame is named by the symbol or DWARF function that covers it:
+# a static function from .symtab (with and without DWARF), from the
+# debuglink file of a stripped program, and with neither the program and
+# the offset, never the exported function just before it (the nearest
+# exported symbol, which addr2line names).
+case_native_names() {
+  local d="$T/nn" v; mkdir -p "$d"
+  command -v strip >/dev/null && command -v objcopy >/dev/null ||
+    { echo "    (no strip/objcopy: skipped)" >&2; return 0; }
+  cp "$B/test_native_names" "$d/full"
+  strip --strip-debug -o "$d/nodwarf" "$d/full"
+  objcopy --only-keep-debug "$d/full" "$d/linked.debug"
+  strip --strip-all -o "$d/linked" "$d/full"
+  objcopy --add-gnu-debuglink="$d/linked.debug" "$d/linked"
+  objcopy --only-keep-debug "$d/full" "$d/bare.debug"
+  strip --strip-all -o "$d/bare" "$d/full"
+  objcopy --add-gnu-debuglink="$d/bare.debug" "$d/bare"
+  rm "$d/bare.debug"
+  for v in full nodwarf linked bare; do
+    "$B/pagelock" run -o "$d/$v.trace" -- "$d/$v" >"$d/$v.out" 2>"$d/err" ||
+      fail "$v: the program failed: $(cat "$d/err")" || return
+    "$B/pagelock" report --format json "$d/$v.trace" >"$d/$v.json" 2>"$d/err" ||
+      fail "$v: report failed: $(cat "$d/err")" || return
+  done
+  python3 - "$d" <<'PY' >&2 || fail "native frames misnamed"
+import json, re, sys
+d = sys.argv[1]
+line = int(open(d + "/full.out").read().split("=")[1])
+ok = True
+for v, func, src in [("full", "copy_from_static", line), ("nodwarf", "copy_from_static", None),
+                     ("linked", "copy_from_static", line), ("bare", None, None)]:
+    rows = json.load(open("%s/%s.json" % (d, v)))["processes"][0]["call_sites"]
+    got = [(r["copies"], r["function"], r["line"] or None, r["site"]) for r in rows]
+    good = len(got) == 1 and got[0][:3] == (3, func, src)
+    if v == "bare":
+        good = good and re.fullmatch(r"bare\+0x[0-9a-f]+", got[0][3]) is not None
+    if not good:
+        print("    %s: %s, want 3 copies at %s line %s" % (v, got, func, src))
+        ok = False
+sys.exit(0 if ok else 1)
+PY
+}
 case_reach_ptds() { expect_copies ptds "$B/test_copies_ptds" --api-min cuMemcpyHtoDAsync_v2_ptsz=10 --api-min cuMemcpyHtoD_v2_ptds=10 --api-min cuMemcpy_ptds=2; }
 case_reach_driver_direct() {
   expect_copies direct "$B/test_driver_direct" --api-min cuMemcpyHtoD_v2=1 --api-min cuMemcpyDtoHAsync_v2=1 \
