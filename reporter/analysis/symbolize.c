@@ -12,6 +12,10 @@
 #ifdef PLR_HAVE_LIBDW
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
+#else
+#include <elf.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #endif
 
 #include "units.h"
@@ -148,6 +152,59 @@ static void plr_set_fileline(plr_frame *f, char *fl) {
   f->line = (unsigned)strtoul(colon + 1, NULL, 10);
 }
 
+/* Names fs[0..n) of one module from its own symbol table (.symtab, else
+ * .dynsym), by the function symbol whose size covers each address: what
+ * libdw does, for builds without it. */
+static void plr_elf_names(const char *file, plr_frame **fs, size_t n) {
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  struct stat st;
+  void *map = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(Elf64_Ehdr))
+    map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return;
+  size_t size = (size_t)st.st_size;
+  const unsigned char *b = map;
+  const Elf64_Ehdr *eh = map;
+  const Elf64_Shdr *sh = NULL;
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_ident[EI_CLASS] == ELFCLASS64 &&
+      eh->e_shentsize == sizeof(Elf64_Shdr) && eh->e_shoff < size &&
+      eh->e_shnum <= (size - eh->e_shoff) / sizeof(Elf64_Shdr))
+    sh = (const Elf64_Shdr *)(b + eh->e_shoff);
+  const Elf64_Shdr *tab = NULL;
+  for (unsigned i = 0; sh && i < eh->e_shnum; i++)
+    if (sh[i].sh_type == SHT_SYMTAB || (sh[i].sh_type == SHT_DYNSYM && !tab)) tab = &sh[i];
+  const Elf64_Shdr *str = tab && tab->sh_link < eh->e_shnum ? &sh[tab->sh_link] : NULL;
+  if (str && tab->sh_offset <= size && tab->sh_size <= size - tab->sh_offset &&
+      str->sh_offset <= size && str->sh_size <= size - str->sh_offset) {
+    const Elf64_Sym *sym = (const Elf64_Sym *)(b + tab->sh_offset);
+    size_t nsym = tab->sh_size / sizeof *sym;
+    const char *names = (const char *)(b + str->sh_offset);
+    for (size_t i = 0; i < n; i++) {
+      /* Frames are return addresses: the call is the byte before. */
+      uint64_t v = fs[i]->addr - fs[i]->mod->base;
+      if (v) v--;
+      for (size_t k = 0; k < nsym; k++) {
+        const Elf64_Sym *y = &sym[k];
+        if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || y->st_shndx == SHN_UNDEF || !y->st_size ||
+            v - y->st_value >= y->st_size || y->st_name >= str->sh_size)
+          continue;
+        const char *nm = names + y->st_name;
+        if (!nm[0] || !memchr(nm, 0, str->sh_size - y->st_name)) continue;
+        char *d = strdup(nm);
+        if (!d) break;
+        free(fs[i]->func);
+        fs[i]->func = d;
+        fs[i]->func_off = v - y->st_value + 1;
+        fs[i]->have_func_off = 1;
+        break;
+      }
+    }
+  }
+  munmap(map, size);
+}
+
 /* One addr2line run over up to PLR_A2L_BATCH frames of one module. */
 static void plr_a2l_batch(const char *file, plr_frame **fs, size_t n) {
   char *argv[PLR_A2L_BATCH + 6];
@@ -177,7 +234,7 @@ static void plr_a2l_batch(const char *file, plr_frame **fs, size_t n) {
     /* Without debug information addr2line names the nearest symbol before
      * the address, whatever its size (__cudaGetProcAddress for most of
      * libcudart): its name is taken only where DWARF placed the address
-     * in a function. */
+     * in a function (the symbol table's are plr_elf_names'). */
     if (fn[0] && strcmp(fn, "??") != 0 && fs[i]->file) {
       free(fs[i]->func);
       fs[i]->func = strdup(fn);
@@ -251,7 +308,8 @@ static const char *plr_dw_function(Dwfl_Module *m, Dwarf_Addr a) {
     if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine) continue;
     Dwarf_Attribute at;
     name = dwarf_formstring(dwarf_attr_integrate(&scopes[i], DW_AT_linkage_name, &at));
-    if (!name) name = dwarf_formstring(dwarf_attr_integrate(&scopes[i], DW_AT_MIPS_linkage_name, &at));
+    if (!name)
+      name = dwarf_formstring(dwarf_attr_integrate(&scopes[i], DW_AT_MIPS_linkage_name, &at));
     if (!name) name = dwarf_formstring(dwarf_attr_integrate(&scopes[i], DW_AT_name, &at));
     if (!name) break; /* a function with no name: say none */
   }
@@ -332,6 +390,7 @@ void plr_sym_resolve(plr_symbolizer *s) {
 #ifdef PLR_HAVE_LIBDW
         plr_dw_module(file, fs[i]->mod->base, fs + i, j - i);
 #else
+        plr_elf_names(file, fs + i, j - i);
         for (size_t k = i; k < j; k += PLR_A2L_BATCH)
           plr_a2l_batch(file, fs + k, j - k < PLR_A2L_BATCH ? j - k : PLR_A2L_BATCH);
 #endif
