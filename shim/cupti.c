@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -866,7 +867,18 @@ static void pl_start_thread(void) {
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&a, 64 << 10);
-  if (pthread_create(&t, &a, pl_cupti_thread, NULL) != 0)
+  /* Every signal blocked, as in the shim's other threads: a process signal
+   * goes to any thread that does not block it, and a program's SIGALRM
+   * handler ran here, on 64 KiB, beside the program's only thread.  A
+   * thread CUPTI starts from this thread's calls inherits the mask. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&t, &a, pl_cupti_thread, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc == 0)
+    pthread_setname_np(t, "pagelock-cupti");
+  else
     pl_log(PL_LOG_WARN, PL_LK_CUPTI,
            "cannot start the GPU record thread: records arrive when buffers fill and at exit, "
            "and GPU timing is never sampled");
@@ -1022,6 +1034,18 @@ static void pl_cupti_start(void) {
   pl_log(PL_LOG_INFO, PL_LK_CUPTI, "GPU timing from CUPTI %u", pl_cupti_version);
 }
 
+/* The start with every signal blocked on the program's thread that makes
+ * it: CUPTI starts threads of its own from these calls (libcupti's worker,
+ * fakecupti's), which inherit the mask, and they are there because of the
+ * shim.  Signals sent meanwhile wait the start out; it runs once. */
+static void pl_cupti_start_blocked(void) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pl_cupti_start();
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 void pl_cupti_ensure(void) {
   if (!pl_active() || pl_tls_starting || atomic_load(&pl_cupti_child)) return;
   pl_tls_starting = 1;
@@ -1029,7 +1053,7 @@ void pl_cupti_ensure(void) {
   /* Learn which driver this is before the first record creates the file
    * (its header says whether timings are simulated). */
   (void)pl_driver_get();
-  pthread_once(&pl_cupti_once, pl_cupti_start);
+  pthread_once(&pl_cupti_once, pl_cupti_start_blocked);
   pl_in_shim--;
   pl_tls_starting = 0;
 }

@@ -12,7 +12,9 @@
  * Every other call goes straight to the next definition (libc, or another
  * wrapper preloaded after us), and costs one relaxed load and a compare.
  * A raw system call passes these by: the writer's fstat before each block
- * catches that. */
+ * catches that.  Descriptor 2 is the program's to close or replace; the
+ * log then stops rather than follow the number (logline.c), which this
+ * file's constructor sets up. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -64,6 +66,9 @@ static int pl_sys_dup3(int oldfd, int newfd, int flags) {
 static void pl_fallback_closefrom(int lowfd);
 
 __attribute__((constructor)) static void pl_fd_init(void) {
+  /* The same rule for stderr: the log goes only to the file that is at 2
+   * now, at load (logline.c). */
+  pl_log_stderr_record();
   void *f;
   f = pl_real_dlsym(RTLD_NEXT, "close");
   atomic_store(&pl_next_close, f ? (pl_close_fn)f : pl_sys_close);

@@ -9,7 +9,20 @@
  * entries of one writev, and only numbers are formatted, each into a few
  * bytes of a stack buffer.  Nothing is
  * allocated or copied, so logging stays safe inside malloc hooks and after
- * stdio is torn down at exit, and any length arrives whole. */
+ * stdio is torn down at exit, and any length arrives whole.
+ *
+ * Only to the stderr the program started with.  A program that closes 2
+ * and opens a file of its own there got our warnings in that file.  The
+ * file at 2 is recorded at load (its type, st_dev, st_ino, st_rdev) and
+ * checked with fstat before each line; a line for another file, or for a
+ * 2 that was closed at load, is withheld, and the trace says so once
+ * (trace.c).  Holding a duplicate of the starting stderr instead would
+ * keep writing to the right place, but it would keep a pipe's write end
+ * open: a reader waiting for EOF (a shell's $(...), a supervisor) would
+ * wait for as long as the process lives after closing its own stderr.
+ * What the check cannot see: 2 replaced between the fstat and the writev
+ * (microseconds), and a new open of the very same file or terminal, where
+ * the line goes where stderr went anyway. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -17,6 +30,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -33,11 +47,77 @@ typedef struct pl_line {
   int n;
   char scratch[PL_LOG_SCRATCH];
   size_t used;
+  bool withhold; /* 2 is not the starting stderr: keep the line back */
+  bool first;    /* ... and this is the first such line: kept for the trace */
 } pl_line;
+
+/* ---- the starting stderr --------------------------------------------- */
+
+enum { PL_ERR_UNKNOWN, PL_ERR_OPEN, PL_ERR_CLOSED };
+static _Atomic int pl_err_state; /* PL_ERR_* */
+static struct stat pl_err_st;    /* written once, before the state */
+/* Withheld lines: the first one's text (up to its first send), published
+ * by pl_withheld_ready, taken once by the trace. */
+static atomic_bool pl_withheld_claimed, pl_withheld_ready, pl_withheld_taken;
+static char pl_withheld_text[384];
+static size_t pl_withheld_len;
+
+void pl_log_stderr_record(void) {
+  struct stat st;
+  if (fstat(STDERR_FILENO, &st) != 0) {
+    atomic_store(&pl_err_state, PL_ERR_CLOSED);
+    return;
+  }
+  pl_err_st = st;
+  atomic_store(&pl_err_state, PL_ERR_OPEN);
+}
+
+/* Whether 2 is the stderr recorded at load (async-signal-safe). */
+static bool pl_stderr_ours(void) {
+  int state = atomic_load(&pl_err_state);
+  if (state == PL_ERR_UNKNOWN) return true;
+  struct stat st;
+  return state == PL_ERR_OPEN && fstat(STDERR_FILENO, &st) == 0 &&
+         (st.st_mode & S_IFMT) == (pl_err_st.st_mode & S_IFMT) && st.st_dev == pl_err_st.st_dev &&
+         st.st_ino == pl_err_st.st_ino && st.st_rdev == pl_err_st.st_rdev;
+}
+
+bool pl_log_withheld_take(char *text, size_t len) {
+  if (!atomic_load(&pl_withheld_ready) || atomic_exchange(&pl_withheld_taken, true)) return false;
+  /* Without the "pagelock: " prefix and the newline. */
+  size_t n = pl_withheld_len;
+  const char *t = pl_withheld_text;
+  if (n >= 10 && memcmp(t, "pagelock: ", 10) == 0) t += 10, n -= 10;
+  if (n > 0 && t[n - 1] == '\n') n--;
+  snprintf(text, len, "%s; the first withheld: %.*s",
+           atomic_load(&pl_err_state) == PL_ERR_CLOSED
+               ? "descriptor 2 was not open when the program started, so pagelock logged nothing"
+               : "the program put another file at descriptor 2 (its stderr), so pagelock logged "
+                 "nothing there from then on",
+           (int)n, t);
+  return true;
+}
+
+/* The first withheld line's text, as far as its first send reaches. */
+static void pl_withheld_keep(const struct iovec *v, int n) {
+  size_t o = 0;
+  for (int i = 0; i < n && o < sizeof pl_withheld_text; i++) {
+    size_t k = v[i].iov_len < sizeof pl_withheld_text - o ? v[i].iov_len : sizeof pl_withheld_text - o;
+    memcpy(pl_withheld_text + o, v[i].iov_base, k);
+    o += k;
+  }
+  pl_withheld_len = o;
+  atomic_store(&pl_withheld_ready, true);
+}
 
 static void pl_line_send(pl_line *l) {
   struct iovec *v = l->iov;
   int n = l->n;
+  if (l->withhold) {
+    if (l->first) pl_withheld_keep(v, n);
+    l->first = false;
+    n = 0;
+  }
   while (n > 0) {
     ssize_t w = writev(STDERR_FILENO, v, n);
     if (w < 0 && errno == EINTR) continue;
@@ -256,6 +336,8 @@ void pl_logline(const char *fmt, va_list *ap) {
   pl_line l;
   l.n = 0;
   l.used = 0;
+  l.withhold = !pl_stderr_ours();
+  l.first = l.withhold && !atomic_exchange(&pl_withheld_claimed, true);
   pl_line_add(&l, "pagelock: ", 10);
   pl_line_format(&l, fmt, ap);
   pl_line_add(&l, "\n", 1);

@@ -108,9 +108,12 @@ const char *pl_trace_path(void) { return pl_path; }
 
 uint64_t pl_trace_start_ns(void) { return pl_start_mono; }
 
-/* The job rank from the usual launchers, or -1. */
+/* The job rank from the usual launchers, or -1: torchrun's and mpirun's
+ * own processes have none (they set these for the ranks they start), nor
+ * does LOCAL_RANK count, which repeats on every node. */
 static int pl_rank(void) {
-  static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
+  static const char *const vars[] = {"RANK",     "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+                                     "PMI_RANK", "MV2_COMM_WORLD_RANK",  "SLURM_PROCID",
                                      NULL};
   for (int i = 0; vars[i]; i++) {
     const char *v = getenv(vars[i]);
@@ -143,11 +146,13 @@ bool pl_trace_expand(const char *pattern, char *out, size_t outsz) {
           p++;
           break;
         case 'r': {
+          /* Without a rank, a word no rank can be: "0" made a launcher's
+           * trace take rank 0's name, and rank 0's trace a suffixed one. */
           int r = pl_rank();
           if (r >= 0)
             snprintf(tmp, sizeof tmp, "%d", r);
           else
-            strcpy(tmp, "0");
+            strcpy(tmp, "norank");
           p++;
           break;
         }
@@ -597,6 +602,57 @@ static void pl_put_process(void) {
   pl_buf_put(rec, size);
 }
 
+/* What is already at the output path, when it is not a place for a file
+ * of our own.  A character device (/dev/null, /dev/full, a terminal, and
+ * /dev/stdout or /dev/stderr when they lead to one) means "discard": no
+ * trace, no file.  A FIFO, socket or block device, or a link into /proc
+ * (/dev/stdout, /dev/stderr: the program's own descriptors, which the shim
+ * never writes) is refused.  Either way no suffixed file is made beside
+ * it: the suffix is for an earlier trace (or a link planted where one
+ * goes), and /dev/null.1 would be a new regular file in /dev.  Anything
+ * else (nothing there, a regular file, a directory, another link) takes
+ * the usual way.  *what says what was found when it is refused. */
+enum { PL_OUT_FILE, PL_OUT_DISCARD, PL_OUT_REFUSE };
+static int pl_output_kind(const char *path, const char **what) {
+  struct stat lst, st;
+  if (lstat(path, &lst) != 0 || S_ISREG(lst.st_mode)) return PL_OUT_FILE;
+  bool link = S_ISLNK(lst.st_mode);
+  if (!link)
+    st = lst;
+  else if (stat(path, &st) != 0)
+    return PL_OUT_FILE; /* dangling: O_EXCL steps past it */
+  if (S_ISCHR(st.st_mode)) return PL_OUT_DISCARD;
+  if (link) {
+    char t[8];
+    ssize_t n = readlink(path, t, sizeof t);
+    if (n >= 6 && memcmp(t, "/proc/", 6) == 0) {
+      *what = "a link to one of the program's own descriptors";
+      return PL_OUT_REFUSE;
+    }
+  }
+  *what = S_ISFIFO(st.st_mode)   ? "a FIFO"
+          : S_ISSOCK(st.st_mode) ? "a socket"
+          : S_ISBLK(st.st_mode)  ? "a block device"
+                                 : NULL;
+  return *what ? PL_OUT_REFUSE : PL_OUT_FILE;
+}
+
+/* The i-th name for a trace at base (i > 0: base is taken).  The number
+ * goes before a ".trace" extension, so that x.0.trace taken gives
+ * x.0.1.trace, which `pagelock report x.*.trace` and a directory read
+ * still find; other names get it at the end. */
+static void pl_trace_suffixed(const char *base, int i, char *out, size_t outsz) {
+  size_t bl = strlen(base);
+  const char *slash = strrchr(base, '/');
+  size_t nl = slash ? bl - (size_t)(slash + 1 - base) : bl;
+  if (i == 0)
+    snprintf(out, outsz, "%s", base);
+  else if (nl > 6 && strcmp(base + bl - 6, ".trace") == 0)
+    snprintf(out, outsz, "%.*s.%d.trace", (int)(bl - 6), base, i);
+  else
+    snprintf(out, outsz, "%s.%d", base, i);
+}
+
 /* Create the trace file and write its header (lock held).  Returns false,
  * logging once, when no file can be made or the trace stopped; tracing
  * then stops. */
@@ -615,11 +671,25 @@ static bool pl_open_locked(void) {
     pl_failed = true;
     return false;
   }
+  const char *what = NULL;
+  int kind = pl_output_kind(base, &what);
+  if (kind != PL_OUT_FILE) {
+    if (kind == PL_OUT_DISCARD)
+      pl_log(PL_LOG_INFO, PL_LK_TRACE_OPEN,
+             "the trace goes to a character device, which discards it: nothing is written: '%s'",
+             base);
+    else
+      pl_log(PL_LOG_ERROR, PL_LK_TRACE_OPEN,
+             "cannot write the trace to '%s': it is %s, and a trace is a regular file of its own "
+             "(none is made beside it); tracing is off",
+             base, what);
+    pl_failed = true;
+    pl_path[0] = 0;
+    return false;
+  }
   int fd = -1;
   for (int i = 0; i < 1000 && fd < 0; i++) {
-    size_t bl = strlen(base);
-    memcpy(pl_path, base, bl + 1);
-    if (i > 0) snprintf(pl_path + bl, sizeof pl_path - bl, ".%d", i);
+    pl_trace_suffixed(base, i, pl_path, sizeof pl_path);
     fd = open(pl_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
@@ -705,6 +775,25 @@ static void pl_flush_locked(void) {
   pl_last_flush = pl_now_ns();
 }
 
+/* Log lines withheld from a stderr the program replaced (logline.c): said
+ * once, as a NOTE, so the report tells why the log went quiet (lock held,
+ * file open).  The writer looks once a second, the exit path last. */
+static void pl_withheld_note_locked(void) {
+  if (!pl_opened || atomic_load(&pl_stopped)) return;
+  char text[640];
+  if (!pl_log_withheld_take(text, sizeof text)) return;
+  char rec[sizeof(pagelock_rec_note) + sizeof text + 8];
+  size_t tl = strlen(text);
+  size_t size = (sizeof(pagelock_rec_note) + tl + 1 + 7) & ~(size_t)7;
+  memset(rec, 0, size);
+  pagelock_rec_note *n = (pagelock_rec_note *)rec;
+  n->h.type = PAGELOCK_REC_NOTE;
+  n->h.size = (uint32_t)size;
+  n->kind = PAGELOCK_NOTE_WARNING;
+  memcpy(rec + sizeof *n, text, tl);
+  pl_buf_put(rec, size);
+}
+
 /* The writer thread: writes each handed-over buffer with the lock
  * released, and hands over the filling buffer itself once it is a second
  * old, so a program that stops copying still streams its trace. */
@@ -720,6 +809,7 @@ static void *pl_writer_main(void *arg) {
       clock_gettime(CLOCK_MONOTONIC, &dl);
       dl.tv_sec += 1;
       pthread_cond_timedwait(&pl_work_cv, &pl_trace_lock, &dl);
+      pl_withheld_note_locked();
       if (pl_pend_len == 0 && pl_now_ns() - pl_last_flush >= PL_FLUSH_NS) {
         pl_rings_drain_locked();
         if (pl_buf_len > 0)
@@ -1043,6 +1133,7 @@ bool pl_trace_finish_begin(void) {
 void pl_trace_finish_end(void) {
   pthread_mutex_lock(&pl_trace_lock);
   pl_rings_drain_locked(); /* what was copied meanwhile */
+  pl_withheld_note_locked();
   pagelock_rec_end e;
   memset(&e, 0, sizeof e);
   e.h.type = PAGELOCK_REC_END;

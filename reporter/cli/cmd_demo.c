@@ -108,7 +108,7 @@ int plr_cmd_demo(int argc, char **argv) {
     plr_report_paths(stdout, res.traces, res.ntraces, PLR_FORMAT_TEXT, &failed);
     putchar('\n');
   }
-  plr_print_trace_list(stdout, res.traces, res.ntraces);
+  plr_launch_print_traces(stdout, &res);
   /* Nothing to keep: leave no empty directory behind. */
   if (own_dir && !res.ntraces) rmdir(tmpl);
   int status = plr_run_status(&res, failed);

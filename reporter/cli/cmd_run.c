@@ -27,7 +27,7 @@ int plr_cmd_run(int argc, char **argv) {
     fputc('\n', stderr);
     plr_report_paths(stderr, res.traces, res.ntraces, PLR_FORMAT_TEXT, &failed);
   }
-  plr_print_trace_list(stderr, res.traces, res.ntraces);
+  plr_launch_print_traces(stderr, &res);
   if (o.omp_short)
     fprintf(
         stderr,

@@ -4,6 +4,7 @@
 #include "launch.h"
 #include "pkgdir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -206,6 +207,64 @@ static int plr_prepare_output(const char *source, const char *pattern, char *out
     err = plr_dir_full(dir);
   if (err) {
     fprintf(stderr, "pagelock: cannot write traces to '%s': %s\n", shown, strerror(err));
+    return PLR_EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* An output (the absolute pattern from plr_prepare_output) that names
+ * something already there which is no place for trace files.  A character
+ * device (/dev/null, /dev/full, a terminal, /dev/stdout when it is one)
+ * means "keep no trace": returns 1, and the run writes its traces to a
+ * private directory, reports them and deletes them, so `-o /dev/null`
+ * still gives the report (the shim alone writes nothing then: it cannot
+ * report).  A FIFO, socket or block device, or a link into /proc
+ * (/dev/stdout, /dev/stderr: the program's own descriptors) is refused
+ * before the program runs: one line, PLR_EXIT_USAGE.  0 otherwise; a
+ * pattern with placeholders is the shim's to judge per process. */
+static int plr_output_special(const char *source, const char *given, const char *pattern) {
+  struct stat lst, st;
+  if (strchr(pattern, '%') || lstat(pattern, &lst) != 0 || S_ISREG(lst.st_mode)) return 0;
+  int link = S_ISLNK(lst.st_mode);
+  if (!link)
+    st = lst;
+  else if (stat(pattern, &st) != 0)
+    return 0;
+  if (S_ISCHR(st.st_mode)) return 1;
+  const char *what = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                                            : NULL;
+  char t[8];
+  ssize_t n = link ? readlink(pattern, t, sizeof t) : -1;
+  if (n >= 6 && memcmp(t, "/proc/", 6) == 0) what = "one of the program's own descriptors";
+  if (!what) return 0;
+  char shown[PATH_MAX];
+  plr_escape_ctl(given, shown, sizeof shown);
+  fprintf(stderr,
+          "pagelock: cannot write traces to %s '%s': it is %s, and a trace is a regular file of its "
+          "own (give a file name or a directory, or /dev/null to keep none)\n",
+          source, shown, what);
+  return PLR_EXIT_USAGE;
+}
+
+/* The private directory of a discarded output, and the pattern in it. */
+static int plr_discard_dir(plr_launch_result *res, const char *given, char *pattern, size_t len) {
+  const char *tmpdir = getenv("TMPDIR");
+  if (!tmpdir || !tmpdir[0]) tmpdir = "/tmp";
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/pagelock-discard.XXXXXX", tmpdir);
+  if (!mkdtemp(dir)) {
+    fprintf(stderr, "pagelock: cannot create a directory for the report in '%s': %s\n", tmpdir,
+            strerror(errno));
+    return PLR_EXIT_USAGE;
+  }
+  res->discard_dir = strdup(dir);
+  res->discard_name = strdup(given);
+  if (!res->discard_dir || !res->discard_name ||
+      (size_t)snprintf(pattern, len, "%s/%s", dir, PLR_DEFAULT_PATTERN) >= len) {
+    rmdir(dir);
+    fprintf(stderr, "pagelock: out of memory\n");
     return PLR_EXIT_USAGE;
   }
   return 0;
@@ -432,9 +491,12 @@ int plr_launch_run(const plr_launch *l, plr_launch_result *res) {
   char pattern[PATH_MAX * 2];
   const char *env_out = getenv("PAGELOCK_OUTPUT");
   if (!l->output && env_out && !env_out[0]) env_out = NULL;
-  int rc = plr_prepare_output(l->output ? "-o" : "PAGELOCK_OUTPUT", l->output ? l->output : env_out,
-                              pattern, sizeof pattern);
+  const char *source = l->output ? "-o" : "PAGELOCK_OUTPUT";
+  const char *given = l->output ? l->output : env_out;
+  int rc = plr_prepare_output(source, given, pattern, sizeof pattern);
   if (rc) return rc;
+  int discard = plr_output_special(source, given ? given : "", pattern);
+  if (discard > 1) return discard;
   char shim[PATH_MAX];
   rc = plr_find_shim(shim, sizeof shim);
   if (rc) return rc;
@@ -475,9 +537,18 @@ int plr_launch_run(const plr_launch *l, plr_launch_result *res) {
     sigaction(sig, sig == SIGINT || sig == SIGQUIT ? &ign : &fwd, &saved.old[i]);
   }
 
+  if (discard && (rc = plr_discard_dir(res, given, pattern, sizeof pattern)) != 0) {
+    for (size_t i = 0; i < PLR_NSIGS; i++) sigaction(plr_sigs[i], &saved.old[i], NULL);
+    close(ep[0]);
+    close(ep[1]);
+    unlink(manifest);
+    plr_launch_result_free(res);
+    return rc;
+  }
   fflush(NULL); /* the child inherits stdio buffers otherwise */
   pid_t pid = fork();
-  if (pid == 0) plr_child_exec(l, prog, shim, l->output ? pattern : NULL, manifest, ep[1], &saved);
+  if (pid == 0)
+    plr_child_exec(l, prog, shim, l->output || discard ? pattern : NULL, manifest, ep[1], &saved);
   close(ep[1]);
   int status = 0, exec_err = 0;
   if (pid < 0) {
@@ -495,6 +566,7 @@ int plr_launch_run(const plr_launch *l, plr_launch_result *res) {
   if (pid < 0 || exec_err) {
     fprintf(stderr, "pagelock: cannot run '%s': %s\n", l->argv[0], strerror(exec_err));
     unlink(manifest);
+    plr_launch_result_free(res);
     return PLR_EXIT_NOT_FOUND;
   }
   if (WIFSIGNALED(status))
@@ -517,4 +589,30 @@ void plr_launch_result_free(plr_launch_result *res) {
   free(res->traces);
   res->traces = NULL;
   res->ntraces = 0;
+  if (res->discard_dir) {
+    /* Private (mkdtemp's 0700): whatever is in it is this run's traces. */
+    DIR *d = opendir(res->discard_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+        unlinkat(dirfd(d), e->d_name, 0);
+    if (d) closedir(d);
+    rmdir(res->discard_dir);
+  }
+  free(res->discard_dir);
+  free(res->discard_name);
+  res->discard_dir = res->discard_name = NULL;
+}
+
+void plr_launch_print_traces(FILE *out, const plr_launch_result *res) {
+  if (!res->discard_dir || !res->ntraces) {
+    plr_print_trace_list(out, res->traces, res->ntraces);
+    return;
+  }
+  char shown[PATH_MAX];
+  plr_escape_ctl(res->discard_name, shown, sizeof shown);
+  fprintf(out,
+          "pagelock: '%s' is a character device, which keeps nothing: the %zu trace%s above %s "
+          "deleted after the report\n",
+          shown, res->ntraces, res->ntraces == 1 ? "" : "s", res->ntraces == 1 ? "was" : "were");
 }

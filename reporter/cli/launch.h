@@ -4,6 +4,7 @@
 #define PLR_LAUNCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* The GOMP_SPINCOUNT that `run` and `demo` give the program under the
  * modes that stage (PAGELOCK_OMP_SPIN; cli.c says why this value). */
@@ -22,6 +23,10 @@ typedef struct plr_launch_result {
   char **traces; /* absolute trace paths from the manifest, deduplicated */
   size_t ntraces;
   int lost; /* the manifest could not be read (said on stderr) */
+  /* The output named a character device (/dev/null): the traces went to
+   * this private directory, for the report only; freeing the result
+   * deletes them.  discard_name is the output as the user gave it. */
+  char *discard_dir, *discard_name;
 } plr_launch_result;
 
 /* Checks the program, the output directory and the shim, runs the program
@@ -34,7 +39,12 @@ typedef struct plr_launch_result {
  * status after printing why it could not (nothing to free then). */
 int plr_launch_run(const plr_launch *l, plr_launch_result *res);
 
+/* Deletes the traces of a discarded output (see discard_dir) too. */
 void plr_launch_result_free(plr_launch_result *res);
+
+/* After the report: where the traces are (plr_print_trace_list), or that
+ * none was kept because the output discards them. */
+void plr_launch_print_traces(FILE *out, const plr_launch_result *res);
 
 /* The canonical name of mode (observe|stage|register|auto|off), matched
  * without regard to case as the shim does; NULL for anything else. */

@@ -390,10 +390,15 @@ static void *cpt_worker_main(void *arg) {
 void cpt_worker_start(void) {
   pthread_mutex_lock(&cpt_mu);
   if (!cpt_worker_running) {
-    /* The worker must not take the application's signals. */
+    /* The worker must not take the application's signals.  With
+     * FAKECUPTI_WORKER_SIGNALS=inherit it keeps its creator's mask, as a
+     * CUPTI that blocks nothing itself would: tests of what the shim's
+     * own calls hand it. */
+    const char *ws = getenv("FAKECUPTI_WORKER_SIGNALS");
+    int inherit = ws && strcmp(ws, "inherit") == 0;
     sigset_t all, old;
     sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_sigmask(inherit ? SIG_BLOCK : SIG_SETMASK, inherit ? NULL : &all, &old);
     unsigned gen = ++cpt_worker_gen;
     if (pthread_create(&cpt_worker, NULL, cpt_worker_main, (void *)(uintptr_t)gen) == 0)
       cpt_worker_running = 1;

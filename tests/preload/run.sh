@@ -71,13 +71,13 @@ case_bad_env() {
 case_no_clobber() {
   local d="$T/nc2"; mkdir -p "$d"
   echo precious >"$d/t.trace"
-  echo target >"$d/target"; ln -s "$d/target" "$d/t.trace.1"
+  echo target >"$d/target"; ln -s "$d/target" "$d/t.1.trace"
   LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/t.trace" "$B/test_copies" >/dev/null 2>"$d/err" || fail "program failed" || return
   [ "$(cat "$d/t.trace")" = precious ] || fail "existing file overwritten" || return
   [ "$(cat "$d/target")" = target ] || fail "wrote through a symlink" || return
-  [ -f "$d/t.trace.2" ] || fail "no suffixed trace: $(ls "$d")" || return
-  "$B/trace_check" "$d/t.trace.2" --complete >/dev/null || fail "suffixed trace incomplete"
-  local mode; mode=$(stat -c %a "$d/t.trace.2")
+  [ -f "$d/t.2.trace" ] || fail "no suffixed trace (the number goes before .trace): $(ls "$d")" || return
+  "$B/trace_check" "$d/t.2.trace" --complete >/dev/null || fail "suffixed trace incomplete"
+  local mode; mode=$(stat -c %a "$d/t.2.trace")
   [ "$mode" = "$(printf '%o' $(( 0666 & ~$(umask) )))" ] || fail "trace mode $mode does not follow the umask $(umask)"
 }
 
@@ -1145,6 +1145,189 @@ case_multigpu_ranks() {
     [ "$(grep -Ec '^ +[01] +[^ ]+ +[0-9]+ +8 ' "$d/err")" = 2 ] ||
       fail "--mode=$m: the rank table does not list both ranks with 8 copies: $(grep -A3 -E '^ *rank +host' "$d/err")" || return
   done
+}
+
+# ---- the shim's threads and the program's signals (issue 39 item 4) ----
+# Every thread but the program's own blocks every signal the program could
+# receive, in each mode, with every thread the mode starts there to see:
+# the trace writer, CUPTI's thread, the copy threads, the registration
+# thread, and the thread CUPTI starts from the shim's calls (fake CUPTI
+# made to inherit its creator's mask).  Over a real driver only the
+# shim's own threads are judged.
+case_sigmask_threads() {
+  local d="$T/smt" m want only="" got
+  mkdir -p "$d"
+  [ "$SIM" = 1 ] || only=pagelock-
+  for m in observe stage register auto; do
+    case $m in
+      observe) want="pagelock-cupti pagelock-trace" ;;
+      stage) want="pagelock-copy pagelock-cupti pagelock-trace" ;;
+      *) want="pagelock-cupti pagelock-pin pagelock-trace" ;;
+    esac
+    [ "$SIM" = 1 ] && want="$want fakecupti"
+    FAKECUPTI_WORKER_SIGNALS=inherit PAGELOCK_COPY_THREADS=3 PAGELOCK_MODE=$m LD_PRELOAD="$SHIM" \
+      PAGELOCK_OUTPUT="$d/$m.%p.trace" timeout 120 "$B/test_sigmask" threads $only >"$d/$m.out" 2>"$d/$m.err" ||
+      fail "$m: a thread leaves signals unblocked (or the program failed): $(grep -v 'blocked=all' "$d/$m.out" | cut -c1-300) $(head -3 "$d/$m.err")" || return
+    got=$(sed -n 's/^threads=//p' "$d/$m.out")
+    echo "    $m: $got, $(grep -o 'bytes_checked=[0-9]*' "$d/$m.out")" >&2
+    for t in $want; do
+      case ",$got," in *",$t,"*) ;; *) fail "$m: no thread named $t among: $got" || return ;; esac
+    done
+  done
+}
+
+# A single-threaded program whose SIGALRM handler (128 KiB of stack)
+# asserts it runs on the main thread, a 50 us timer firing while it
+# copies: the handler ran on the shim's CUPTI thread (64 KiB, nothing
+# blocked) and crashed the program 6 times in 7 under plain observe.
+case_sigmask_alarm() {
+  local d="$T/sma" m ms
+  mkdir -p "$d"
+  for m in observe auto; do
+    ms=1500; [ $m = observe ] || ms=600
+    PAGELOCK_MODE=$m LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/$m.%p.trace" timeout 120 \
+      "$B/test_sigmask" alarm $ms >"$d/$m.out" 2>"$d/$m.err" ||
+      fail "$m: $(cat "$d/$m.out") $(head -3 "$d/$m.err")" || return
+    echo "    $m: $(cat "$d/$m.out")" >&2
+  done
+}
+
+# ---- the program's own stderr (issue 39 item 5) ----
+# A program that closes descriptor 2 (or dup2s over it, or started with it
+# closed) and opens its own file there, then copies while registration and
+# the staging pool fail: no pagelock line lands in its file, and the
+# trace's note (the report's "note:" line) says the log was withheld.  The
+# same program keeping its stderr shows the warnings were made, and that
+# they agree with each other.
+case_stderr_takeover() {
+  [ "$SIM" = 1 ] || { echo "    (fault injection needs the fake driver: skipped)" >&2; return 0; }
+  local d="$T/sto" how f rc
+  mkdir -p "$d"
+  export FAKECUDA_FAIL=cuMemHostRegister_v2:0:2
+  PAGELOCK_MODE=register LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/keep.trace" \
+    "$B/test_stderr_takeover" keep "$d/keep.file" >"$d/keep.out" 2>"$d/keep.err" || { unset FAKECUDA_FAIL; fail "keep: exit $?: $(cat "$d/keep.out" "$d/keep.err")"; return; }
+  grep -q '^pagelock: could not page-lock' "$d/keep.err" && grep -q '^pagelock: cuMemHostRegister failed' "$d/keep.err" ||
+    { unset FAKECUDA_FAIL; fail "keep: the warnings this case relies on were not made: $(cat "$d/keep.err")"; return; }
+  # one run's log agrees with itself: no copy is said to be staged where
+  # another line says staging is off and copies pass through
+  ! grep -q 'staged instead;' "$d/keep.err" ||
+    { unset FAKECUDA_FAIL; fail "keep: the log contradicts itself: $(cat "$d/keep.err")"; return; }
+  printf "the program's own first line\nthe program's last line\n" >"$d/want"
+  for how in close dup2 closed; do
+    f="$d/$how.file"
+    if [ $how = closed ]; then
+      PAGELOCK_MODE=register LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/$how.trace" \
+        "$B/test_stderr_takeover" $how "$f" >"$d/$how.out" 2>&-
+    else
+      PAGELOCK_MODE=register LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/$how.trace" \
+        "$B/test_stderr_takeover" $how "$f" >"$d/$how.out" 2>"$d/$how.err"
+    fi
+    rc=$?
+    [ $rc = 0 ] || { unset FAKECUDA_FAIL; fail "$how: exit $rc: $(cat "$d/$how.out")"; return; }
+    echo "    $how: $(cat "$d/$how.out")" >&2
+    cmp -s "$f" "$d/want" || { unset FAKECUDA_FAIL; fail "$how: the program's file holds more than its own lines: $(cat "$f")"; return; }
+    [ $how = closed ] || [ ! -s "$d/$how.err" ] || { unset FAKECUDA_FAIL; fail "$how: the old stderr got: $(cat "$d/$how.err")"; return; }
+    "$B/pagelock" report "$d/$how.trace" >"$d/$how.report" 2>&1 || { unset FAKECUDA_FAIL; fail "$how: report failed: $(tail -3 "$d/$how.report")"; return; }
+    grep -q "^note: warning: .*pagelock logged nothing.*the first withheld: " "$d/$how.report" ||
+      { unset FAKECUDA_FAIL; fail "$how: the report does not say the log was withheld: $(grep -i note "$d/$how.report")"; return; }
+  done
+  # under `pagelock run`, whose report goes to pagelock's own stderr
+  "$B/pagelock" run --mode=register -o "$d/run.%p.trace" -- "$B/test_stderr_takeover" close "$d/run.file" \
+    >"$d/run.out" 2>"$d/run.err"
+  rc=$?
+  unset FAKECUDA_FAIL
+  [ $rc = 0 ] || fail "run: exit $rc: $(tail -3 "$d/run.err")" || return
+  cmp -s "$d/run.file" "$d/want" || fail "run: the program's file: $(cat "$d/run.file")" || return
+  grep -q "^note: warning: the program put another file at descriptor 2" "$d/run.err" ||
+    fail "run: the report does not say the log was withheld: $(grep -i note "$d/run.err")"
+}
+
+# ---- special files as the output (issue 39 item 6) ----
+# A character device means "discard": nothing written, no file made; a
+# FIFO or the program's own stdout is refused in one line; never a
+# suffixed file beside any of them.  `pagelock run -o /dev/null` still
+# reports, from a private directory it deletes.
+case_output_special() {
+  local d="$T/osp" o dev0 dev1 n
+  mkdir -p "$d/tmp"
+  dev0=$(ls -A /dev | sort)
+  for o in /dev/null /dev/full; do
+    LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT=$o "$B/test_copies" >"$d/out" 2>"$d/err" ||
+      fail "$o: the program failed: $(cat "$d/err")" || return
+    [ ! -s "$d/err" ] || fail "$o: the shim said: $(cat "$d/err")" || return
+    grep -q '^pageable=' "$d/out" || fail "$o: the program's output is lost" || return
+  done
+  # a link to a device where a trace would go: no file beside it either
+  ln -s /dev/null "$d/link.trace"
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/link.trace" "$B/test_copies" >"$d/out" 2>"$d/err" ||
+    fail "link: the program failed" || return
+  n=$(ls -A "$d" | grep -vx -e tmp -e out -e err -e link.trace | tr '\n' ' ')
+  [ -z "$n" ] || fail "link to /dev/null: files made beside it: $n" || return
+  # the program's stdout, a regular file: refused, the file holds only the program's lines
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT=/dev/stdout "$B/test_copies" >"$d/out" 2>"$d/err" ||
+    fail "/dev/stdout: the program failed" || return
+  [ "$(grep -c . "$d/err")" = 1 ] && grep -q "^pagelock: cannot write the trace to '/dev/stdout': it is a link to one of the program's own descriptors" "$d/err" ||
+    fail "/dev/stdout: expected one line, got: $(cat "$d/err")" || return
+  [ "$(grep -vc '^pageable=' "$d/out")" = 0 ] || fail "/dev/stdout: the program's stdout holds more than its own line" || return
+  # a FIFO: refused, never opened (a timeout catches a hang)
+  mkfifo "$d/f.trace"
+  LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/f.trace" timeout 60 "$B/test_copies" >"$d/out" 2>"$d/err" ||
+    fail "FIFO: the program failed or hung" || return
+  grep -q "^pagelock: cannot write the trace to '$d/f.trace': it is a FIFO" "$d/err" || fail "FIFO: $(cat "$d/err")" || return
+  [ "$(ls "$d" | grep -c '^f\.')" = 1 ] || fail "FIFO: a file beside it: $(ls "$d")" || return
+  # pagelock run: -o and PAGELOCK_OUTPUT naming /dev/null report, keep nothing
+  for o in -o PAGELOCK_OUTPUT; do
+    if [ $o = -o ]; then
+      TMPDIR="$d/tmp" "$B/pagelock" run -o /dev/null -- "$B/test_copies" >"$d/out" 2>"$d/err"
+    else
+      TMPDIR="$d/tmp" PAGELOCK_OUTPUT=/dev/null "$B/pagelock" run -- "$B/test_copies" >"$d/out" 2>"$d/err"
+    fi
+    [ $? = 0 ] || fail "run $o /dev/null: exit status $?: $(tail -3 "$d/err")" || return
+    awk '$2 == "pageable" && ($1 == "H2D" || $1 == "D2H") { n++ } END { exit n == 0 }' "$d/err" ||
+      fail "run $o /dev/null: no report: $(cat "$d/err")" || return
+    grep -qx "pagelock: '/dev/null' is a character device, which keeps nothing: the 1 trace above was deleted after the report" "$d/err" ||
+      fail "run $o /dev/null: $(tail -2 "$d/err")" || return
+    [ -z "$(ls -A "$d/tmp" | grep -v '^pagelock-manifest')" ] || fail "run $o /dev/null left: $(ls -A "$d/tmp")" || return
+  done
+  "$B/pagelock" run -o /dev/stdout -- sh -c 'echo ran >"$0"' "$d/ran" >"$d/out" 2>"$d/err"
+  [ $? = 2 ] || fail "run -o /dev/stdout into a file: not refused" || return
+  [ ! -e "$d/ran" ] || fail "run -o /dev/stdout: the program ran" || return
+  grep -qx "pagelock: cannot write traces to -o '/dev/stdout': it is one of the program's own descriptors, and a trace is a regular file of its own (give a file name or a directory, or /dev/null to keep none)" "$d/err" ||
+    fail "run -o /dev/stdout: $(cat "$d/err")" || return
+  "$B/pagelock" run -o "$d/f.trace" -- true >"$d/out" 2>"$d/err"
+  [ $? = 2 ] && grep -q "it is a FIFO" "$d/err" || fail "run -o FIFO: $(cat "$d/err")" || return
+  dev1=$(ls -A /dev | sort)
+  [ "$dev0" = "$dev1" ] || fail "/dev changed: $(diff <(echo "$dev0") <(echo "$dev1") | tr '\n' ' ')"
+}
+
+# ---- rank names (issue 40, Ranks) ----
+# %r is the launcher's rank, and a process with none (torchrun's or
+# mpirun's own) gets "norank", never 0; a name taken gets its number
+# before ".trace" (x.0.1.trace); `pagelock report DIR` reads them all.
+case_rank_names() {
+  local d="$T/rank" v n
+  mkdir -p "$d"
+  local clean="env -u RANK -u OMPI_COMM_WORLD_RANK -u PMIX_RANK -u PMI_RANK -u MV2_COMM_WORLD_RANK -u SLURM_PROCID -u LOCAL_RANK"
+  rn() { $clean "$@" LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/x.%r.trace" "$B/test_copies" >/dev/null 2>>"$d/err" || fail "$*: the program failed"; }
+  rn || return
+  rn RANK=0 || return
+  rn RANK=0 LOCAL_RANK=0 || return
+  rn OMPI_COMM_WORLD_RANK=3 || return
+  rn PMIX_RANK=4 || return
+  rn PMI_RANK=5 || return
+  rn MV2_COMM_WORLD_RANK=6 || return
+  rn SLURM_PROCID=7 || return
+  rn LOCAL_RANK=1 || return
+  rn RANK=abc || return
+  [ ! -s "$d/err" ] || fail "the shim said: $(cat "$d/err")" || return
+  [ "$(cd "$d" && ls *.trace | sort | tr '\n' ' ')" = "x.0.1.trace x.0.trace x.3.trace x.4.trace x.5.trace x.6.trace x.7.trace x.norank.1.trace x.norank.2.trace x.norank.trace " ] ||
+    fail "trace names: $(cd "$d" && ls | tr '\n' ' ')" || return
+  "$B/pagelock" report "$d" >"$d/report" 2>"$d/rerr" || fail "report DIR: $(cat "$d/rerr")" || return
+  grep -q "== total over 10 processes ==" "$d/report" || fail "report DIR did not read the 10 traces: $(grep '^==' "$d/report" | head -3)" || return
+  "$B/pagelock" report --format json "$d" >"$d/json" 2>/dev/null || fail "report --format json DIR" || return
+  command -v python3 >/dev/null 2>&1 || return 0
+  n=$(python3 -c 'import json, sys; print(sorted(-1 if p["rank"] is None else p["rank"] for p in json.load(sys.stdin)["processes"]))' <"$d/json")
+  [ "$n" = "[-1, -1, -1, 0, 0, 3, 4, 5, 6, 7]" ] || fail "ranks in the traces (-1: none): $n"
 }
 
 # Every case defined above, in the order they appear.

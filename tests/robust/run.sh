@@ -3,12 +3,17 @@
 #
 # Everything a hostile review throws at pagelock, in one run, ending in one
 # table: the program under the shim with another allocator preloaded (both
-# orders), programs that close or take over every descriptor, FIFOs and
-# other special files where a trace or manifest is expected, a disk that
-# fills up, a SIGKILL mid-run, and a long staged stress under
-# ThreadSanitizer.  Each group says how many cases it tried and passed; the
-# groups that lose the end of a trace say how many records were kept
-# against the copies the program made.
+# orders), programs that close or take over every descriptor (stderr
+# included), FIFOs, devices and other special files where a trace or
+# manifest is expected, the signal mask of every thread the shim starts and
+# a program's signal handler beside them, a disk that fills up, a SIGKILL
+# mid-run, and a long staged stress under ThreadSanitizer.  Each group says
+# how many cases it tried and passed; the groups that lose the end of a
+# trace say how many records were kept against the copies the program
+# made; the groups whose programs compare the bytes their copies delivered
+# say how many bytes were compared.  A line per group as it starts and
+# ends (with the seconds it took) says where the run is: the allocator
+# matrix alone takes minutes on 2 cores.
 #
 # The groups reuse the cases of tests/preload/run.sh and tests/cli/run.sh,
 # which ctest also runs one by one: here they run together, as a user's
@@ -28,18 +33,57 @@ export LD_LIBRARY_PATH="$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 declare -a rows
 failed=0
-# row GROUP TRIED PASSED KEPT/MADE NOTE
+SUITE_START=$(date +%s)
+GROUP_START=$SUITE_START
+# Progress, on the suite's stdout (3, whatever a group's command writes
+# to) before the table: "robust: [ELAPSED s] ...".
+exec 3>&1
+say() { printf 'robust: [%4d s] %s\n' "$(($(date +%s) - SUITE_START))" "$*" >&3; }
+# begin GROUP: a group starts.
+begin() {
+  GROUP_START=$(date +%s)
+  say "$1: started"
+}
+# row GROUP TRIED PASSED KEPT/MADE BYTES NOTE: the group's line of the
+# table, and its end on the progress lines.  BYTES: bytes the group's
+# programs compared ("-": none).
 row() {
-  rows+=("$(printf '%-22s %6s %6s %15s  %s' "$1" "$2" "$3" "$4" "$5")")
+  rows+=("$(printf '%-22s %6s %6s %15s %14s  %s' "$1" "$2" "$3" "$4" "$5" "$6")")
   [ "$2" = "$3" ] || failed=1
+  say "$1: $3 of $2 passed$([ "$5" = - ] || echo ", $5 bytes checked") ($(($(date +%s) - GROUP_START)) s)"
+}
+# ticking CMD...: runs CMD, saying every 60 s that it still runs; its
+# status.
+ticking() {
+  "$@" &
+  local pid=$! n=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    n=$((n + 1))
+    [ $((n % 60)) = 0 ] && kill -0 "$pid" 2>/dev/null && say "  ... still running (${n} s)"
+  done
+  wait "$pid"
 }
 
-# cases RUNNER GROUP NOTE CASE...: run each case of a runner script, count.
+# ---- bytes checked -----------------------------------------------------------
+# A program that compares what its copies delivered prints
+# "bytes_checked=N" (once or more: they add up), and the case that runs it
+# passes that line on to its log (the preload cases echo their programs'
+# lines to stderr).  bytes_checked FILE... sums them ("-" when none).
+bytes_checked() {
+  cat "$@" 2>/dev/null | grep -o 'bytes_checked=[0-9]*' |
+    awk -F= '{ n += $2 } END { if (n) printf "%.0f", n; else print "-" }'
+}
+
+# cases RUNNER GROUP NOTE CASE...: run each case of a runner script, count,
+# and sum the bytes its programs checked.
 cases() {
   local runner=$1 group=$2 note=$3; shift 3
-  local tried=0 passed=0 c
+  local tried=0 passed=0 c logs=()
+  begin "$group"
   for c in "$@"; do
     tried=$((tried + 1))
+    logs+=("$T/$group.$c.log")
     if timeout 300 "$runner" "$B" "$c" >"$T/$group.$c.log" 2>&1; then
       passed=$((passed + 1))
     else
@@ -47,7 +91,7 @@ cases() {
       tail -20 "$T/$group.$c.log" >&2
     fi
   done
-  row "$group" "$tried" "$passed" "-" "$note"
+  row "$group" "$tried" "$passed" "-" "$(bytes_checked "${logs[@]}")" "$note"
 }
 
 # copies N in TRACE: COPY records the reader found (the report's totals).
@@ -65,6 +109,7 @@ copies_in() {
 # most what was not yet written: about a second of records.
 sigkill_case() {
   local d="$T/kill" tried=0 passed=0
+  begin "SIGKILL mid-run"
   mkdir -p "$d"
   tried=1
   "$B/pagelock" run -o "$d/k.%p.trace" -- "$B/test_steady" "$d/count" >"$d/out" 2>"$d/err" &
@@ -90,24 +135,26 @@ sigkill_case() {
     echo "robust: sigkill: run exited $st (want 137), trace '$f', kept $kept of $made made" >&2
     tail -5 "$d/err" >&2
   fi
-  row "SIGKILL mid-run" "$tried" "$passed" "$kept/$made" "partial trace reads; lost only the unwritten tail"
+  row "SIGKILL mid-run" "$tried" "$passed" "$kept/$made" - "partial trace reads; lost only the unwritten tail"
 }
 
 # ---- staged stress under ThreadSanitizer --------------------------------------
 stress_case() {
+  begin "staged stress (TSan)"
   if [ -z "$TB" ] || [ ! -x "$TB/test_stage_tsan" ]; then
-    rows+=("$(printf '%-22s %6s %6s %15s  %s' "staged stress (TSan)" 0 0 "-" "skipped: no TSan build given")")
+    rows+=("$(printf '%-22s %6s %6s %15s %14s  %s' "staged stress (TSan)" 0 0 "-" "-" "skipped: no TSan build given")")
+    say "staged stress (TSan): skipped, no TSan build given"
     return
   fi
   local log="$T/stress.log"
   if TSAN_OPTIONS="halt_on_error=1 suppressions=$ROOT/tests/unit/tsan.supp" \
-     LD_LIBRARY_PATH="$TB/fakecuda" timeout $((STRESS_SECONDS + 240)) \
+     LD_LIBRARY_PATH="$TB/fakecuda" ticking timeout $((STRESS_SECONDS + 240)) \
      "$TB/test_stage_tsan" --stress "$STRESS_SECONDS" >"$log" 2>&1; then
-    row "staged stress (TSan)" 1 1 "-" "$(grep -o '^stress: [0-9]* copies, [0-9]* failed' "$log"), ${STRESS_SECONDS} s"
+    row "staged stress (TSan)" 1 1 "-" "$(bytes_checked "$log")" "$(grep -o '^stress: [0-9]* copies, [0-9]* failed' "$log"), ${STRESS_SECONDS} s"
   else
     echo "robust: staged stress failed:" >&2
     tail -30 "$log" >&2
-    row "staged stress (TSan)" 1 0 "-" "$(grep -o '^stress: .*' "$log" || echo 'no summary: see the log above')"
+    row "staged stress (TSan)" 1 0 "-" "$(bytes_checked "$log")" "$(grep -o '^stress: .*' "$log" || echo 'no summary: see the log above')"
   fi
 }
 
@@ -118,6 +165,7 @@ stress_case() {
 # trace, which stops at its last whole record, against copies made.
 disk_case() {
   local tried=2 passed=0 kept="-"
+  begin "disk full"
   if timeout 120 "$ROOT/tests/preload/run.sh" "$B" disk_full >"$T/disk.log" 2>&1; then
     passed=$((passed + 1))
   else
@@ -130,7 +178,7 @@ disk_case() {
   if [ $rc = 0 ] || [ $rc = 77 ]; then passed=$((passed + 1)); else
     echo "robust: cli output_full failed:" >&2; tail -20 "$T/disk_cli.log" >&2
   fi
-  row "disk full" "$tried" "$passed" "${kept:-?}/6000" "$(sed -n 's/.*(the disk: \(.*\))/\1/p' "$T/disk.log" | head -1); the header says why the trace stops"
+  row "disk full" "$tried" "$passed" "${kept:-?}/6000" - "$(sed -n 's/.*(the disk: \(.*\))/\1/p' "$T/disk.log" | head -1); the header says why the trace stops"
 }
 
 # ---- another allocator preloaded -------------------------------------------------
@@ -140,7 +188,8 @@ disk_case() {
 # those the 200-thread program made and still held.
 alloc_case() {
   local log="$T/alloc.log"
-  timeout 1200 "$ROOT/tests/preload/alloc_matrix.sh" "$B" >"$log" 2>&1
+  begin "allocators"
+  ticking timeout 1200 "$ROOT/tests/preload/alloc_matrix.sh" "$B" >"$log" 2>&1
   local st=$?
   # rows: soname order cases passed failed skipped threads...
   # tried: cases run (a case that skips itself under a pass, saying why,
@@ -157,27 +206,43 @@ alloc_case() {
   local missing=""
   [ "$skipped" = 0 ] || missing=" ($skipped not installed: see the log)"
   [ "$cskip" = 0 ] || missing="$missing; $cskip skipped by their own rule (see below)"
-  row "allocators" "$tried" "$passed" "$kept/$made" \
+  row "allocators" "$tried" "$passed" "$kept/$made" - \
     "jemalloc, tcmalloc, mimalloc x both orders: whole preload suite + 200 threads$missing"
   sed -n '/^allocator /,/^(order/p' "$log" | sed 's/^/    /' >"$T/alloc.table"
 }
 
+say "the robustness suite: build $B${TB:+, TSan build $TB}"
 alloc_case
 cases "$ROOT/tests/preload/run.sh" "descriptors" \
   "close_range, closefrom, a close loop, dup2, a raw close, fork+close+exec" \
   fd_close_range fd_closefrom fd_close_loop fd_dup2 fd_raw_syscall fd_fork_exec
+cases "$ROOT/tests/preload/run.sh" "closed stderr" \
+  "descriptor 2 closed, dup2'd over, closed at start: no log line in the program's file, the trace says why" \
+  stderr_takeover
 cases "$ROOT/tests/cli/run.sh" "special files (CLI)" \
   "FIFO, device, socket, directory as a trace; a run whose trace became a FIFO" \
   not_regular run_lost_trace output_ctl
 cases "$ROOT/tests/preload/run.sh" "special files (shim)" \
   "PAGELOCK_MANIFEST naming a FIFO; a 5,000-character PAGELOCK_OUTPUT" \
   manifest_fifo long_output
+cases "$ROOT/tests/preload/run.sh" "special outputs" \
+  "/dev/null, /dev/full, a link to one, /dev/stdout, a FIFO as the trace (shim and run): no file beside them" \
+  output_special
+cases "$ROOT/tests/preload/run.sh" "signal masks" \
+  "every thread the shim (and CUPTI from its calls) starts, 4 modes; a SIGALRM handler on the main thread only" \
+  sigmask_threads sigmask_alarm
+# ---- groups whose programs compare bytes -------------------------------------
+# Host-function releases, signal-handler releases and the churn at scale go
+# here: a group runs its cases with `cases` (or its own loop ending in
+# `row`, between `begin` and `row`), and each program prints
+# bytes_checked=N for what it compared (see bytes_checked above).
 disk_case
 sigkill_case
 stress_case
 
 echo
-printf '%-22s %6s %6s %15s  %s\n' "group" "tried" "passed" "kept/made" "what"
+printf '%-22s %6s %6s %15s %14s  %s\n' "group" "tried" "passed" "kept/made" "bytes checked" "what"
 printf '%s\n' "${rows[@]}"
 [ -s "$T/alloc.table" ] && { echo; echo "allocators, per pass:"; cat "$T/alloc.table"; }
+say "done: $([ $failed = 0 ] && echo "every case passed" || echo "some cases FAILED (see above)")"
 exit $failed
