@@ -390,6 +390,22 @@ static CUresult pl_native_cut_part(const pl_copy *c, size_t off, size_t len) {
   return pl_pinreg_native(&part);
 }
 
+/* Move the mark after everything queued so far: a later part may have
+ * gone to the DMA from the program's memory (a registration's), which the
+ * call must wait for as it waits for the head's. */
+static void pl_remark(const pl_stage_drv *d, CUevent *mark, CUcontext ctx, CUstream s, int pt) {
+  if (*mark != NULL) pl_ev_put(d, ctx, *mark);
+  *mark = pl_mark_stream(d, ctx, s, pt);
+}
+
+/* Whether bytes [off, off+len) of c, given to the native call, may have
+ * been queued as a DMA of the program's memory: some lie in a
+ * registration, live or made meanwhile (pieces beyond the held ones). */
+static bool pl_native_over_reg(const pl_copy *c, size_t off, size_t len) {
+  uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst);
+  return len > 0 && pl_pinreg_touches(h + off, len);
+}
+
 /* Bytes [off, off+len) of the upload c through the staging pool, queued
  * after the head's mark.  Should the engine decline (no pool, capture),
  * they go as the head did, from the registration, and the mark moves
@@ -398,11 +414,16 @@ static CUresult pl_tail_copy(const pl_stage_drv *d, const pl_copy *c, uintptr_t 
                              size_t len, CUevent *mark, CUcontext ctx, CUstream s, int pt) {
   pl_copy part = pl_part(c, off, len);
   CUresult r;
-  if (pl_stage_copy(&part, &r)) return r;
+  if (pl_stage_copy(&part, &r)) {
+    /* The pool gave up part way (no chunk within PAGELOCK_WAIT_US): the
+     * rest went to the native call, which reads the registration
+     * asynchronously. */
+    if (part.flags & PAGELOCK_COPY_FALLBACK) pl_remark(d, mark, ctx, s, pt);
+    return r;
+  }
   size_t at = pl_reg_part(d, c, base, off, off + len, s, pt, &r);
   if (at < off + len) r = pl_native_cut_part(c, at, off + len - at);
-  if (*mark != NULL) pl_ev_put(d, ctx, *mark);
-  *mark = pl_mark_stream(d, ctx, s, pt);
+  pl_remark(d, mark, ctx, s, pt);
   return r;
 }
 
@@ -424,11 +445,16 @@ static bool pl_can_run(const pl_stage_drv *d, pl_copy *c, CUcontext *ctx) {
 }
 
 /* Bytes [off, off+len) of c through the staging pool, else the native
- * call cut at the registration's edges (pl_pinreg_native). */
-static CUresult pl_stage_part(const pl_copy *c, size_t off, size_t len) {
+ * call cut at the registration's edges (pl_pinreg_native).  *native: some
+ * went to the native call. */
+static CUresult pl_stage_part(const pl_copy *c, size_t off, size_t len, bool *native) {
   pl_copy part = pl_part(c, off, len);
   CUresult r;
-  if (pl_stage_copy(&part, &r)) return r;
+  *native = true;
+  if (pl_stage_copy(&part, &r)) {
+    *native = (part.flags & PAGELOCK_COPY_FALLBACK) != 0;
+    return r;
+  }
   return pl_native_cut_part(c, off, len);
 }
 
@@ -461,35 +487,40 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
     size_t tail = c->dir == PAGELOCK_DIR_H2D && wait && !rest_staged ? pl_tail_bytes(hi - lo) : 0;
     size_t mid = hi - tail;
     *r = lo ? pl_native_cut_part(c, 0, lo) : CUDA_SUCCESS;
-    bool queued = false;
+    bool queued = false, waits = false;
     CUevent mark = NULL;
     if (*r == CUDA_SUCCESS) {
       CUresult e;
       size_t at = pl_reg_part(d, c, use->base, lo, mid, s, pt, &e);
       queued = at > lo || mid == lo;
-      if (queued && wait) mark = pl_mark_stream(d, ctx, s, pt);
+      waits = queued && wait;
+      if (waits) mark = pl_mark_stream(d, ctx, s, pt);
       /* Refused: the native call does the rest, in stream order, and its
        * result is the program's (as the staging engine does). */
+      size_t from = at < mid ? at : hi;
+      bool native = from < c->bytes;
       if (at < mid)
         *r = pl_native_cut_part(c, at, c->bytes - at);
       else if (rest_staged)
-        *r = pl_stage_part(c, hi, c->bytes - hi);
+        *r = pl_stage_part(c, hi, c->bytes - hi, &native);
       else if (hi < c->bytes)
         /* The partial last page, or a short rest of a registration still
          * being made: cut where its next piece may begin meanwhile. */
         *r = pl_native_cut_part(c, hi, c->bytes - hi);
+      if (wait && native && pl_native_over_reg(c, from, c->bytes - from)) {
+        pl_remark(d, &mark, ctx, s, pt);
+        waits = true;
+      }
       /* Last: a pageable edge may make the driver wait for the stream, and
        * that must not include the tail's DMA. */
       if (at == mid && tail && *r == CUDA_SUCCESS)
         *r = pl_tail_copy(d, c, use->base, mid, tail, &mark, ctx, s, pt);
     }
-    if (queued) {
-      c->flags |= PAGELOCK_COPY_REGISTERED;
-      if (wait) {
-        CUresult e = pl_wait_mark(d, ctx, s, pt, mark);
-        if (*r == CUDA_SUCCESS) *r = e;
-        if (c->dir == PAGELOCK_DIR_H2D) pl_tls_returned = pl_now_ns();
-      }
+    if (queued) c->flags |= PAGELOCK_COPY_REGISTERED;
+    if (waits) {
+      CUresult e = pl_wait_mark(d, ctx, s, pt, mark);
+      if (*r == CUDA_SUCCESS) *r = e;
+      if (queued && c->dir == PAGELOCK_DIR_H2D) pl_tls_returned = pl_now_ns();
     }
   }
   pl_pinreg_unhold(use);

@@ -753,6 +753,60 @@ static void test_h2d_tail_staged(void **state) {
   live_free(&l);
 }
 
+/* The tail finds the pool full (another stream's staged upload holds every
+ * chunk) and the staging engine gives it to the native call, which reads
+ * the registered tail asynchronously: the call must still return only once
+ * the tail's bytes are read.  Before the fix the mark waited on was the
+ * head's, and the tail's DMA read the program's next bytes. */
+static void test_h2d_tail_fallback(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  setenv("PAGELOCK_CHUNK_SIZE", "1M", 1);
+  setenv("PAGELOCK_WAIT_US", "1", 1);
+  config_reset();
+  size_t n = 8 * MB + 300;
+  live l = live_new(n, 48);
+  CUdeviceptr dev = l.dev, dev2;
+  CUstream s = l.s, s2;
+  blk b = l.b;
+  assert_int_equal(f_cuMemAlloc_v2(&dev2, 4 * MB), CUDA_SUCCESS);
+  assert_int_equal(f_cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  uint8_t *sh = mmap(NULL, 4 * MB, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(sh != MAP_FAILED);
+  uint8_t *chk = malloc(n);
+  for (unsigned round = 0; round < 2; round++) {
+    /* Every chunk of the pool waits behind s2's held stream. */
+    assert_int_equal(f_cuLaunchHostFunc(s2, hold_stream, (void *)(uintptr_t)300), CUDA_SUCCESS);
+    pl_copy c2;
+    assert_int_equal(up(V_ASYNC, dev2, sh, 3 * MB, s2, &c2), CUDA_SUCCESS);
+    assert_int_equal(c2.flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_FALLBACK),
+                     PAGELOCK_COPY_STAGED);
+    fill(b.p, n, 44 + round);
+    f_set_bandwidth(0.2, 1000); /* the tail's 1 MiB: 5 ms after the head */
+    assert_int_equal(f_cuLaunchHostFunc(s, hold_stream, (void *)(uintptr_t)30), CUDA_SUCCESS);
+    pl_copy c;
+    pl_stage_stats q0, q1;
+    pl_stage_get_stats(&q0);
+    assert_int_equal(up(round ? V_SYNC : V_ASYNC, dev, b.p, n, s, &c), CUDA_SUCCESS);
+    pl_stage_get_stats(&q1);
+    /* The case under test: the tail went to the native call. */
+    assert_int_equal(q1.fallbacks - q0.fallbacks, 1);
+    memset(b.p, 0x33, n); /* the program's own again */
+    assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+    assert_int_equal(f_cuCtxSynchronize(), CUDA_SUCCESS);
+    f_set_bandwidth(1000, 1000);
+    assert_int_equal(f_cuMemcpyDtoH_v2(chk, dev, n), CUDA_SUCCESS);
+    size_t bad = check_pat(chk, n, 44 + round);
+    if (bad != n) print_error("round %u: byte %zu of %zu differs\n", round, bad, n);
+    assert_int_equal(bad, n);
+  }
+  free(chk);
+  munmap(sh, 4 * MB);
+  assert_int_equal(f_cuStreamDestroy_v2(s2), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev2), CUDA_SUCCESS);
+  live_free(&l);
+}
+
 /* The tail's size follows how soon the thread comes back with its next
  * copy: an eighth of the span before it has come back once, a quarter
  * (the cap) after a long pause, less again once it comes straight back
@@ -1707,6 +1761,7 @@ int main(void) {
       cmocka_unit_test(test_bytes_exact),
       cmocka_unit_test(test_h2d_returns_after_read),
       cmocka_unit_test(test_h2d_tail_staged),
+      cmocka_unit_test(test_h2d_tail_fallback),
       cmocka_unit_test(test_h2d_tail_turnaround),
       cmocka_unit_test(test_h2d_tail_wait_excluded),
       cmocka_unit_test(test_d2h_returns_with_bytes),
