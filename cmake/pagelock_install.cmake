@@ -5,7 +5,8 @@
 #   P/lib/pagelock/fakecuda/                the fake CUDA and its demo, for
 #                                           `pagelock demo` without a GPU
 #   P/share/doc/pagelock/                   README.md and docs/
-#   P/share/man/man1/pagelock.1.gz          from `pagelock --help` (help2man)
+#   P/share/man/man1/pagelock.1.gz          pagelock(1), written at build time
+#   P/share/bash-completion/completions/pagelock   bash completion
 # The CLI finds its files from its own path (reporter/cli/pkgdir.c), so the
 # tree works under any prefix and from any working directory.
 include(GNUInstallDirs)
@@ -34,22 +35,25 @@ install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
   FILES_MATCHING PATTERN "*.md")
 
-# pagelock(1), generated from `pagelock --help` and `--version`, so it lists
-# exactly the options and variables the CLI does.
-find_program(PAGELOCK_HELP2MAN help2man)
-if(PAGELOCK_HELP2MAN)
-  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/pagelock.1.gz
-    COMMAND ${PAGELOCK_HELP2MAN} --no-info --section=1
-      "--name=find and fix pageable host-device CUDA copies"
-      --output=${CMAKE_BINARY_DIR}/pagelock.1 $<TARGET_FILE:pagelock_cli>
-    COMMAND gzip -n -9 -f ${CMAKE_BINARY_DIR}/pagelock.1
-    DEPENDS pagelock_cli
-    COMMENT "pagelock.1 from pagelock --help")
-  add_custom_target(pagelock_man ALL DEPENDS ${CMAKE_BINARY_DIR}/pagelock.1.gz)
-  install(FILES ${CMAKE_BINARY_DIR}/pagelock.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
-else()
-  message(STATUS "pagelock: no help2man (Debian help2man): no man page")
-endif()
+# pagelock(1), written by pl_mkman from the same words as `pagelock --help`
+# (reporter/cli/help.c, include/pagelock/options.def): the default build
+# makes it with nothing but the compiler.  Its date is the build's, or
+# SOURCE_DATE_EPOCH's for a reproducible package.
+add_executable(pl_mkman ${CMAKE_SOURCE_DIR}/reporter/cli/mkman.c
+  ${CMAKE_SOURCE_DIR}/reporter/cli/help.c ${CMAKE_SOURCE_DIR}/reporter/cli/optdoc.c)
+target_include_directories(pl_mkman PRIVATE ${CMAKE_SOURCE_DIR}/reporter/cli ${PAGELOCK_INCLUDE})
+string(TIMESTAMP PL_MAN_DATE "%Y-%m-%d" UTC)
+add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/pagelock.1 ${CMAKE_BINARY_DIR}/pagelock.1.gz
+  COMMAND pl_mkman ${PROJECT_VERSION} ${PL_MAN_DATE} ${CMAKE_BINARY_DIR}/pagelock.1
+  COMMAND gzip -n -9 -c ${CMAKE_BINARY_DIR}/pagelock.1 > ${CMAKE_BINARY_DIR}/pagelock.1.gz
+  DEPENDS pl_mkman
+  COMMENT "pagelock.1 from reporter/cli/help.c")
+add_custom_target(pagelock_man ALL DEPENDS ${CMAKE_BINARY_DIR}/pagelock.1.gz)
+install(FILES ${CMAKE_BINARY_DIR}/pagelock.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+
+# Bash completion, where bash-completion looks for it on demand.
+install(FILES ${CMAKE_SOURCE_DIR}/completion/pagelock.bash
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME pagelock)
 
 # Debian wants the changelog and the copyright beside the docs.  The
 # changelog says only the version; the copyright file is the project's

@@ -93,6 +93,7 @@ void plr_compare_add(plr_compare_side *s, const plr_trace *t, const plr_gpu_repo
     s->route_bytes[r] += tot->routes[r].bytes;
   }
   if (g && g->sampled) s->sampled_traces++;
+  if (t->hdr.flags & PAGELOCK_FILE_SIMULATED) s->simulated_traces++;
   if (g && g->status == PAGELOCK_GPU_TIMING_ON && g->ndev) {
     s->gpu_traces++;
     for (size_t i = 0; i < g->ndev; i++) {

@@ -24,6 +24,8 @@ typedef struct plr_compare_side {
   /* Traces whose GPU timing was sampled (GPU_SAMPLE): their GPU numbers
    * cover the tracing windows only. */
   uint64_t sampled_traces;
+  /* Traces recorded over the fake CUDA (PAGELOCK_FILE_SIMULATED). */
+  uint64_t simulated_traces;
   uint64_t copy_busy_ns, copy_hidden_ns, copy_exposed_ns, kernel_busy_ns;
   /* GB/s of each GPU copy, by [0 H2D, 1 D2H][0 pageable, 1 pinned]: the
    * medians need every sample (4 bytes per GPU copy). */

@@ -1,6 +1,7 @@
-/* cli.c - what every command shares: the usage text (its environment part
- * from include/pagelock/options.def), option parsing, and the exit status
- * of run and demo. */
+/* cli.c - what every command shares: option parsing (getopt_long over
+ * the option tables of help.c), the options of run and demo, and the exit
+ * status of run and demo. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -8,119 +9,9 @@
 
 #include "cli.h"
 #include "escape.h"
+#include "help.h"
 #include "launch.h"
-#include "optdoc.h"
 #include "pagelock/trace_format.h"
-
-/* Appends s to the help text being wrapped, without markdown's backticks;
- * a '\n' in buf never happens: words are split on spaces only. */
-static void plr_cat_plain(char *buf, size_t len, const char *s) {
-  size_t n = strlen(buf);
-  for (; *s && n + 1 < len; s++)
-    if (*s != '`') buf[n++] = *s;
-  buf[n] = 0;
-}
-
-/* "  NAME                     text..." wrapped at 79 columns, continuation
- * lines indented to the text's column (27). */
-static void plr_print_wrapped(FILE *out, const char *name, const char *text) {
-  enum { COL = 27, WIDTH = 79 };
-  int col = fprintf(out, "  %-24s ", name);
-  int first = 1;
-  for (const char *p = text; *p;) {
-    while (*p == ' ') p++;
-    size_t w = strcspn(p, " ");
-    if (w == 0) break;
-    if (!first && col + 1 + (int)w > WIDTH) {
-      fprintf(out, "\n%*s", COL, "");
-      col = COL;
-    } else if (!first) {
-      fputc(' ', out);
-      col++;
-    }
-    fwrite(p, 1, w, out);
-    col += (int)w;
-    first = 0;
-    p += w;
-  }
-  fputc('\n', out);
-}
-
-static void plr_usage_options(FILE *out) {
-  for (size_t i = 0; i < plr_option_count; i++) {
-    const plr_option_doc *o = &plr_option_docs[i];
-    char text[1024] = "", def[64], range[512], name[64];
-    plr_option_words(o, "", "", "|", def, sizeof def, range, sizeof range);
-    plr_cat_plain(text, sizeof text, range);
-    /* The documented default without backticks: "(default 0; a quarter
-     * of physical memory)" for "`0` (a quarter of physical memory)", and
-     * "(default searched)" for a string's "(searched)". */
-    char shown[256] = "";
-    plr_cat_plain(shown, sizeof shown, o->shown);
-    const char *note = shown;
-    plr_cat_plain(text, sizeof text, " (default ");
-    if (def[0]) {
-      plr_cat_plain(text, sizeof text, def);
-      note = shown + strlen(def);
-      while (*note == ' ') note++;
-      if (*note) plr_cat_plain(text, sizeof text, "; ");
-    }
-    size_t l = strlen(note);
-    if (l >= 2 && note[0] == '(' && note[l - 1] == ')') {
-      shown[note - shown + l - 1] = 0;
-      note++;
-    }
-    plr_cat_plain(text, sizeof text, note);
-    plr_cat_plain(text, sizeof text, "): ");
-    plr_cat_plain(text, sizeof text, o->help);
-    snprintf(name, sizeof name, "PAGELOCK_%s", o->id);
-    plr_print_wrapped(out, name, text);
-  }
-}
-
-void plr_usage(FILE *out) {
-  fprintf(out,
-          "usage: pagelock run [--mode M] [-o PATTERN] [--] program [args...]\n"
-          "       pagelock report [--format text|json|html|chrome] [-o FILE] "
-          "FILE|DIR...\n"
-          "       pagelock compare [--format text|json] BEFORE AFTER\n"
-          "       pagelock compare [--format text|json] BEFORE... -- "
-          "AFTER...\n"
-          "       pagelock demo [--mode M] [-o PATTERN] [--quick]\n"
-          "       pagelock doctor [PROGRAM]\n"
-          "       pagelock --help | --version\n"
-          "\n"
-          "  run     run a CUDA program with libpagelock.so preloaded, then\n"
-          "          print a report of its host<->device copies to stderr\n"
-          "  report  report on trace files written by an earlier run (a\n"
-          "          directory stands for its *.trace files)\n"
-          "  compare two runs side by side (each a trace, several traces, or\n"
-          "          a directory of *.trace files), with after/before "
-          "ratios\n"
-          "  demo    run the bundled workload (over fake CUDA when no GPU\n"
-          "          answers) and print its report\n"
-          "  doctor  check this machine (GPU, CUPTI, limits, clock) and, given\n"
-          "          a program, whether the shim can reach it; exits 1 when\n"
-          "          something blocks recording\n"
-          "\n"
-          "  --mode M      observe (default), stage, register, auto or off;\n"
-          "                without it, PAGELOCK_MODE counts\n"
-          "  -o PATTERN    trace file name; %%p pid, %%h host, %%r rank\n"
-          "                (default: pagelock.%%p.trace in the current "
-          "directory)\n"
-          "  --format F    text (default), json, html (one self-contained "
-          "page with\n"
-          "                timelines) or chrome (trace events for Perfetto "
-          "or\n"
-          "                chrome://tracing)\n"
-          "  -o FILE       report: write the report to FILE instead of "
-          "stdout\n"
-          "\n"
-          "environment (read by libpagelock.so once at start, unless marked "
-          "CLI; a bad\n"
-          "value is reported and the default used; sizes take K, M or G):\n");
-  plr_usage_options(out);
-}
 
 int plr_format_parse(const char *name, int allow_views, plr_format *f) {
   if (strcmp(name, "text") == 0)
@@ -136,21 +27,103 @@ int plr_format_parse(const char *name, int allow_views, plr_format *f) {
   return 0;
 }
 
-int plr_opt_value(int argc, char **argv, int *i, const char *lng, const char *shrt,
-                  const char *what, const char **val) {
-  const char *a = argv[*i];
-  size_t n = strlen(lng);
-  if (strncmp(a, lng, n) == 0 && a[n] == '=') {
-    *val = a + n + 1;
-    return 1;
+void plr_opts_init(plr_opts *o, const char *cmd, int order, int argc, char **argv) {
+  memset(o, 0, sizeof *o);
+  o->cmd = cmd;
+  o->argc = argc;
+  o->argv = argv;
+  const plr_help_cmd *c = plr_help_find(cmd);
+  size_t n = 0, k = 0;
+  if (order) o->optstring[k++] = (char)order;
+  o->optstring[k++] = ':'; /* a missing value is ':', not '?' */
+  for (size_t i = 0; c && i < c->nopts && n + 1 < sizeof o->lo / sizeof o->lo[0]; i++) {
+    const plr_help_opt *h = &c->opts[i];
+    /* The short letter is the value getopt_long returns; an option
+     * without one returns 256 + its place in the table. */
+    int val = h->shrt ? h->shrt : 256 + (int)i;
+    o->lo[n++] = (struct option){h->lng, h->arg ? required_argument : no_argument, NULL, val};
+    if (h->shrt && k + 3 < sizeof o->optstring) {
+      o->optstring[k++] = h->shrt;
+      if (h->arg) o->optstring[k++] = ':';
+    }
   }
-  if (strcmp(a, lng) != 0 && (shrt == NULL || strcmp(a, shrt) != 0)) return 0;
-  if (*i + 1 >= argc) {
-    fprintf(stderr, "pagelock: %s needs %s\n", a, what);
-    return -1;
+  o->optstring[k] = 0;
+  /* A fresh scan: getopt keeps its place between calls. */
+  optind = 0;
+  opterr = 0;
+}
+
+/* The long name of the option getopt_long returned as val. */
+static const char *plr_opts_name(const plr_opts *o, int val) {
+  for (const struct option *l = o->lo; l->name; l++)
+    if (l->val == val) return l->name;
+  return NULL;
+}
+
+int plr_opts_next(plr_opts *o) {
+  char shown[160], sv[160];
+  int at = optind ? optind : 1;
+  int c = getopt_long(o->argc, o->argv, o->optstring, o->lo, NULL);
+  o->name = NULL;
+  o->val = NULL;
+  if (c == -1) {
+    /* In order, getopt stops past a "--" (or at the end). */
+    o->sep = optind > at;
+    return PLR_OPT_END;
   }
-  *val = argv[++(*i)];
-  return 1;
+  if (c == 1) {
+    o->val = optarg;
+    return PLR_OPT_OPERAND;
+  }
+  const char *typed = optind > 0 && optind <= o->argc ? o->argv[optind - 1] : "";
+  plr_escape_ctl(typed, shown, sizeof shown);
+  if (c == '?') {
+    if (optopt && strncmp(typed, "--", 2) == 0) {
+      plr_usage_error(o->cmd, "option '--%s' takes no value", plr_opts_name(o, optopt));
+      return PLR_OPT_ERROR;
+    }
+    if (optopt) {
+      /* A short option: the letter, wherever it stood in a cluster. */
+      snprintf(sv, sizeof sv, "-%c", optopt);
+      plr_escape_ctl(sv, shown, sizeof shown);
+    }
+    plr_usage_error(o->cmd, "unknown option '%s'", shown);
+    return PLR_OPT_ERROR;
+  }
+  if (c == ':') {
+    const char *name = plr_opts_name(o, optopt);
+    const plr_help_cmd *h = plr_help_find(o->cmd);
+    const char *arg = "a value";
+    for (size_t i = 0; h && i < h->nopts; i++)
+      if (name && strcmp(h->opts[i].lng, name) == 0) arg = h->opts[i].arg;
+    /* As typed: -o, or --output (also when given as a prefix, --out). */
+    if (strncmp(typed, "--", 2) == 0)
+      plr_usage_error(o->cmd, "option '--%s' needs a value (%s)", name ? name : "?", arg);
+    else
+      plr_usage_error(o->cmd, "option '-%c' needs a value (%s)", optopt, arg);
+    return PLR_OPT_ERROR;
+  }
+  o->name = plr_opts_name(o, c);
+  o->val = optarg;
+  if (o->name && strcmp(o->name, "help") == 0) {
+    plr_help_command(stdout, plr_help_find(o->cmd));
+    return PLR_OPT_HELP;
+  }
+  return PLR_OPT_OPTION;
+}
+
+int plr_opt_number(const plr_opts *o, const char *val, const char *unit, double *v) {
+  char *end;
+  errno = 0;
+  double d = strtod(val, &end);
+  if (!val[0] || *end || errno || !(d >= 0) || d > 1e15) {
+    char shown[160];
+    plr_escape_ctl(val, shown, sizeof shown);
+    return plr_usage_error(o->cmd, "invalid --%s '%s' (%s: a number, 0 or more)", o->name, shown,
+                           unit);
+  }
+  *v = d;
+  return 0;
 }
 
 /* Whether the program gets a short GOMP_SPINCOUNT.  An idle OpenMP thread
@@ -185,54 +158,53 @@ static int plr_omp_spin(plr_run_opts *o) {
   return 0;
 }
 
-int plr_parse_run_opts(int argc, char **argv, int *i, plr_run_opts *o, int allow_quick, int *done) {
+int plr_parse_run_opts(const char *cmd, int argc, char **argv, int *first, plr_run_opts *o,
+                       int *done) {
   *done = 0;
   const char *mode = NULL;
   o->mode = "observe";
   o->output = NULL;
   o->quick = 0;
+  o->max_blocked = -1;
   o->omp_short = 0;
-  for (; *i < argc; (*i)++) {
-    const char *a = argv[*i];
-    if (strcmp(a, "--") == 0) {
-      (*i)++;
-      break;
-    }
-    if (a[0] != '-' || !a[1]) break;
-    int got = plr_opt_value(argc, argv, i, "--output", "-o", "a value", &o->output);
-    if (got == 0) got = plr_opt_value(argc, argv, i, "--mode", "-m", "a value", &mode);
-    if (got < 0) return 2;
-    if (got > 0) {
-      continue;
-    } else if (strncmp(a, "-o", 2) == 0) {
-      o->output = a + 2;
-    } else if (allow_quick && strcmp(a, "--quick") == 0) {
+  int run = strcmp(cmd, "run") == 0;
+  plr_opts op;
+  plr_opts_init(&op, cmd, run ? PLR_ORDER_STOP : PLR_ORDER_PERMUTE, argc, argv);
+  int k;
+  while ((k = plr_opts_next(&op)) == PLR_OPT_OPTION) {
+    if (strcmp(op.name, "mode") == 0)
+      mode = op.val;
+    else if (strcmp(op.name, "output") == 0)
+      o->output = op.val;
+    else if (strcmp(op.name, "quick") == 0)
       o->quick = 1;
-    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      plr_usage(stdout);
-      *done = 1;
-      return 0;
-    } else {
-      fprintf(stderr, "pagelock: unknown option '%s'\n", a);
-      plr_usage(stderr);
-      return 2;
-    }
+    else if (strcmp(op.name, "max-blocked") == 0 &&
+             plr_opt_number(&op, op.val, "milliseconds", &o->max_blocked))
+      return PLR_EXIT_USAGE;
   }
+  if (k == PLR_OPT_HELP) {
+    *done = 1;
+    return 0;
+  }
+  if (k == PLR_OPT_ERROR) return PLR_EXIT_USAGE;
+  *first = optind;
   /* The environment counts as the shim would read it, unless --mode says
    * otherwise; a bad value stops here rather than in every traced process
    * (where the shim would warn and observe). */
   const char *env = getenv("PAGELOCK_MODE");
   if (mode) {
     o->mode = plr_mode_canonical(mode);
-    if (!o->mode) return plr_mode_error("--mode", mode);
+    if (!o->mode) {
+      char shown[128];
+      plr_escape_ctl(mode, shown, sizeof shown);
+      return plr_usage_error(
+          cmd, "invalid --mode '%s' (valid: observe, stage, register, auto, off)", shown);
+    }
   } else if (env && env[0]) {
     o->mode = plr_mode_canonical(env);
     if (!o->mode) return plr_mode_error("PAGELOCK_MODE", env);
   }
-  if (o->output && !o->output[0]) {
-    fprintf(stderr, "pagelock: -o needs a non-empty pattern\n");
-    return 2;
-  }
+  if (o->output && !o->output[0]) return plr_usage_error(cmd, "-o needs a non-empty pattern");
   return plr_omp_spin(o);
 }
 

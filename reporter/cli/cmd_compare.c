@@ -15,6 +15,7 @@
 #include "compare.h"
 #include "escape.h"
 #include "gpu_analysis.h"
+#include "help.h"
 #include "launch.h"
 #include "operands.h"
 #include "report.h"
@@ -51,68 +52,76 @@ static int plr_cmp_load(const plr_strv *files, plr_compare_side *s) {
 
 int plr_cmd_compare(int argc, char **argv) {
   plr_format format = PLR_FORMAT_TEXT;
-  int i = 1;
-  for (; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = NULL;
-    if (strcmp(a, "--") == 0) {
-      i++;
-      break;
-    }
-    int got = plr_opt_value(argc, argv, &i, "--format", "-f", "a value (text or json)", &val);
-    if (got < 0) return PLR_EXIT_USAGE;
-    if (got == 0) {
-      if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-        plr_usage(stdout);
-        return 0;
-      }
-      if (a[0] == '-' && a[1]) {
-        fprintf(stderr, "pagelock: compare: unknown option '%s'\n", a);
-        plr_usage(stderr);
-        return PLR_EXIT_USAGE;
-      }
-      break;
-    }
-    if (plr_format_parse(val, 0, &format) != 0) {
-      fprintf(stderr,
-              "pagelock: invalid --format '%s' for compare (valid: "
-              "text, json)\n",
-              val);
-      return PLR_EXIT_USAGE;
-    }
-  }
-  /* Operands: BEFORE AFTER, or BEFORE... -- AFTER... for runs of several
-   * traces named one by one. */
-  int sep = -1;
-  for (int k = i; k < argc; k++)
-    if (strcmp(argv[k], "--") == 0) {
-      sep = k;
-      break;
-    }
-  int nb = sep < 0 ? 1 : sep - i;
-  int na = sep < 0 ? argc - i - 1 : argc - sep - 1;
-  if ((sep < 0 && argc - i != 2) || nb < 1 || na < 1) {
-    fprintf(stderr,
-            "pagelock: compare needs two runs: BEFORE AFTER (each a "
-            "trace file or a directory of traces), or BEFORE... -- "
-            "AFTER...\n");
-    plr_usage(stderr);
+  double worse = -1;
+  /* Operands in order, so that a "--" between them still splits the runs
+   * (getopt would move it); options may stand anywhere before it. */
+  const char **pre = calloc((size_t)argc, sizeof *pre);
+  if (!pre) {
+    fprintf(stderr, "pagelock: out of memory\n");
     return PLR_EXIT_USAGE;
   }
-  int first_after = sep < 0 ? i + 1 : sep + 1;
+  int npre = 0, k;
+  plr_opts op;
+  plr_opts_init(&op, "compare", PLR_ORDER_IN_ORDER, argc, argv);
+  while ((k = plr_opts_next(&op)) == PLR_OPT_OPTION || k == PLR_OPT_OPERAND) {
+    if (k == PLR_OPT_OPERAND) {
+      pre[npre++] = op.val;
+    } else if (strcmp(op.name, "fail-if-worse") == 0) {
+      if (plr_opt_number(&op, op.val, "percent", &worse)) k = PLR_OPT_ERROR;
+    } else if (strcmp(op.name, "format") == 0 && plr_format_parse(op.val, 0, &format) != 0) {
+      char shown[160];
+      plr_escape_ctl(op.val, shown, sizeof shown);
+      plr_usage_error("compare", "invalid --format '%s' (valid: text, json)", shown);
+      k = PLR_OPT_ERROR;
+    }
+    if (k == PLR_OPT_ERROR) break;
+  }
+  if (k == PLR_OPT_HELP || k == PLR_OPT_ERROR) {
+    free(pre);
+    return k == PLR_OPT_HELP ? 0 : PLR_EXIT_USAGE;
+  }
+  /* BEFORE AFTER; BEFORE... -- AFTER... for runs of several traces named
+   * one by one; or -- BEFORE AFTER, the "--" only ending the options. */
+  const char *const *before = pre, *const *after = pre + 1;
+  int nb = 1, na = 1, ok = npre == 2;
+  if (op.sep && npre) {
+    after = (const char *const *)argv + optind;
+    nb = npre;
+    na = argc - optind;
+    ok = na > 0;
+  } else if (op.sep) {
+    before = (const char *const *)argv + optind;
+    after = before + 1;
+    ok = argc - optind == 2;
+  }
+  if (!ok) {
+    free(pre);
+    return plr_usage_error("compare",
+                           "needs two runs: BEFORE AFTER (each a trace file or a directory of "
+                           "traces), or BEFORE... -- AFTER...");
+  }
   plr_strv fb = {0}, fa = {0};
   plr_compare_side sb, sa;
   memset(&sb, 0, sizeof sb);
   memset(&sa, 0, sizeof sa);
   int rc = 0;
-  for (int k = i; !rc && k < i + nb; k++) rc = plr_trace_operand(&fb, argv[k], "compare");
-  for (int k = first_after; !rc && k < argc; k++) rc = plr_trace_operand(&fa, argv[k], "compare");
+  for (int j = 0; !rc && j < nb; j++) rc = plr_trace_operand(&fb, before[j], "compare");
+  for (int j = 0; !rc && j < na; j++) rc = plr_trace_operand(&fa, after[j], "compare");
   if (!rc) rc = plr_cmp_load(&fb, &sb);
   if (!rc) rc = plr_cmp_load(&fa, &sa);
   if (!rc) {
     plr_compare_write(stdout, format == PLR_FORMAT_JSON, &sb, &sa);
     fflush(stdout);
+    plr_cmp_verdict v;
+    char why[160];
+    plr_compare_verdict(&sb, &sa, &v);
+    if (worse >= 0 && plr_compare_worse(&v, worse, why, sizeof why)) {
+      fprintf(stderr, "pagelock: compare: %s, more than --fail-if-worse=%g: exit status %d\n", why,
+              worse, PLR_EXIT_GATE);
+      rc = PLR_EXIT_GATE;
+    }
   }
+  free(pre);
   plr_compare_side_free(&sb);
   plr_compare_side_free(&sa);
   plr_strv_free(&fb);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "help.h"
 #include "launch.h"
 #include "pkgdir.h"
 
@@ -39,14 +40,14 @@ static int plr_gpu_usable(void) {
 }
 
 int plr_cmd_demo(int argc, char **argv) {
-  int i = 1, done;
+  int i, done;
   plr_run_opts o;
-  int rc = plr_parse_run_opts(argc, argv, &i, &o, 1, &done);
+  int rc = plr_parse_run_opts("demo", argc, argv, &i, &o, &done);
   if (rc || done) return rc;
   if (i < argc) {
-    fprintf(stderr, "pagelock: demo: unexpected argument '%s'\n", argv[i]);
-    plr_usage(stderr);
-    return PLR_EXIT_USAGE;
+    char shown[160];
+    plr_escape_ctl(argv[i], shown, sizeof shown);
+    return plr_usage_error("demo", "unexpected argument '%s'", shown);
   }
   /* Two builds of the demo (cmake/pagelock_demo.cmake): pagelock-demo on
    * the toolkit's runtime for a GPU that answers, fakecuda/pagelock-demo
@@ -105,7 +106,7 @@ int plr_cmd_demo(int argc, char **argv) {
   size_t failed = 0;
   if (res.ntraces) {
     putchar('\n');
-    plr_report_paths(stdout, res.traces, res.ntraces, PLR_FORMAT_TEXT, &failed);
+    plr_report_paths(stdout, res.traces, res.ntraces, PLR_FORMAT_TEXT, &failed, NULL);
     putchar('\n');
   }
   plr_launch_print_traces(stdout, &res);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "help.h"
 #include "launch.h"
 #include "pagelock/trace_format.h"
 #include "pkgdir.h"
@@ -402,21 +403,18 @@ static void plr_doctor_program(plr_doctor *d, const char *name) {
 /* ---- the command ------------------------------------------------------------- */
 
 int plr_cmd_doctor(int argc, char **argv) {
-  const char *program = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: pagelock doctor [PROGRAM]\n");
-      return 0;
-    }
-    if (argv[i][0] == '-' || program) {
-      fprintf(stderr,
-              "pagelock: doctor: unexpected argument '%s' (usage: "
-              "pagelock doctor [PROGRAM])\n",
-              argv[i]);
-      return PLR_EXIT_USAGE;
-    }
-    program = argv[i];
+  plr_opts op;
+  plr_opts_init(&op, "doctor", PLR_ORDER_PERMUTE, argc, argv);
+  int k;
+  while ((k = plr_opts_next(&op)) == PLR_OPT_OPTION) {}
+  if (k == PLR_OPT_HELP) return 0;
+  if (k == PLR_OPT_ERROR) return PLR_EXIT_USAGE;
+  if (argc - optind > 1) {
+    char shown[160];
+    plr_escape_ctl(argv[optind + 1], shown, sizeof shown);
+    return plr_usage_error("doctor", "unexpected argument '%s' (one PROGRAM at most)", shown);
   }
+  const char *program = optind < argc ? argv[optind] : NULL;
   plr_doctor d = {0, 0};
   printf("pagelock:  %s (trace format %u)\n", PLR_VERSION, PAGELOCK_TRACE_VERSION);
 

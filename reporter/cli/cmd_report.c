@@ -6,51 +6,33 @@
 #include <string.h>
 
 #include "cli.h"
+#include "help.h"
 #include "launch.h"
 #include "operands.h"
 
 int plr_cmd_report(int argc, char **argv) {
   plr_format format = PLR_FORMAT_TEXT;
   const char *output = NULL;
-  int i = 1;
-  for (; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = NULL;
-    if (strcmp(a, "--") == 0) {
-      i++;
-      break;
-    }
-    int got = plr_opt_value(argc, argv, &i, "--format", "-f",
-                            "a value (text, json, html or chrome)", &val);
-    if (got == 0 &&
-        (got = plr_opt_value(argc, argv, &i, "--output", "-o", "a file name", &output)) > 0)
-      continue;
-    if (got < 0) return PLR_EXIT_USAGE;
-    if (got == 0) {
-      if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-        plr_usage(stdout);
-        return 0;
-      }
-      if (a[0] == '-' && a[1]) {
-        fprintf(stderr, "pagelock: report: unknown option '%s'\n", a);
-        plr_usage(stderr);
-        return PLR_EXIT_USAGE;
-      }
-      break;
-    }
-    if (plr_format_parse(val, 1, &format) != 0) {
-      fprintf(stderr,
-              "pagelock: invalid --format '%s' (valid: text, json, html, "
-              "chrome)\n",
-              val);
-      return PLR_EXIT_USAGE;
+  double max_blocked = -1;
+  plr_opts op;
+  plr_opts_init(&op, "report", PLR_ORDER_PERMUTE, argc, argv);
+  int k;
+  while ((k = plr_opts_next(&op)) == PLR_OPT_OPTION) {
+    if (strcmp(op.name, "output") == 0) {
+      output = op.val;
+    } else if (strcmp(op.name, "max-blocked") == 0) {
+      if (plr_opt_number(&op, op.val, "milliseconds", &max_blocked)) return PLR_EXIT_USAGE;
+    } else if (strcmp(op.name, "format") == 0 && plr_format_parse(op.val, 1, &format) != 0) {
+      char shown[160];
+      plr_escape_ctl(op.val, shown, sizeof shown);
+      return plr_usage_error("report", "invalid --format '%s' (valid: text, json, html, chrome)",
+                             shown);
     }
   }
-  if (i >= argc) {
-    fprintf(stderr, "pagelock: report: no trace file given\n");
-    plr_usage(stderr);
-    return PLR_EXIT_USAGE;
-  }
+  if (k == PLR_OPT_HELP) return 0;
+  if (k == PLR_OPT_ERROR) return PLR_EXIT_USAGE;
+  int i = optind;
+  if (i >= argc) return plr_usage_error("report", "no trace file given");
   plr_strv files = {0};
   for (int k = i; k < argc; k++) {
     int rc = plr_trace_operand(&files, argv[k], "report");
@@ -69,7 +51,8 @@ int plr_cmd_report(int argc, char **argv) {
     }
   }
   size_t failed;
-  plr_report_paths(out, files.v, files.n, format, &failed);
+  plr_report_sum sum;
+  plr_report_paths(out, files.v, files.n, format, &failed, &sum);
   plr_strv_free(&files);
   if (out != stdout) {
     /* A full disk shows up here, not in the fprintf calls. */
@@ -79,5 +62,6 @@ int plr_cmd_report(int argc, char **argv) {
       return PLR_EXIT_USAGE;
     }
   }
-  return failed ? PLR_EXIT_USAGE : 0;
+  if (failed) return PLR_EXIT_USAGE;
+  return plr_gate_blocked(&sum, max_blocked);
 }

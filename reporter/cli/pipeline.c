@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "escape.h"
 #include "report.h"
+#include "units.h"
 
 void plr_process_warnings(FILE *err, const plr_process *p) {
   const plr_trace *t = &p->t;
@@ -62,9 +63,34 @@ static void plr_write_views(FILE *out, const plr_process *ps, char *const *paths
   free(src);
 }
 
-size_t plr_report_paths(FILE *out, char *const *paths, size_t n, plr_format format,
-                        size_t *failed) {
+/* Whether the trace's modules (written at exit) hold libgomp: GOMP_SPINCOUNT
+ * speaks to its threads only.  The trace lists what was loaded, not
+ * whether its threads ever started. */
+static int plr_trace_has_libgomp(const plr_trace *t) {
+  for (size_t i = 0; i < t->nmodules; i++) {
+    const char *base = strrchr(t->modules[i].path, '/');
+    base = base ? base + 1 : t->modules[i].path;
+    /* libgomp.so.1, and the wheels' libgomp-<hash>.so.1 (PyTorch's). */
+    if (strncmp(base, "libgomp", 7) == 0 && (base[7] == '.' || base[7] == '-')) return 1;
+  }
+  return 0;
+}
+
+int plr_gate_blocked(const plr_report_sum *sum, double max_ms) {
+  if (max_ms < 0 || (double)sum->pageable_host_ns <= max_ms * 1e6) return 0;
+  char ms[32];
+  plr_fmt_ms(sum->pageable_host_ns, ms, sizeof ms);
+  fprintf(stderr,
+          "pagelock: pageable copies blocked the host %s ms in all, more than --max-blocked=%g: "
+          "exit status %d\n",
+          ms, max_ms, PLR_EXIT_GATE);
+  return PLR_EXIT_GATE;
+}
+
+size_t plr_report_paths(FILE *out, char *const *paths, size_t n, plr_format format, size_t *failed,
+                        plr_report_sum *sum) {
   *failed = 0;
+  if (sum) memset(sum, 0, sizeof *sum);
   plr_process *ps = n ? calloc(n, sizeof *ps) : NULL;
   size_t *idx = n ? calloc(n, sizeof *idx) : NULL;
   if (n && (!ps || !idx)) {
@@ -88,6 +114,10 @@ size_t plr_report_paths(FILE *out, char *const *paths, size_t n, plr_format form
       plr_process_free(&ps[ok]);
       (*failed)++;
       continue;
+    }
+    if (sum) {
+      sum->pageable_host_ns += ps[ok].t.tot.pageable.host_ns;
+      sum->openmp |= plr_trace_has_libgomp(&ps[ok].t);
     }
     idx[ok++] = i;
   }

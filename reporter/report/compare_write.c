@@ -1,9 +1,12 @@
 /* compare_write.c - `pagelock compare`'s two writers: an aligned text table
  * and one JSON object, over the rows analysis/compare.c computes. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "compare.h"
+#include "escape.h"
 #include "report.h"
 #include "units.h"
 
@@ -46,9 +49,92 @@ static void plr_cmp_ratio(const plr_cmp_row *r, char *buf, size_t len) {
   snprintf(buf, len, "%.2fx", r->a.v / r->b.v);
 }
 
+/* The row of key in rows, or NULL. */
+static const plr_cmp_row *plr_cmp_find(const plr_cmp_row *rows, size_t n, const char *key) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(rows[i].key, key) == 0) return &rows[i];
+  return NULL;
+}
+
+/* after/before of a row both runs measured: 0 when both are 0, -1 when
+ * not comparable, HUGE_VAL when only after has any. */
+static double plr_cmp_change(const plr_cmp_row *r) {
+  if (!r || !r->a.have || !r->b.have) return -1;
+  if (r->b.v > 0) return r->a.v / r->b.v;
+  return r->a.v > 0 ? HUGE_VAL : 0;
+}
+
+/* "2.4x less host time blocked in copies": x a ratio after/before. */
+static void plr_cmp_clause(double x, const char *what, char *buf, size_t len) {
+  if (x < 0)
+    snprintf(buf, len, "%s not measured in both runs", what);
+  else if (x == HUGE_VAL)
+    snprintf(buf, len, "%s where the before run had none", what);
+  else if (x == 0)
+    snprintf(buf, len, "no %s", what);
+  else if (x < 1)
+    snprintf(buf, len, "%.*fx less %s", 1 / x < 1.1 ? 2 : 1, 1 / x, what);
+  else if (x > 1)
+    snprintf(buf, len, "%.*fx more %s", x < 1.1 ? 2 : 1, x, what);
+  else
+    snprintf(buf, len, "the same %s", what);
+}
+
+void plr_compare_verdict(const plr_compare_side *b, const plr_compare_side *a, plr_cmp_verdict *v) {
+  plr_cmp_row rows[PLR_CMP_MAX_ROWS];
+  size_t n = plr_compare_rows(b, a, rows);
+  memset(v, 0, sizeof *v);
+  v->wall = plr_cmp_change(plr_cmp_find(rows, n, "wall_ns"));
+  v->blocked = plr_cmp_change(plr_cmp_find(rows, n, "host_blocked_ns"));
+  /* Slower: a wall time that prints as more than 1.00x, or without wall
+   * times, more time blocked. */
+  v->slower = v->wall >= 0 ? v->wall >= 1.005 : v->blocked > 1;
+  char blocked[96], wall[64];
+  plr_cmp_clause(v->blocked, "host time blocked in copies", blocked, sizeof blocked);
+  if (v->wall < 0 || v->wall == HUGE_VAL)
+    snprintf(wall, sizeof wall, "wall time not comparable");
+  else
+    snprintf(wall, sizeof wall, "%.2fx the wall time", v->wall);
+  snprintf(v->text, sizeof v->text, "%s %s, %s",
+           v->slower ? "after is slower:" : "after:", v->slower ? wall : blocked,
+           v->slower ? blocked : wall);
+}
+
+int plr_compare_worse(const plr_cmp_verdict *v, double pct, char *why, size_t len) {
+  double limit = 1 + pct / 100;
+  const char *what = v->wall > limit      ? "wall time"
+                     : v->blocked > limit ? "host time blocked in copies"
+                                          : NULL;
+  if (!what) return 0;
+  double x = v->wall > limit ? v->wall : v->blocked;
+  if (x == HUGE_VAL)
+    snprintf(why, len, "the after run's %s is above 0 where the before run's was 0", what);
+  else
+    snprintf(why, len, "the after run's %s is %.1f%% worse than the before run's", what,
+             (x - 1) * 100);
+  return 1;
+}
+
+/* Which runs ran over the fake CUDA: their times are the fake driver's. */
+static void plr_cmp_simulated(FILE *out, const plr_compare_side *b, const plr_compare_side *a) {
+  if (!b->simulated_traces && !a->simulated_traces) return;
+  const char *which = b->simulated_traces && a->simulated_traces ? "both runs"
+                      : b->simulated_traces                      ? "the before run"
+                                                                 : "the after run";
+  fprintf(out,
+          "simulated timings in %s (fake CUDA, no GPU): the times say how the simulation ran, not "
+          "a GPU\n",
+          which);
+}
+
 /* The text table: label, before, after, after/before. */
 static void plr_cmp_text(FILE *out, const plr_compare_side *b, const plr_compare_side *a,
                          const plr_cmp_row *rows, size_t n) {
+  plr_cmp_verdict v;
+  plr_compare_verdict(b, a, &v);
+  fprintf(out, "%s\n", v.text);
+  plr_cmp_simulated(out, b, a);
+  fputc('\n', out);
   fprintf(out, "%-32s %16s %16s %14s\n", "", "before", "after", "after/before");
   fprintf(out, "%-32s %16zu %16zu\n", "traces", b->traces, a->traces);
   for (size_t i = 0; i < n; i++) {
@@ -93,8 +179,9 @@ static void plr_cmp_json_val(FILE *out, const plr_cmp_val *v, plr_cmp_unit u) {
 static void plr_cmp_json_side(FILE *out, const char *name, const plr_compare_side *s,
                               const plr_cmp_row *rows, size_t n, int after) {
   fprintf(out,
-          "  \"%s\": {\"traces\": %zu, \"gpu_traces\": %" PRIu64 ", \"sampled_traces\": %" PRIu64,
-          name, s->traces, s->gpu_traces, s->sampled_traces);
+          "  \"%s\": {\"traces\": %zu, \"gpu_traces\": %" PRIu64 ", \"sampled_traces\": %" PRIu64
+          ", \"simulated_traces\": %" PRIu64,
+          name, s->traces, s->gpu_traces, s->sampled_traces, s->simulated_traces);
   for (size_t i = 0; i < n; i++) {
     fprintf(out, ", \"%s\": ", rows[i].key);
     plr_cmp_json_val(out, after ? &rows[i].a : &rows[i].b, rows[i].unit);
@@ -119,6 +206,23 @@ static void plr_cmp_json(FILE *out, const plr_compare_side *b, const plr_compare
           "{\n  \"schema\": \"pagelock-compare\", \"schema_version\": "
           "%d,\n",
           PLR_CMP_SCHEMA_VERSION);
+  /* The verdict's ratios: null when not comparable, and when the before
+   * run had none of what the after run has. */
+  plr_cmp_verdict v;
+  plr_compare_verdict(b, a, &v);
+  fputs("  \"verdict\": {\"text\": ", out);
+  plr_json_string(out, v.text, sizeof v.text);
+  fprintf(out, ", \"slower\": %s, \"wall_ratio\": ", v.slower ? "true" : "false");
+  if (v.wall >= 0 && v.wall != HUGE_VAL)
+    fprintf(out, "%.4f", v.wall);
+  else
+    fputs("null", out);
+  fputs(", \"host_blocked_ratio\": ", out);
+  if (v.blocked >= 0 && v.blocked != HUGE_VAL)
+    fprintf(out, "%.4f", v.blocked);
+  else
+    fputs("null", out);
+  fputs("},\n", out);
   plr_cmp_json_side(out, "before", b, rows, n, 0);
   fputs(",\n", out);
   plr_cmp_json_side(out, "after", a, rows, n, 1);

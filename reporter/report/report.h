@@ -38,8 +38,25 @@ void plr_report_html(FILE *out, const plr_process *ps, const plr_source *src, si
  * streamed as the traces are re-read. */
 void plr_report_chrome(FILE *out, const plr_process *ps, const plr_source *src, size_t n);
 
-/* Writes the comparison of two sides to out: an aligned table with
- * after/before ratios, or (json) one object. */
+/* compare's one-line verdict ("after: 2.4x less host time blocked in
+ * copies, 0.86x the wall time", or "after is slower: ..."), and the two
+ * after/before ratios it judges: -1 not comparable, HUGE_VAL when only
+ * the after run has any. */
+typedef struct plr_cmp_verdict {
+  char text[256];
+  double wall, blocked;
+  int slower;
+} plr_cmp_verdict;
+void plr_compare_verdict(const plr_compare_side *before, const plr_compare_side *after,
+                         plr_cmp_verdict *v);
+
+/* --fail-if-worse=pct: 1 with why ("the after run's wall time is 12.0%
+ * worse than the before run's") when the wall time or the host time
+ * blocked in copies grew by more than pct percent, else 0. */
+int plr_compare_worse(const plr_cmp_verdict *v, double pct, char *why, size_t len);
+
+/* Writes the comparison of two sides to out: the verdict, then an aligned
+ * table with after/before ratios, or (json) one object. */
 void plr_compare_write(FILE *out, int json, const plr_compare_side *before,
                        const plr_compare_side *after);
 

@@ -100,6 +100,8 @@
   "\033[31m\033]0;t\a\r\b\x9b" \
   "2J\xc2\x9b\xff"
 static int evil_names;
+/* --module: one more loaded object at exit (libgomp for the OpenMP note). */
+static const char *extra_module;
 
 /* --copy and --counters. */
 typedef struct extra_copy {
@@ -290,6 +292,7 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites, int end,
   tb_module(b, APP_BASE, APP_BASE + 0x1000, APP_BASE + 0x20000, "");
   tb_module(b, CUDART_BASE, CUDART_BASE, CUDART_BASE + 0x100000,
             "/nonexistent/lib/libcudart.so.13");
+  if (extra_module) tb_module(b, LIBC_BASE, LIBC_BASE, LIBC_BASE + 0x100000, extra_module);
   for (unsigned long s = 0; s < sites; s++) {
     char name[64];
     snprintf(name, sizeof name, "step_%lu%s", s, evil_names ? EVIL : "");
@@ -780,7 +783,7 @@ int main(int argc, char **argv) {
             "usage: mktrace OUT [--copies N] [--sites N] [--no-end] "
             "[--cut-mid-record] [--simulated] [--mode M] [--pid P] [--rank R] "
             "[--host H] [--v1 | --v3] [--scenario NAME] [--big N] [--hostile N] "
-            "[--checksums K] [--flags X] [--evil-names] "
+            "[--checksums K] [--flags X] [--evil-names] [--module PATH] "
             "[--copy N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED[:AT]]] [--counters NAME=V,...]\n");
     return 2;
   }
@@ -816,6 +819,8 @@ int main(int argc, char **argv) {
       flags = strtoul(v, NULL, 0), i++;
     else if (!strcmp(a, "--evil-names"))
       evil_names = 1;
+    else if (!strcmp(a, "--module"))
+      extra_module = v, i++;
     else if (!strcmp(a, "--copy")) {
       if (parse_copy(v)) {
         fprintf(stderr,

@@ -42,13 +42,100 @@ mk() { "$MK" "$@" >mk.out || fail "mktrace $* failed"; sed -n 's/^records=//p' m
 
 case $CASE in
 usage)
+  # A usage error is its line and where help is, nothing more.
   run_pl 2
-  has_err "usage: pagelock run"
+  [ "$(cat err)" = "pagelock: no command given (run, report, compare, demo, doctor)
+try 'pagelock --help'" ] || fail "no command: $(cat err)"
   run_pl 2 frobnicate
-  has_err "pagelock: unknown command 'frobnicate'"
-  has_err "usage:"
+  [ "$(cat err)" = "pagelock: unknown command 'frobnicate' (valid: run, report, compare, demo, doctor)
+try 'pagelock --help'" ] || fail "unknown command: $(cat err)"
   run_pl 0 --help
   has_out "usage: pagelock run"
+  has_out "exit status:"
+  has_out "  3        a gate failed: --max-blocked"
+  [ ! -s err ] || fail "stderr from --help"
+  # every command's errors: two lines, the second naming its help
+  for c in "run --frob" "report --frob x.trace" "compare --frob a b" "demo --frob" "doctor --frob" \
+    "report -q x.trace" "report --format" "run --help=1 true" "report x.trace --max-blocked=1ms"; do
+    set -- $c
+    run_pl 2 "$@"
+    [ "$(wc -l <err)" = 2 ] || fail "pagelock $c: not two lines"
+    [ "$(sed -n 2p err)" = "try 'pagelock $1 --help'" ] || fail "pagelock $c: second line $(sed -n 2p err)"
+    grep -q "^pagelock: $1: " err || fail "pagelock $c: first line $(sed -n 1p err)"
+  done
+  run_pl 2 report --frob x.trace
+  has_err "pagelock: report: unknown option '--frob'"
+  run_pl 2 report -q x.trace
+  has_err "pagelock: report: unknown option '-q'"
+  run_pl 2 report --format
+  has_err "pagelock: report: option '--format' needs a value (F)"
+  run_pl 2 run --help=1 true
+  has_err "pagelock: run: option '--help' takes no value"
+  run_pl 2 report x.trace --max-blocked=1ms
+  has_err "pagelock: report: invalid --max-blocked '1ms' (milliseconds: a number, 0 or more)"
+  ;;
+command_help)
+  # `pagelock CMD --help` (and -h, and `pagelock help CMD`) is that
+  # command's help on stdout, exit 0, whatever else is on the line.
+  for c in run report compare demo doctor; do
+    run_pl 0 "$c" --help
+    [ "$(sed -n 1p out)" = "usage: pagelock $c $(sed -n 1p out | cut -d' ' -f4-)" ] || fail "$c --help: $(sed -n 1p out)"
+    has_out "options:"
+    has_out "  -h, --help"
+    has_out "exit status: "
+    grep -q "^commands:" out && fail "$c --help printed the general help"
+    cp out want
+    run_pl 0 "$c" -h
+    cmp -s out want || fail "$c -h differs from $c --help"
+    run_pl 0 help "$c"
+    cmp -s out want || fail "help $c differs from $c --help"
+  done
+  run_pl 0 report a.trace --format json --help
+  has_out "usage: pagelock report [OPTIONS] TRACE..."
+  has_out "      --max-blocked=MS"
+  run_pl 0 compare --help
+  has_out "      --fail-if-worse=PCT"
+  run_pl 0 run --help
+  has_out "  -m, --mode=M"
+  # run's options end at the program: its --help is the program's
+  run_pl 0 run sh -c 'echo "$1"' sh --help
+  [ "$(cat out)" = "--help" ] || fail "run passed on: $(cat out)"
+  ;;
+getopt)
+  # Options as getopt_long takes them, in every form.
+  mk good.trace --copies 40 --sites 3 >/dev/null
+  run_pl 0 report --format json good.trace
+  cp out json
+  for form in "-fjson good.trace" "-f json good.trace" "--format=json good.trace" \
+    "--format json good.trace" "good.trace --format json" "good.trace -fjson" "--form=json good.trace"; do
+    # shellcheck disable=SC2086
+    run_pl 0 report $form
+    cmp -s out json || fail "report $form is not the JSON report"
+  done
+  run_pl 0 report -oo1.json --format=json good.trace
+  cmp -s o1.json json || fail "-oFILE"
+  run_pl 0 report good.trace -o o2.json -fjson
+  cmp -s o2.json json || fail "-o FILE after the operand"
+  run_pl 0 report --output o3.json --format json good.trace
+  cmp -s o3.json json || fail "--output FILE"
+  # -- ends options: a trace named like an option
+  cp good.trace ./-f.trace
+  run_pl 0 report --format=json -- -f.trace
+  sed 's/-f\.trace/good.trace/' out | cmp -s - json || fail "-- before an operand that looks like an option"
+  # compare: options after the runs, and -- between runs
+  run_pl 0 compare good.trace good.trace --format json
+  has_out '"schema": "pagelock-compare"'
+  run_pl 0 compare -fjson good.trace -- good.trace good.trace
+  has_out '"before": {"traces": 1,'
+  has_out '"after": {"traces": 2,'
+  run_pl 0 compare --format=json -- good.trace good.trace
+  has_out '"after": {"traces": 1,'
+  # run stops at the program's name: the rest is the program's
+  run_pl 0 run -oout.%p.trace --mode=off sh -c 'echo "$PAGELOCK_MODE $*"' sh --mode stage -o x
+  [ "$(cat out)" = "off --mode stage -o x" ] || fail "run: $(cat out)"
+  run_pl 0 run -m stage -- sh -c 'echo "$PAGELOCK_MODE"'
+  [ "$(cat out)" = "stage" ] || fail "run -m stage --: $(cat out)"
+  run_pl 0 demo --help
   ;;
 version)
   run_pl 0 --version
@@ -90,18 +177,20 @@ not_executable)
   ;;
 bad_mode)
   run_pl 2 run --mode fast true
-  has_err "pagelock: invalid --mode 'fast' (valid: observe, stage, register, auto, off)"
+  has_err "pagelock: run: invalid --mode 'fast' (valid: observe, stage, register, auto, off)"
+  has_err "try 'pagelock run --help'"
   run_pl 2 run --mode=turbo true
-  has_err "pagelock: invalid --mode 'turbo'"
+  has_err "pagelock: run: invalid --mode 'turbo'"
   run_pl 2 demo --mode x
-  has_err "pagelock: invalid --mode 'x'"
+  has_err "pagelock: demo: invalid --mode 'x'"
   for m in observe stage register auto off; do run_pl 0 run --mode "$m" true; done
   ;;
 no_program)
   run_pl 2 run
-  has_err "usage: pagelock run"
+  [ "$(cat err)" = "pagelock: run: no program given
+try 'pagelock run --help'" ] || fail "message: $(cat err)"
   run_pl 2 run --mode stage --
-  has_err "usage:"
+  has_err "pagelock: run: no program given"
   ;;
 unwritable_output)
   run_pl 2 run -o /nonexistent-pagelock-dir/x.%p.trace true
@@ -237,9 +326,9 @@ EOF
 report_format)
   mk good.trace >/dev/null
   run_pl 2 report --format xml good.trace
-  has_err "pagelock: invalid --format 'xml' (valid: text, json, html, chrome)"
+  has_err "pagelock: report: invalid --format 'xml' (valid: text, json, html, chrome)"
   run_pl 2 report
-  has_err "no trace file given"
+  has_err "pagelock: report: no trace file given"
   ;;
 report_many_files)
   mk a.trace --pid 101 >/dev/null
@@ -564,12 +653,19 @@ help_options)
   diff -u readme_table table >table.diff ||
     fail "README's configuration table differs from include/pagelock/options.def (paste the output of pl_optdump over it): $(cat table.diff)"
   run_pl 0 --help
-  grep '^| `PAGELOCK_' table | while IFS='|' read -r _ name def values _; do
+  grep '^| `PAGELOCK_' table | while IFS='|' read -r _ name def values meaning _; do
     name=$(printf '%s' "$name" | tr -d ' `')
     # the option's line and its continuation lines
     awk -v n="$name" '$1 == n { on = 1; print; next }
       on && /^                           [^ ]/ { print; next } { on = 0 }' out >blk
     [ -s blk ] || fail "--help does not list $name"
+    # the default and the meaning whole: never cut (COPY_THREADS' default
+    # once ended in "queued behind earli")
+    joined=$(tr '\n' ' ' <blk | tr -s ' ')
+    for part in "$def" "$meaning"; do
+      tail=$(printf '%s' "$part" | tr -d '`' | sed 's/ *$//; s/)$//; s/^ *(//' | awk '{ for (i = NF - 3; i <= NF; i++) if (i > 0) printf "%s%s", $i, (i < NF ? " " : "") }')
+      case $joined in *"$tail"*) ;; *) fail "--help: $name lacks the end of '$part' ('$tail'): $joined" ;; esac
+    done
     d=$(printf '%s' "$def" | sed -n 's/^ *`\([^`]*\)`.*/\1/p')
     if [ -n "$d" ]; then
       tr '\n' ' ' <blk | tr -s ' ' | grep -qF -e "(default $d)" -e "(default $d;" || fail "--help: $name lacks '(default $d)': $(cat blk)"
@@ -610,7 +706,10 @@ omp_spin)
   # OpenMP threads would spin on the copy threads' cores), never over a
   # spin count or wait policy of its own, and PAGELOCK_OMP_SPIN says
   # otherwise.
-  echo 'echo "${GOMP_SPINCOUNT:--}" >>w' >w.sh
+  # The program lists a trace whose modules hold libgomp (PyTorch's wheel
+  # name): the CLI's line about the spin count is said only then.
+  mk gomp.trace --copies 4 --module /opt/torch/lib/libgomp-a34b3233.so.1 >/dev/null
+  printf 'echo "${GOMP_SPINCOUNT:--}" >>w\necho "%s" >>"$PAGELOCK_MANIFEST"\n' "$T/gomp.trace" >w.sh
   said=0
   ran() { # MODE ENV...: runs w.sh; counts the CLI's line about it
     m=$1; shift
@@ -631,6 +730,18 @@ omp_spin)
   [ "$(tr '\n' ' ' <w)" = "- - 10000 10000 10000 77 - - 10000 5 " ] ||
     fail "GOMP_SPINCOUNT seen: $(tr '\n' ' ' <w)"
   [ $said = 4 ] || fail "the line about it came $said times, not 4"
+  # without libgomp in the trace (a C program's), or without a trace: no line
+  mk plain.trace --copies 4 --module /usr/lib/libfoo.so.1 >/dev/null
+  printf 'echo "%s" >>"$PAGELOCK_MANIFEST"\n' "$T/plain.trace" >p.sh
+  "$PL" run --mode stage sh p.sh >out 2>err || fail "plain: exit $?"
+  has_err "== pid 4242"
+  no_err "GOMP_SPINCOUNT"
+  "$PL" run --mode stage true >out 2>err || fail "no trace: exit $?"
+  no_err "GOMP_SPINCOUNT"
+  mk gomp2.trace --copies 4 --module /usr/lib/x86_64-linux-gnu/libgomp.so.1 >/dev/null
+  printf 'echo "%s" >>"$PAGELOCK_MANIFEST"\n' "$T/gomp2.trace" >g.sh
+  "$PL" run --mode auto sh g.sh >out 2>err || fail "libgomp.so.1: exit $?"
+  has_err "the program ran with GOMP_SPINCOUNT=10000"
   PAGELOCK_OMP_SPIN=yes "$PL" run --mode auto sh -c 'echo ran >ran' >out 2>err
   [ $? = 2 ] || fail "bad PAGELOCK_OMP_SPIN not refused"
   [ "$(cat err)" = "pagelock: invalid PAGELOCK_OMP_SPIN='yes' in the environment (valid: short, keep)" ] || fail "message: $(cat err)"
@@ -994,6 +1105,118 @@ report_escaped_paths)
   : >"run$p/x$p.trace"
   run_pl 2 compare "run$p" good.trace
   [ "$(cat err)" = "pagelock: 'runa\\x1b[31mb/xa\\x1b[31mb.trace' is empty (the traced program may have died before writing its trace header)" ] || fail "compare: $(cat err)"
+  ;;
+gate_report)
+  # --max-blocked=MS: exit 3 when pageable copies blocked the host longer
+  # than MS in all (3 x 1 ms here; the pinned copies' 10 ms do not count),
+  # every trace together, in every format.
+  mk g.trace --copies 0 --copy 3:h2d:pageable:pass:mode:4M:1000000 \
+    --copy 2:h2d:pinned:pass:none:4M:5000000 >/dev/null
+  run_pl 0 report --max-blocked=3 g.trace
+  has_out "copies: 5 calls"
+  [ ! -s err ] || fail "stderr under the limit"
+  run_pl 3 report --max-blocked=2.999 g.trace
+  has_out "copies: 5 calls"
+  [ "$(cat err)" = "pagelock: pageable copies blocked the host 3.000 ms in all, more than --max-blocked=2.999: exit status 3" ] ||
+    fail "message: $(cat err)"
+  run_pl 3 report g.trace --max-blocked 0 --format json
+  has_out '"schema": "pagelock-report"'
+  run_pl 0 report --max-blocked=6 g.trace g.trace
+  run_pl 3 report --max-blocked=5.5 g.trace g.trace
+  has_err "blocked the host 6.000 ms in all, more than --max-blocked=5.5"
+  run_pl 3 report --max-blocked=1 --format html -o page.html g.trace
+  grep -q "</html>" page.html || fail "no page written under a failed gate"
+  # an unreadable trace is an error first
+  run_pl 2 report --max-blocked=1 g.trace missing.trace
+  no_err "--max-blocked"
+  mk none.trace --copies 0 --copy 2:h2d:pinned:pass:none:4M:5000000 >/dev/null
+  run_pl 0 report --max-blocked=0 none.trace
+  ;;
+gate_run)
+  # run --max-blocked: judged after the report, only when the program
+  # exited 0 (a failed program's own status wins).
+  mk g.trace --copies 0 --copy 3:h2d:pageable:pass:mode:4M:1000000 >/dev/null
+  printf 'echo "%s" >>"$PAGELOCK_MANIFEST"\nexit "${1:-0}"\n' "$T/g.trace" >g.sh
+  run_pl 3 run --max-blocked=2 sh g.sh
+  has_err "== pid 4242"
+  has_err "pagelock: trace written to $T/g.trace"
+  [ "$(tail -n 1 err)" = "pagelock: pageable copies blocked the host 3.000 ms in all, more than --max-blocked=2: exit status 3" ] ||
+    fail "last line: $(tail -n 1 err)"
+  run_pl 0 run --max-blocked=3 sh g.sh
+  no_err "--max-blocked"
+  run_pl 5 run --max-blocked=2 sh g.sh 5
+  no_err "--max-blocked"
+  run_pl 0 run --max-blocked=0 true
+  run_pl 2 run --max-blocked=x true
+  has_err "pagelock: run: invalid --max-blocked 'x'"
+  ;;
+man_page)
+  # pagelock(1): written by the default build (pl_mkman, no help2man), with
+  # every section, every option of every command and every PAGELOCK_
+  # variable; it renders without a warning.
+  man="$B/pagelock.1"
+  [ -s "$man" ] || fail "no $man: the build did not write the man page"
+  [ "$(zcat "$B/pagelock.1.gz")" = "$(cat "$man")" ] || fail "pagelock.1.gz is not pagelock.1"
+  for sec in NAME SYNOPSIS DESCRIPTION COMMANDS OPTIONS ENVIRONMENT '"EXIT STATUS"' EXAMPLES '"SEE ALSO"'; do
+    grep -qx ".SH $sec" "$man" || fail "no section $sec"
+  done
+  for c in run report compare demo doctor; do
+    grep -qx ".SS $c" "$man" || fail "no command $c"
+    "$PL" "$c" --help | sed -n '/^options:$/,/^$/s/^  \(-., \)\{0,1\} *--\([a-z-]*\).*/\2/p' >opts
+    [ -s opts ] || fail "no options in $c --help"
+    while read -r o; do
+      grep -q "fB\\\\-\\\\-$o\\\\fR" "$man" || fail "the man page lacks $c --$o"
+    done <opts
+  done
+  "$B/pl_optdump" | sed -n 's/^| `\(PAGELOCK_[A-Z0-9_]*\)`.*/\1/p' >vars
+  [ "$(wc -l <vars)" -gt 20 ] || fail "pl_optdump listed $(wc -l <vars) variables"
+  while read -r v; do grep -qx ".B $v" "$man" || fail "ENVIRONMENT lacks $v"; done <vars
+  grep -q "^\.B 3$" "$man" || fail "EXIT STATUS lacks 3"
+  command -v groff >/dev/null 2>&1 || { echo "SKIP: no groff (Debian groff-base) to render the man page"; exit 77; }
+  groff -man -Tutf8 -ww -z "$man" 2>warn
+  [ ! -s warn ] || fail "groff warns: $(cat warn)"
+  MANWIDTH=80 groff -man -Tutf8 -rLL=80n "$man" 2>/dev/null | sed 's/.\x08//g' >page
+  grep -q "^EXIT STATUS" page || fail "no EXIT STATUS in the rendered page"
+  grep -q "pagelock report \[OPTIONS\] TRACE" page || fail "synopsis not rendered"
+  if command -v man >/dev/null 2>&1; then
+    MANWIDTH=80 man -l "$man" >page2 2>warn2 || fail "man -l failed: $(cat warn2)"
+    grep -q "PAGELOCK_COPY_THREADS" page2 || fail "man -l: no environment"
+  fi
+  ;;
+completion)
+  # completion/pagelock.bash in bash: commands, options, modes, formats,
+  # trace files; and its option lists are those of `pagelock CMD --help`.
+  command -v bash >/dev/null 2>&1 || { echo "SKIP: no bash"; exit 77; }
+  comp=$(dirname "$0")/../../completion/pagelock.bash
+  [ -r "$comp" ] || fail "no $comp"
+  mkdir sub && : >a.trace && : >b.trace && : >notes.txt
+  # complete WORDS...: COMPREPLY for the last word, sorted, one a line
+  complete_words() {
+    bash -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _pagelock; [ ${#COMPREPLY[@]} = 0 ] || printf "%s\n" "${COMPREPLY[@]}" | sort' \
+      sh "$comp" "$@" 2>&1
+  }
+  want() { got=$(complete_words "$@" | tr '\n' ' '); [ "$got" = "$W" ] || fail "completing '$*': '$got', want '$W'"; }
+  W="report run " want pagelock r
+  W="compare " want pagelock co
+  W="auto " want pagelock run --mode au
+  W="auto " want pagelock run --mode = au
+  W="observe off " want pagelock demo -m o
+  W="chrome " want pagelock report --format ch
+  W="json text " want pagelock compare --format ""
+  W="json " want pagelock report --format=j
+  W="--fail-if-worse --format " want pagelock compare --f
+  W="--max-blocked --mode " want pagelock run --m
+  W="a.trace b.trace sub " want pagelock report ""
+  W="a.trace " want pagelock compare b.trace -- a
+  W="run " want pagelock help ru
+  # after the program's name, pagelock's options are not offered
+  W="" want pagelock run ./prog --mo
+  for c in run report compare demo doctor; do
+    "$PL" "$c" --help | sed -n '/^options:$/,/^$/p' >help
+    { sed -n 's/^  \(-.\), .*/\1/p' help; sed -n 's/^  \(-., \)\{0,1\} *\(--[a-z-]*\).*/\2/p' help; } | sort >o1
+    bash -c '. "$1"; _pagelock_opts "$2"' sh "$comp" "$c" | tr ' ' '\n' | sed '/^$/d' | sort >o2
+    cmp -s o1 o2 || fail "completion's options of $c differ from its --help: $(diff o1 o2)"
+  done
   ;;
 *)
   echo "unknown case $CASE"

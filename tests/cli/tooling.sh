@@ -58,22 +58,24 @@ case $CASE in
 install)
   cmake --install "$B" --prefix "$T/p" >"$T/install.log" 2>&1 || { cat "$T/install.log"; fail "cmake --install failed"; }
   tool_checks "$T/p"
-  if command -v help2man >/dev/null 2>&1; then
-    [ -r "$T/p/share/man/man1/pagelock.1.gz" ] || fail "no man page"
-  fi
+  # the man page and the completion come with every build
+  zcat "$T/p/share/man/man1/pagelock.1.gz" | grep -q '^\.SH ENVIRONMENT$' || fail "no man page"
+  [ -r "$T/p/share/bash-completion/completions/pagelock" ] || fail "no bash completion"
+  bash -c '. "$1" && complete -p pagelock' sh "$T/p/share/bash-completion/completions/pagelock" >/dev/null 2>&1 ||
+    fail "the installed completion does not register for pagelock"
   ;;
 package)
   command -v dpkg-deb >/dev/null 2>&1 || skip "no dpkg-deb (Debian dpkg)"
   command -v dpkg-shlibdeps >/dev/null 2>&1 || skip "no dpkg-shlibdeps (Debian dpkg-dev)"
-  command -v help2man >/dev/null 2>&1 || skip "no help2man: the package would lack its man page"
   (cd "$B" && cpack -G DEB -B "$T/pkg") >"$T/cpack.log" 2>&1 || { cat "$T/cpack.log"; fail "cpack failed"; }
   deb=$(ls "$T"/pkg/pagelock_*.deb) || fail "no .deb"
   dep=$(dpkg-deb -f "$deb" Depends)
   case $dep in libc6*) ;; *) fail "Depends not computed: '$dep'" ;; esac
   dpkg-deb -c "$deb" | grep -q ' ./usr/share/man/man1/pagelock.1.gz$' || fail "no pagelock(1) in the package"
+  dpkg-deb -c "$deb" | grep -q ' ./usr/share/bash-completion/completions/pagelock$' || fail "no bash completion in the package"
   zcat "$T/pkg/_CPack_Packages/Linux/DEB/"*/usr/share/man/man1/pagelock.1.gz 2>/dev/null | grep -q 'PAGELOCK_MODE' ||
     dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/man/man1/pagelock.1.gz | zcat | grep -q 'PAGELOCK_MODE' ||
-    fail "the man page lacks the --help option list"
+    fail "the man page lacks the environment"
   dpkg -x "$deb" "$T/root" || fail "dpkg -x failed"
   tool_checks "$T/root/usr"
   # lintian: every tag it gives must be explained in docs/packaging.md.
@@ -224,6 +226,12 @@ readme)
     fail "README's first command is '$first'"
   ci=$(grep -v '^#' "$SRC/.ci/run" | grep -v '^set -eu$' | grep -v '^cd ' | sed '/^$/d' | head -1)
   [ "$second" = "$ci" ] || fail "README's test command '$second' is not .ci/run's '$ci'"
+  # The first command's configure warns about nothing the user did not ask
+  # for: without cmocka (hidden here) the unit tests are a status line.
+  cmake -S "$SRC" -B "$T/plain" -DPAGELOCK_CMOCKA_INCLUDE=/nonexistent/cmocka \
+    -DPAGELOCK_CMOCKA=PAGELOCK_CMOCKA-NOTFOUND >"$T/out" 2>"$T/err" || fail "cmake failed"
+  has_out "cmocka not found (libcmocka-dev): unit tests are not built"
+  ! grep -q "Warning" "$T/err" || fail "the plain configure warns: $(cat "$T/err")"
   ;;
 *)
   fail "unknown case"

@@ -300,9 +300,9 @@ report_output_errors)
   run_pl 2 report --format html -o /nonexistent/dir/page.html before.trace
   has_err "pagelock: cannot write '/nonexistent/dir/page.html'"
   run_pl 2 report --format svg before.trace
-  has_err "pagelock: invalid --format 'svg' (valid: text, json, html, chrome)"
+  has_err "pagelock: report: invalid --format 'svg' (valid: text, json, html, chrome)"
   run_pl 2 report -o
-  has_err "pagelock: -o needs a file name"
+  has_err "pagelock: report: option '-o' needs a value (FILE)"
   ;;
 compare_text)
   gen before.trace before
@@ -363,6 +363,52 @@ assert abs(r["host_blocked_ns"] - 8000000 / 61600000) < 1e-4
 assert r["staged_bytes"] is None and r["h2d_pinned_median_gbps"] is None
 '
   ;;
+compare_verdict)
+  # One line first says which run is better and by how much; both runs'
+  # simulated timings are named; --fail-if-worse=PCT exits 3.
+  gen before.trace before
+  gen after.trace after
+  run_pl 0 compare before.trace after.trace
+  [ "$(sed -n 1p out)" = "after: 770.0x less host time blocked in copies, 0.36x the wall time" ] ||
+    fail "verdict: $(sed -n 1p out)"
+  [ -z "$(sed -n 2p out)" ] || fail "line 2 is not blank: $(sed -n 2p out)"
+  run_pl 0 compare after.trace before.trace
+  [ "$(sed -n 1p out)" = "after is slower: 2.77x the wall time, 770.0x more host time blocked in copies" ] ||
+    fail "slower verdict: $(sed -n 1p out)"
+  run_pl 3 compare --fail-if-worse=5 after.trace before.trace
+  has_out "after is slower: 2.77x the wall time"
+  [ "$(cat err)" = "pagelock: compare: the after run's wall time is 177.3% worse than the before run's, more than --fail-if-worse=5: exit status 3" ] ||
+    fail "gate message: $(cat err)"
+  run_pl 3 compare after.trace before.trace --fail-if-worse 200
+  has_err "the after run's host time blocked in copies is 76900.0% worse than the before run's, more than --fail-if-worse=200"
+  run_pl 0 compare --fail-if-worse=0 before.trace after.trace
+  run_pl 0 compare --fail-if-worse=0 before.trace before.trace
+  [ "$(sed -n 1p out)" = "after: the same host time blocked in copies, 1.00x the wall time" ] ||
+    fail "same: $(sed -n 1p out)"
+  "$MK" sim.trace --copies 10 --simulated >/dev/null || fail "mktrace failed"
+  run_pl 0 compare before.trace sim.trace
+  [ "$(sed -n 2p out)" = "simulated timings in the after run (fake CUDA, no GPU): the times say how the simulation ran, not a GPU" ] ||
+    fail "simulated: $(sed -n 2p out)"
+  run_pl 0 compare sim.trace sim.trace
+  has_out "simulated timings in both runs (fake CUDA, no GPU)"
+  run_pl 0 compare --format json sim.trace after.trace
+  py '
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = d["verdict"]
+assert v["slower"] == (v["wall_ratio"] >= 1.005), v
+assert v["text"].startswith("after is slower: " if v["slower"] else "after: "), v
+assert d["before"]["simulated_traces"] == 1 and d["after"]["simulated_traces"] == 0, d
+assert abs(v["wall_ratio"] - d["ratios"]["wall_ns"]) < 1e-4, (v, d["ratios"])
+assert abs(v["host_blocked_ratio"] - d["ratios"]["host_blocked_ns"]) < 1e-4, (v, d["ratios"])
+'
+  run_pl 3 compare --format json --fail-if-worse=1 after.trace before.trace
+  py '
+import json, sys
+v = json.load(open(sys.argv[1]))["verdict"]
+assert v["slower"] is True and v["text"].startswith("after is slower: 2.77x the wall time"), v
+'
+  ;;
 compare_runs)
   # a run of two ranks as a directory, and as files before "--"
   mkdir run1 && gen run1/pagelock.1.trace before --pid 1 --rank 0 \
@@ -395,11 +441,18 @@ compare_errors)
   run_pl 2 compare before.trace empty.trace
   has_err "pagelock: 'empty.trace' is empty"
   run_pl 2 compare before.trace
-  has_err "pagelock: compare needs two runs"
+  has_err "pagelock: compare: needs two runs"
   run_pl 2 compare a b c
-  has_err "pagelock: compare needs two runs"
+  has_err "pagelock: compare: needs two runs"
+  run_pl 2 compare a b -- 
+  has_err "pagelock: compare: needs two runs"
+  run_pl 2 compare -- a b c
+  has_err "pagelock: compare: needs two runs"
   run_pl 2 compare --format html before.trace before.trace
-  has_err "pagelock: invalid --format 'html' for compare (valid: text, json)"
+  has_err "pagelock: compare: invalid --format 'html' (valid: text, json)"
+  run_pl 2 compare --fail-if-worse=-1 before.trace before.trace
+  has_err "pagelock: compare: invalid --fail-if-worse '-1' (percent: a number, 0 or more)"
+  [ "$(wc -l <err)" = 2 ] && [ "$(sed -n 2p err)" = "try 'pagelock compare --help'" ] || fail "not the error and the try line"
   ;;
 report_bad_header)
   # Every header field is checked: one line naming the field, its value and
