@@ -130,7 +130,11 @@ void plr_site_advice(const plr_process *p, const plr_row *alloc, const plr_row *
     snprintf(save, sizeof save, ": up to %s ms less %s", ms,
              mode == PAGELOCK_MODE_STAGE ? "left" : "blocked");
   }
-  if (shared || !(alloc && alloc->addr))
+  /* Untracked: pagelock saw no allocation of these copies' buffers (a
+   * call row's copies carry none), so no mode registers them; a buffer
+   * whose site is merely unnamed was tracked and can be. */
+  int untracked = !(alloc && alloc->addr) && !(call && call->tracked.count);
+  if (shared || untracked)
     snprintf(buf + k, len - (size_t)k,
              "; --mode=auto would stage its "
              "copies of 1 MiB or more through pinned chunks (%s memory is "
@@ -144,18 +148,81 @@ void plr_site_advice(const plr_process *p, const plr_row *alloc, const plr_row *
              save);
 }
 
-/* Names the allocation site to pin in the made-sync verdict's advice:
- * the site whose buffers cost the most made-synchronous host time, in its
- * framework's words, with what --mode=auto would do about it. */
-static void plr_name_alloc_site(plr_process *p) {
-  const plr_row *r = plr_rows_worst_made_sync(&p->allocs);
-  const plr_row *c = plr_rows_worst_made_sync(&p->calls);
-  if ((!r || !r->addr) && (!c || !c->addr)) return;
-  for (size_t i = 0; i < p->gpu.nverdicts; i++) {
-    plr_verdict *v = &p->gpu.verdicts[i];
-    if (v->kind != PLR_VERDICT_MADE_SYNC) continue;
-    plr_site_advice(p, r, c, v->advice, sizeof v->advice);
+/* Host time of a row's copies that took the driver's pageable path. */
+static uint64_t plr_row_pass_ns(const plr_row *r) { return r->routes[PLR_ROUTE_PASS].host_ns; }
+
+/* The rows of rs with pageable-path host time, most first, into v (at
+ * most cap); returns how many, with all of them counted in *nall and
+ * their time in *all. */
+static size_t plr_rows_by_pass(const plr_rows *rs, const plr_row **v, size_t cap, uint64_t *all,
+                               size_t *nall) {
+  *all = 0;
+  *nall = 0;
+  for (size_t i = 0; i < rs->n; i++)
+    if (plr_row_pass_ns(&rs->v[i]) && rs->v[i].addr) {
+      *all += plr_row_pass_ns(&rs->v[i]);
+      (*nall)++;
+    }
+  size_t n = 0;
+  while (n < cap) {
+    const plr_row *best = NULL;
+    for (size_t i = 0; i < rs->n; i++) {
+      const plr_row *r = &rs->v[i];
+      int taken = 0;
+      for (size_t k = 0; k < n; k++) taken |= v[k] == r;
+      if (taken || !plr_row_pass_ns(r) || !r->addr) continue;
+      if (!best || plr_row_pass_ns(r) > plr_row_pass_ns(best)) best = r;
+    }
+    if (!best) break;
+    v[n++] = best;
   }
+  return n;
+}
+
+/* The fix of the first pageable-copy verdict: the worst allocation site in its
+ * framework's words, with what --mode=auto does or would do about it, then
+ * every other site with at least a tenth of the pageable copies' host time
+ * (the rest counted), so that the line names every buffer that matters.
+ * Call sites stand in when no allocation site is known. */
+static void plr_name_alloc_sites(plr_process *p) {
+  enum { PLR_FIX_SITES = 4 };
+  const plr_row *v[PLR_FIX_SITES];
+  uint64_t all;
+  size_t nall;
+  int alloc = 1;
+  size_t n = plr_rows_by_pass(&p->allocs, v, PLR_FIX_SITES, &all, &nall);
+  if (!n) {
+    alloc = 0;
+    n = plr_rows_by_pass(&p->calls, v, PLR_FIX_SITES, &all, &nall);
+  }
+  if (!n) return;
+  char advice[sizeof p->gpu.pageable[0].advice];
+  plr_site_advice(p, alloc ? v[0] : NULL, alloc ? NULL : v[0], advice, sizeof advice);
+  size_t len = strlen(advice), shown = 1;
+  uint64_t rest = all - plr_row_pass_ns(v[0]);
+  for (size_t i = 1; i < n && plr_row_pass_ns(v[i]) * 10 >= all; i++) {
+    char site[256], ms[32];
+    plr_row_site_format(v[i], site, sizeof site);
+    plr_fmt_ms(plr_row_pass_ns(v[i]), ms, sizeof ms);
+    int k = snprintf(advice + len, sizeof advice - len, "; also the buffers %s %.160s (%s ms)",
+                     alloc ? "allocated at" : "copied at", site, ms);
+    if (k < 0 || (size_t)k >= sizeof advice - len) {
+      advice[len] = 0;
+      break;
+    }
+    len += (size_t)k;
+    rest -= plr_row_pass_ns(v[i]);
+    shown++;
+  }
+  if (nall > shown && len < sizeof advice) {
+    char ms[32];
+    plr_fmt_ms(rest, ms, sizeof ms);
+    snprintf(advice + len, sizeof advice - len, "; and %zu more %s sites (%s ms)", nall - shown,
+             alloc ? "allocation" : "call", ms);
+  }
+  /* One fix for the pageable copies, under the first verdict; the other
+   * keeps its own words rather than repeat the sites. */
+  if (p->gpu.npageable) memcpy(p->gpu.pageable[0].advice, advice, sizeof advice);
 }
 
 int plr_process_analyze(plr_process *p, int use_tools) {
@@ -170,7 +237,7 @@ int plr_process_analyze(plr_process *p, int use_tools) {
   if (plr_gpu_analyze(&p->t, p->gap_threshold_ns, &p->gpu)) return -1;
   plr_rows_apply_gpu(&p->calls, &p->gpu);
   plr_rows_apply_gpu(&p->allocs, &p->gpu);
-  plr_name_alloc_site(p);
+  plr_name_alloc_sites(p);
   return 0;
 }
 

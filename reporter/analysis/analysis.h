@@ -20,9 +20,10 @@ typedef struct plr_process {
   uint64_t gap_threshold_ns; /* set before analysing; 0 = default (1 ms) */
 } plr_process;
 
-/* Symbolizes p->t (external tools only when use_tools), builds the tables
- * and the GPU report (site rows get their "would save"; the made-sync
- * verdict's advice names the worst allocation site).  p->t must be loaded.
+/* Symbolizes p->t (module files and tools only when use_tools), builds the
+ * tables and the GPU report (site rows get their "would save"; the first
+ * pageable-copy verdict's advice names every allocation site that
+ * matters, the worst first).  p->t must be loaded.
  * Returns -1 when out of memory; p must be plr_process_free'd either
  * way. */
 int plr_process_analyze(plr_process *p, int use_tools);

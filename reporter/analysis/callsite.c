@@ -134,6 +134,9 @@ static void plr_site_gpu_merge(plr_site_gpu *a, const plr_site_gpu *b) {
   a->chunks += b->chunks;
   a->chunk_bytes += b->chunk_bytes;
   a->chunk_gpu_ns += b->chunk_gpu_ns;
+  a->reg_ops += b->reg_ops;
+  a->reg_bytes += b->reg_bytes;
+  a->reg_gpu_ns += b->reg_gpu_ns;
 }
 
 /* The interned innermost Python line of a row, NULL none. */
@@ -224,6 +227,7 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym, plr_site_kind
     memcpy(v[i].routes, s->routes, sizeof v[i].routes);
     v[i].shared = s->shared;
     v[i].big = s->big;
+    v[i].tracked = s->tracked;
     v[i].g = s->g;
     v[i].device = s->device;
     v[i].would_save_ns = -1;
@@ -244,6 +248,7 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym, plr_site_kind
       for (int c = 0; c < PLR_NROUTE; c++) plr_bucket_add(&r->routes[c], &v[i].routes[c]);
       plr_bucket_add(&r->shared, &v[i].shared);
       plr_bucket_add(&r->big, &v[i].big);
+      plr_bucket_add(&r->tracked, &v[i].tracked);
       plr_site_gpu_merge(&r->g, &v[i].g);
       plr_device_fold(&r->device, v[i].device);
     } else {
@@ -302,14 +307,6 @@ void plr_rows_apply_gpu(plr_rows *rows, const plr_gpu_report *g) {
     }
     r->would_save_ns = known ? save : -1;
   }
-}
-
-const plr_row *plr_rows_worst_made_sync(const plr_rows *r) {
-  if (!r->n) return NULL;
-  const plr_row *best = &r->v[0];
-  for (size_t i = 1; i < r->n; i++)
-    if (r->v[i].g.made_sync_host_ns > best->g.made_sync_host_ns) best = &r->v[i];
-  return best;
 }
 
 void plr_rows_free(plr_rows *r) {

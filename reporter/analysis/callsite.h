@@ -28,7 +28,7 @@ typedef struct plr_row {
   /* What the GPU saw of these copies (all 0 without GPU timing). */
   plr_bucket bydir[PLR_NCDIR];   /* b split by plr_cdir */
   plr_bucket routes[PLR_NROUTE]; /* b split by route (plr_site) */
-  plr_bucket shared, big;        /* as in plr_site */
+  plr_bucket shared, big, tracked; /* as in plr_site */
   plr_site_gpu g;                /* joined calls, GPU time, made-sync */
   int32_t device;                /* as in plr_site: from the COPY records */
   /* Host time a pinned buffer would have saved: host blocked minus bytes /
@@ -65,10 +65,6 @@ int32_t plr_row_device(const plr_row *r);
 /* Fills would_save_ns of every row from the bandwidths of g (rows keep
  * their order: worst host time first). */
 void plr_rows_apply_gpu(plr_rows *r, const plr_gpu_report *g);
-
-/* The row with the most made-synchronous host time, else the first row;
- * NULL when there are no rows. */
-const plr_row *plr_rows_worst_made_sync(const plr_rows *r);
 
 /* 1 when a frame in a module with this basename is CUDA or pagelock
  * plumbing that the user did not write. */

@@ -30,12 +30,22 @@ void plr_gpu_sampling_sentence(const plr_gpu_report *r, char *buf, size_t len) {
   buf[0] = 0;
   if (!r->sampled) return;
   double pct = r->span_ns ? 100.0 * (double)r->traced_ns / (double)r->span_ns : 0;
-  snprintf(buf, len,
-           "GPU timing sampled: %" PRIu64
-           " window%s, %.1f%% of the run traced (the program issued up to %u GPU "
-           "operations a second, more than PAGELOCK_CUPTI_MAX_RATE, where tracing every one "
-           "would slow it); GPU times below cover the windows only",
-           r->windows, r->windows == 1 ? "" : "s", pct, r->max_ops_per_s);
+  /* No resume: tracing ran from the start until its one pause, and never
+   * again; there were no windows to speak of. */
+  if (!r->windows)
+    snprintf(buf, len,
+             "GPU timing paused for good after the first %.1f%% of the run (the program "
+             "issued up to %u GPU operations a second, more than PAGELOCK_CUPTI_MAX_RATE, where "
+             "tracing every one would slow it); GPU times below cover that part only, host "
+             "times every copy",
+             pct, r->max_ops_per_s);
+  else
+    snprintf(buf, len,
+             "GPU timing sampled: %" PRIu64
+             " window%s, %.1f%% of the run traced (the program issued up to %u GPU "
+             "operations a second, more than PAGELOCK_CUPTI_MAX_RATE, where tracing every one "
+             "would slow it); GPU times below cover the windows only, host times every copy",
+             r->windows, r->windows == 1 ? "" : "s", pct, r->max_ops_per_s);
 }
 
 /* ---- per device ---------------------------------------------------------- */
@@ -47,7 +57,8 @@ static int plr_cmp_bw(const void *a, const void *b) {
   if (x->src_kind != y->src_kind) return x->src_kind < y->src_kind ? -1 : 1;
   if (x->dst_kind != y->dst_kind) return x->dst_kind < y->dst_kind ? -1 : 1;
   if (x->bucket != y->bucket) return x->bucket < y->bucket ? -1 : 1;
-  return x->staged < y->staged ? -1 : x->staged > y->staged;
+  if (x->staged != y->staged) return x->staged < y->staged ? -1 : 1;
+  return x->registered < y->registered ? -1 : x->registered > y->registered;
 }
 
 /* Fills one device report from its kept records; pz[0..npz) are the
@@ -122,8 +133,9 @@ static int plr_device_fill(const plr_gpu_dev *d, uint64_t thr, const plr_span *p
       r->copy_kind = (uint8_t)(b->key & 0xff);
       r->src_kind = (uint8_t)(b->key >> 8);
       r->dst_kind = (uint8_t)(b->key >> 16);
-      r->bucket = (uint8_t)((b->key >> 24) & 0x7f);
+      r->bucket = (uint8_t)PLR_BW_BUCKET(b->key);
       r->staged = (b->key & PLR_BW_CHUNK) != 0;
+      r->registered = (b->key & PLR_BW_REG) != 0;
       r->count = b->count;
       r->bytes = b->bytes;
       r->gpu_ns = b->gpu_ns;
@@ -254,6 +266,83 @@ static const char *plr_no_timing_advice(const plr_gpu_report *r, uint32_t v) {
   }
 }
 
+/* " (GPU figures from the sampled windows)" when r is sampled and the
+ * sentence cites one, else "". */
+static const char *plr_sampled_mark(const plr_gpu_report *r) {
+  return r->sampled ? " (GPU figures from the sampled windows)" : "";
+}
+
+/* The pageable-copy verdicts of r from t's totals (every copy's host
+ * time); pinned bandwidth and exposed copy time join when the GPU
+ * measured them. */
+static void plr_pageable_verdicts(const plr_trace *t, plr_gpu_report *r) {
+  char a[64], b[64], c[64];
+  const plr_totals *tot = &t->tot;
+  int staging =
+      t->have_process && (t->mode == PAGELOCK_MODE_STAGE || t->mode == PAGELOCK_MODE_AUTO);
+  const char *stage_hint = staging ? "" : " or run `pagelock run --mode=auto`";
+  int timed = plr_gpu_report_timed(r);
+  uint64_t exposed = timed ? r->total_pageable_exposed_ns : 0;
+  r->npageable = 0;
+  for (int sync = 0; sync < 2; sync++) {
+    const plr_bucket *all = sync ? &tot->pageable_sync : &tot->pageable_async;
+    const plr_bucket *dir = sync ? tot->pageable_sync_dir : tot->pageable_async_dir;
+    if (!all->count) continue;
+    uint64_t bytes[PLR_NCDIR];
+    for (int k = 0; k < PLR_NCDIR; k++) bytes[k] = dir[k].bytes;
+    int64_t cost = timed ? plr_pinned_cost(bytes, r->pinned_gbps) : -1;
+    uint64_t save = cost >= 0 && (uint64_t)cost < all->host_ns ? all->host_ns - (uint64_t)cost : 0;
+    plr_verdict *v = &r->pageable[r->npageable++];
+    memset(v, 0, sizeof *v);
+    v->device = -1;
+    v->kind = sync ? PLR_VERDICT_PAGEABLE_SYNC : PLR_VERDICT_MADE_SYNC;
+    v->ns = sync && cost >= 0 ? save : all->host_ns;
+    plr_fmt_ms(all->host_ns, a, sizeof a);
+    int gpu = 0, k;
+    if (sync)
+      k = plr_say(v->text, sizeof v->text,
+                  "%" PRIu64
+                  " synchronous copies from pageable memory blocked the host %s ms at "
+                  "%.2f GB/s",
+                  all->count, a, all->host_ns ? (double)all->bytes / (double)all->host_ns : 0.0);
+    else
+      k = plr_say(v->text, sizeof v->text,
+                  "pageable copies made %" PRIu64
+                  " async calls synchronous, blocking the host %s ms",
+                  all->count, a);
+    if (save && k > 0 && (size_t)k < sizeof v->text) {
+      plr_fmt_ms(save, b, sizeof b);
+      k += plr_say(v->text + k, sizeof v->text - (size_t)k,
+                   sync ? "; pinned, they would take about %s ms less"
+                        : " (pinned, they would block about %s ms less)",
+                   b);
+      gpu = 1;
+    }
+    /* Exposed copy time of pageable copies is the first verdict's. */
+    if (exposed && (!sync || !tot->pageable_async.count) && k > 0 && (size_t)k < sizeof v->text) {
+      plr_fmt_ms(exposed, c, sizeof c);
+      k += plr_say(v->text + k, sizeof v->text - (size_t)k,
+                   "; pageable copies left the GPU %s ms of copy time with no kernel running", c);
+      gpu = 1;
+    }
+    if (gpu && k > 0 && (size_t)k < sizeof v->text)
+      plr_say(v->text + k, sizeof v->text - (size_t)k, "%s", plr_sampled_mark(r));
+    if (sync)
+      plr_say(v->advice, sizeof v->advice,
+              "pin these buffers (cudaHostAlloc / cudaHostRegister) to copy at pinned speed%s",
+              stage_hint);
+    else
+      plr_say(v->advice, sizeof v->advice,
+              "pin the host buffers (cudaHostAlloc / cudaHostRegister, or torch pin_memory())%s",
+              stage_hint);
+  }
+  if (r->npageable == 2 && r->pageable[1].ns > r->pageable[0].ns) {
+    plr_verdict x = r->pageable[0];
+    r->pageable[0] = r->pageable[1];
+    r->pageable[1] = x;
+  }
+}
+
 /* qsort order of verdicts: most time at stake first, then kind, device. */
 static int plr_cmp_verdict(const void *a, const void *b) {
   const plr_verdict *x = a, *y = b;
@@ -267,80 +356,12 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
   plr_vlist l; /* ~40 KiB of candidates: fine on the stack, reentrant */
   l.n = 0;
   char a[64], b[64], c[64], lab[96];
-  const plr_call_join *j = &r->join;
-  int staging =
-      t->have_process && (t->mode == PAGELOCK_MODE_STAGE || t->mode == PAGELOCK_MODE_AUTO);
-  const char *stage_hint = staging ? "" : " or run `pagelock run --mode=auto`";
 
   if (r->status != PAGELOCK_GPU_TIMING_ON) {
     plr_verdict *v = plr_vadd(&l, PLR_VERDICT_NO_GPU_TIMING, 0, -1);
     plr_say(v->text, sizeof v->text, "GPU timing %s: %s", r->records ? "partial" : "unavailable",
             r->reason[0] ? r->reason : plr_gpu_status_name(r->status));
     plr_say(v->advice, sizeof v->advice, "%s", plr_no_timing_advice(r, t->hdr.version));
-  }
-
-  if (j->made_sync) {
-    plr_fmt_ms(j->made_sync_host_ns, a, sizeof a);
-    int64_t cost = plr_pinned_cost(j->made_sync_dir_bytes, r->pinned_gbps);
-    plr_verdict *v = plr_vadd(&l, PLR_VERDICT_MADE_SYNC, j->made_sync_host_ns, -1);
-    int k =
-        plr_say(v->text, sizeof v->text,
-                "pageable copies made %" PRIu64 " async calls synchronous, blocking the host %s ms",
-                j->made_sync, a);
-    if (cost >= 0 && (uint64_t)cost < j->made_sync_host_ns && k > 0 && (size_t)k < sizeof v->text) {
-      plr_fmt_ms(j->made_sync_host_ns - (uint64_t)cost, b, sizeof b);
-      k += plr_say(v->text + k, sizeof v->text - (size_t)k,
-                   " (pinned, they would block about %s ms less)", b);
-    }
-    /* Exposed copy time of pageable copies is this verdict's, not the
-     * same-stream one's. */
-    if (r->total_pageable_exposed_ns && k > 0 && (size_t)k < sizeof v->text) {
-      plr_fmt_ms(r->total_pageable_exposed_ns, c, sizeof c);
-      plr_say(v->text + k, sizeof v->text - (size_t)k,
-              "; pageable copies left the GPU %s ms of copy time with no "
-              "kernel running",
-              c);
-    }
-    plr_say(v->advice, sizeof v->advice,
-            "pin the host buffers (cudaHostAlloc / cudaHostRegister, or "
-            "torch pin_memory())%s",
-            stage_hint);
-  }
-
-  if (j->pageable_sync) {
-    int64_t cost = plr_pinned_cost(j->pageable_sync_dir_bytes, r->pinned_gbps);
-    uint64_t save = cost >= 0 && (uint64_t)cost < j->pageable_sync_host_ns
-                        ? j->pageable_sync_host_ns - (uint64_t)cost
-                        : 0;
-    plr_fmt_ms(j->pageable_sync_host_ns, a, sizeof a);
-    double gbps = j->pageable_sync_host_ns
-                      ? (double)j->pageable_sync_bytes / (double)j->pageable_sync_host_ns
-                      : 0;
-    plr_verdict *v =
-        plr_vadd(&l, PLR_VERDICT_PAGEABLE_SYNC, cost >= 0 ? save : j->pageable_sync_host_ns, -1);
-    int k = plr_say(v->text, sizeof v->text,
-                    "%" PRIu64
-                    " synchronous copies from pageable memory "
-                    "blocked the host %s ms at %.2f GB/s",
-                    j->pageable_sync, a, gbps);
-    if (cost >= 0 && k > 0 && (size_t)k < sizeof v->text) {
-      plr_fmt_ms(save, b, sizeof b);
-      k += plr_say(v->text + k, sizeof v->text - (size_t)k,
-                   "; pinned, they would take about %s ms less", b);
-    }
-    /* Without a made-synchronous verdict, pageable exposed time is this
-     * one's. */
-    if (!j->made_sync && r->total_pageable_exposed_ns && k > 0 && (size_t)k < sizeof v->text) {
-      plr_fmt_ms(r->total_pageable_exposed_ns, c, sizeof c);
-      plr_say(v->text + k, sizeof v->text - (size_t)k,
-              "; pageable copies left the GPU %s ms of copy time with no "
-              "kernel running",
-              c);
-    }
-    plr_say(v->advice, sizeof v->advice,
-            "pin these buffers (cudaHostAlloc / cudaHostRegister) to copy "
-            "at pinned speed%s",
-            stage_hint);
   }
 
   for (size_t i = 0; i < r->ndev; i++) {
@@ -408,14 +429,15 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
                 "active window%s); the longest gap was %s ms",
                 lab, d->gaps_total, a, b, 100.0 * (double)d->gaps_ns / (double)wlen,
                 d->paused_ns ? " outside tracing pauses" : "", c);
-        if (j->made_sync && j->made_sync_host_ns * 10 >= d->gaps_ns) {
-          plr_fmt_ms(j->made_sync_host_ns, c, sizeof c);
+        const plr_bucket *ms = &t->tot.pageable_async;
+        if (ms->count && ms->host_ns * 10 >= d->gaps_ns) {
+          plr_fmt_ms(ms->host_ns, c, sizeof c);
           plr_say(v->advice, sizeof v->advice,
                   "first fix the %" PRIu64
                   " copy calls that pageable memory "
                   "made synchronous (they blocked the host %s ms), so that "
                   "it can queue work ahead",
-                  j->made_sync, c);
+                  ms->count, c);
         } else {
           plr_say(v->advice, sizeof v->advice, "%s",
                   "queue work ahead of the GPU: look for host "
@@ -427,7 +449,7 @@ static void plr_verdicts(const plr_trace *t, plr_gpu_report *r) {
     }
   }
 
-  if (plr_gpu_report_timed(r) && r->total_copy_busy_ns && !j->made_sync &&
+  if (plr_gpu_report_timed(r) && r->total_copy_busy_ns && !t->tot.pageable_async.count &&
       r->total_copy_hidden_ns * 2 >= r->total_copy_busy_ns) {
     plr_fmt_ms(r->total_copy_hidden_ns, a, sizeof a);
     plr_fmt_ms(r->total_copy_busy_ns, b, sizeof b);
@@ -511,6 +533,7 @@ int plr_gpu_analyze(const plr_trace *t, uint64_t thr, plr_gpu_report *r) {
   free(pz);
   memcpy(r->pinned_gbps, g->pinned_gbps, sizeof r->pinned_gbps);
   plr_verdicts(t, r);
+  plr_pageable_verdicts(t, r);
   return 0;
 }
 

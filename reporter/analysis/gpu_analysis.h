@@ -29,6 +29,7 @@ typedef struct plr_bw_row {
   uint8_t dst_kind;  /* pagelock_gpu_mem */
   uint8_t bucket;    /* plr_size_bucket */
   uint8_t staged;    /* 1: the shim's staged chunks, not program copies */
+  uint8_t registered; /* 1: the shim's copies of buffers it registered */
   uint64_t count;
   uint64_t bytes;
   uint64_t gpu_ns;    /* summed durations */
@@ -106,6 +107,12 @@ typedef struct plr_gpu_report {
   plr_call_join join;
   plr_verdict verdicts[PLR_MAX_VERDICTS]; /* worst (largest ns) first */
   size_t nverdicts;
+  /* The pageable-copy verdicts (PLR_VERDICT_MADE_SYNC, _PAGEABLE_SYNC),
+   * worst first: their counts and host times are the COPY records', every
+   * copy's, so they stand with GPU timing off, sampled or on; what the GPU
+   * measured only adds to their sentences, marked when sampled. */
+  plr_verdict pageable[2];
+  size_t npageable;
   int have_status;                 /* a GPU_STATUS record was read */
   uint32_t cupti_version;          /* from GPU_STATUS, 0 unknown */
   uint64_t buffers;                /* CUPTI buffers completed, from GPU_STATUS */

@@ -215,6 +215,7 @@ typedef struct plr_link_ent {
 typedef struct plr_folded_ent {
   uint64_t callsite;
   uint32_t stack_id, alloc_stack_id;
+  uint32_t flags;
   uint8_t host_mem;
 } plr_folded_ent;
 
@@ -359,10 +360,22 @@ static plr_gpu_dev *plr_dev_get(plr_gpu_data *g, uint32_t device, int *oom);
 static plr_stream_acc *plr_stream_get(plr_gpu_dev *d, uint32_t stream);
 static int plr_bw_add(plr_gpu_dev *d, const plr_op *op, int chunk);
 
-/* Counts a GPU copy op once it is known whose it is: a staged chunk (the
- * shim's) or the program's own (joined through its COPY, or never
- * joined).  Bandwidth rows keep chunks apart, and only the program's
- * pinned async copies are candidates for the same-stream verdict. */
+/* What a GPU op the shim issued for a call moved (plr_op_settle's chunk):
+ * none, a chunk staged through its pool, or the call's own buffer through
+ * the shim's registration of it. */
+enum { PLR_OP_OWN = 0, PLR_OP_STAGED = 1, PLR_OP_REG = 2 };
+
+/* The kind of shim op of a call with these COPY flags (0: not read yet,
+ * taken as staged). */
+static int plr_shim_op(uint32_t flags) {
+  return (flags & PAGELOCK_COPY_REGISTERED) ? PLR_OP_REG : PLR_OP_STAGED;
+}
+
+/* Counts a GPU copy op once it is known whose it is: a staged chunk or a
+ * registered copy (the shim's, PLR_OP_*) or the program's own (joined
+ * through its COPY, or never joined).  Bandwidth rows keep the shim's
+ * apart, and only the program's pinned async copies are candidates for
+ * the same-stream verdict. */
 static int plr_op_settle(plr_trace *t, const plr_op *op, int chunk) {
   int oom = 0;
   plr_gpu_dev *d = plr_dev_get(&t->gpu, op->device, &oom);
@@ -373,7 +386,7 @@ static int plr_op_settle(plr_trace *t, const plr_op *op, int chunk) {
   plr_stream_acc *st = plr_stream_get(d, op->stream);
   if (!st) return -1;
   if (chunk) {
-    st->chunks++;
+    if (chunk == PLR_OP_STAGED) st->chunks++;
     return 0;
   }
   st->pinned_async++;
@@ -385,9 +398,15 @@ static int plr_op_settle(plr_trace *t, const plr_op *op, int chunk) {
 static void plr_site_gpu_add(plr_site *s, const plr_acc *a, int made_sync) {
   s->g.calls += a->ncopies;
   s->g.gpu_ns += a->gpu_ns;
-  s->g.chunks += a->chunks;
-  s->g.chunk_bytes += a->chunk_bytes;
-  s->g.chunk_gpu_ns += a->chunk_gpu_ns;
+  if (plr_shim_op(a->flags) == PLR_OP_REG) {
+    s->g.reg_ops += a->chunks;
+    s->g.reg_bytes += a->chunk_bytes;
+    s->g.reg_gpu_ns += a->chunk_gpu_ns;
+  } else {
+    s->g.chunks += a->chunks;
+    s->g.chunk_bytes += a->chunk_bytes;
+    s->g.chunk_gpu_ns += a->chunk_gpu_ns;
+  }
   if (made_sync) {
     s->g.made_sync += a->ncopies;
     s->g.made_sync_host_ns += a->host_ns;
@@ -405,10 +424,17 @@ static int plr_acc_fold(plr_trace *t, plr_join *j, const plr_acc *a) {
   plr_call_join *jn = &t->gpu.join;
   jn->calls += a->ncopies;
   jn->gpu_ns += a->gpu_ns;
-  jn->chunks += a->chunks;
-  jn->chunk_bytes += a->chunk_bytes;
-  jn->chunk_gpu_ns += a->chunk_gpu_ns;
-  if (a->linked) jn->linked += a->ncopies;
+  if (a->linked && plr_shim_op(a->flags) == PLR_OP_REG) {
+    jn->registered += a->ncopies;
+    jn->reg_ops += a->chunks;
+    jn->reg_bytes += a->chunk_bytes;
+    jn->reg_gpu_ns += a->chunk_gpu_ns;
+  } else {
+    jn->chunks += a->chunks;
+    jn->chunk_bytes += a->chunk_bytes;
+    jn->chunk_gpu_ns += a->chunk_gpu_ns;
+    if (a->linked) jn->linked += a->ncopies;
+  }
   if (a->pinned) jn->pinned += a->ncopies;
   unsigned cd = a->dir != PAGELOCK_DIR_UNKNOWN ? plr_cdir_of_dir(a->dir) : a->op_cdir;
   int made_sync = 0;
@@ -454,6 +480,7 @@ static int plr_acc_fold(plr_trace *t, plr_join *j, const plr_acc *a) {
     j->fo[at].stack_id = a->stack_id;
     j->fo[at].alloc_stack_id = a->alloc_stack_id;
     j->fo[at].host_mem = a->host_mem;
+    j->fo[at].flags = a->flags;
   }
   /* Only pageable copies (as the shim saw them) have site rows. */
   if (!shim_pageable) return 0;
@@ -473,11 +500,18 @@ static int plr_acc_fold(plr_trace *t, plr_join *j, const plr_acc *a) {
  * its sites', while the call is remembered). */
 static void plr_late_chunk(plr_trace *t, plr_join *j, uint64_t seq, const plr_op *op) {
   plr_call_join *jn = &t->gpu.join;
-  jn->gpu_ns += op->dur;
-  jn->chunks++;
-  jn->chunk_bytes += op->bytes;
-  jn->chunk_gpu_ns += op->dur;
   size_t at = plr_ring_find(&j->folded, seq);
+  int reg = at != SIZE_MAX && plr_shim_op(j->fo[at].flags) == PLR_OP_REG;
+  jn->gpu_ns += op->dur;
+  if (reg) {
+    jn->reg_ops++;
+    jn->reg_bytes += op->bytes;
+    jn->reg_gpu_ns += op->dur;
+  } else {
+    jn->chunks++;
+    jn->chunk_bytes += op->bytes;
+    jn->chunk_gpu_ns += op->dur;
+  }
   if (at == SIZE_MAX || j->fo[at].host_mem != PAGELOCK_MEM_PAGEABLE) return;
   const plr_folded_ent *f = &j->fo[at];
   plr_site *s;
@@ -492,9 +526,15 @@ static void plr_late_chunk(plr_trace *t, plr_join *j, uint64_t seq, const plr_op
     }
     if (!s) continue;
     s->g.gpu_ns += op->dur;
-    s->g.chunks++;
-    s->g.chunk_bytes += op->bytes;
-    s->g.chunk_gpu_ns += op->dur;
+    if (reg) {
+      s->g.reg_ops++;
+      s->g.reg_bytes += op->bytes;
+      s->g.reg_gpu_ns += op->dur;
+    } else {
+      s->g.chunks++;
+      s->g.chunk_bytes += op->bytes;
+      s->g.chunk_gpu_ns += op->dur;
+    }
   }
 }
 
@@ -579,10 +619,13 @@ static int plr_join_op(plr_trace *t, plr_join *j, uint32_t corr, const plr_op *o
   }
   size_t at = plr_ring_find(&j->linked, corr);
   if (at != SIZE_MAX) {
-    /* A LINK named it: a staged chunk of that call. */
-    if (plr_op_settle(t, op, 1)) return -1;
+    /* A LINK named it: the shim's copy for that call, staged or through
+     * a registration, as the call's COPY (or, folded, its memory) says. */
     plr_link_ent *e = &j->lk[at];
     plr_acc *a = plr_acc_get(j, e->seq, 0);
+    size_t fo = a ? SIZE_MAX : plr_ring_find(&j->folded, e->seq);
+    uint32_t flags = a ? a->flags : fo != SIZE_MAX ? j->fo[fo].flags : 0;
+    if (plr_op_settle(t, op, plr_shim_op(flags))) return -1;
     if (!a) {
       plr_late_chunk(t, j, e->seq, op);
       e->got = 1;
@@ -635,7 +678,10 @@ static int plr_join_link_rec(plr_trace *t, plr_join *j, uint32_t corr, uint64_t 
       j->on[i].next = j->free_on;
       j->free_on = i;
       j->orphans_live--;
-      if (plr_op_settle(t, &op, 1)) return -1;
+      size_t fo = late ? plr_ring_find(&j->folded, seq) : SIZE_MAX;
+      if (plr_op_settle(t, &op,
+                        plr_shim_op(late ? (fo != SIZE_MAX ? j->fo[fo].flags : 0) : a->flags)))
+        return -1;
       if (late) {
         plr_late_chunk(t, j, seq, &op);
       } else {
@@ -945,7 +991,9 @@ static int plr_bw_add(plr_gpu_dev *d, const plr_op *op, int chunk) {
   uint64_t dur = op->dur;
   uint32_t key = (uint32_t)op->copy_kind | (uint32_t)op->src_kind << 8 |
                  (uint32_t)op->dst_kind << 16 | (uint32_t)plr_size_bucket(op->bytes) << 24 |
-                 (chunk ? PLR_BW_CHUNK : 0u);
+                 (chunk == PLR_OP_STAGED ? PLR_BW_CHUNK
+                  : chunk == PLR_OP_REG  ? PLR_BW_REG
+                                         : 0u);
   plr_bw_acc *b;
   HASH_FIND(hh, d->bw, &key, sizeof key, b);
   if (!b) {
@@ -1145,7 +1193,7 @@ int plr_gpu_fold(plr_trace *t, const plr_record *rec) {
  * direction cd: the reference "would save" compares against. */
 static int plr_is_pinned_ref(const plr_bw_acc *b, unsigned cd) {
   unsigned kind = b->key & 0xff, src = (b->key >> 8) & 0xff, dst = (b->key >> 16) & 0xff,
-           bucket = (b->key >> 24) & 0x7f;
+           bucket = PLR_BW_BUCKET(b->key);
   if (bucket < plr_size_bucket(1u << 20)) return 0;
   if (cd == PLR_CDIR_H2D) return kind == PAGELOCK_GPU_COPY_HTOD && src == PAGELOCK_GPU_MEM_PINNED;
   if (cd == PLR_CDIR_D2H) return kind == PAGELOCK_GPU_COPY_DTOH && dst == PAGELOCK_GPU_MEM_PINNED;

@@ -46,6 +46,11 @@ void plr_totals_add(plr_totals *acc, const plr_totals *t) {
     for (int m = 0; m < PLR_NMEM; m++) plr_bucket_add(&acc->by[d][m], &t->by[d][m]);
   plr_bucket_add(&acc->pageable, &t->pageable);
   plr_bucket_add(&acc->pageable_async, &t->pageable_async);
+  plr_bucket_add(&acc->pageable_sync, &t->pageable_sync);
+  for (int c = 0; c < PLR_NCDIR; c++) {
+    plr_bucket_add(&acc->pageable_async_dir[c], &t->pageable_async_dir[c]);
+    plr_bucket_add(&acc->pageable_sync_dir[c], &t->pageable_sync_dir[c]);
+  }
   plr_bucket_add(&acc->staged, &t->staged);
   acc->failed += t->failed;
   acc->fallbacks += t->fallbacks;
@@ -80,7 +85,8 @@ static char *plr_dup(const char *s, int *oom) {
 /* Adds the copies of b, of `each` bytes apiece, to the site keyed by key
  * in *table, creating it. */
 static int plr_site_add(plr_site **table, const plr_site_key *key, const plr_bucket *b,
-                        uint64_t each, unsigned dir, unsigned route, int shared, int32_t device) {
+                        uint64_t each, unsigned dir, unsigned route, int shared, int tracked,
+                        int32_t device) {
   plr_site *s;
   HASH_FIND(hh, *table, key, sizeof *key, s);
   if (!s) {
@@ -95,6 +101,7 @@ static int plr_site_add(plr_site **table, const plr_site_key *key, const plr_buc
   s->dirs |= 1u << (dir < PLR_NDIR ? dir : 0);
   plr_bucket_add(&s->routes[route], b);
   if (shared) plr_bucket_add(&s->shared, b);
+  if (tracked) plr_bucket_add(&s->tracked, b);
   plr_device_fold(&s->device, device < 0 ? -1 : device);
   if (each >= PLR_STAGE_MIN_DEFAULT) plr_bucket_add(&s->big, b);
   return 0;
@@ -144,10 +151,17 @@ static int plr_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
 
   plr_bucket_add(&tot->pageable, &b);
   /* Staged and registered copies never took the driver's pageable path:
-   * they did not make the host wait the way a pageable async call does. */
-  if ((c->flags & PAGELOCK_COPY_ASYNC) &&
-      !(c->flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_REGISTERED)))
-    plr_bucket_add(&tot->pageable_async, &b);
+   * they did not make the host wait the way a pageable call does. */
+  if (!(c->flags & (PAGELOCK_COPY_STAGED | PAGELOCK_COPY_REGISTERED))) {
+    unsigned cd = plr_cdir_of_dir(dir);
+    if (c->flags & PAGELOCK_COPY_ASYNC) {
+      plr_bucket_add(&tot->pageable_async, &b);
+      plr_bucket_add(&tot->pageable_async_dir[cd], &b);
+    } else {
+      plr_bucket_add(&tot->pageable_sync, &b);
+      plr_bucket_add(&tot->pageable_sync_dir[cd], &b);
+    }
+  }
   if (!(c->flags & PAGELOCK_COPY_REGISTERED)) {
     /* Versions 1 and 2 had no reason field (its bytes were reserved). */
     unsigned why = t->hdr.version >= 3 && c->why < PAGELOCK_WHY_COUNT ? c->why : 0;
@@ -158,10 +172,12 @@ static int plr_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
                                                          : PLR_ROUTE_PASS;
   int shared = t->hdr.version >= 3 && c->why == PAGELOCK_WHY_SHARED;
   plr_site_key k = {c->callsite, c->stack_id, 0};
-  if (plr_site_add(&t->sites, &k, &b, c->bytes, dir, route, shared, c->device)) return -1;
+  int tracked = c->alloc_stack_id != 0;
+  if (plr_site_add(&t->sites, &k, &b, c->bytes, dir, route, shared, tracked, c->device)) return -1;
   if (c->alloc_stack_id) {
     plr_site_key ak = {0, c->alloc_stack_id, 0};
-    if (plr_site_add(&t->alloc_sites, &ak, &b, c->bytes, dir, route, shared, c->device)) return -1;
+    if (plr_site_add(&t->alloc_sites, &ak, &b, c->bytes, dir, route, shared, 1, c->device))
+      return -1;
   }
   return 0;
 }

@@ -59,13 +59,17 @@ typedef struct plr_totals {
   plr_bucket pageable;               /* host side pageable */
   plr_bucket pageable_async;         /* async + pageable, neither staged
                                         nor registered */
-  plr_bucket staged;                 /* moved by the staging engine */
-  uint64_t failed;                   /* result != CUDA_SUCCESS */
-  uint64_t fallbacks;                /* PAGELOCK_COPY_FALLBACK */
-  uint64_t captured;                 /* PAGELOCK_COPY_CAPTURE */
-  uint64_t registered;               /* PAGELOCK_COPY_REGISTERED */
-  uint64_t graph_nodes;              /* PAGELOCK_COPY_GRAPH_NODE: defined, not copies */
-  uint64_t graph_nodes_pageable;     /* ... of them with a pageable host side */
+  plr_bucket pageable_sync;          /* sync entry point + pageable, neither
+                                        staged nor registered */
+  /* Those two by plr_cdir: what pinned memory would have saved. */
+  plr_bucket pageable_async_dir[PLR_NCDIR], pageable_sync_dir[PLR_NCDIR];
+  plr_bucket staged;             /* moved by the staging engine */
+  uint64_t failed;               /* result != CUDA_SUCCESS */
+  uint64_t fallbacks;            /* PAGELOCK_COPY_FALLBACK */
+  uint64_t captured;             /* PAGELOCK_COPY_CAPTURE */
+  uint64_t registered;           /* PAGELOCK_COPY_REGISTERED */
+  uint64_t graph_nodes;          /* PAGELOCK_COPY_GRAPH_NODE: defined, not copies */
+  uint64_t graph_nodes_pageable; /* ... of them with a pageable host side */
   /* The program's copies (each COPY record's count; the shim's own chunk
    * copies have none) with a pageable or page-locked host side, by
    * plr_route. */
@@ -94,6 +98,10 @@ typedef struct plr_site_gpu {
   /* The shim's own chunk copies that moved these calls' bytes (joined
    * through LINK records): part of gpu_ns, never counted as calls. */
   uint64_t chunks, chunk_bytes, chunk_gpu_ns;
+  /* The same for calls it copied through a registration of their buffer
+   * (their DMA from the program's memory, its edges and tail included):
+   * not staged chunks. */
+  uint64_t reg_ops, reg_bytes, reg_gpu_ns;
 } plr_site_gpu;
 
 typedef struct plr_site {
@@ -103,6 +111,8 @@ typedef struct plr_site {
   plr_bucket bydir[PLR_NCDIR];   /* b split by plr_cdir: basis of "would save" */
   plr_bucket routes[PLR_NROUTE]; /* b split by the route the copies took */
   plr_bucket shared;             /* copies of shared or file-backed memory (why) */
+  plr_bucket tracked;            /* copies of an allocation the shim tracked (one
+                                    with an allocation stack): registrable */
   plr_bucket big;                /* copies of at least PLR_STAGE_MIN_DEFAULT bytes */
   plr_site_gpu g;
   /* The device its COPY records name (shim since issue 23; GPU timing not
@@ -152,6 +162,10 @@ typedef struct plr_spanvec {
 
 /* Bandwidth samples of one (copy kind, src, dst, size bucket, chunk). */
 #define PLR_BW_CHUNK (1u << 31) /* key bit: the shim's staged chunks */
+#define PLR_BW_REG                                        \
+  (1u << 30) /* key bit: the shim's copies of a buffer it \
+                registered (the program's own bytes) */
+#define PLR_BW_BUCKET(key) (((key) >> 24) & 0x3f)
 typedef struct plr_bw_acc {
   uint32_t key; /* copy_kind | src << 8 | dst << 16 | bucket << 24, and
                    PLR_BW_CHUNK */
@@ -212,7 +226,7 @@ typedef struct plr_call_join {
   uint64_t made_sync_host_ns; /* host time those calls were blocked */
   uint64_t gpu_ns;            /* GPU time of joined ops */
   uint64_t pinned;            /* joined calls whose GPU op(s) used pinned host memory */
-  uint64_t linked;            /* joined through LINK records (staged chunks) */
+  uint64_t linked;            /* staged calls joined through LINK records */
   uint64_t made_sync_bytes, made_sync_gpu_ns;
   uint64_t made_sync_dir_host_ns[PLR_NCDIR], made_sync_dir_bytes[PLR_NCDIR];
   uint64_t pageable_sync; /* sync entry points whose GPU copy was pageable */
@@ -227,6 +241,10 @@ typedef struct plr_call_join {
    * through LINK records), their bytes and GPU time: part of gpu_ops and
    * gpu_ns, never of calls. */
   uint64_t chunks, chunk_bytes, chunk_gpu_ns;
+  /* Calls copied through a registration of their buffer (route register)
+   * joined with the GPU copies the shim issued for them, and those copies:
+   * neither counted in linked nor in chunks. */
+  uint64_t registered, reg_ops, reg_bytes, reg_gpu_ns;
   /* Copies (not graph nodes nor captures) without a GPU correlation that
    * started while the shim had paused CUPTI's tracing (GPU_SAMPLE): they
    * have no GPU op by design, so they are not in unjoined. */

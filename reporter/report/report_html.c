@@ -360,10 +360,11 @@ static void plr_ht_gpu_head(FILE *out, const plr_gpu_report *g) {
     fputs(".</p>\n", out);
   }
 
-  if (g->nverdicts) {
+  if (g->nverdicts || g->npageable) {
     fputs("<h3>Verdicts</h3>\n<ol class=\"verdicts\">\n", out);
-    for (size_t i = 0; i < g->nverdicts && i < PLR_MAX_VERDICTS; i++) {
-      const plr_verdict *v = &g->verdicts[i];
+    /* The pageable-copy verdicts first, as in the text report. */
+    for (size_t i = 0; i < g->npageable + g->nverdicts && i < 2 + PLR_MAX_VERDICTS; i++) {
+      const plr_verdict *v = i < g->npageable ? &g->pageable[i] : &g->verdicts[i - g->npageable];
       fputs("<li>", out);
       plr_html_text(out, v->text, sizeof v->text);
       if (v->advice[0]) {
@@ -449,11 +450,15 @@ static void plr_ht_gpu_tables(FILE *out, const plr_gpu_report *g) {
             d->device);
     for (size_t k = 0; k < d->nbw; k++) {
       const plr_bw_row *b = &d->bw[k];
+      /* The shim's own copies are named apart, on their host side. */
+      const char *shim = b->staged ? "staged" : b->registered ? "registered" : NULL;
+      int hs = b->copy_kind == PAGELOCK_GPU_COPY_HTOD || b->copy_kind == PAGELOCK_GPU_COPY_HTOA;
+      int hd = b->copy_kind == PAGELOCK_GPU_COPY_DTOH || b->copy_kind == PAGELOCK_GPU_COPY_ATOH;
       fprintf(out,
               "<tr><td class=\"l\">%s</td><td class=\"l\">%s</td>"
               "<td class=\"l\">%s</td><td class=\"l\">%s</td>",
-              plr_gpu_copy_name(b->copy_kind), plr_gpu_mem_name(b->src_kind),
-              plr_gpu_mem_name(b->dst_kind), plr_size_bucket_name(b->bucket));
+              plr_gpu_copy_name(b->copy_kind), shim && hs ? shim : plr_gpu_mem_name(b->src_kind),
+              shim && hd ? shim : plr_gpu_mem_name(b->dst_kind), plr_size_bucket_name(b->bucket));
       plr_ht_td_u64(out, b->count);
       plr_ht_td_bytes(out, b->bytes);
       plr_ht_td_ms(out, b->gpu_ns);

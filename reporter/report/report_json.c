@@ -168,8 +168,10 @@ static void plr_json_rows(FILE *out, const plr_rows *rows) {
       fputs("null", out);
     fprintf(out,
             ", \"staged_chunks\": %" PRIu64 ", \"staged_chunk_bytes\": %" PRIu64
-            ", \"staged_chunk_gpu_ns\": %" PRIu64,
-            r->g.chunks, r->g.chunk_bytes, r->g.chunk_gpu_ns);
+            ", \"staged_chunk_gpu_ns\": %" PRIu64 ", \"registered_ops\": %" PRIu64
+            ", \"registered_op_bytes\": %" PRIu64 ", \"registered_op_gpu_ns\": %" PRIu64,
+            r->g.chunks, r->g.chunk_bytes, r->g.chunk_gpu_ns, r->g.reg_ops, r->g.reg_bytes,
+            r->g.reg_gpu_ns);
     fputs(", \"device\": ", out);
     if (plr_row_device(r) >= 0)
       fprintf(out, "%d", plr_row_device(r));
@@ -258,6 +260,24 @@ static void plr_json_device(FILE *out, const plr_device_report *d) {
 }
 
 /* The "gpu" object of one process (schema in docs/trace-format.md). */
+/* The elements of a verdict array, each on its own line after indent. */
+static void plr_json_verdicts(FILE *out, const plr_verdict *vs, size_t n, const char *indent) {
+  for (size_t i = 0; i < n; i++) {
+    const plr_verdict *v = &vs[i];
+    fprintf(out, "%s\n%s{\"kind\": \"%s\", \"ns\": %" PRIu64 ", \"device\": ", i ? "," : "", indent,
+            plr_verdict_kind_name(v->kind), v->ns);
+    if (v->device >= 0)
+      fprintf(out, "%d", v->device);
+    else
+      fputs("null", out);
+    fputs(", \"text\": ", out);
+    plr_json_str(out, v->text);
+    fputs(", \"advice\": ", out);
+    plr_json_str(out, v->advice);
+    fputc('}', out);
+  }
+}
+
 static void plr_json_gpu(FILE *out, const plr_gpu_report *g) {
   fprintf(out, "{\n        \"status\": \"%s\", \"reason\": ", plr_gpu_status_name(g->status));
   plr_json_str(out, g->reason);
@@ -291,35 +311,25 @@ static void plr_json_gpu(FILE *out, const plr_gpu_report *g) {
   }
   fputs(g->ndev ? "\n        ],\n" : "],\n", out);
   const plr_call_join *j = &g->join;
-  fprintf(
-      out,
-      "        \"join\": {\"calls\": %" PRIu64 ", \"unjoined\": %" PRIu64 ", \"pageable\": %" PRIu64
-      ", \"pinned\": %" PRIu64 ", \"linked\": %" PRIu64 ", \"gpu_ns\": %" PRIu64
-      ",\n          \"made_sync\": %" PRIu64 ", \"made_sync_host_ns\": %" PRIu64
-      ", \"made_sync_bytes\": %" PRIu64 ", \"made_sync_gpu_ns\": %" PRIu64
-      ",\n          \"pageable_sync\": %" PRIu64 ", \"pageable_sync_host_ns\": %" PRIu64
-      ", \"pageable_sync_bytes\": %" PRIu64 ", \"pageable_sync_gpu_ns\": %" PRIu64
-      ",\n          \"mem_mismatch\": %" PRIu64 ", \"gpu_ops\": %" PRIu64
-      ", \"gpu_ops_unjoined\": %" PRIu64 ", \"chunks\": %" PRIu64 ", \"chunk_bytes\": %" PRIu64
-      ", \"chunk_gpu_ns\": %" PRIu64 "},\n        \"verdicts\": [",
-      j->calls, j->unjoined, j->pageable, j->pinned, j->linked, j->gpu_ns, j->made_sync,
-      j->made_sync_host_ns, j->made_sync_bytes, j->made_sync_gpu_ns, j->pageable_sync,
-      j->pageable_sync_host_ns, j->pageable_sync_bytes, j->pageable_sync_gpu_ns, j->mem_mismatch,
-      j->gpu_ops, j->gpu_ops_unjoined, j->chunks, j->chunk_bytes, j->chunk_gpu_ns);
-  for (size_t i = 0; i < g->nverdicts; i++) {
-    const plr_verdict *v = &g->verdicts[i];
-    fprintf(out, "%s\n          {\"kind\": \"%s\", \"ns\": %" PRIu64 ", \"device\": ", i ? "," : "",
-            plr_verdict_kind_name(v->kind), v->ns);
-    if (v->device >= 0)
-      fprintf(out, "%d", v->device);
-    else
-      fputs("null", out);
-    fputs(", \"text\": ", out);
-    plr_json_str(out, v->text);
-    fputs(", \"advice\": ", out);
-    plr_json_str(out, v->advice);
-    fputc('}', out);
-  }
+  fprintf(out,
+          "        \"join\": {\"calls\": %" PRIu64 ", \"unjoined\": %" PRIu64
+          ", \"pageable\": %" PRIu64 ", \"pinned\": %" PRIu64 ", \"linked\": %" PRIu64
+          ", \"gpu_ns\": %" PRIu64 ",\n          \"made_sync\": %" PRIu64
+          ", \"made_sync_host_ns\": %" PRIu64 ", \"made_sync_bytes\": %" PRIu64
+          ", \"made_sync_gpu_ns\": %" PRIu64 ",\n          \"pageable_sync\": %" PRIu64
+          ", \"pageable_sync_host_ns\": %" PRIu64 ", \"pageable_sync_bytes\": %" PRIu64
+          ", \"pageable_sync_gpu_ns\": %" PRIu64 ",\n          \"mem_mismatch\": %" PRIu64
+          ", \"gpu_ops\": %" PRIu64 ", \"gpu_ops_unjoined\": %" PRIu64 ", \"chunks\": %" PRIu64
+          ", \"chunk_bytes\": %" PRIu64 ", \"chunk_gpu_ns\": %" PRIu64
+          ",\n          \"registered\": %" PRIu64 ", \"registered_ops\": %" PRIu64
+          ", \"registered_op_bytes\": %" PRIu64 ", \"registered_op_gpu_ns\": %" PRIu64
+          "},\n        \"verdicts\": [",
+          j->calls, j->unjoined, j->pageable, j->pinned, j->linked, j->gpu_ns, j->made_sync,
+          j->made_sync_host_ns, j->made_sync_bytes, j->made_sync_gpu_ns, j->pageable_sync,
+          j->pageable_sync_host_ns, j->pageable_sync_bytes, j->pageable_sync_gpu_ns,
+          j->mem_mismatch, j->gpu_ops, j->gpu_ops_unjoined, j->chunks, j->chunk_bytes,
+          j->chunk_gpu_ns, j->registered, j->reg_ops, j->reg_bytes, j->reg_gpu_ns);
+  plr_json_verdicts(out, g->verdicts, g->nverdicts, "          ");
   fputs(g->nverdicts ? "\n        ]\n      }" : "]\n      }", out);
 }
 
@@ -358,7 +368,10 @@ static void plr_json_process(FILE *out, const plr_process *p) {
     plr_json_str(out, t->notes[i].text);
     fputc('}', out);
   }
-  fputs("],\n      \"totals\": ", out);
+  /* Host timing is enough for these: not under "gpu". */
+  fputs("],\n      \"pageable_verdicts\": [", out);
+  plr_json_verdicts(out, p->gpu.pageable, p->gpu.npageable, "        ");
+  fputs(p->gpu.npageable ? "\n      ],\n      \"totals\": " : "],\n      \"totals\": ", out);
   plr_json_totals(out, &t->tot, "      ");
   fputs(",\n      \"call_sites\": ", out);
   plr_json_rows(out, &p->calls);

@@ -333,6 +333,13 @@ static void plr_print_table(FILE *out, const char *title, const char *what, cons
               "GPU time)\n",
               wc, "", r->g.chunks, by, gms);
     }
+    if (r->g.reg_ops) {
+      char by[32], gms[32];
+      plr_fmt_bytes(r->g.reg_bytes, by, sizeof by);
+      plr_fmt_ms(r->g.reg_gpu_ns, gms, sizeof gms);
+      fprintf(out, "  %*s  registered: %" PRIu64 " copies of pagelock's (%s, %s ms of GPU time)\n",
+              wc, "", r->g.reg_ops, by, gms);
+    }
   }
   if (rows->n > shown) {
     plr_bucket rest = {0};
@@ -446,9 +453,9 @@ static const char *plr_verdict_color(uint32_t kind) {
 /* One line per verdict (the missing-timing one is in the status lines),
  * each followed by what to do.  Both hold device and site names from the
  * trace: escaped. */
-static void plr_print_verdicts(FILE *out, const plr_gpu_report *g) {
-  for (size_t i = 0; i < g->nverdicts; i++) {
-    const plr_verdict *v = &g->verdicts[i];
+static void plr_print_verdicts(FILE *out, const plr_verdict *vs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const plr_verdict *v = &vs[i];
     if (v->kind == PLR_VERDICT_NO_GPU_TIMING) continue;
     fprintf(out, "%sverdict:%s ", plr_sgr(plr_verdict_color(v->kind)), plr_sgr(NULL));
     plr_text_puts(out, v->text);
@@ -533,7 +540,7 @@ static void plr_print_bandwidth(FILE *out, const plr_gpu_report *g) {
   for (size_t i = 0; i < g->ndev; i++) rows += g->dev[i].nbw;
   if (!rows) return;
   fprintf(out, "\nGPU copy bandwidth (bytes / GPU time of each copy):\n");
-  int staged = 0;
+  int staged = 0, registered = 0;
   plr_tab tab;
   plr_tab_init(&tab, 10);
   static const char *const head[] = {"device", "copy",  "from",   "to",          "size",
@@ -551,8 +558,10 @@ static void plr_print_bandwidth(FILE *out, const plr_gpu_report *g) {
       int hs = b->copy_kind == PAGELOCK_GPU_COPY_HTOD || b->copy_kind == PAGELOCK_GPU_COPY_HTOA;
       int hd = b->copy_kind == PAGELOCK_GPU_COPY_DTOH || b->copy_kind == PAGELOCK_GPU_COPY_ATOH;
       staged |= b->staged;
-      snprintf(c[2], PLR_CELL, "%s", b->staged && hs ? "staged" : plr_gpu_mem_name(b->src_kind));
-      snprintf(c[3], PLR_CELL, "%s", b->staged && hd ? "staged" : plr_gpu_mem_name(b->dst_kind));
+      registered |= b->registered;
+      const char *shim = b->staged ? "staged" : b->registered ? "registered" : NULL;
+      snprintf(c[2], PLR_CELL, "%s", shim && hs ? shim : plr_gpu_mem_name(b->src_kind));
+      snprintf(c[3], PLR_CELL, "%s", shim && hd ? shim : plr_gpu_mem_name(b->dst_kind));
       snprintf(c[4], PLR_CELL, "%s", plr_size_bucket_name(b->bucket));
       snprintf(c[5], PLR_CELL, "%" PRIu64, b->count);
       plr_fmt_bytes(b->bytes, c[6], PLR_CELL);
@@ -569,6 +578,10 @@ static void plr_print_bandwidth(FILE *out, const plr_gpu_report *g) {
     fprintf(out,
             "  (staged: the pinned chunks pagelock moved staged copies "
             "through, not copies the program made)\n");
+  if (registered)
+    fprintf(out,
+            "  (registered: the program's buffers that pagelock page-locked, copied in its "
+            "pieces, edges and tail)\n");
 }
 
 /* How many copy calls found their GPU op(s). */
@@ -581,8 +594,16 @@ static void plr_print_join(FILE *out, const plr_gpu_report *g) {
           j->calls, j->calls + j->unjoined);
   /* The shim's chunks are its own GPU copies, not the program's: they
    * are named as what they are and never counted among the calls. */
-  if (j->linked)
+  if (j->linked && j->registered)
+    fprintf(out,
+            " (%" PRIu64 " staged through %" PRIu64 " chunks, %" PRIu64 " registered in %" PRIu64
+            " copies of pagelock's)",
+            j->linked, j->chunks, j->registered, j->reg_ops);
+  else if (j->linked)
     fprintf(out, " (%" PRIu64 " staged through %" PRIu64 " chunks)", j->linked, j->chunks);
+  else if (j->registered)
+    fprintf(out, " (%" PRIu64 " registered, in %" PRIu64 " copies of pagelock's)", j->registered,
+            j->reg_ops);
   if (j->gpu_ops_unjoined)
     fprintf(out, "; %" PRIu64 " GPU copies matched no call", j->gpu_ops_unjoined);
   /* Copies made while tracing was paused have no GPU op by design: not
@@ -631,6 +652,9 @@ static void plr_print_process(FILE *out, const plr_process *p) {
   fprintf(out, " ==\n");
   const plr_gpu_report *g = &p->gpu;
   int timed = plr_gpu_report_timed(g);
+  /* What pageable memory cost and where to fix it: host timing is enough,
+   * so it leads whatever GPU timing there is. */
+  plr_print_verdicts(out, g->pageable, g->npageable);
   plr_print_gpu_status(out, g);
   if (g->sampled) {
     char line[512];
@@ -643,7 +667,7 @@ static void plr_print_process(FILE *out, const plr_process *p) {
     fputc('\n', out);
   }
   if (t->notes_dropped) fprintf(out, "note: ... %" PRIu64 " more notes\n", t->notes_dropped);
-  plr_print_verdicts(out, g);
+  plr_print_verdicts(out, g->verdicts, g->nverdicts);
   plr_print_totals(out, &t->tot, plr_trace_shows_routes(t), plr_trace_shows_why(t));
   if (timed) plr_print_join(out, g);
   plr_print_devices(out, g, t->first_ns);

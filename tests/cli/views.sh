@@ -214,7 +214,7 @@ assert got == [("GPU timing paused", 11000.0, 5000.0, 61000, "GPU timing (sample
 html_sampled)
   "$MK" sa.trace --scenario sampled >/dev/null || fail "mktrace failed"
   run_pl 0 report --format html sa.trace
-  has_out '<p class="note">GPU timing sampled: 1 window, 51.6% of the run traced (the program issued up to 61000 GPU operations a second, more than PAGELOCK_CUPTI_MAX_RATE, where tracing every one would slow it); GPU times below cover the windows only.</p>'
+  has_out '<p class="note">GPU timing sampled: 1 window, 51.6% of the run traced (the program issued up to 61000 GPU operations a second, more than PAGELOCK_CUPTI_MAX_RATE, where tracing every one would slow it); GPU times below cover the windows only, host times every copy.</p>'
   has_out "2 copy calls joined to their GPU ops (2 without one; 4 more ran while GPU timing was paused)"
   gen before.trace before
   run_pl 0 report --format html before.trace

@@ -815,9 +815,9 @@ static void framework_advice(const char *module, const char *symbol, const char 
   memset(&p, 0, sizeof p);
   assert_int_equal(load(&p.t, &b), 0);
   assert_int_equal(plr_process_analyze(&p, 0), 0);
-  assert_int_equal(p.gpu.verdicts[0].kind, PLR_VERDICT_MADE_SYNC);
-  if (!strstr(p.gpu.verdicts[0].advice, want) || !strstr(p.gpu.verdicts[0].advice, auto_says)) {
-    fprintf(stderr, "advice: %s\nwant: %s ... %s\n", p.gpu.verdicts[0].advice, want, auto_says);
+  assert_int_equal(p.gpu.pageable[0].kind, PLR_VERDICT_MADE_SYNC);
+  if (!strstr(p.gpu.pageable[0].advice, want) || !strstr(p.gpu.pageable[0].advice, auto_says)) {
+    fprintf(stderr, "advice: %s\nwant: %s ... %s\n", p.gpu.pageable[0].advice, want, auto_says);
     fail();
   }
   plr_process_free(&p);
@@ -894,13 +894,24 @@ static void test_join_made_sync(void **state) {
   assert_true(p.gpu.pinned_gbps[PLR_CDIR_H2D] == (double)MIB / 1e6);
   /* would save = host 4.899999 ms - 5 MiB at 1.048576 B/ns (5 ms): 0 */
   assert_int_equal(p.calls.v[0].would_save_ns, 0);
-  assert_int_equal(p.gpu.verdicts[0].kind, PLR_VERDICT_MADE_SYNC);
-  assert_string_equal(p.gpu.verdicts[0].text,
-                      "pageable copies made 2 async calls synchronous, "
-                      "blocking the host 2.500 ms (pinned, they would block "
-                      "about 0.500 ms less); pageable copies left the GPU "
+  /* The verdicts count every pageable async copy by its host time, joined
+   * or not (4 of them, 3.9 ms: pinned, their 4 MiB would take 4 ms, so no
+   * saving is claimed), and the sync one apart. */
+  assert_int_equal(p.gpu.npageable, 2);
+  assert_int_equal(p.gpu.pageable[0].kind, PLR_VERDICT_MADE_SYNC);
+  assert_string_equal(p.gpu.pageable[0].text,
+                      "pageable copies made 4 async calls synchronous, "
+                      "blocking the host 3.900 ms; pageable copies left the GPU "
                       "4.000 ms of copy time with no kernel running");
-  assert_string_equal(p.gpu.verdicts[0].advice,
+  assert_int_equal(p.gpu.pageable[1].kind, PLR_VERDICT_PAGEABLE_SYNC);
+  assert_string_equal(p.gpu.pageable[1].text,
+                      "1 synchronous copies from pageable memory blocked the host 1.000 ms at "
+                      "1.05 GB/s");
+  for (size_t i = 0; i < p.gpu.nverdicts; i++) {
+    assert_int_not_equal(p.gpu.verdicts[i].kind, PLR_VERDICT_MADE_SYNC);
+    assert_int_not_equal(p.gpu.verdicts[i].kind, PLR_VERDICT_PAGEABLE_SYNC);
+  }
+  assert_string_equal(p.gpu.pageable[0].advice,
                       "pin the buffer allocated at 0x555555557000 "
                       "(cudaHostAlloc / cudaHostRegister); --mode=auto would "
                       "register the buffer once it is copied often enough "
@@ -936,6 +947,137 @@ static void test_join_routes_not_pageable(void **state) {
   assert_int_equal(j->made_sync, 1);
   assert_int_equal(j->made_sync_host_ns, 2000000);
   assert_int_equal(j->pageable_sync, 0);
+  plr_process_free(&p);
+  tb_free(&b);
+}
+
+/* Under auto, a copy through a registration of its buffer is linked to
+ * the shim's GPU copies as a staged one is to its chunks: each is counted
+ * and named as the route it took (a run reported "201 staged through 4363
+ * chunks" for 198 registered copies and 3 staged). */
+static void test_registered_not_staged(void **state) {
+  (void)state;
+  const uint32_t A = PAGELOCK_COPY_ASYNC, R = PAGELOCK_COPY_REGISTERED, S = PAGELOCK_COPY_STAGED;
+  const uint8_t PG = PAGELOCK_MEM_PAGEABLE;
+  tb b = {0};
+  jhead(&b);
+  tb_link(&b, 501, 1);
+  tb_link(&b, 502, 1);
+  jcopy(&b, 1, 0, A | R, PG, 2 * MIB, MS); /* registered: two pieces */
+  tb_link(&b, 601, 2);
+  jcopy(&b, 2, 0, A | S, PG, MIB, MS); /* staged: one chunk */
+  jop(&b, 501, PAGELOCK_GPU_MEM_PINNED, MIB, 2000000000ull, MS / 4);
+  jop(&b, 502, PAGELOCK_GPU_MEM_PINNED, MIB, 2001000000ull, MS / 4);
+  jop(&b, 601, PAGELOCK_GPU_MEM_PINNED, MIB, 2002000000ull, MS / 4);
+  tb_end(&b, 3000000000ull);
+  plr_process p;
+  memset(&p, 0, sizeof p);
+  assert_int_equal(load(&p.t, &b), 0);
+  assert_int_equal(plr_process_analyze(&p, 0), 0);
+  const plr_call_join *j = &p.gpu.join;
+  assert_int_equal(j->calls, 2);
+  assert_int_equal(j->linked, 1);
+  assert_int_equal(j->chunks, 1);
+  assert_int_equal(j->registered, 1);
+  assert_int_equal(j->reg_ops, 2);
+  assert_int_equal(j->reg_bytes, 2 * MIB);
+  assert_int_equal(p.gpu.ndev, 1);
+  const plr_device_report *d = &p.gpu.dev[0];
+  assert_int_equal(d->staged_chunks, 1);
+  int staged = 0, reg = 0;
+  for (size_t i = 0; i < d->nbw; i++) {
+    staged += d->bw[i].staged ? (int)d->bw[i].count : 0;
+    reg += d->bw[i].registered ? (int)d->bw[i].count : 0;
+    assert_false(d->bw[i].staged && d->bw[i].registered);
+  }
+  assert_int_equal(staged, 1);
+  assert_int_equal(reg, 2);
+  assert_int_equal(p.calls.n, 1);
+  assert_int_equal(p.calls.v[0].g.chunks, 1);
+  assert_int_equal(p.calls.v[0].g.reg_ops, 2);
+  char *text = report(&p, 1, 0);
+  assert_contains(text,
+                  "GPU join: 2 of 2 copy calls matched their GPU copies (1 staged through 1 "
+                  "chunks, 1 registered in 2 copies of pagelock's)");
+  assert_contains(text, "  HtoD  registered  device  1M-16M      2");
+  assert_contains(text, "  HtoD  staged      device  1M-16M      1");
+  assert_contains(text, "registered: 2 copies of pagelock's (2.0 MiB, 0.500 ms of GPU time)");
+  free(text);
+  plr_process_free(&p);
+  tb_free(&b);
+}
+
+/* Tracing paused once and never resumed: no "0 windows", the sentence
+ * says how much of the run was traced before the pause. */
+static void test_sampling_no_window(void **state) {
+  (void)state;
+  tb b = {0};
+  jhead(&b);
+  jcopy(&b, 1, 101, PAGELOCK_COPY_ASYNC, PAGELOCK_MEM_PAGEABLE, MIB, MS);
+  jop(&b, 101, PAGELOCK_GPU_MEM_PAGEABLE, MIB, 1001000000ull, MS);
+  tb_gpu_sample(&b, 1090000000ull, 0, 50000);
+  jcopy(&b, 90, 0, PAGELOCK_COPY_ASYNC, PAGELOCK_MEM_PAGEABLE, MIB, MS);
+  tb_end(&b, 1100000000ull);
+  plr_process p;
+  memset(&p, 0, sizeof p);
+  assert_int_equal(load(&p.t, &b), 0);
+  assert_int_equal(plr_process_analyze(&p, 0), 0);
+  assert_true(p.gpu.sampled);
+  assert_int_equal(p.gpu.windows, 0);
+  char line[512];
+  plr_gpu_sampling_sentence(&p.gpu, line, sizeof line);
+  assert_null(strstr(line, "0 windows"));
+  assert_contains(line, "GPU timing paused for good after the first ");
+  /* The headline counts both copies, by their host time. */
+  assert_int_equal(p.gpu.npageable, 1);
+  assert_contains(p.gpu.pageable[0].text,
+                  "made 2 async calls synchronous, blocking the host 2.000");
+  plr_process_free(&p);
+  tb_free(&b);
+}
+
+/* The fix names every allocation site that matters (a tenth of the
+ * pageable host time or more), not only the worst, and counts the rest. */
+static void test_fix_names_every_site(void **state) {
+  (void)state;
+  tb b = {0};
+  tb_header(&b, 1, 0);
+  tb_process(&b, "/bin/app", "h", PAGELOCK_MODE_OBSERVE, -1);
+  tb_gpu_status(&b, PAGELOCK_GPU_TIMING_DISABLED, 0, 0, "PAGELOCK_CUPTI=0 turned it off");
+  uint64_t call[] = {0x1000}, a1[] = {0x2000}, a2[] = {0x3000}, a3[] = {0x4000};
+  tb_stack(&b, 1, call, 1);
+  tb_stack(&b, 2, a1, 1);
+  tb_stack(&b, 3, a2, 1);
+  tb_stack(&b, 4, a3, 1);
+  tb_symbol(&b, 0x2000, 0x1f00, "load_images");
+  tb_symbol(&b, 0x3000, 0x2f00, "load_labels");
+  tb_symbol(&b, 0x4000, 0x3f00, "load_meta");
+  uint32_t alloc[] = {2, 3, 4};
+  uint64_t ns[] = {60 * MS, 35 * MS, 5 * MS};
+  for (int i = 0; i < 3; i++) {
+    tb_copy_args c = {0};
+    c.start_ns = 1000000000ull + (uint64_t)i * 100 * MS;
+    c.host_ns = ns[i];
+    c.bytes = 8 * MIB;
+    c.dir = PAGELOCK_DIR_H2D;
+    c.host_mem = PAGELOCK_MEM_PAGEABLE;
+    c.flags = PAGELOCK_COPY_ASYNC;
+    c.seq = (uint64_t)i + 1;
+    c.callsite = 0x1000;
+    c.stack_id = 1;
+    c.alloc_stack_id = alloc[i];
+    tb_copy(&b, &c);
+  }
+  tb_end(&b, 2000000000ull);
+  plr_process p;
+  memset(&p, 0, sizeof p);
+  assert_int_equal(load(&p.t, &b), 0);
+  assert_int_equal(plr_process_analyze(&p, 0), 0);
+  assert_int_equal(p.gpu.npageable, 1);
+  const char *adv = p.gpu.pageable[0].advice;
+  assert_contains(adv, "pin the buffer allocated at load_images+0x100");
+  assert_contains(adv, "; also the buffers allocated at load_labels+0x100 (?) (35.000 ms)");
+  assert_contains(adv, "; and 1 more allocation sites (5.000 ms)");
   plr_process_free(&p);
   tb_free(&b);
 }
@@ -1130,7 +1272,9 @@ static void test_verdict_good(void **state) {
   tb_free(&b);
 }
 
-/* GPU timing off: the status line and the advice come first. */
+/* GPU timing off: host timing is enough for the pageable-copy verdict and
+ * its fix, which still come first; then the status line and its advice.
+ * In JSON the verdict is not under "gpu". */
 static void test_no_gpu_timing_first(void **state) {
   (void)state;
   tb b = {0};
@@ -1145,13 +1289,21 @@ static void test_no_gpu_timing_first(void **state) {
   assert_int_equal(plr_process_analyze(&p, 0), 0);
   char *text = report(&p, 1, 0);
   const char *want =
-      "GPU timing unavailable: PAGELOCK_CUPTI=0 turned it "
-      "off\n  fix: unset PAGELOCK_CUPTI";
+      "verdict: pageable copies made 1 async calls synchronous, blocking the host 1.000 ms\n"
+      "  fix: pin the buffer copied at 0x1000 (cudaHostAlloc / cudaHostRegister)";
   size_t first_len = strcspn(text, "\n");
   assert_memory_equal(text + first_len + 1, want, strlen(want));
+  /* Tracked (the copy names an allocation stack): registrable. */
+  assert_contains(text, "register the buffer once it is copied often enough");
+  assert_contains(text,
+                  "\nGPU timing unavailable: PAGELOCK_CUPTI=0 turned it "
+                  "off\n  fix: unset PAGELOCK_CUPTI");
   free(text);
   char *json = report(&p, 1, 1);
   assert_contains(json, "\"status\": \"disabled\"");
+  assert_contains(json,
+                  "\"pageable_verdicts\": [\n        {\"kind\": \"made-sync\", \"ns\": 1000000");
+  assert_null(strstr(strstr(json, "\"gpu\": "), "made-sync"));
   assert_contains(json,
                   "{\"kind\": \"no-gpu-timing\", \"ns\": 0, \"device\": "
                   "null, \"text\": \"GPU timing unavailable: "
@@ -1227,6 +1379,9 @@ int main(void) {
       cmocka_unit_test(test_verdicts),
       cmocka_unit_test(test_verdict_good),
       cmocka_unit_test(test_no_gpu_timing_first),
+      cmocka_unit_test(test_registered_not_staged),
+      cmocka_unit_test(test_sampling_no_window),
+      cmocka_unit_test(test_fix_names_every_site),
       cmocka_unit_test(test_random_corruption_gpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
