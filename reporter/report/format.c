@@ -4,8 +4,12 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
+#include "escape.h"
 #include "trace_model.h"
 #include "units.h"
 
@@ -77,4 +81,59 @@ int plr_fmt_estimated(const plr_bucket *b, char *buf, size_t len) {
            " timed: repeated small copies, 1 in %" PRIu64 " timed",
            b->est_count, b->est_timed, every);
   return 1;
+}
+
+int plr_text_width(FILE *out) {
+  struct winsize ws;
+  int w = 0;
+  if (ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    w = ws.ws_col;
+  } else {
+    const char *c = getenv("COLUMNS");
+    char *end;
+    long v = c && c[0] ? strtol(c, &end, 10) : 0;
+    w = v > 0 && !*end && v < 100000 ? (int)v : 100;
+  }
+  return w < 40 ? 40 : w;
+}
+
+/* Columns a terminal gives the n bytes at s: UTF-8 continuation bytes take
+ * none (what escaping leaves is ASCII or valid UTF-8). */
+static int plr_cols(const char *s, size_t n) {
+  int c = 0;
+  for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xc0) != 0x80;
+  return c;
+}
+
+void plr_text_wrapped(FILE *out, int width, const char *label, int lw, int hang, const char *text) {
+  size_t cap = 4 * strlen(text) + 1;
+  char small[2048], *buf = cap <= sizeof small ? small : malloc(cap);
+  fputs(label, out);
+  if (!buf) {
+    /* Out of memory: the sentence unwrapped beats none. */
+    plr_text_puts(out, text);
+    fputc('\n', out);
+    return;
+  }
+  plr_text_escape(text, buf, cap);
+  int col = lw, first = 1;
+  for (const char *p = buf; *p;) {
+    while (*p == ' ') p++;
+    size_t n = strcspn(p, " ");
+    if (!n) break;
+    int w = plr_cols(p, n);
+    if (!first && col + 1 + w > width) {
+      fprintf(out, "\n%*s", hang, "");
+      col = hang;
+    } else if (!first) {
+      fputc(' ', out);
+      col++;
+    }
+    fwrite(p, 1, n, out);
+    col += w;
+    first = 0;
+    p += n;
+  }
+  fputc('\n', out);
+  if (buf != small) free(buf);
 }

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* The staging engine's counters as one sentence without a leading capital
  * or final stop ("512.0 MiB staged, 0 B passed through, ... of 64.0 MiB"),
@@ -34,5 +35,15 @@ void plr_fmt_dirs(uint32_t dirs, char *buf, size_t len);
  * copies, 1 in 8 timed"; returns 0 and writes "" when none is. */
 struct plr_bucket;
 int plr_fmt_estimated(const struct plr_bucket *b, char *buf, size_t len);
+
+/* The width the text report wraps its sentences at: out's terminal's,
+ * else COLUMNS, else 100 (a file, a pipe); never under 40. */
+int plr_text_width(FILE *out);
+
+/* label (lw columns wide on screen: it may hold colour escapes), then text
+ * made safe for a terminal (escape.h) and wrapped at width between words,
+ * continuation lines indented by hang columns; a word longer than a line
+ * stands alone.  Ends the line. */
+void plr_text_wrapped(FILE *out, int width, const char *label, int lw, int hang, const char *text);
 
 #endif

@@ -51,22 +51,30 @@
 #define PLR_HT_TITLE 160   /* tooltip bytes kept per op */
 #define PLR_HT_RUN_LANES 8 /* rows of runs per thread and device */
 
-/* What a rectangle is, hence its colour. */
+/* What a rectangle is, hence its colour: an upload and a download apart,
+ * each host memory kind in its own shades (pageable warm, pinned cool). */
 enum plr_ht_cat {
-  PLR_HT_PAGEABLE = 0, /* copy with a pageable host side */
-  PLR_HT_PINNED,       /* copy with a pinned / registered host side */
-  PLR_HT_DEVICE,       /* device<->device or peer copy */
-  PLR_HT_OTHER,        /* managed, array or unknown memory */
+  PLR_HT_PAGEABLE_UP = 0, /* copy with a pageable host side, to the device */
+  PLR_HT_PAGEABLE_DOWN,   /* ... from the device */
+  PLR_HT_PINNED_UP,       /* copy with a pinned / registered host side */
+  PLR_HT_PINNED_DOWN,
+  PLR_HT_DEVICE, /* device<->device or peer copy */
+  PLR_HT_OTHER,  /* managed, array or unknown memory */
   PLR_HT_KERNEL,
   PLR_HT_MEMSET,
   PLR_HT_NCAT
 };
 
-static const char *const plr_ht_colour[PLR_HT_NCAT] = {"#d62728", "#1f77b4", "#2ca02c",
-                                                       "#ff7f0e", "#9467bd", "#8c8c8c"};
-static const char *const plr_ht_cat_name[PLR_HT_NCAT] = {
-    "pageable copy", "pinned copy", "device copy", "other copy (managed, array, unknown)",
-    "kernel",        "memset"};
+static const char *const plr_ht_colour[PLR_HT_NCAT] = {"#d62728", "#ff7f0e", "#1f77b4", "#17becf",
+                                                       "#2ca02c", "#8c564b", "#9467bd", "#8c8c8c"};
+static const char *const plr_ht_cat_name[PLR_HT_NCAT] = {"pageable upload (H2D)",
+                                                         "pageable download (D2H)",
+                                                         "pinned upload (H2D)",
+                                                         "pinned download (D2H)",
+                                                         "device copy",
+                                                         "other copy (managed, array, unknown)",
+                                                         "kernel",
+                                                         "memset"};
 
 /* ------------------------------------------------------------------ */
 /* Page furniture.                                                     */
@@ -78,6 +86,8 @@ static const char plr_ht_css[] =
     "border-bottom:2px solid #ddd;padding-bottom:4px}\n"
     "h3{font-size:15px;margin:18px 0 6px}\n"
     ".meta{color:#555;margin:2px 0}.note{color:#555}.warn{color:#a40}\n"
+    ".banner{background:#fff3cd;border:1px solid #d9a400;border-radius:4px;padding:8px 12px;"
+    "margin:8px 0;font-weight:600}\n"
     "table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}\n"
     "th,td{border:1px solid #ddd;padding:3px 8px;text-align:right;"
     "white-space:nowrap}\nth{white-space:normal;vertical-align:bottom}\n"
@@ -538,26 +548,28 @@ static int plr_ht_gpu_drawn(const pagelock_rec_gpu *g) {
          g->kind == PAGELOCK_GPU_MEMSET || g->kind == PAGELOCK_GPU_KERNEL;
 }
 
-/* Colour class of a copy call: its host memory kind. */
+/* Colour class of a copy call: its host memory kind and direction. */
 static int plr_ht_call_cat(const pagelock_rec_copy *c) {
   if (c->dir == PAGELOCK_DIR_D2D) return PLR_HT_DEVICE;
+  int down = c->dir == PAGELOCK_DIR_D2H;
   switch (c->host_mem) {
-    case PAGELOCK_MEM_PAGEABLE: return PLR_HT_PAGEABLE;
+    case PAGELOCK_MEM_PAGEABLE: return down ? PLR_HT_PAGEABLE_DOWN : PLR_HT_PAGEABLE_UP;
     case PAGELOCK_MEM_PINNED:
-    case PAGELOCK_MEM_REGISTERED: return PLR_HT_PINNED;
+    case PAGELOCK_MEM_REGISTERED: return down ? PLR_HT_PINNED_DOWN : PLR_HT_PINNED_UP;
     case PAGELOCK_MEM_DEVICE: return PLR_HT_DEVICE;
     default: return PLR_HT_OTHER;
   }
 }
 
 /* Colour class of a GPU op: kernel, memset, or the host side's memory
- * kind as CUPTI saw it. */
+ * kind as CUPTI saw it and the direction. */
 static int plr_ht_gpu_cat(const pagelock_rec_gpu *g) {
   if (g->kind == PAGELOCK_GPU_KERNEL) return PLR_HT_KERNEL;
   if (g->kind == PAGELOCK_GPU_MEMSET) return PLR_HT_MEMSET;
+  int down = g->copy_kind == PAGELOCK_GPU_COPY_DTOH || g->copy_kind == PAGELOCK_GPU_COPY_ATOH;
   switch (plr_gpu_host_kind(g)) {
-    case PAGELOCK_GPU_MEM_PAGEABLE: return PLR_HT_PAGEABLE;
-    case PAGELOCK_GPU_MEM_PINNED: return PLR_HT_PINNED;
+    case PAGELOCK_GPU_MEM_PAGEABLE: return down ? PLR_HT_PAGEABLE_DOWN : PLR_HT_PAGEABLE_UP;
+    case PAGELOCK_GPU_MEM_PINNED: return down ? PLR_HT_PINNED_DOWN : PLR_HT_PINNED_UP;
     case PAGELOCK_GPU_MEM_DEVICE:
     case PAGELOCK_GPU_MEM_DEVICE_STATIC: return PLR_HT_DEVICE;
     default: return PLR_HT_OTHER;
@@ -759,7 +771,10 @@ static void plr_ht_layout(plr_ht *h) {
         else if (r->key.kind == PLR_HT_ROW_RUNS)
           snprintf(tl->labels[slot], sizeof tl->labels[slot], "thread %u runs", r->key.id);
         else
-          snprintf(tl->labels[slot], sizeof tl->labels[slot], "stream %u", r->key.id);
+          /* The count says what the row holds where its ops are too short
+           * to see at this scale. */
+          snprintf(tl->labels[slot], sizeof tl->labels[slot], "stream %u (%" PRIu64 " op%s)",
+                   r->key.id, r->ops, r->ops == 1 ? "" : "s");
       }
       slot++;
     }
@@ -994,7 +1009,8 @@ static void plr_ht_svg(FILE *out, const plr_ht *h, const plr_ht_tl *tl) {
     for (size_t i = 0; i < tl->nop; i++) {
       const plr_ht_op *op = &tl->opv[i];
       double x0 = plr_ht_x(h, op->start), x1 = plr_ht_x(h, op->end);
-      double wd = x1 - x0 < 1.0 ? 1.0 : x1 - x0;
+      /* An op too short for a pixel still shows: 2 px, not a hairline. */
+      double wd = x1 - x0 < 2.0 ? 2.0 : x1 - x0;
       if (x0 > PLR_HT_PLOT_W - wd) x0 = PLR_HT_PLOT_W - wd;
       fprintf(out,
               "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
@@ -1096,9 +1112,14 @@ static void plr_ht_process(FILE *out, const plr_process *p, const plr_source *sr
       fputs(" <b class=\"warn\">[partial trace]</b>", out);
   }
   fputs("</p>\n", out);
+  if (t->hdr.flags & PAGELOCK_FILE_SIMULATED)
+    fputs(
+        "<p class=\"banner\">Simulated timings: recorded over the fake CUDA, not a GPU. "
+        "The copies, sites and verdicts are the program's; every time is the simulation's.</p>\n",
+        out);
   for (size_t k = 0; k < t->nnotes; k++) {
     int warn = t->notes[k].kind == PAGELOCK_NOTE_WARNING;
-    fprintf(out, "<p class=\"%s\">note: %s", warn ? "warn" : "note", warn ? "warning: " : "");
+    fprintf(out, "<p class=\"%s\">%s", warn ? "warn" : "note", warn ? "warning: " : "note: ");
     plr_html_text(out, t->notes[k].text, PLR_ESC_UNLIMITED);
     fputs("</p>\n", out);
   }
@@ -1161,6 +1182,15 @@ void plr_report_html(FILE *out, const plr_process *ps, const plr_source *src, si
           "</style>\n</head>\n<body>\n<h1>pagelock report</h1>\n"
           "<p class=\"meta\">%zu process%s traced; trace format %u</p>\n",
           plr_ht_css, n, n == 1 ? "" : "es", PAGELOCK_TRACE_VERSION);
+  size_t sim = 0;
+  for (size_t i = 0; i < n; i++) sim += (ps[i].t.hdr.flags & PAGELOCK_FILE_SIMULATED) != 0;
+  /* One banner per simulated process below; a page of several says how
+   * many up front. */
+  if (sim && n > 1)
+    fprintf(out,
+            "<p class=\"banner\">Simulated timings: %zu of %zu trace%s recorded over the fake "
+            "CUDA, not a GPU.</p>\n",
+            sim, n, n == 1 ? "" : "s");
   if (n > 1) plr_ht_overview(out, ps, n);
   for (size_t i = 0; i < n; i++) plr_ht_process(out, &ps[i], &src[i], i);
   if (!n) fputs("<p>No trace could be read.</p>\n", out);

@@ -16,6 +16,8 @@
 /* ANSI colour for this report: set by plr_report_text when the output is a
  * terminal and NO_COLOR is unset (https://no-color.org). */
 static int plr_color;
+/* The width its sentences wrap at (plr_text_width). */
+static int plr_width = 100;
 
 /* The escape sequence for an SGR code, or "" without colour. */
 static const char *plr_sgr(const char *code) {
@@ -376,40 +378,35 @@ static void plr_print_advice(FILE *out, const plr_process *p) {
   const plr_trace *t = &p->t;
   const plr_totals *tot = &t->tot;
   const char *pin = plr_process_pin_words(p);
-  if (!tot->pageable.count) {
-    fprintf(out,
-            "advice: no copy used pageable host memory: nothing for "
-            "pagelock to fix.\n");
-    return;
-  }
   uint64_t moved = tot->staged.count + tot->registered;
-  if (moved >= tot->pageable.count) {
-    fprintf(out, "advice: pagelock %s every pageable copy; to get the same speed without it, %s.\n",
-            tot->registered ? "staged or registered" : "staged", pin);
-    return;
-  }
-  if (plr_trace_shows_why(t)) {
-    fprintf(out,
-            "advice: %s; %" PRIu64
-            " pageable copies were neither staged nor registered (see 'not registered' above).\n",
-            pin, tot->pageable.count - moved);
-    return;
-  }
-  if (t->have_process && t->mode == PAGELOCK_MODE_STAGE) {
+  char line[1024];
+  if (!tot->pageable.count) {
+    snprintf(line, sizeof line, "no copy used pageable host memory: nothing for pagelock to fix.");
+  } else if (moved >= tot->pageable.count) {
+    snprintf(line, sizeof line,
+             "pagelock %s every pageable copy; to get the same speed without it, %s.",
+             tot->registered ? "staged or registered" : "staged", pin);
+  } else if (plr_trace_shows_why(t)) {
+    snprintf(line, sizeof line,
+             "%s; %" PRIu64
+             " pageable copies were neither staged nor registered (see 'not registered' above).",
+             pin, tot->pageable.count - moved);
+  } else if (t->have_process && t->mode == PAGELOCK_MODE_STAGE) {
     /* Suggesting --mode=stage to a run that used it would be useless.
      * Point at the notes only when there are some to read. */
-    fprintf(out,
-            "advice: %s; %" PRIu64
-            " pageable copies were not "
-            "staged (smaller than PAGELOCK_STAGE_MIN, 2D/3D or batch copies, "
-            "on a capturing stream, or staging unavailable%s).\n",
-            pin, tot->pageable.count - tot->staged.count, t->nnotes ? ": see the notes above" : "");
-    return;
+    snprintf(line, sizeof line,
+             "%s; %" PRIu64
+             " pageable copies were not staged (smaller than PAGELOCK_STAGE_MIN, 2D/3D or batch "
+             "copies, on a capturing stream, or staging unavailable%s).",
+             pin, tot->pageable.count - tot->staged.count,
+             t->nnotes ? ": see the notes above" : "");
+  } else {
+    snprintf(line, sizeof line,
+             "%s, or run with --mode=auto: it registers buffers copied again and again and stages "
+             "the rest through pinned memory.",
+             pin);
   }
-  fprintf(out,
-          "advice: %s, or run with --mode=auto: it registers buffers copied again and again "
-          "and stages the rest through pinned memory.\n",
-          pin);
+  plr_text_wrapped(out, plr_width, "advice: ", 8, 8, line);
 }
 
 /* The first lines about GPU timing: where it came from, or why there is
@@ -424,19 +421,18 @@ static void plr_print_gpu_status(FILE *out, const plr_gpu_report *g) {
    * came before is still measured. */
   /* The reason comes from the trace: escaped. */
   const char *why = g->reason[0] ? g->reason : plr_gpu_status_name(g->status);
+  char label[48], line[1024];
+  snprintf(label, sizeof label, "%sGPU timing %s:%s ", plr_sgr("33"),
+           g->records ? "partial" : "unavailable", plr_sgr(NULL));
   if (g->records)
-    fprintf(out, "%sGPU timing partial:%s CUPTI, %" PRIu64 " records, %" PRIu64 " dropped, then ",
-            plr_sgr("33"), plr_sgr(NULL), g->records, g->dropped);
+    snprintf(line, sizeof line, "CUPTI, %" PRIu64 " records, %" PRIu64 " dropped, then %s",
+             g->records, g->dropped, why);
   else
-    fprintf(out, "%sGPU timing unavailable:%s ", plr_sgr("33"), plr_sgr(NULL));
-  plr_text_puts(out, why);
-  fputc('\n', out);
+    snprintf(line, sizeof line, "%s", why);
+  plr_text_wrapped(out, plr_width, label, g->records ? 20 : 24, 2, line);
   for (size_t i = 0; i < g->nverdicts; i++)
-    if (g->verdicts[i].kind == PLR_VERDICT_NO_GPU_TIMING && g->verdicts[i].advice[0]) {
-      fputs("  fix: ", out);
-      plr_text_puts(out, g->verdicts[i].advice);
-      fputc('\n', out);
-    }
+    if (g->verdicts[i].kind == PLR_VERDICT_NO_GPU_TIMING && g->verdicts[i].advice[0])
+      plr_text_wrapped(out, plr_width, "  fix: ", 7, 7, g->verdicts[i].advice);
 }
 
 /* The SGR colour of a verdict kind: red for time lost to the host, yellow
@@ -457,14 +453,11 @@ static void plr_print_verdicts(FILE *out, const plr_verdict *vs, size_t n) {
   for (size_t i = 0; i < n; i++) {
     const plr_verdict *v = &vs[i];
     if (v->kind == PLR_VERDICT_NO_GPU_TIMING) continue;
-    fprintf(out, "%sverdict:%s ", plr_sgr(plr_verdict_color(v->kind)), plr_sgr(NULL));
-    plr_text_puts(out, v->text);
-    fputc('\n', out);
-    if (v->advice[0]) {
-      fputs("  fix: ", out);
-      plr_text_puts(out, v->advice);
-      fputc('\n', out);
-    }
+    char label[48];
+    snprintf(label, sizeof label, "%sverdict:%s ", plr_sgr(plr_verdict_color(v->kind)),
+             plr_sgr(NULL));
+    plr_text_wrapped(out, plr_width, label, 9, 9, v->text);
+    if (v->advice[0]) plr_text_wrapped(out, plr_width, "  fix: ", 7, 7, v->advice);
   }
 }
 
@@ -614,7 +607,7 @@ static void plr_print_join(FILE *out, const plr_gpu_report *g) {
   fputc('\n', out);
   if (j->mem_mismatch)
     fprintf(out,
-            "note: warning: for %" PRIu64
+            "warning: for %" PRIu64
             " calls CUPTI and pagelock "
             "disagree on whether the host memory was pageable\n",
             j->mem_mismatch);
@@ -659,12 +652,13 @@ static void plr_print_process(FILE *out, const plr_process *p) {
   if (g->sampled) {
     char line[512];
     plr_gpu_sampling_sentence(g, line, sizeof line);
-    fprintf(out, "%s\n", line);
+    plr_text_wrapped(out, plr_width, "", 0, 2, line);
   }
   for (size_t i = 0; i < t->nnotes; i++) {
-    fprintf(out, "note: %s", t->notes[i].kind == PAGELOCK_NOTE_WARNING ? "warning: " : "");
-    plr_text_puts(out, t->notes[i].text);
-    fputc('\n', out);
+    /* One prefix: "warning:" or "note:". */
+    int warn = t->notes[i].kind == PAGELOCK_NOTE_WARNING;
+    plr_text_wrapped(out, plr_width, warn ? "warning: " : "note: ", warn ? 9 : 6, warn ? 9 : 6,
+                     t->notes[i].text);
   }
   if (t->notes_dropped) fprintf(out, "note: ... %" PRIu64 " more notes\n", t->notes_dropped);
   plr_print_verdicts(out, g->verdicts, g->nverdicts);
@@ -725,6 +719,7 @@ static void plr_print_ranks(FILE *out, const plr_process *ps, size_t n) {
 void plr_report_text(FILE *out, const plr_process *ps, size_t n) {
   const char *nc = getenv("NO_COLOR");
   plr_color = isatty(fileno(out)) && !(nc && nc[0]);
+  plr_width = plr_text_width(out);
   plr_totals all;
   memset(&all, 0, sizeof all);
   int routes = 0, why = 0;

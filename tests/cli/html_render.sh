@@ -61,8 +61,10 @@ def count(rgb):
         for x in range(0, stride, bpp):
             if all(abs(line[x + k] - rgb[k]) <= 6 for k in range(3)): n += 1
     return n
-pageable, kernel = count((0xd6, 0x27, 0x28)), count((0x94, 0x67, 0xbd))
-print("pageable-copy pixels", pageable, "kernel pixels", kernel)
+up, down = count((0xd6, 0x27, 0x28)), count((0xff, 0x7f, 0x0e))
+pageable, kernel = up + down, count((0x94, 0x67, 0xbd))
+print("pageable upload pixels", up, "download pixels", down, "kernel pixels", kernel)
+assert up > 1000 and down > 1000, (up, down)
 # The timeline (1100 px wide) has 16 pageable copies filling ~half of two
 # 14 px rows and 4 kernels a third of one: thousands of pixels each; the
 # legend swatches alone are 144.

@@ -102,6 +102,8 @@
 static int evil_names;
 /* --module: one more loaded object at exit (libgomp for the OpenMP note). */
 static const char *extra_module;
+/* --warning: a note of the warning kind. */
+static const char *warning_note;
 
 /* --copy and --counters. */
 typedef struct extra_copy {
@@ -235,6 +237,7 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites, int end,
                       size_t *len, size_t *complete, int v1, int v3) {
   if (sites == 0 || sites > 10000) sites = 1;
   tb_note(b, PAGELOCK_NOTE_INFO, evil_names ? "note " EVIL : "synthetic trace written by mktrace");
+  if (warning_note) tb_note(b, PAGELOCK_NOTE_WARNING, warning_note);
   for (unsigned long s = 0; s < sites; s++) {
     /* innermost: cudart's cudaMemcpyAsync, then the user's function */
     uint64_t fr[3] = {CUDART_BASE + 0x1000 + 0x10 * s, APP_BASE + 0x2000 + 0x100 * s + 0x20,
@@ -783,7 +786,7 @@ int main(int argc, char **argv) {
             "usage: mktrace OUT [--copies N] [--sites N] [--no-end] "
             "[--cut-mid-record] [--simulated] [--mode M] [--pid P] [--rank R] "
             "[--host H] [--v1 | --v3] [--scenario NAME] [--big N] [--hostile N] "
-            "[--checksums K] [--flags X] [--evil-names] [--module PATH] "
+            "[--checksums K] [--flags X] [--evil-names] [--module PATH] [--warning TEXT] "
             "[--copy N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED[:AT]]] [--counters NAME=V,...]\n");
     return 2;
   }
@@ -821,6 +824,8 @@ int main(int argc, char **argv) {
       evil_names = 1;
     else if (!strcmp(a, "--module"))
       extra_module = v, i++;
+    else if (!strcmp(a, "--warning"))
+      warning_note = v, i++;
     else if (!strcmp(a, "--copy")) {
       if (parse_copy(v)) {
         fprintf(stderr,

@@ -13,6 +13,9 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/pagelock-cli.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 cd "$T" || exit 1
 export PAGELOCK_NO_ADDR2LINE=1
+# The cases check the report's sentences whole, on one line each: wide
+# enough that none wraps (report_wrap tests the wrapping).
+export COLUMNS=1000
 unset PAGELOCK_OUTPUT PAGELOCK_MANIFEST PAGELOCK_MODE LD_PRELOAD CUDA_INJECTION64_PATH
 # Some cases start pagelock itself with LD_PRELOAD set; a sanitizer build
 # would refuse to start then.
@@ -1156,6 +1159,68 @@ gate_run)
   run_pl 0 run --max-blocked=0 true
   run_pl 2 run --max-blocked=x true
   has_err "pagelock: run: invalid --max-blocked 'x'"
+  ;;
+report_wrap)
+  # Sentences (verdicts, fixes, notes, advice) wrap at the terminal's
+  # width, else COLUMNS, else 100, between words, continuation lines
+  # indented under the sentence; tables do not wrap.  One prefix per note.
+  w="a warning note long enough to wrap: the program put another file at descriptor 2, so pagelock logged nothing there, and this sentence goes on for a while"
+  mk ms.trace --scenario made-sync >/dev/null
+  mk n.trace --copies 20 --warning "$w" >/dev/null
+  COLUMNS=1000 "$PL" report ms.trace n.trace >wide 2>err || fail "wide report"
+  # wrapped, with continuation lines joined back, is the wide report
+  unjoin() { awk '/^         [^ ]/ && prev ~ /^(verdict|warning): / || /^       [^ ]/ && prev ~ /^  fix: / ||
+      /^        [^ ]/ && prev ~ /^advice: / || /^      [^ ]/ && prev ~ /^note: / {
+      sub(/^ +/, ""); line = line " " $0; next }
+    { if (NR > 1) print line; line = $0; prev = $0 } END { print line }' "$1"; }
+  check_width() { # FILE WIDTH
+    awk -v w="$2" '/^(verdict|  fix|note|warning|advice): |^(       |         |        |      )[^ 0-9]/ && length($0) > w { print; bad = 1 } END { exit bad }' "$1" >long ||
+      fail "lines over $2 columns in $1: $(cat long)"
+  }
+  for cols in unset 60 132; do
+    if [ $cols = unset ]; then
+      env -u COLUMNS "$PL" report ms.trace n.trace >out 2>err || fail "report"
+      width=100
+    else
+      COLUMNS=$cols "$PL" report ms.trace n.trace >out 2>err || fail "report"
+      width=$cols
+    fi
+    check_width out $width
+    unjoin out >joined
+    cmp -s joined wide || fail "COLUMNS=$cols: the wrapped report joined is not the wide one: $(diff joined wide | head -20)"
+  done
+  env -u COLUMNS "$PL" report ms.trace >out 2>err
+  [ "$(sed -n 3p out)" = "         would block about 8.100 ms less); pageable copies left the GPU 8.400 ms of copy time with" ] ||
+    fail "verdict continuation: $(sed -n 2,4p out)"
+  grep -q "^note: warning:" wide && fail "a double prefix: $(grep '^note: warning:' wide)"
+  grep -q "^warning: a warning note long enough" wide || fail "no warning line: $(cat wide)"
+  # a terminal's width wins over COLUMNS
+  if command -v python3 >/dev/null 2>&1 && python3 -c 'import os; os.close(os.openpty()[0])' 2>/dev/null; then
+    COLUMNS=200 python3 - "$PL" "$T/ms.trace" >tty.out <<'PYEOF' || fail "pty check: $(cat tty.out)"
+import fcntl, os, pty, re, struct, sys, termios
+pid, fd = pty.fork()
+if pid == 0:
+    # 72 columns, set on the terminal before pagelock starts
+    fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 72, 0, 0))
+    os.environ["NO_COLOR"] = "1"
+    os.execv(sys.argv[1], [sys.argv[1], "report", sys.argv[2]])
+got = b""
+while True:
+    try:
+        b = os.read(fd, 65536)
+    except OSError:
+        break
+    if not b:
+        break
+    got += b
+os.waitpid(pid, 0)
+lines = got.decode().replace("\r\n", "\n").split("\n")
+prose = [l for l in lines if re.match(r"(verdict:|  fix:|advice:|note:|warning:| {6,9}[^ 0-9])", l)]
+assert prose and all(len(l) <= 72 for l in prose), [l for l in prose if len(l) > 72]
+assert any(len(l) > 60 for l in prose), prose
+print("ok")
+PYEOF
+  fi
   ;;
 man_page)
   # pagelock(1): written by the default build (pl_mkman, no help2man), with

@@ -230,7 +230,7 @@ html_basic)
   has_out "pageable copies made 8 async calls synchronous"
   has_out "GPU 0 timeline"
   has_out "thread 100 calls"
-  has_out "stream 7"
+  has_out "stream 7 ("
   has_out "Test GPU &lt;H200&gt;"
   has_out "<th>made sync</th>"
   has_out "evil&lt;&quot;&amp;&#39;&gt;(float*) &#xfffd;&lt;/title&gt;&lt;script&gt;"
@@ -245,11 +245,14 @@ for bad in ("src=", "href=\"http", "url(", "@import", "<link"):
     assert bad not in low, bad
 assert low.count("<svg") == 1
 rects = re.findall(r"<rect [^>]*fill=\"(#[0-9a-f]{6})\"", h)
-assert rects.count("#d62728") == 16, rects.count("#d62728")  # 8 calls + 8 GPU copies
+# 8 calls + 8 GPU copies, uploads and downloads apart
+assert rects.count("#d62728") == 8 and rects.count("#ff7f0e") == 8, rects
 assert rects.count("#9467bd") == 4  # kernels
 # the legend names every colour
-for c in ("pageable copy", "pinned copy", "kernel", "memset"):
+for c in ("pageable upload (H2D)", "pageable download (D2H)", "pinned upload (H2D)",
+          "pinned download (D2H)", "kernel", "memset"):
     assert c in h, c
+assert "banner" not in h.split("</style>")[1], "a simulated banner for a GPU trace"
 # axis ticks
 assert re.search(r">20 ms</text>", h), "no 20 ms tick"
 '
@@ -291,7 +294,8 @@ html_large)
   py '
 import sys
 h = open(sys.argv[1], encoding="utf-8").read()
-assert "<path fill=\"#d62728\"" in h and "<path fill=\"#9467bd\"" in h
+assert "<path fill=\"#d62728\"" in h and "<path fill=\"#ff7f0e\"" in h
+assert "<path fill=\"#9467bd\"" in h
 assert h.count("<title>") < 100
 '
   ;;
@@ -361,6 +365,42 @@ assert b["hidden_copy_pct"] == 0.0 and a["hidden_copy_pct"] == 100.0
 assert r["hidden_copy_pct_delta_pts"] == 100.0
 assert abs(r["host_blocked_ns"] - 8000000 / 61600000) < 1e-4
 assert r["staged_bytes"] is None and r["h2d_pinned_median_gbps"] is None
+'
+  ;;
+html_readable)
+  # A simulated trace gets a visible banner; uploads and downloads have
+  # colours of their own; every stream row holds a drawn op and says how
+  # many it has.
+  "$MK" sim.trace --copies 0 --simulated --copy 3:h2d:pageable:pass:mode:4M:100000 \
+    --copy 2:d2h:pageable:pass:mode:4M:100000 --copy 2:d2h:pinned:pass:none:4M:1000 >/dev/null ||
+    fail "mktrace failed"
+  run_pl 0 report --format html sim.trace
+  py '
+import re, sys
+h = open(sys.argv[1], encoding="utf-8").read()
+body = h.split("</style>")[1]
+assert body.count("<p class=\"banner\">Simulated timings: recorded over the fake CUDA") == 1, body[:2000]
+assert ".banner{" in h
+rects = re.findall(r"<rect [^>]*fill=\"(#[0-9a-f]{6})\"", h)
+assert rects.count("#d62728") == 3 and rects.count("#ff7f0e") == 2, rects  # pageable up, down
+assert rects.count("#17becf") == 2, rects  # pinned downloads
+'
+  gen before.trace before
+  gen after.trace after
+  run_pl 0 report --format html before.trace after.trace sim.trace
+  py '
+import re, sys
+h = open(sys.argv[1], encoding="utf-8").read()
+assert "Simulated timings: 1 of 3 traces recorded over the fake CUDA" in h
+for svg in re.findall(r"<svg class=\"tl\".*?</svg>", h, re.S):
+    rows = re.findall(r"<rect x=\"190\" y=\"(\d+)\"[^>]*/><text x=\"4\" y=\"\d+\">([^<]*)</text>", svg)
+    bars = [int(y) for y in re.findall(r"<rect x=\"[0-9.]+\" y=\"(\d+)\" width=\"[0-9.]+\" height=\"14\"", svg)]
+    assert rows, svg[:500]
+    for y, label in rows:
+        y = int(y)
+        assert any(y <= b < y + 18 for b in bars), "empty row: " + label
+        if label.startswith("stream"):
+            assert re.match(r"stream \d+ \(\d+ ops?\)$", label), label
 '
   ;;
 compare_verdict)

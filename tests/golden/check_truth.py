@@ -77,7 +77,8 @@ def ms(ns):
 
 def check(pl, path):
     bad = []
-    env = dict(os.environ, PAGELOCK_NO_ADDR2LINE='1', NO_COLOR='1')
+    # A sentence a line: the cross references are looked for whole.
+    env = dict(os.environ, PAGELOCK_NO_ADDR2LINE='1', NO_COLOR='1', COLUMNS='1000')
     js = json.loads(subprocess.run([pl, 'report', '--format', 'json', path],
                                    capture_output=True, env=env).stdout)
     text = subprocess.run([pl, 'report', path], capture_output=True,
@@ -127,7 +128,7 @@ def check(pl, path):
         if m and not any(l.startswith(m.group(1)) for l in lines[:i]):
             bad.append('nothing above for: ' + line)
         if 'see the notes above' in line and \
-                not any(l.startswith('note:') for l in lines[:i]):
+                not any(l.startswith(('note:', 'warning:')) for l in lines[:i]):
             bad.append('no notes above: ' + line)
     return bad
 

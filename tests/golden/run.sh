@@ -5,7 +5,8 @@
 # `pagelock report NAME.trace` (from this directory, so paths in the output
 # are relative and stable) and diffs its stdout with NAME.expected.txt; when
 # NAME.expected.json exists, the same with --format json.  Symbol tools and
-# colour are off so the output depends on the trace alone.
+# colour are off and COLUMNS unset (sentences wrap at 100 columns, as in any
+# file) so the output depends on the trace alone.
 #
 # PAGELOCK_GOLDEN_UPDATE=1 rewrites the expected files from the current
 # output instead (review the diff before committing it).
@@ -21,7 +22,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/pagelock-golden.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
 cd "$D" || exit 1
 export PAGELOCK_NO_ADDR2LINE=1 NO_COLOR=1
-unset PAGELOCK_OUTPUT PAGELOCK_MANIFEST LD_PRELOAD
+unset PAGELOCK_OUTPUT PAGELOCK_MANIFEST LD_PRELOAD COLUMNS
 n=0
 bad=0
 for t in *.trace; do

@@ -18,6 +18,8 @@ SHIM="${PL_TEST_PRELOAD_FIRST:+$PL_TEST_PRELOAD_FIRST:}$LIB${PL_TEST_PRELOAD_LAS
 EXTRA=${PL_TEST_PRELOAD_FIRST:-}
 [ -z "${PL_TEST_PRELOAD_LAST:-}" ] || EXTRA="${EXTRA:+$EXTRA:}$PL_TEST_PRELOAD_LAST"
 [ -z "$EXTRA" ] || export LD_PRELOAD="$EXTRA"
+# Reports are read a sentence a line: wide enough that none wraps.
+export COLUMNS=1000
 T=$(mktemp -d "${TMPDIR:-/tmp}/pagelock-test.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 pass=0; fail=0
@@ -412,8 +414,8 @@ case_alloc_first() {
   "$B/trace_check" "$d"/f.*.trace --pageable "$pageable" --pinned "$pinned" --failed 0 --complete >&2 || return
   PAGELOCK_NO_ADDR2LINE=1 "$B/pagelock" report "$d"/f.*.trace >"$d/report" 2>&1 || fail "report failed" || return
   # tcmalloc defines mmap too: then mapped buffers are named as well
-  grep -qxF "note: warning: allocation sites are missing for malloc'd buffers because $name is preloaded before libpagelock.so; put libpagelock.so first in LD_PRELOAD (\`pagelock run\` does this)" "$d/report" ||
-    grep -qxF "note: warning: allocation sites are missing for malloc'd and mmap'd buffers because $name is preloaded before libpagelock.so; put libpagelock.so first in LD_PRELOAD (\`pagelock run\` does this)" "$d/report" ||
+  grep -qxF "warning: allocation sites are missing for malloc'd buffers because $name is preloaded before libpagelock.so; put libpagelock.so first in LD_PRELOAD (\`pagelock run\` does this)" "$d/report" ||
+    grep -qxF "warning: allocation sites are missing for malloc'd and mmap'd buffers because $name is preloaded before libpagelock.so; put libpagelock.so first in LD_PRELOAD (\`pagelock run\` does this)" "$d/report" ||
     fail "the report does not say why allocation sites are missing: $(head -5 "$d/report")" || return
   LD_PRELOAD="$LIB:$a" PAGELOCK_OUTPUT="$d/l.%p.trace" timeout 60 "$B/test_copies" >/dev/null 2>"$d/err" ||
     fail "copies failed with $name last (status $?): $(cat "$d/err")" || return
@@ -1228,7 +1230,7 @@ case_stderr_takeover() {
     cmp -s "$f" "$d/want" || { unset FAKECUDA_FAIL; fail "$how: the program's file holds more than its own lines: $(cat "$f")"; return; }
     [ $how = closed ] || [ ! -s "$d/$how.err" ] || { unset FAKECUDA_FAIL; fail "$how: the old stderr got: $(cat "$d/$how.err")"; return; }
     "$B/pagelock" report "$d/$how.trace" >"$d/$how.report" 2>&1 || { unset FAKECUDA_FAIL; fail "$how: report failed: $(tail -3 "$d/$how.report")"; return; }
-    grep -q "^note: warning: .*pagelock logged nothing.*the first withheld: " "$d/$how.report" ||
+    grep -q "^warning: .*pagelock logged nothing.*the first withheld: " "$d/$how.report" ||
       { unset FAKECUDA_FAIL; fail "$how: the report does not say the log was withheld: $(grep -i note "$d/$how.report")"; return; }
   done
   # under `pagelock run`, whose report goes to pagelock's own stderr
@@ -1238,7 +1240,7 @@ case_stderr_takeover() {
   unset FAKECUDA_FAIL
   [ $rc = 0 ] || fail "run: exit $rc: $(tail -3 "$d/run.err")" || return
   cmp -s "$d/run.file" "$d/want" || fail "run: the program's file: $(cat "$d/run.file")" || return
-  grep -q "^note: warning: the program put another file at descriptor 2" "$d/run.err" ||
+  grep -q "^warning: the program put another file at descriptor 2" "$d/run.err" ||
     fail "run: the report does not say the log was withheld: $(grep -i note "$d/run.err")"
 }
 

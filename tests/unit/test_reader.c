@@ -219,7 +219,7 @@ static void test_report_text_lines(void **state) {
   assert_contains(s,
                   "== pid 777 /opt/app/bin/app on node1: mode observe, "
                   "50.000 ms traced, rank 3 (simulated timings) ==\n");
-  assert_contains(s, "\nnote: warning: CUPTI unavailable: no GPU timing\n");
+  assert_contains(s, "\nwarning: CUPTI unavailable: no GPU timing\n");
   assert_contains(s,
                   "copies: 8 calls, 12.0 MiB, 13.007 ms of host time "
                   "inside copy calls\n");
@@ -870,7 +870,7 @@ static void test_text_escapes(void **state) {
   char want[256];
   snprintf(want, sizeof want, "== pid 1 /opt/%s/app on h%s: ", esc, esc);
   assert_contains(s, want);
-  snprintf(want, sizeof want, "note: warning: note %s\n", esc);
+  snprintf(want, sizeof want, "\nwarning: note %s\n", esc);
   assert_contains(s, want);
   snprintf(want, sizeof want, "fn%s+0x40 (app)\n", esc);
   assert_contains(s, want);
