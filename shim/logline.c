@@ -102,7 +102,8 @@ bool pl_log_withheld_take(char *text, size_t len) {
 static void pl_withheld_keep(const struct iovec *v, int n) {
   size_t o = 0;
   for (int i = 0; i < n && o < sizeof pl_withheld_text; i++) {
-    size_t k = v[i].iov_len < sizeof pl_withheld_text - o ? v[i].iov_len : sizeof pl_withheld_text - o;
+    size_t k =
+        v[i].iov_len < sizeof pl_withheld_text - o ? v[i].iov_len : sizeof pl_withheld_text - o;
     memcpy(pl_withheld_text + o, v[i].iov_base, k);
     o += k;
   }

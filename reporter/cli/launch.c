@@ -241,10 +241,11 @@ static int plr_output_special(const char *source, const char *given, const char 
   if (!what) return 0;
   char shown[PATH_MAX];
   plr_escape_ctl(given, shown, sizeof shown);
-  fprintf(stderr,
-          "pagelock: cannot write traces to %s '%s': it is %s, and a trace is a regular file of its "
-          "own (give a file name or a directory, or /dev/null to keep none)\n",
-          source, shown, what);
+  fprintf(
+      stderr,
+      "pagelock: cannot write traces to %s '%s': it is %s, and a trace is a regular file of its "
+      "own (give a file name or a directory, or /dev/null to keep none)\n",
+      source, shown, what);
   return PLR_EXIT_USAGE;
 }
 

@@ -47,7 +47,8 @@ int main(int argc, char **argv) {
     printf("stderr_takeover: %s: the file got descriptor %d\n", how, fd);
     return 2;
   }
-  static const char first[] = "the program's own first line\n", last[] = "the program's last line\n";
+  static const char first[] = "the program's own first line\n",
+                    last[] = "the program's last line\n";
   if (write(fd, first, sizeof first - 1) != (ssize_t)sizeof first - 1) return 2;
 
   unsigned char *h = malloc(N), *back = malloc(N);
