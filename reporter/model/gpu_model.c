@@ -201,6 +201,8 @@ typedef struct plr_acc {
   uint8_t pageable, pinned;
   uint8_t op_cdir; /* direction of the first op */
   uint32_t chunks; /* ops that came through LINK records */
+  uint32_t pend;   /* of those, ops whose route waits for the COPY (a chain
+                      of orphan nodes), PLR_NIL none */
   uint64_t chunk_bytes, chunk_gpu_ns;
 } plr_acc;
 
@@ -304,6 +306,7 @@ static plr_acc *plr_acc_get(plr_join *j, uint64_t seq, int create) {
   memset(a, 0, sizeof *a);
   a->seq = seq;
   a->device = -1;
+  a->pend = PLR_NIL;
   return a;
 }
 
@@ -392,6 +395,30 @@ static int plr_op_settle(plr_trace *t, const plr_op *op, int chunk) {
   st->pinned_async++;
   st->pinned_async_ns += op->dur;
   return plr_spanvec_add(&st->pinned_spans, op->start, op->end);
+}
+
+/* Counts an op the shim issued for call a: at once when a's COPY said
+ * its route, else once it does (the op waits on a, as an orphan node). */
+static int plr_shim_op_settle(plr_trace *t, plr_join *j, plr_acc *a, const plr_op *op) {
+  if (a->ncopies) return plr_op_settle(t, op, plr_shim_op(a->flags));
+  uint32_t n = plr_on_new(j);
+  if (n == PLR_NIL) return -1;
+  j->on[n].op = *op;
+  j->on[n].next = a->pend;
+  a->pend = n;
+  return 0;
+}
+
+/* Counts the ops that waited on a for its route (none read: staged). */
+static int plr_acc_settle(plr_trace *t, plr_join *j, plr_acc *a) {
+  for (uint32_t n = a->pend, nx; n != PLR_NIL; n = nx) {
+    nx = j->on[n].next;
+    if (plr_op_settle(t, &j->on[n].op, plr_shim_op(a->flags))) return -1;
+    j->on[n].next = j->free_on;
+    j->free_on = n;
+  }
+  a->pend = PLR_NIL;
+  return 0;
 }
 
 /* Adds the GPU side of a joined call to a site's accumulator. */
@@ -541,7 +568,7 @@ static void plr_late_chunk(plr_trace *t, plr_join *j, uint64_t seq, const plr_op
 /* Folds and forgets a when it is complete: COPY read, no link waiting. */
 static int plr_acc_try_finish(plr_trace *t, plr_join *j, plr_acc *a) {
   if (a->ncopies && a->outstanding <= 0 && a->ops) {
-    if (plr_acc_fold(t, j, a)) return -1;
+    if (plr_acc_settle(t, j, a) || plr_acc_fold(t, j, a)) return -1;
     plr_acc_drop(j, a);
   }
   return 0;
@@ -624,8 +651,9 @@ static int plr_join_op(plr_trace *t, plr_join *j, uint32_t corr, const plr_op *o
     plr_link_ent *e = &j->lk[at];
     plr_acc *a = plr_acc_get(j, e->seq, 0);
     size_t fo = a ? SIZE_MAX : plr_ring_find(&j->folded, e->seq);
-    uint32_t flags = a ? a->flags : fo != SIZE_MAX ? j->fo[fo].flags : 0;
-    if (plr_op_settle(t, op, plr_shim_op(flags))) return -1;
+    if (a ? plr_shim_op_settle(t, j, a, op)
+          : plr_op_settle(t, op, plr_shim_op(fo != SIZE_MAX ? j->fo[fo].flags : 0)))
+      return -1;
     if (!a) {
       plr_late_chunk(t, j, e->seq, op);
       e->got = 1;
@@ -679,8 +707,8 @@ static int plr_join_link_rec(plr_trace *t, plr_join *j, uint32_t corr, uint64_t 
       j->free_on = i;
       j->orphans_live--;
       size_t fo = late ? plr_ring_find(&j->folded, seq) : SIZE_MAX;
-      if (plr_op_settle(t, &op,
-                        plr_shim_op(late ? (fo != SIZE_MAX ? j->fo[fo].flags : 0) : a->flags)))
+      if (late ? plr_op_settle(t, &op, plr_shim_op(fo != SIZE_MAX ? j->fo[fo].flags : 0))
+               : plr_shim_op_settle(t, j, a, &op))
         return -1;
       if (late) {
         plr_late_chunk(t, j, seq, &op);
@@ -1261,7 +1289,8 @@ int plr_gpu_load_end(plr_trace *t) {
      * unjoined. */
     for (size_t i = 0; i < j->accs.cap; i++) {
       if (j->accs.vals[i] == PLR_NIL) continue;
-      const plr_acc *a = &j->ac[j->accs.vals[i]];
+      plr_acc *a = &j->ac[j->accs.vals[i]];
+      if (plr_acc_settle(t, j, a)) return -1;
       if (a->ncopies && a->ops) {
         if (plr_acc_fold(t, j, a)) return -1;
       } else if (!a->ncopies) {

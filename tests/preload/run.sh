@@ -187,6 +187,48 @@ for v, func, src in [("full", "copy_from_static", line), ("nodwarf", "copy_from_
 sys.exit(0 if ok else 1)
 PY
 }
+# bandwidthTest --memory=pageable's pattern beside the static runtime
+# (tests/gpu/corpus/bandwidth_like.cu): under auto, every pageable copy has
+# its allocation site (the table once printed its header and no rows), and
+# the copies made through a registration are counted as registered, not as
+# staged chunks, in the join and the bandwidth rows.
+case_static_bandwidth() {
+  local d="$T/sb" m; mkdir -p "$d"
+  for m in observe auto; do
+    # every GPU op traced: the join is what is checked
+    PAGELOCK_CUPTI_MAX_RATE=10000000 "$B/pagelock" run --mode=$m -o "$d/$m.trace" -- \
+      "$B/test_bandwidth_like" 10 16 >"$d/out" 2>"$d/err" ||
+      fail "--mode=$m: the program failed: $(cat "$d/out" "$d/err")" || return
+    "$B/pagelock" report --format json "$d/$m.trace" >"$d/$m.json" 2>"$d/err" ||
+      fail "--mode=$m: report failed: $(cat "$d/err")" || return
+    python3 - "$d/$m.json" "$m" <<'PY' >&2 || fail "--mode=$m: sites or routes wrong" || return
+import json, sys
+p = json.load(open(sys.argv[1]))["processes"][0]
+bad = []
+pageable = p["totals"]["pageable"]["copies"]
+if pageable != 60:
+    bad.append("pageable copies %d, want 60" % pageable)
+for table in ("call_sites", "alloc_sites"):
+    got = sorted(((r["function"] or "?").split("(")[0], r["copies"]) for r in p[table])
+    want = [("testDeviceToHostTransfer", 30), ("testHostToDeviceTransfer", 30)]
+    if got != want:
+        bad.append("%s: %s, want %s" % (table, got, want))
+if sys.argv[2] == "auto":
+    j = p["gpu"]["join"]
+    reg = p["totals"]["routes"]["register"]["copies"]
+    staged = p["totals"]["routes"]["stage"]["copies"]
+    if not reg or j["registered"] != reg or j["linked"] != staged:
+        bad.append("join: %d registered, %d staged calls; routes: %d registered, %d staged" %
+                   (j["registered"], j["linked"], reg, staged))
+    rows = [b for dev in p["gpu"]["devices"] for b in dev["bandwidth"]]
+    if not any(b["registered"] for b in rows) or any(b["registered"] and b["staged_chunks"] for b in rows):
+        bad.append("bandwidth rows do not name registered copies apart")
+for b in bad:
+    print("    %s: %s" % (sys.argv[2], b))
+sys.exit(1 if bad else 0)
+PY
+  done
+}
 case_reach_ptds() { expect_copies ptds "$B/test_copies_ptds" --api-min cuMemcpyHtoDAsync_v2_ptsz=10 --api-min cuMemcpyHtoD_v2_ptds=10 --api-min cuMemcpy_ptds=2; }
 case_reach_driver_direct() {
   expect_copies direct "$B/test_driver_direct" --api-min cuMemcpyHtoD_v2=1 --api-min cuMemcpyDtoHAsync_v2=1 \
