@@ -17,6 +17,15 @@
  *                     pthread_sigmask never blocks.  With NAME_PREFIX, only
  *                     the threads whose names start with it (over a real
  *                     driver, whose own threads are not the shim's doing).
+ *   sigmask reattach MS
+ *                     small round trips for MS milliseconds, each compared,
+ *                     fast enough for the shim to pause GPU timing, detach
+ *                     CUPTI and attach it again from its own thread; each
+ *                     millisecond every fake CUPTI thread is looked at.
+ *                     Prints "reattach: round_trips=N wrong=W
+ *                     cupti_threads=K unblocked=U bytes_checked=B" (K: the
+ *                     CUPTI threads seen, U: those that left a signal
+ *                     unblocked); exits 1 when W > 0 or U > 0.
  *   sigmask alarm MS  a single-threaded program (as far as it knows) whose
  *                     SIGALRM handler, on 128 KiB of its own stack, checks
  *                     that it runs on the main thread, while a 50 us
@@ -166,6 +175,61 @@ static int threads_main(const char *only) {
   return list_threads(only);
 }
 
+/* ---- reattach ---------------------------------------------------------- */
+
+/* CUPTI's threads (fakecupti) now: each new one's tid joins seen[], and
+ * one that leaves a signal unblocked counts in *bad. */
+static void scan_cupti(long *seen, int *nseen, long *bad) {
+  DIR *d = opendir("/proc/self/task");
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char comm[32];
+    unsigned long long blk = 0;
+    if (!read_task(e->d_name, comm, sizeof comm, &blk) || strcmp(comm, "fakecupti") != 0) continue;
+    long tid = atol(e->d_name);
+    int known = 0;
+    for (int i = 0; i < *nseen; i++) known |= seen[i] == tid;
+    if (known) continue;
+    if (*nseen < 256) seen[(*nseen)++] = tid;
+    for (int sg = 1; sg <= 64; sg++)
+      if (sig_must_block(sg) && !(blk & (1ull << (sg - 1)))) {
+        (*bad)++;
+        break;
+      }
+  }
+  if (d) closedir(d);
+}
+
+/* Small round trips for ms milliseconds, fast enough for the shim to pause
+ * GPU timing, detach CUPTI and attach it again for its windows (from its
+ * own thread), every CUPTI thread looked at each millisecond. */
+static int reattach_main(long ms) {
+  unsigned char up[4096], down[4096];
+  void *dev;
+  cudaStream_t st;
+  check(cudaMalloc(&dev, sizeof up), "cudaMalloc");
+  check(cudaStreamCreate(&st), "cudaStreamCreate");
+  static long seen[256];
+  int nseen = 0;
+  long bad = 0, trips = 0, wrong = 0;
+  double next = 0;
+  for (double end = now_ms() + (double)ms, t; (t = now_ms()) < end; trips++) {
+    memset(up, (int)(trips & 0xff), sizeof up);
+    check(cudaMemcpyAsync(dev, up, sizeof up, cudaMemcpyHostToDevice, st), "upload");
+    check(cudaMemcpyAsync(down, dev, sizeof down, cudaMemcpyDeviceToHost, st), "download");
+    check(cudaStreamSynchronize(st), "sync");
+    if (memcmp(up, down, sizeof up) != 0) wrong++;
+    if (t >= next) {
+      scan_cupti(seen, &nseen, &bad);
+      next = t + 1;
+    }
+  }
+  printf("reattach: round_trips=%ld wrong=%ld cupti_threads=%d unblocked=%ld bytes_checked=%llu\n",
+         trips, wrong, nseen, bad, (unsigned long long)trips * sizeof up);
+  return wrong > 0 || bad > 0;
+}
+
 /* ---- alarm ----------------------------------------------------------- */
 
 static pid_t main_tid;
@@ -219,6 +283,7 @@ static int alarm_main(long ms) {
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "threads") == 0) return threads_main(argc > 2 ? argv[2] : NULL);
   if (argc >= 3 && strcmp(argv[1], "alarm") == 0) return alarm_main(atol(argv[2]));
-  fprintf(stderr, "usage: sigmask threads [NAME_PREFIX] | sigmask alarm MS\n");
+  if (argc >= 3 && strcmp(argv[1], "reattach") == 0) return reattach_main(atol(argv[2]));
+  fprintf(stderr, "usage: sigmask threads [NAME_PREFIX] | sigmask alarm MS | sigmask reattach MS\n");
   return 2;
 }

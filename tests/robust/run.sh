@@ -235,8 +235,8 @@ cases "$ROOT/tests/preload/run.sh" "special outputs" \
   "/dev/null, /dev/full, a link to one, /dev/stdout, a FIFO as the trace (shim and run): no file beside them" \
   output_special
 cases "$ROOT/tests/preload/run.sh" "signal masks" \
-  "every thread the shim (and CUPTI from its calls) starts, 4 modes; a SIGALRM handler on the main thread only" \
-  sigmask_threads sigmask_alarm
+  "every thread the shim (and CUPTI from its calls, each attach) starts, 4 modes; a SIGALRM handler on the main thread only" \
+  sigmask_threads sigmask_reattach sigmask_alarm
 # ---- groups whose programs compare bytes -------------------------------------
 # Host-function releases, signal-handler releases and the churn at scale go
 # here: a group runs its cases with `cases` (or its own loop ending in
