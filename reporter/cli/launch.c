@@ -36,16 +36,10 @@ const char *plr_mode_canonical(const char *mode) {
 int plr_mode_error(const char *source, const char *mode) {
   char shown[128];
   plr_escape_ctl(mode, shown, sizeof shown);
-  if (strcmp(source, "--mode") == 0)
-    fprintf(stderr,
-            "pagelock: invalid --mode '%s' (valid: observe, stage, "
-            "register, auto, off)\n",
-            shown);
-  else
-    fprintf(stderr,
-            "pagelock: invalid %s='%s' in the environment (valid: "
-            "observe, stage, register, auto, off; --mode overrides it)\n",
-            source, shown);
+  fprintf(stderr,
+          "pagelock: invalid %s='%s' in the environment (valid: "
+          "observe, stage, register, auto, off; --mode overrides it)\n",
+          source, shown);
   return PLR_EXIT_USAGE;
 }
 

@@ -50,8 +50,9 @@ void plr_launch_print_traces(FILE *out, const plr_launch_result *res);
  * without regard to case as the shim does; NULL for anything else. */
 const char *plr_mode_canonical(const char *mode);
 
-/* Prints the invalid mode message, source being "--mode" or
- * "PAGELOCK_MODE"; returns PLR_EXIT_USAGE. */
+/* Prints the message for an invalid mode from the environment variable
+ * source ("PAGELOCK_MODE"; a bad --mode is a usage error, help.h);
+ * returns PLR_EXIT_USAGE. */
 int plr_mode_error(const char *source, const char *mode);
 
 /* s with control characters written as \n, \r, \t or \xNN, so a message

@@ -40,14 +40,26 @@ mkdir -p "$seeds" "$corpus" "$arts"
   --counters registrations=2,evictions=1,registered_bytes_high_water=2M >/dev/null
 # Leaks count as findings; malloc limit keeps a runaway allocation (a size
 # read from the file) from passing as "just slow".
-# libFuzzer prints a line per new input: keep it in a log, show the end.
+# libFuzzer prints a line per new input: keep it in a log, show the end,
+# and meanwhile a line every 10 s with the inputs run so far.
 log="$B/fuzz.log"
 status=0
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1" \
 UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:print_stacktrace=1" \
   "$B/fuzz_reader" -max_total_time="$SECS" -timeout=20 -rss_limit_mb=3072 \
   -malloc_limit_mb=1024 -max_len=8192 -print_final_stats=1 \
-  -artifact_prefix="$arts/" "$corpus" "$seeds" >"$log" 2>&1 || status=$?
+  -artifact_prefix="$arts/" "$corpus" "$seeds" >"$log" 2>&1 &
+pid=$!
+t=0
+while kill -0 "$pid" 2>/dev/null; do
+  sleep 1
+  t=$((t + 1))
+  [ $((t % 10)) = 0 ] || continue
+  kill -0 "$pid" 2>/dev/null || break
+  n=$(sed -n 's/^#\([0-9]*\).*/\1/p' "$log" | tail -n 1)
+  echo "fuzz: ${t} of ${SECS} s, ${n:-0} inputs run"
+done
+wait "$pid" || status=$?
 if [ "$status" != 0 ]; then
   # The finding: sanitizer report, offending input.
   sed -n '/^==[0-9]*==\|runtime error\|fuzz_reader:\|^SUMMARY\|^artifact_prefix\|Test unit written/,$p' "$log" | head -80
