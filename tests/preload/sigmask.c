@@ -284,6 +284,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "threads") == 0) return threads_main(argc > 2 ? argv[2] : NULL);
   if (argc >= 3 && strcmp(argv[1], "alarm") == 0) return alarm_main(atol(argv[2]));
   if (argc >= 3 && strcmp(argv[1], "reattach") == 0) return reattach_main(atol(argv[2]));
-  fprintf(stderr, "usage: sigmask threads [NAME_PREFIX] | sigmask alarm MS | sigmask reattach MS\n");
+  fprintf(stderr,
+          "usage: sigmask threads [NAME_PREFIX] | sigmask alarm MS | sigmask reattach MS\n");
   return 2;
 }
