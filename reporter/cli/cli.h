@@ -114,6 +114,11 @@ typedef struct plr_run_opts {
 int plr_parse_run_opts(const char *cmd, int argc, char **argv, int *first, plr_run_opts *o,
                        int *done);
 
+/* 1 when libcuda.so.1 loads, initialises and sees a device.  Probed in a
+ * child (cmd_demo.c) so a broken driver cannot take pagelock down, and so
+ * the driver is not initialised in the process that forks a program. */
+int plr_gpu_usable(void);
+
 /* Prints the "trace written" lines, or the "no trace was written" line. */
 void plr_print_trace_list(FILE *out, char *const *paths, size_t n);
 

@@ -1,5 +1,6 @@
 /* cmd_run.c - `pagelock run`: the program under the shim, then the report
  * on stderr (stdout belongs to the program). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include "escape.h"
 #include "help.h"
 #include "launch.h"
+#include "pkgdir.h"
 
 int plr_cmd_run(int argc, char **argv) {
   int i, done;
@@ -26,6 +28,16 @@ int plr_cmd_run(int argc, char **argv) {
     plr_report_paths(stderr, res.traces, res.ntraces, PLR_FORMAT_TEXT, &failed, &sum);
   }
   plr_launch_print_traces(stderr, &res);
+  /* No trace on a machine where no GPU answers: the program most likely
+   * failed in its first CUDA call; the fake CUDA would run it. */
+  char fake[PATH_MAX];
+  if (!res.ntraces && plr_pkg_path("fakecuda", fake, sizeof fake) == 0 && !plr_gpu_usable()) {
+    fputs("pagelock: no GPU answers here; to try pagelock on this machine, run the program over "
+          "the fake CUDA (simulated timings): LD_LIBRARY_PATH=",
+          stderr);
+    plr_text_puts(stderr, fake);
+    fputs(" pagelock run ...\n", stderr);
+  }
   /* Said only where it mattered: a program with libgomp loaded. */
   if (o.omp_short && sum.openmp)
     fprintf(

@@ -595,6 +595,12 @@ report_big_gpu)
 run_no_trace)
   run_pl 0 run true
   has_err "pagelock: no trace was written (the program made no CUDA copies, or the shim was not loaded"
+  # where no GPU answers, the way to try it anyway: the fake CUDA
+  if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+    has_err "pagelock: no GPU answers here; to try pagelock on this machine, run the program over the fake CUDA (simulated timings): LD_LIBRARY_PATH=$(cd "$B" && pwd)/fakecuda pagelock run ..."
+  fi
+  LD_LIBRARY_PATH="$B/fakecuda" "$PL" run true >out 2>err || fail "run true over the fake CUDA"
+  no_err "no GPU answers"
   ;;
 run_manifest)
   # The child writes a trace and lists it, as the shim would; it also
