@@ -32,9 +32,10 @@ int plr_cmd_run(int argc, char **argv) {
    * failed in its first CUDA call; the fake CUDA would run it. */
   char fake[PATH_MAX];
   if (!res.ntraces && plr_pkg_path("fakecuda", fake, sizeof fake) == 0 && !plr_gpu_usable()) {
-    fputs("pagelock: no GPU answers here; to try pagelock on this machine, run the program over "
-          "the fake CUDA (simulated timings): LD_LIBRARY_PATH=",
-          stderr);
+    fputs(
+        "pagelock: no GPU answers here; to try pagelock on this machine, run the program over "
+        "the fake CUDA (simulated timings): LD_LIBRARY_PATH=",
+        stderr);
     plr_text_puts(stderr, fake);
     fputs(" pagelock run ...\n", stderr);
   }
