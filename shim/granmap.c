@@ -47,11 +47,29 @@ static void *pl_raw_map(size_t n) {
   return m == MAP_FAILED ? NULL : m;
 }
 
+/* Nodes given back by a hook that interrupted this thread's own get or
+ * put (a signal handler's munmap or free): pushed here without a lock,
+ * taken back whole under it.  A push-only stack emptied by one exchange
+ * has no ABA. */
+static _Atomic(pl_range *) pl_orphans;
+/* This thread is inside pl_node_get or pl_node_put: its cache and maybe
+ * the lock are in the middle of a change. */
+static PL_TLS bool pl_node_busy;
+
 /* A zeroed node: from this thread's cache, else a batch from the shared
- * list (refilled from a fresh slab), so the lock is rarely taken. */
+ * list (refilled from a fresh slab), so the lock is rarely taken.  NULL
+ * when reentered (the range goes untracked). */
 static pl_range *pl_node_get(void) {
+  if (pl_node_busy) return NULL;
+  pl_node_busy = true;
+  atomic_signal_fence(memory_order_seq_cst);
   if (pl_tcache_n == 0) {
     pthread_mutex_lock(&pl_node_lock);
+    for (pl_range *o = atomic_exchange(&pl_orphans, NULL), *next; o; o = next) {
+      next = o->left;
+      o->left = pl_free_list;
+      pl_free_list = o;
+    }
     if (pl_free_list == NULL) {
       pl_range *slab = pl_raw_map(sizeof(pl_range) * PL_NODE_SLAB);
       for (int i = 0; slab && i < PL_NODE_SLAB; i++) {
@@ -64,9 +82,11 @@ static pl_range *pl_node_get(void) {
       pl_free_list = pl_free_list->left;
     }
     pthread_mutex_unlock(&pl_node_lock);
-    if (pl_tcache_n == 0) return NULL;
   }
-  pl_range *n = pl_tcache[--pl_tcache_n];
+  pl_range *n = pl_tcache_n ? pl_tcache[--pl_tcache_n] : NULL;
+  atomic_signal_fence(memory_order_seq_cst);
+  pl_node_busy = false;
+  if (n == NULL) return NULL;
   /* Field by field, atomically: a reader may still hold the old incarnation. */
   __atomic_store_n(&n->stack_id, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&n->gen, 0, __ATOMIC_RELAXED);
@@ -76,14 +96,24 @@ static pl_range *pl_node_get(void) {
 }
 
 static void pl_node_put(pl_range *n) {
-  if (pl_tcache_n < PL_TCACHE) {
-    pl_tcache[pl_tcache_n++] = n;
+  if (pl_node_busy) {
+    pl_range *head = atomic_load(&pl_orphans);
+    do n->left = head;
+    while (!atomic_compare_exchange_weak(&pl_orphans, &head, n));
     return;
   }
-  pthread_mutex_lock(&pl_node_lock);
-  n->left = pl_free_list;
-  pl_free_list = n;
-  pthread_mutex_unlock(&pl_node_lock);
+  pl_node_busy = true;
+  atomic_signal_fence(memory_order_seq_cst);
+  if (pl_tcache_n < PL_TCACHE) {
+    pl_tcache[pl_tcache_n++] = n;
+  } else {
+    pthread_mutex_lock(&pl_node_lock);
+    n->left = pl_free_list;
+    pl_free_list = n;
+    pthread_mutex_unlock(&pl_node_lock);
+  }
+  atomic_signal_fence(memory_order_seq_cst);
+  pl_node_busy = false;
 }
 
 /* ---- the table ----------------------------------------------------------- */

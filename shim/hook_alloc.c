@@ -18,11 +18,15 @@
  *  - realloc: a realloc may always move, so a registered block moves:
  *    malloc, memcpy, and the old block goes as free does;
  *  - munmap, mremap, madvise(MADV_DONTNEED/FREE/REMOVE), MAP_FIXED over
- *    it, brk/sbrk shrinking: undone synchronously before the real call
- *    (pl_pinreg_release), since the memory goes when the call returns.
- *    Only the program's own calls can reach a registration there: the
- *    allocators release only memory they own, and a registered block stays
- *    allocated until its registration is gone.
+ *    it, brk/sbrk shrinking: undone synchronously before the real call,
+ *    since the memory goes when the call returns (pinreg.h,
+ *    pl_pinreg_unmap and its siblings), except where the thread may not
+ *    wait for that: a signal handler that interrupted the shim, a host
+ *    function's thread.  There the release is handed to the shim's thread
+ *    and the program still sees its effect at once.  Only the program's
+ *    own calls can reach a registration there: the allocators release
+ *    only memory they own, and a registered block stays allocated until
+ *    its registration is gone.
  *
  * Rules that keep this safe inside any program (after LTTng-UST's libc
  * wrapper and mimalloc's alloc-override):
@@ -461,9 +465,10 @@ PL_EXPORT void *calloc(size_t k, size_t n) {
  * Shrinking to nothing frees: the registration is undone here first. */
 static void *pl_realloc_registered(void *old, size_t u, size_t n, const void *ra, const void *sp) {
   if (n == 0) {
+    /* glibc's realloc(p, 0) frees p and returns NULL: as free() does. */
     pl_untrack(old);
-    pl_pinreg_release((uintptr_t)old, u);
-    return pl_next.realloc(old, 0);
+    if (!pl_pinreg_defer_free(old, u, pl_next.free)) pl_next.free(old);
+    return NULL;
   }
   void *p = pl_next.malloc(n);
   if (p == NULL) return NULL; /* the old block is intact, still tracked */
@@ -598,7 +603,11 @@ static inline bool pl_tracking_on(void) {
 
 PL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
   /* A fixed mapping replaces whatever was there. */
-  if (flags & MAP_FIXED) pl_release(addr, len);
+  if ((flags & MAP_FIXED) && PL_UNLIKELY(pl_pinreg_any())) {
+    int saved = errno;
+    pl_pinreg_map_fixed((uintptr_t)addr, len);
+    errno = saved;
+  }
   void *p = pl_next_mmap(addr, len, prot, flags, fd, off);
   if (p == MAP_FAILED || !pl_tracking_on()) return p;
   int saved = errno;
@@ -620,7 +629,12 @@ PL_EXPORT int munmap(void *addr, size_t len) {
     pl_hostmem_invalidate();
     errno = saved;
   }
-  pl_release(addr, len);
+  int rc;
+  if (PL_UNLIKELY(pl_pinreg_any())) {
+    int saved = errno;
+    if (pl_pinreg_unmap((uintptr_t)addr, len, &rc)) return rc;
+    errno = saved;
+  }
   if (PL_LIKELY(pl_map_resolved())) return pl_map.munmap(addr, len);
   return (int)syscall(SYS_munmap, addr, len);
 }
@@ -647,11 +661,19 @@ PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
     pl_hostmem_invalidate();
     errno = saved;
   }
-  pl_release(old, old_len);
-  if ((flags & MREMAP_FIXED) && new_addr != NULL) pl_release(new_addr, new_len);
-  void *p = PL_LIKELY(pl_map_resolved())
-                ? pl_map.mremap(old, old_len, new_len, flags, new_addr)
-                : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
+  void *p = MAP_FAILED;
+  bool done = false;
+  if (PL_UNLIKELY(pl_pinreg_any())) {
+    int saved = errno;
+    if ((flags & MREMAP_FIXED) && new_addr != NULL)
+      pl_pinreg_map_fixed((uintptr_t)new_addr, new_len);
+    done = pl_pinreg_remap((uintptr_t)old, old_len, new_len, flags, new_addr, &p);
+    if (!done) errno = saved;
+  }
+  if (!done)
+    p = PL_LIKELY(pl_map_resolved())
+            ? pl_map.mremap(old, old_len, new_len, flags, new_addr)
+            : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
   if (tracking) {
     int saved = errno;
     const void *ra = __builtin_return_address(0);
@@ -672,7 +694,11 @@ PL_EXPORT int madvise(void *addr, size_t len, int advice) {
 #ifdef MADV_DONTNEED_LOCKED
   discards = discards || advice == MADV_DONTNEED_LOCKED;
 #endif
-  if (discards) pl_release(addr, len);
+  if (discards && PL_UNLIKELY(pl_pinreg_any())) {
+    int rc, saved = errno;
+    if (pl_pinreg_discard((uintptr_t)addr, len, advice, &rc)) return rc;
+    errno = saved;
+  }
   if (PL_LIKELY(pl_map_resolved())) return pl_map.madvise(addr, len, advice);
   return (int)syscall(SYS_madvise, addr, len, advice);
 }

@@ -26,6 +26,20 @@
 /* Adaptive: the critical sections are a few hundred nanoseconds, so under
  * contention from many allocating threads a short spin beats a futex sleep. */
 static pthread_mutex_t pl_hm_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+/* Held as the shim's own business (pl_in_shim): a release hook that
+ * interrupts the holder (a signal handler's munmap) then hands its undo
+ * over instead of reaching pl_hostmem_shim_remove, which takes this lock
+ * (pinreg.c, pl_may_wait). */
+static void pl_hm_take(void) {
+  pl_in_shim++;
+  atomic_signal_fence(memory_order_seq_cst);
+  pthread_mutex_lock(&pl_hm_lock);
+}
+static void pl_hm_give(void) {
+  pthread_mutex_unlock(&pl_hm_lock);
+  atomic_signal_fence(memory_order_seq_cst);
+  pl_in_shim--;
+}
 static pl_rangemap pl_pinned;
 static pl_rangemap pl_shimreg;
 static atomic_uint pl_pin_gen = 1;
@@ -145,7 +159,7 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
     neg->uses--;
     return PAGELOCK_MEM_PAGEABLE;
   }
-  pthread_mutex_lock(&pl_hm_lock);
+  pl_hm_take();
   pl_range *r = pl_rangemap_find(&pl_pinned, (uintptr_t)p);
   int kind = r ? r->kind : PAGELOCK_MEM_UNKNOWN;
   /* The generation read above, not the current one: a change since then
@@ -154,7 +168,7 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
     pl_pos = (pl_pos_entry){.base = r->base, .end = r->base + r->size, .gen = gen, .kind = kind};
   bool shim =
       r == NULL && pl_shimreg.root != NULL && pl_rangemap_find(&pl_shimreg, (uintptr_t)p) != NULL;
-  pthread_mutex_unlock(&pl_hm_lock);
+  pl_hm_give();
   if (kind != PAGELOCK_MEM_UNKNOWN) {
     if (alloc_stack) *alloc_stack = 0; /* as the memo answers */
     return kind;
@@ -240,23 +254,23 @@ void pl_hostmem_mark(uintptr_t base, size_t size, int flags) {
 }
 
 bool pl_hostmem_shim_add(uintptr_t p, size_t n) {
-  pthread_mutex_lock(&pl_hm_lock);
+  pl_hm_take();
   bool ok = pl_rangemap_insert(&pl_shimreg, p, n) != NULL;
-  pthread_mutex_unlock(&pl_hm_lock);
+  pl_hm_give();
   return ok;
 }
 
 void pl_hostmem_shim_remove(uintptr_t p) {
-  pthread_mutex_lock(&pl_hm_lock);
+  pl_hm_take();
   pl_rangemap_erase(&pl_shimreg, p);
   atomic_fetch_add(&pl_pin_gen, 1);
-  pthread_mutex_unlock(&pl_hm_lock);
+  pl_hm_give();
 }
 
 bool pl_hostmem_shim_has(uintptr_t p) {
-  pthread_mutex_lock(&pl_hm_lock);
+  pl_hm_take();
   bool has = pl_shimreg.root != NULL && pl_rangemap_find(&pl_shimreg, p) != NULL;
-  pthread_mutex_unlock(&pl_hm_lock);
+  pl_hm_give();
   return has;
 }
 
@@ -274,26 +288,26 @@ void pl_hostmem_untrack_range(void *p, size_t n) {
 }
 
 void pl_hostmem_pinned_add(void *p, size_t n, int kind) {
-  pthread_mutex_lock(&pl_hm_lock);
+  pl_hm_take();
   pl_range *r = pl_rangemap_insert(&pl_pinned, (uintptr_t)p, n);
   if (r) r->kind = (uint8_t)kind;
   atomic_fetch_add(&pl_pin_gen, 1);
-  pthread_mutex_unlock(&pl_hm_lock);
+  pl_hm_give();
 }
 
 void pl_hostmem_pinned_remove(void *p) {
-  pthread_mutex_lock(&pl_hm_lock);
+  pl_hm_take();
   pl_rangemap_erase(&pl_pinned, (uintptr_t)p);
   atomic_fetch_add(&pl_pin_gen, 1);
-  pthread_mutex_unlock(&pl_hm_lock);
+  pl_hm_give();
 }
 
 bool pl_hostmem_check(size_t *tracked, size_t *pinned) {
-  pthread_mutex_lock(&pl_hm_lock);
+  pl_hm_take();
   bool ok = pl_granmap_check() && pl_rangemap_check(&pl_pinned);
   if (tracked) *tracked = pl_granmap_count();
   if (pinned) *pinned = pl_pinned.count;
-  pthread_mutex_unlock(&pl_hm_lock);
+  pl_hm_give();
   return ok;
 }
 

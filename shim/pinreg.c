@@ -36,10 +36,14 @@
  *  - registered ranges never overlap: the interior of one allocation each
  *    (autopin.c), and a request overlapping any slot is refused. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,7 +103,6 @@ typedef struct pl_fence {
 } pl_fence;
 
 static pthread_mutex_t pl_pin_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pl_pin_wake = PTHREAD_COND_INITIALIZER; /* the thread: work may be there */
 static pthread_cond_t pl_pin_done = PTHREAD_COND_INITIALIZER; /* waiters: a slot changed state */
 
 /* Under pl_pin_lock: */
@@ -138,6 +141,26 @@ static atomic_uint_fast64_t pl_idle_ns = PL_PIN_IDLE_NS;
 
 #define PL_ADD(ctr, v) atomic_fetch_add_explicit(&(ctr), (v), memory_order_relaxed)
 
+/* How many of pl_pin_lock this thread holds, is about to take or waits on
+ * (a condition wait): a release hook running meanwhile on the same thread
+ * (a signal handler's munmap) must not take it.  Raised before the lock is
+ * taken and lowered after it is given back, so no instant is missed. */
+static PL_TLS unsigned pl_tls_locked;
+/* The driver refuses calls on this thread: it runs the program's host
+ * functions (pl_pinreg_note_hostfn, or a refusal seen). */
+static PL_TLS bool pl_tls_nodriver;
+
+static void pl_lock(void) {
+  pl_tls_locked++;
+  atomic_signal_fence(memory_order_seq_cst);
+  pthread_mutex_lock(&pl_pin_lock);
+}
+static void pl_unlock(void) {
+  pthread_mutex_unlock(&pl_pin_lock);
+  atomic_signal_fence(memory_order_seq_cst);
+  pl_tls_locked--;
+}
+
 /* ---- budget ---------------------------------------------------------------- */
 
 static uint64_t pl_pin_budget(void) {
@@ -155,6 +178,85 @@ static uint64_t pl_pin_budget(void) {
   atomic_store_explicit(&pl_budget, b, memory_order_relaxed);
   return b;
 }
+
+/* ---- the view without the lock ----------------------------------------------- */
+
+/* Every slot's range and allocation base, written under the lock as the
+ * slot is taken and given back, read without it by the release hooks of
+ * a thread that may not take the lock (pl_may_wait).  A registration's
+ * values stand still from its request until after its undo, so a reader
+ * can only misread a slot in the middle of being taken or given back,
+ * which nothing is registered in. */
+static _Atomic uintptr_t pl_vbase[PL_PIN_SLOTS], pl_vend[PL_PIN_SLOTS], pl_vabase[PL_PIN_SLOTS];
+static atomic_uint pl_vtop; /* slots [1, pl_vtop) were ever taken */
+
+static void pl_view_publish(uint32_t s, uintptr_t base, uintptr_t end, uintptr_t abase) {
+  if (end == 0) atomic_store_explicit(&pl_vend[s], 0, memory_order_release);
+  atomic_store_explicit(&pl_vbase[s], base, memory_order_relaxed);
+  atomic_store_explicit(&pl_vabase[s], abase, memory_order_relaxed);
+  if (end != 0) atomic_store_explicit(&pl_vend[s], end, memory_order_release);
+  if (s >= atomic_load_explicit(&pl_vtop, memory_order_relaxed))
+    atomic_store_explicit(&pl_vtop, s + 1, memory_order_release);
+}
+
+/* The lowest part [*sb, *se) of [from, end) that a slot covers: no lock,
+ * no system call, async-signal-safe.  A slot read changing under us is
+ * skipped: it is being taken or given back. */
+static bool pl_view_next(uintptr_t from, uintptr_t end, uintptr_t *sb, uintptr_t *se) {
+  unsigned top = atomic_load_explicit(&pl_vtop, memory_order_acquire);
+  uintptr_t lo = end, hi = end;
+  for (unsigned s = 1; s < top; s++) {
+    uintptr_t e = atomic_load_explicit(&pl_vend[s], memory_order_acquire);
+    if (e <= from) continue;
+    uintptr_t b = atomic_load_explicit(&pl_vbase[s], memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&pl_vend[s], memory_order_relaxed) != e || b >= end || b >= e)
+      continue;
+    if (b < from) b = from;
+    if (b < lo) {
+      lo = b;
+      hi = e < end ? e : end;
+    }
+  }
+  *sb = lo;
+  *se = hi;
+  return lo < end;
+}
+
+/* The slot whose allocation starts at a, without the lock (0: none). */
+static uint32_t pl_view_alloc(uintptr_t a) {
+  unsigned top = atomic_load_explicit(&pl_vtop, memory_order_acquire);
+  for (unsigned s = 1; s < top; s++)
+    if (atomic_load_explicit(&pl_vend[s], memory_order_acquire) != 0 &&
+        atomic_load_explicit(&pl_vabase[s], memory_order_relaxed) == a)
+      return s;
+  return 0;
+}
+
+/* ---- releases handed to the thread ---------------------------------------------- */
+
+/* What the thread does with a release handed over: undo, then unmap the
+ * quarantine; undo only; take a free() (undo, then the next free). */
+enum { PL_DF_UNMAP = 1, PL_DF_UNDO, PL_DF_FREE };
+/* Entry states: free, being filled, ready, claimed by the thread for its
+ * munmap, cancelled (the program mapped over it: pl_pinreg_map_fixed). */
+enum { PL_DS_FREE = 0, PL_DS_FILLING, PL_DS_READY, PL_DS_UNMAPPING, PL_DS_CANCELLED };
+#define PL_DEFERS 256u
+typedef struct pl_defer {
+  atomic_int state;
+  /* Atomic only so that pl_pinreg_map_fixed may look at an entry being
+   * filled: it trusts them only once it has the state. */
+  _Atomic int op;
+  _Atomic uintptr_t base;
+  _Atomic size_t len;
+  void *ptr;
+  void (*fn)(void *);
+} pl_defer;
+static pl_defer pl_defers[PL_DEFERS];
+static atomic_uint pl_ndefers;             /* entries not free */
+static atomic_uint_fast64_t pl_n_stranded; /* releases the full table could not take */
+
+static void pl_defers_run(void);
 
 /* ---- the slot table (pl_pin_lock held) ------------------------------------ */
 
@@ -186,11 +288,12 @@ static uint32_t pl_slot_overlap(uintptr_t p, size_t n) {
   return 0;
 }
 
-static uint32_t pl_slot_take(uintptr_t base, uintptr_t end) {
+static uint32_t pl_slot_take(uintptr_t base, uintptr_t end, uintptr_t abase) {
   pl_slots_init();
   if (pl_nspare == 0) return 0;
   uint32_t s = pl_spare[--pl_nspare];
-  pl_pins[s] = (pl_pin){.base = base, .end = end, .done = base};
+  pl_pins[s] = (pl_pin){.base = base, .end = end, .done = base, .abase = abase};
+  pl_view_publish(s, base, end, abase);
   uint32_t k = pl_idx_after(base);
   memmove(&pl_idx[k + 1], &pl_idx[k], (pl_nidx - k) * sizeof pl_idx[0]);
   pl_idx[k] = s;
@@ -207,13 +310,24 @@ static void pl_slot_put(uint32_t s) {
     pl_nidx--;
   }
   pl_pins[s].state = PL_PS_FREE;
+  pl_view_publish(s, 0, 0, 0);
   pl_spare[pl_nspare++] = s;
   atomic_fetch_sub_explicit(&pl_pin_count, 1, memory_order_release);
 }
 
+/* The word the thread sleeps on (a futex, so that a release hook may wake
+ * it from anywhere, a signal handler included), bumped whenever the
+ * thread may have work. */
+static atomic_uint pl_wake_word;
+
+static void pl_wake(void) {
+  atomic_fetch_add(&pl_wake_word, 1);
+  syscall(SYS_futex, &pl_wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 static void pl_kick(void) {
   pl_kicks++;
-  pthread_cond_signal(&pl_pin_wake);
+  pl_wake();
 }
 
 static bool pl_fenced(uintptr_t base, uintptr_t end, uint64_t now) {
@@ -267,14 +381,25 @@ static CUresult pl_drv_unregister(uintptr_t base, uintptr_t done, CUcontext ctx)
 }
 
 /* Undo slot s, which this thread set UNDOING (lock not held); then free
- * it and hand back a free() it carried.  Returns with the lock not held. */
-static void pl_undo_now(uint32_t s) {
+ * it and hand back a free() it carried.  Returns with the lock not held;
+ * false when the driver refused this thread (a host function's, error
+ * 800): the slot is the shim's thread's to undo again, nothing was
+ * undone, and the thread calls the driver no more. */
+static bool pl_undo_now(uint32_t s) {
   pl_pin *e = &pl_pins[s];
   uintptr_t base = e->base;
   uint64_t t0 = pl_now_ns();
   /* Not in a context that has ended: its handle may be freed, and the
    * registration went with it. */
   CUresult r = e->gone ? CUDA_SUCCESS : pl_drv_unregister(base, e->done, e->ctx);
+  if (r == CUDA_ERROR_NOT_PERMITTED && !pl_on_pin_thread) {
+    pl_tls_nodriver = true;
+    pl_lock();
+    e->state = PL_PS_UNDO;
+    pl_kick();
+    pl_unlock();
+    return false;
+  }
   pl_log(PL_LOG_DEBUG, PL_LK_EVENT, "unregistered %zu KiB in %.2f ms (error %d) at %.6f s",
          (size_t)(e->end - base) >> 10, (double)(pl_now_ns() - t0) / 1e6, (int)r, (double)t0 / 1e9);
   pl_hostmem_shim_remove(base);
@@ -282,7 +407,7 @@ static void pl_undo_now(uint32_t s) {
   if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED && !atomic_load(&pl_pin_off))
     pl_log(PL_LOG_WARN, PL_LK_UNREGISTER,
            "could not undo a registration of its own (error %d); continuing", (int)r);
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   atomic_fetch_sub(&pl_drv_bytes, e->end - e->base);
   PL_ADD(pl_n_unreg, 1);
   if (e->evict) PL_ADD(pl_n_evict, 1);
@@ -291,8 +416,9 @@ static void pl_undo_now(uint32_t s) {
   pl_slot_put(s);
   pl_kick();
   pthread_cond_broadcast(&pl_pin_done);
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   if (ff) ff(fp);
+  return true;
 }
 
 /* The driver refused to register an allocation: its copies are staged
@@ -326,10 +452,10 @@ static CUresult pl_register_pieces(pl_pin *e) {
     if (next > e->end) next = e->end;
     r = pl_pd->cuMemHostRegister((void *)at, next - at, CU_MEMHOSTREGISTER_PORTABLE);
     if (r != CUDA_SUCCESS) break;
-    pthread_mutex_lock(&pl_pin_lock);
+    pl_lock();
     e->done = next;
     bool stop = e->dying;
-    pthread_mutex_unlock(&pl_pin_lock);
+    pl_unlock();
     if (stop) break;
     at = next;
     if (at < e->end) {
@@ -362,7 +488,7 @@ static void pl_register_now(uint32_t s) {
     pl_log(PL_LOG_DEBUG, PL_LK_EVENT, "registered %zu of %zu KiB in %.2f ms (error %d) at %.6f s",
            (size_t)(e->done - base) >> 10, len >> 10, (double)dt / 1e6, (int)r, (double)t0 / 1e9);
   }
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   if (r == CUDA_SUCCESS || e->done > base) {
     /* Refused after its first pieces: what was made is undone as a
      * release would, and the allocation is staged from now on. */
@@ -377,7 +503,7 @@ static void pl_register_now(uint32_t s) {
     e->state = e->dying || failed ? PL_PS_UNDO : PL_PS_LIVE;
     if (e->state == PL_PS_UNDO) pl_kick();
     pthread_cond_broadcast(&pl_pin_done);
-    pthread_mutex_unlock(&pl_pin_lock);
+    pl_unlock();
     if (failed) pl_register_failed(abase, alen, len, r);
     return;
   }
@@ -387,7 +513,7 @@ static void pl_register_now(uint32_t s) {
   void (*ff)(void *) = e->free_fn;
   pl_slot_put(s);
   pthread_cond_broadcast(&pl_pin_done);
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   if (noted) pl_hostmem_shim_remove(base);
   if (tracked) pl_register_failed(abase, alen, len, r);
   if (ff) ff(fp);
@@ -439,25 +565,37 @@ static void *pl_pin_main(void *arg) {
   pl_on_pin_thread = true;
   CUstreamCaptureMode m;
   pl_relax(&m); /* for the life of the thread */
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   uint64_t seen = pl_kicks - 1;
   while (!atomic_load(&pl_pin_stop)) {
-    if (seen == pl_kicks) {
-      pthread_cond_wait(&pl_pin_wake, &pl_pin_lock);
+    if (seen == pl_kicks && atomic_load(&pl_ndefers) == 0) {
+      /* The word first, then the checks: work handed over after them
+       * changes the word, and the wait returns at once. */
+      unsigned w = atomic_load(&pl_wake_word);
+      if (seen == pl_kicks && atomic_load(&pl_ndefers) == 0 && !atomic_load(&pl_pin_stop)) {
+        pl_unlock();
+        syscall(SYS_futex, &pl_wake_word, FUTEX_WAIT_PRIVATE, w, NULL, NULL, 0);
+        pl_lock();
+      }
       continue;
     }
     seen = pl_kicks;
+    if (atomic_load(&pl_ndefers) != 0) {
+      pl_unlock();
+      pl_defers_run();
+      pl_lock();
+    }
     /* Registrations and undos first: a copy or a free of the program's
      * waits on them; a posted call (a pool's prewarm) is speculative. */
     bool undo;
     uint32_t s;
     while ((s = pl_next_job(&undo)) != 0 && !atomic_load(&pl_pin_stop)) {
-      pthread_mutex_unlock(&pl_pin_lock);
+      pl_unlock();
       if (undo)
         pl_undo_now(s);
       else
         pl_register_now(s);
-      pthread_mutex_lock(&pl_pin_lock);
+      pl_lock();
       seen = pl_kicks;
     }
     /* Then one posted call, and back to the jobs that came meanwhile. */
@@ -466,15 +604,15 @@ static void *pl_pin_main(void *arg) {
       void *arg = pl_posts[0].arg;
       memmove(&pl_posts[0], &pl_posts[1], (--pl_nposts) * sizeof pl_posts[0]);
       pl_posts_running++;
-      pthread_mutex_unlock(&pl_pin_lock);
+      pl_unlock();
       fn(arg);
-      pthread_mutex_lock(&pl_pin_lock);
+      pl_lock();
       pl_posts_running--;
       pthread_cond_broadcast(&pl_pin_done);
       seen = pl_kicks - 1;
     }
   }
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   return NULL;
 }
 
@@ -530,7 +668,7 @@ void pl_pinreg_ctx_ending(CUcontext ctx) {
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += PL_ENDING_WAIT_S;
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   for (;;) {
     bool busy = pl_nposts > 0 || pl_posts_running > 0;
     for (uint32_t k = 0; k < pl_nidx; k++) {
@@ -549,7 +687,7 @@ void pl_pinreg_ctx_ending(CUcontext ctx) {
       break;
   }
   pthread_cond_broadcast(&pl_pin_done);
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
 }
 
 /* One slot of ctx to forget, claimed UNDOING for the caller; 0 when none
@@ -584,10 +722,10 @@ void pl_pinreg_ctx_gone(CUcontext ctx) {
    * reset, before the thread came to them (8 MiB were left counted as
    * registered at exit on the H200 host). */
   for (;;) {
-    pthread_mutex_lock(&pl_pin_lock);
+    pl_lock();
     uint32_t s = pl_gone_next(ctx);
     pthread_cond_broadcast(&pl_pin_done);
-    pthread_mutex_unlock(&pl_pin_lock);
+    pl_unlock();
     if (s == 0) return;
     pl_undo_now(s); /* no driver call: the slot is gone */
   }
@@ -600,7 +738,7 @@ bool pl_pinreg_any(void) { return atomic_load_explicit(&pl_pin_count, memory_ord
 bool pl_pinreg_hold(uintptr_t p, size_t n, pl_pin_use *use) {
   use->slot = 0;
   if (!pl_pinreg_any()) return false;
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   uint32_t s = pl_slot_overlap(p, n ? n : 1);
   pl_pin *e = &pl_pins[s];
   /* Being made: its first pieces serve a copy that starts in them (or
@@ -615,54 +753,54 @@ bool pl_pinreg_hold(uintptr_t p, size_t n, pl_pin_use *use) {
                         .iend = e->end,
                         .slot = s};
   }
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   return ok;
 }
 
 void pl_pinreg_unhold(pl_pin_use *use) {
   if (use->slot == 0) return;
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   pl_pin *e = &pl_pins[use->slot];
   if (--e->holds == 0 && e->state != PL_PS_LIVE) {
     pl_kick();
     pthread_cond_broadcast(&pl_pin_done);
   }
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   use->slot = 0;
 }
 
 bool pl_pinreg_find(uintptr_t p, uintptr_t *base, size_t *len) {
   if (!pl_pinreg_any()) return false;
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   uint32_t s = pl_slot_overlap(p, 1);
   if (s) {
     *base = pl_pins[s].base;
     *len = pl_pins[s].end - pl_pins[s].base;
   }
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   return s != 0;
 }
 
 bool pl_pinreg_busy(uintptr_t p, size_t n) {
   if (!pl_pinreg_any()) return false;
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   uint32_t s = pl_slot_overlap(p, n ? n : 1);
   bool busy = s != 0 && pl_pins[s].state != PL_PS_LIVE;
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   return busy;
 }
 
 bool pl_pinreg_touches(uintptr_t p, size_t n) {
   if (!pl_pinreg_any()) return false;
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   bool t = pl_slot_overlap(p, n ? n : 1) != 0;
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   return t;
 }
 
 bool pl_pinreg_post(void (*fn)(void *), void *arg) {
   if (atomic_load(&pl_pin_off) || !pl_pin_start()) return false;
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   bool room = pl_nposts < PL_POSTS;
   if (room) {
     pl_posts[pl_nposts].fn = fn;
@@ -670,7 +808,7 @@ bool pl_pinreg_post(void (*fn)(void *), void *arg) {
     pl_nposts++;
     pl_kick();
   }
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   return room;
 }
 
@@ -679,14 +817,13 @@ bool pl_pinreg_request(uintptr_t base, size_t len, uintptr_t abase, size_t alen,
   atomic_store_explicit(&pl_pin_used, true, memory_order_relaxed);
   if (!pl_pin_start()) return false;
   uint64_t budget = pl_pin_budget();
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   bool ok = false;
   if (!pl_fenced(base, base + len, pl_now_ns()) && pl_slot_overlap(base, len) == 0 &&
       pl_committed + len <= budget) {
-    uint32_t s = pl_slot_take(base, base + len);
+    uint32_t s = pl_slot_take(base, base + len, abase);
     if (s) {
       pl_pin *e = &pl_pins[s];
-      e->abase = abase;
       e->alen = alen;
       e->ctx = ctx;
       e->state = PL_PS_REQUESTED;
@@ -695,14 +832,14 @@ bool pl_pinreg_request(uintptr_t base, size_t len, uintptr_t abase, size_t alen,
       ok = true;
     }
   }
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   return ok;
 }
 
 bool pl_pinreg_make_room(size_t need) {
   uint64_t budget = pl_pin_budget();
   if (need > budget) return false;
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   uint64_t now = pl_now_ns(), idle = atomic_load_explicit(&pl_idle_ns, memory_order_relaxed);
   bool ok = true;
   while (pl_committed + need > budget) {
@@ -719,14 +856,15 @@ bool pl_pinreg_make_room(size_t need) {
     pl_pins[victim].evict = true;
     pl_slot_undo(victim);
   }
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   return ok;
 }
 
 /* Undo every registration overlapping [p, p+n) before returning; lock
- * not held on return. */
-static void pl_release_range(uintptr_t p, size_t n) {
-  pthread_mutex_lock(&pl_pin_lock);
+ * not held on return.  False when the driver refused this thread: the
+ * rest is the shim's thread's (pl_undo_now). */
+static bool pl_release_range(uintptr_t p, size_t n) {
+  pl_lock();
   for (;;) {
     uint32_t s = pl_slot_overlap(p, n);
     if (s == 0) break;
@@ -746,9 +884,9 @@ static void pl_release_range(uintptr_t p, size_t n) {
         if (e->holds == 0) {
           /* Ours to undo, now: the thread may be busy for a while. */
           e->state = PL_PS_UNDOING;
-          pthread_mutex_unlock(&pl_pin_lock);
-          pl_undo_now(s);
-          pthread_mutex_lock(&pl_pin_lock);
+          pl_unlock();
+          if (!pl_undo_now(s)) return false;
+          pl_lock();
           continue;
         }
         break;        /* a copy in flight holds it: wait for its end */
@@ -756,69 +894,280 @@ static void pl_release_range(uintptr_t p, size_t n) {
     }
     pthread_cond_wait(&pl_pin_done, &pl_pin_lock);
   }
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
+  return true;
 }
 
-void pl_pinreg_release(uintptr_t p, size_t n) {
-  if (PL_LIKELY(!pl_pinreg_any()) || n == 0 || pl_on_pin_thread) return;
-  if (p + n < p) n = UINTPTR_MAX - p;
-  pl_release_range(p, n);
-}
-
-bool pl_pinreg_defer_free(void *p, size_t n, void (*next_free)(void *)) {
-  (void)n;
-  if (PL_LIKELY(!pl_pinreg_any()) || p == NULL || pl_on_pin_thread) return false;
-  uintptr_t a = (uintptr_t)p;
-  bool taken = false;
-  pthread_mutex_lock(&pl_pin_lock);
+/* free(p) of a registered block, lock held: true when the slot takes the
+ * block (next_free(p) after its undo). */
+static bool pl_take_free(uintptr_t a, void *p, void (*next_free)(void *)) {
   uint32_t s = pl_slot_overlap(a, 1);
   /* The interior starts within a page of the block. */
   if (s == 0) {
     uint32_t k = pl_idx_after(a);
     if (k < pl_nidx && pl_pins[pl_idx[k]].abase == a) s = pl_idx[k];
   }
-  if (s && pl_pins[s].abase == a) {
-    pl_pin *e = &pl_pins[s];
-    switch (e->state) {
-      case PL_PS_REQUESTED: /* nothing at the driver yet: the caller frees */
-        pl_slot_drop(s);
-        pthread_cond_broadcast(&pl_pin_done);
-        break;
-      case PL_PS_REGISTERING:
-        if (!e->dying) pl_committed -= e->end - e->base;
-        e->dying = true;
-        /* fall through */
-      default:
-        if (e->state == PL_PS_LIVE) pl_slot_undo(s);
-        e->free_ptr = p;
-        e->free_fn = next_free;
-        taken = true;
-        break;
+  if (s == 0 || pl_pins[s].abase != a) return false;
+  pl_pin *e = &pl_pins[s];
+  switch (e->state) {
+    case PL_PS_REQUESTED: /* nothing at the driver yet: the caller frees */
+      pl_slot_drop(s);
+      pthread_cond_broadcast(&pl_pin_done);
+      return false;
+    case PL_PS_REGISTERING:
+      if (!e->dying) pl_committed -= e->end - e->base;
+      e->dying = true;
+      /* fall through */
+    default:
+      if (e->state == PL_PS_LIVE) pl_slot_undo(s);
+      e->free_ptr = p;
+      e->free_fn = next_free;
+      return true;
+  }
+}
+
+/* ---- releases where the program's thread may not wait ------------------------ */
+
+/* A release hook may wait for the lock and call the driver: not inside the
+ * shim (a signal handler that interrupted a copy, which may hold a
+ * registration or be inside the driver), not while this thread holds the
+ * lock (a handler that interrupted it), not on a thread where the driver
+ * refuses calls (a host function's).  Otherwise the release is handed to
+ * the shim's thread without a lock, a wait or a driver call, and what the
+ * program sees is the same: unmapped memory is gone (kept, inaccessible,
+ * until the shim's thread has undone its registration and unmaps it, so
+ * that no new mapping can take its addresses meanwhile), discarded memory
+ * reads as zeros. */
+static bool pl_may_wait(void) { return pl_tls_locked == 0 && pl_in_shim == 0 && !pl_tls_nodriver; }
+
+void pl_pinreg_note_hostfn(void) { pl_tls_nodriver = true; }
+
+/* Hand a release to the shim's thread: lock-free, async-signal-safe. */
+static bool pl_defer_put(int op, uintptr_t base, size_t len, void *ptr, void (*fn)(void *)) {
+  for (unsigned i = 0; i < PL_DEFERS; i++) {
+    pl_defer *d = &pl_defers[i];
+    int z = PL_DS_FREE;
+    if (!atomic_compare_exchange_strong(&d->state, &z, PL_DS_FILLING)) continue;
+    d->op = op;
+    d->base = base;
+    d->len = len;
+    d->ptr = ptr;
+    d->fn = fn;
+    atomic_fetch_add(&pl_ndefers, 1);
+    atomic_store_explicit(&d->state, PL_DS_READY, memory_order_release);
+    pl_wake();
+    return true;
+  }
+  PL_ADD(pl_n_stranded, 1);
+  return false;
+}
+
+/* The shim's thread, lock not held: the releases handed over. */
+static void pl_defers_run(void) {
+  for (unsigned i = 0; i < PL_DEFERS; i++) {
+    pl_defer *d = &pl_defers[i];
+    int st = atomic_load_explicit(&d->state, memory_order_acquire);
+    if (st != PL_DS_READY && st != PL_DS_CANCELLED) continue;
+    if (d->op == PL_DF_FREE) {
+      pl_lock();
+      bool taken = pl_take_free((uintptr_t)d->ptr, d->ptr, d->fn);
+      pl_unlock();
+      if (!taken) d->fn(d->ptr);
+    } else {
+      pl_release_range(d->base, d->len);
+      st = PL_DS_READY;
+      if (d->op == PL_DF_UNMAP && atomic_compare_exchange_strong(&d->state, &st, PL_DS_UNMAPPING))
+        syscall(SYS_munmap, d->base, d->len);
+    }
+    atomic_store_explicit(&d->state, PL_DS_FREE, memory_order_release);
+    atomic_fetch_sub(&pl_ndefers, 1);
+  }
+  static bool told;
+  if (!told && atomic_load(&pl_n_stranded) != 0) {
+    told = true;
+    pl_log(PL_LOG_WARN, PL_LK_UNREGISTER,
+           "more than %u releases of registered memory came at once where the program's thread "
+           "could not wait (signal handlers, host functions); the rest stays mapped, inaccessible",
+           PL_DEFERS);
+  }
+}
+
+/* Registered [b, b+len), which the program unmaps: inaccessible now,
+ * unmapped by the shim's thread once its registration is undone. */
+static void pl_quarantine(uintptr_t b, size_t len) {
+  syscall(SYS_mprotect, b, len, PROT_NONE);
+  pl_defer_put(PL_DF_UNMAP, b, len, NULL, NULL);
+}
+
+/* [p, end) rounded to pages as the kernel rounds an munmap's length;
+ * false for an unaligned start (the real call's EINVAL). */
+static bool pl_page_span(uintptr_t p, size_t n, uintptr_t *end) {
+  uintptr_t pg = pl_page_size();
+  if (p & (pg - 1) || n == 0) return false;
+  *end = p + n < p ? ~(pg - 1) : (p + n + pg - 1) & ~(pg - 1);
+  return *end > p;
+}
+
+/* munmap [p, end) without waiting: registered parts quarantined, the rest
+ * unmapped now.  The first failure is the result (errno set). */
+static int pl_unmap_nowait(uintptr_t p, uintptr_t end) {
+  int rc = 0, err = errno;
+  uintptr_t sb, se;
+  for (uintptr_t at = p; at < end; at = se) {
+    if (!pl_view_next(at, end, &sb, &se)) sb = se = end;
+    if (sb > at && syscall(SYS_munmap, at, sb - at) != 0 && rc == 0) {
+      rc = -1;
+      err = errno;
+    }
+    if (se > sb) pl_quarantine(sb, se - sb);
+  }
+  errno = err;
+  return rc;
+}
+
+bool pl_pinreg_unmap(uintptr_t p, size_t n, int *rc) {
+  uintptr_t end, sb, se;
+  if (PL_LIKELY(!pl_pinreg_any()) || pl_on_pin_thread || !pl_page_span(p, n, &end)) return false;
+  if (pl_may_wait() && pl_release_range(p, end - p)) return false;
+  if (!pl_view_next(p, end, &sb, &se)) return false;
+  *rc = pl_unmap_nowait(p, end);
+  return true;
+}
+
+/* madvise [p, end) discarding without waiting: registered parts zeroed
+ * (what a discarded private anonymous page reads as; the pages stay, so
+ * the registration still names them), the rest advised now.  MADV_FREE
+ * may keep the old bytes, so it leaves registered parts alone. */
+static int pl_discard_nowait(uintptr_t p, uintptr_t end, int advice) {
+  int rc = 0, err = errno;
+  uintptr_t sb, se;
+  for (uintptr_t at = p; at < end; at = se) {
+    if (!pl_view_next(at, end, &sb, &se)) sb = se = end;
+    if (sb > at && syscall(SYS_madvise, at, sb - at, advice) != 0 && rc == 0) {
+      rc = -1;
+      err = errno;
+    }
+    if (se > sb && advice != MADV_FREE) memset((void *)sb, 0, se - sb);
+  }
+  errno = err;
+  return rc;
+}
+
+bool pl_pinreg_discard(uintptr_t p, size_t n, int advice, int *rc) {
+  uintptr_t end, sb, se;
+  if (PL_LIKELY(!pl_pinreg_any()) || pl_on_pin_thread || !pl_page_span(p, n, &end)) return false;
+  if (pl_may_wait() && pl_release_range(p, end - p)) return false;
+  /* Refused by the kernel for the private memory registrations are made in. */
+  if (advice == MADV_REMOVE || !pl_view_next(p, end, &sb, &se)) return false;
+  *rc = pl_discard_nowait(p, end, advice);
+  return true;
+}
+
+bool pl_pinreg_remap(uintptr_t old, size_t old_len, size_t new_len, int flags, void *new_addr,
+                     void **out) {
+  uintptr_t end, sb, se, pg = pl_page_size();
+  if (PL_LIKELY(!pl_pinreg_any()) || pl_on_pin_thread || !pl_page_span(old, old_len, &end))
+    return false;
+  if (pl_may_wait() && pl_release_range(old, end - old)) return false;
+  if (!pl_view_next(old, end, &sb, &se) || new_len == 0 ||
+      ((flags & MREMAP_FIXED) && !(flags & MREMAP_MAYMOVE)))
+    return false; /* nothing registered, or the real call's EINVAL */
+  uintptr_t keep = (new_len + pg - 1) & ~(pg - 1);
+  bool move = flags & (MREMAP_FIXED | MREMAP_DONTUNMAP);
+  if (!move && keep <= end - old) {
+    /* Shrinking in place: the end goes as an munmap would take it. */
+    *out = (void *)old;
+    if (keep < end - old && pl_unmap_nowait(old + keep, end) != 0) *out = MAP_FAILED;
+    return true;
+  }
+  if (!move) {
+    /* Growing in place releases nothing. */
+    void *p = (void *)syscall(SYS_mremap, old, old_len, new_len, 0, NULL);
+    if (p != MAP_FAILED || !(flags & MREMAP_MAYMOVE)) {
+      *out = p;
+      return true;
     }
   }
-  pthread_mutex_unlock(&pl_pin_lock);
+  /* Moving: the bytes to new memory, and the old range released as
+   * munmap (or, kept mapped and empty, as a discard) would. */
+  int fixed = (flags & MREMAP_FIXED) ? MAP_FIXED : 0;
+  void *p = (void *)syscall(SYS_mmap, fixed ? new_addr : NULL, new_len, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | fixed, -1, 0);
+  *out = p;
+  if (p == MAP_FAILED) return true;
+  memcpy(p, (void *)old, new_len < old_len ? new_len : old_len);
+  int err = errno;
+  if (flags & MREMAP_DONTUNMAP)
+    pl_discard_nowait(old, end, MADV_DONTNEED);
+  else
+    pl_unmap_nowait(old, end);
+  errno = err;
+  return true;
+}
+
+void pl_pinreg_map_fixed(uintptr_t p, size_t n) {
+  if (PL_LIKELY(!pl_pinreg_any()) || n == 0 || pl_on_pin_thread) return;
+  uintptr_t end = p + n < p ? UINTPTR_MAX : p + n;
+  /* A quarantine there is the program's memory again: the thread must not
+   * unmap it. */
+  if (atomic_load(&pl_ndefers) != 0)
+    for (unsigned i = 0; i < PL_DEFERS; i++) {
+      pl_defer *d = &pl_defers[i];
+      if (d->op != PL_DF_UNMAP || d->base >= end || p >= d->base + d->len) continue;
+      int st = PL_DS_READY;
+      if (!atomic_compare_exchange_strong(&d->state, &st, PL_DS_CANCELLED))
+        while (atomic_load(&d->state) == PL_DS_UNMAPPING) sched_yield();
+    }
+  pl_pinreg_release(p, n);
+}
+
+void pl_pinreg_release(uintptr_t p, size_t n) {
+  uintptr_t sb, se;
+  if (PL_LIKELY(!pl_pinreg_any()) || n == 0 || pl_on_pin_thread) return;
+  if (p + n < p) n = UINTPTR_MAX - p;
+  if (pl_may_wait() && pl_release_range(p, n)) return;
+  /* Where nothing can be waited for, the shim's thread undoes it soon:
+   * only MAP_FIXED over live memory and brk below it come here, and
+   * neither is how a program releases a buffer it copies from. */
+  for (uintptr_t at = p; at < p + n && pl_view_next(at, p + n, &sb, &se); at = se)
+    pl_defer_put(PL_DF_UNDO, sb, se - sb, NULL, NULL);
+}
+
+bool pl_pinreg_defer_free(void *p, size_t n, void (*next_free)(void *)) {
+  (void)n;
+  if (PL_LIKELY(!pl_pinreg_any()) || p == NULL || pl_on_pin_thread) return false;
+  uintptr_t a = (uintptr_t)p, sb, se;
+  if (pl_tls_locked != 0) {
+    /* A handler that interrupted this thread inside the lock. */
+    if (pl_view_alloc(a) == 0 && !pl_view_next(a, a + 1, &sb, &se)) return false;
+    pl_defer_put(PL_DF_FREE, a, 0, p, next_free); /* full: leaked, never stale */
+    return true;
+  }
+  pl_lock();
+  bool taken = pl_take_free(a, p, next_free);
+  pl_unlock();
   return taken;
 }
 
 void pl_pinreg_yield(uintptr_t p, size_t n) {
   if (n == 0 || pl_on_pin_thread) return;
   if (p + n < p) n = UINTPTR_MAX - p;
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   /* Close the range first, so that no request made meanwhile gets in. */
   unsigned oldest = 0;
   for (unsigned i = 1; i < PL_FENCES; i++)
     if (pl_fences[i].until_ns < pl_fences[oldest].until_ns) oldest = i;
   pl_fences[oldest] = (pl_fence){.base = p, .end = p + n, .until_ns = pl_now_ns() + PL_FENCE_NS};
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   if (pl_pinreg_any()) pl_release_range(p, n);
 }
 
 void pl_pinreg_pin_for_graph(uintptr_t p, size_t n) {
   if (!pl_pinreg_any() || n == 0) return;
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   for (uint32_t k = pl_idx_after(p); k < pl_nidx && pl_pins[pl_idx[k]].base < p + n; k++)
     pl_pins[pl_idx[k]].graph = true;
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
 }
 
 uint64_t pl_pinreg_bytes(void) { return atomic_load(&pl_drv_bytes); }
@@ -839,9 +1188,7 @@ void pl_pinreg_counters(pagelock_rec_counters *c) {
 void pl_pinreg_stop(void) {
   atomic_store(&pl_pin_off, true);
   atomic_store(&pl_pin_stop, true);
-  pthread_mutex_lock(&pl_pin_lock);
-  pthread_cond_broadcast(&pl_pin_wake);
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_wake();
 }
 
 /* ---- the native call, cut at the registrations' edges --------------------- */
@@ -912,8 +1259,8 @@ bool pl_pinreg_whole(uintptr_t h, size_t n) {
 
 /* ---- fork ------------------------------------------------------------------ */
 
-void pl_pinreg_atfork_prepare(void) { pthread_mutex_lock(&pl_pin_lock); }
-void pl_pinreg_atfork_parent(void) { pthread_mutex_unlock(&pl_pin_lock); }
+void pl_pinreg_atfork_prepare(void) { pl_lock(); }
+void pl_pinreg_atfork_parent(void) { pl_unlock(); }
 
 void pl_pinreg_atfork_child(void) {
   /* No driver call: CUDA is unusable here, and the registrations are the
@@ -921,7 +1268,9 @@ void pl_pinreg_atfork_child(void) {
    * free() the parent's thread had not yet done stays undone here: that
    * block is leaked in the child, never freed twice. */
   pthread_mutex_init(&pl_pin_lock, NULL);
-  pthread_cond_init(&pl_pin_wake, NULL);
+  pl_tls_locked = 0;
+  memset(pl_defers, 0, sizeof pl_defers);
+  atomic_store(&pl_ndefers, 0);
   pthread_cond_init(&pl_pin_done, NULL);
   memset(pl_pins, 0, sizeof pl_pins);
   pl_nposts = pl_posts_running = 0;
@@ -947,7 +1296,7 @@ void pl_pinreg_atfork_child(void) {
 void pl_pinreg_quiesce_for_test(void) {
   struct timespec ts = {0, 1000000};
   for (int i = 0; i < 20000; i++) {
-    pthread_mutex_lock(&pl_pin_lock);
+    pl_lock();
     bool busy = pl_nposts > 0 || pl_posts_running > 0;
     uint64_t budget = pl_pin_budget();
     for (uint32_t k = 0; k < pl_nidx && !busy; k++) {
@@ -958,7 +1307,7 @@ void pl_pinreg_quiesce_for_test(void) {
              (e->state == PL_PS_REQUESTED &&
               atomic_load(&pl_drv_bytes) + (e->end - e->base) <= budget);
     }
-    pthread_mutex_unlock(&pl_pin_lock);
+    pl_unlock();
     if (!busy) return;
     nanosleep(&ts, NULL);
   }
@@ -967,9 +1316,9 @@ void pl_pinreg_quiesce_for_test(void) {
 void pl_pinreg_reset_for_test(void) {
   pl_pinreg_quiesce_for_test();
   pl_release_range(0, UINTPTR_MAX);
-  pthread_mutex_lock(&pl_pin_lock);
+  pl_lock();
   memset(pl_fences, 0, sizeof pl_fences);
-  pthread_mutex_unlock(&pl_pin_lock);
+  pl_unlock();
   atomic_store(&pl_drv_high, atomic_load(&pl_drv_bytes));
   atomic_store(&pl_n_reg, 0);
   atomic_store(&pl_n_unreg, 0);

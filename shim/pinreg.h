@@ -66,12 +66,36 @@ bool pl_pinreg_find(uintptr_t p, uintptr_t *base, size_t *len);
  * blocks; false when the request cannot be queued (then the copy stages). */
 bool pl_pinreg_request(uintptr_t base, size_t len, uintptr_t abase, size_t alen, CUcontext ctx);
 
-/* The program is about to release [p, p+n): free (the whole block at p),
- * realloc (the old block), munmap, mremap (the old range), madvise
- * MADV_DONTNEED/MADV_FREE/MADV_REMOVE, brk/sbrk shrinking.  Every shim
- * registration overlapping it is undone first; returns when none is left.
- * Never holds a lock across the driver call. */
+/* The program is about to release [p, p+n) (brk/sbrk shrinking, a
+ * MAP_FIXED mapping over it): every shim registration overlapping it is
+ * undone first; returns when none is left.  Never holds a lock across the
+ * driver call.  Where the thread may not wait (see pl_pinreg_unmap) the
+ * shim's thread undoes them instead, soon after. */
 void pl_pinreg_release(uintptr_t p, size_t n);
+
+/* The release hooks of munmap, madvise (MADV_DONTNEED, _LOCKED, FREE,
+ * REMOVE) and mremap.  Each undoes the registrations in the range first
+ * and returns false: the hook makes the real call.  Where the program's
+ * thread may not wait for the lock or the driver (a signal handler that
+ * interrupted the shim or its lock, a host function's thread, where the
+ * driver refuses calls) each does the call itself without a lock, a wait
+ * or a driver call, and returns true with the call's result: unmapped
+ * registered memory becomes inaccessible at once and is unmapped by the
+ * shim's thread after its undo (its addresses cannot be reused
+ * meanwhile); discarded registered memory is zeroed, as a discarded
+ * private page reads; mremap moves by copying.  Async-signal-safe then. */
+bool pl_pinreg_unmap(uintptr_t p, size_t n, int *rc);
+bool pl_pinreg_discard(uintptr_t p, size_t n, int advice, int *rc);
+bool pl_pinreg_remap(uintptr_t old, size_t old_len, size_t new_len, int flags, void *new_addr,
+                     void **out);
+/* A MAP_FIXED mapping (or an mremap's fixed target) is about to take
+ * [p, p+n): a quarantine there is not unmapped later, and the
+ * registrations there are undone (pl_pinreg_release). */
+void pl_pinreg_map_fixed(uintptr_t p, size_t n);
+
+/* This thread runs the program's host functions: the driver refuses its
+ * calls, so its releases never wait for an undo (hook_hostfn.c). */
+void pl_pinreg_note_hostfn(void);
 
 /* free() of a block whose registration may still be live: true when the
  * engine took the block and will hand it to `next_free` once its

@@ -213,10 +213,17 @@ void *pl_real_dlsym(void *handle, const char *name);
   X(cuDevicePrimaryCtxRelease_v2) \
   X(cuDevicePrimaryCtxReset)      \
   X(cuDevicePrimaryCtxReset_v2)   \
-  X(cuGreenCtxDestroy)
+  X(cuGreenCtxDestroy)            \
+  X(cuLaunchHostFunc)             \
+  X(cuLaunchHostFunc_ptsz)        \
+  X(cuStreamAddCallback)          \
+  X(cuStreamAddCallback_ptsz)
 
-/* cuda.h declares the per-thread twin only for its own macro names. */
+/* cuda.h declares the per-thread twins only for its own macro names. */
 CUresult cuStreamSynchronize_ptsz(CUstream hStream);
+CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData);
+CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
+                                  unsigned int flags);
 
 enum pl_hook_id {
   PL_HOOK_HOSTALLOC_FIRST = PAGELOCK_API_COUNT - 1,

@@ -4,9 +4,11 @@
  * without the shim, over the fake driver in CI and the real one on the
  * GPU host (tests/gpu/run.sh), and its answers must not change.
  *
- *   autopin churn SECONDS THREADS   malloc, calloc, free, realloc, mmap,
- *                         munmap (partial too), mremap, madvise and buffers
- *                         handed between threads, with copies in between
+ *   autopin churn SECONDS THREADS [MAX]   malloc, calloc, free, realloc,
+ *                         mmap, munmap (partial too), mremap, madvise and
+ *                         buffers handed between threads, with copies in
+ *                         between; SECONDS may be a fraction, MAX the largest
+ *                         buffer (default 768K)
  *   autopin overwrite     an upload's source overwritten as soon as
  *                         cudaMemcpyAsync returns: the device has the old bytes
  *   autopin readback      a download's destination read as soon as the call
@@ -26,6 +28,13 @@
  *                         replayed later: right bytes
  *   autopin fork          fork after registration: the child reads the
  *                         parent's buffers, the parent's copies stay right
+ *   autopin hostfn KIND   a host function releases a registered buffer
+ *                         (KIND munmap, madvise, mremap, free), where the
+ *                         driver refuses calls: gone for the program, never
+ *                         left registered, no hang
+ *   autopin signal        a 20 kHz signal handler maps and unmaps memory of
+ *                         its own, and once unmaps a registered buffer, while
+ *                         the main thread copies: no hang, right bytes
  *   autopin stale KIND    for the guard's own test: page-lock part of a
  *                         buffer, then release it without unregistering
  *                         (KIND free, realloc, munmap, mremap, madvise, sbrk,
@@ -41,6 +50,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -48,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -135,9 +146,14 @@ static inline uint8_t pat(size_t i, unsigned seed) {
 static void fill(uint8_t *p, size_t n, size_t from, unsigned seed) {
   for (size_t i = 0; i < n; i++) p[i] = pat(from + i, seed);
 }
+/* Bytes compared against what a copy should have delivered (the
+ * robustness suite sums the summary lines' bytes_checked=). */
+static atomic_ullong checked;
+
 /* Wrong bytes of p[0..n) against pat(from + i, seed); says where the first is. */
 static size_t wrong_bytes(const char *what, const uint8_t *p, size_t n, size_t from,
                           unsigned seed) {
+  atomic_fetch_add_explicit(&checked, n, memory_order_relaxed);
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < n; i++)
     if (p[i] != pat(from + i, seed) && bad++ == 0) first = i;
@@ -154,7 +170,7 @@ static double now_s(void) {
 }
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-  nanosleep(&ts, NULL);
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 /* Copy p (n bytes) to the device, or the device to p (d2h), until the shim
@@ -992,7 +1008,7 @@ static int cmd_fork(void) {
 /* ---- churn ----------------------------------------------------------------- */
 
 enum { SLOTS = 8, XCHG = 16 };
-#define CHURN_MAX (768 * 1024)
+static size_t CHURN_MAX = 768 * 1024;
 
 typedef struct slot {
   uint8_t *p;
@@ -1041,6 +1057,9 @@ static void *churn_thread(void *arg) {
     slot *x = &sl[rand_r(&rs) % SLOTS];
     int op = rand_r(&rs) % 16;
     if (x->p == NULL && op >= 2) op = rand_r(&rs) % 2;
+    /* A large buffer mostly lives on and is copied: long enough to be
+     * registered, its uploads then have a tail through the pool. */
+    if (x->p != NULL && x->n >= 4 * MB && op <= 4 && rand_r(&rs) % 4) op = 8;
     switch (op) {
       case 0: { /* malloc or calloc */
         slot_release(x);
@@ -1131,6 +1150,7 @@ static void *churn_thread(void *arg) {
             fprintf(stderr,
                     "autopin: churn: a download's destination read on return is wrong at %zu\n",
                     off + i);
+        atomic_fetch_add_explicit(&checked, len, memory_order_relaxed);
         CK(cudaStreamSynchronize(s));
         /* back to one seed for the whole slot */
         fill(x->p, x->n, 0, x->seed);
@@ -1175,11 +1195,14 @@ static void watchdog(int sig) {
   _exit(3);
 }
 
-static int cmd_churn(int secs, int threads) {
-  if (secs < 1 || threads < 1 || threads > 64) {
-    fprintf(stderr, "autopin: churn SECONDS THREADS (SECONDS >= 1, THREADS 1..64)\n");
+static int cmd_churn(double secs, int threads, size_t max) {
+  if (!(secs >= 0.01 && secs <= 3600) || threads < 1 || threads > 64 || max < 64 * 1024) {
+    fprintf(stderr,
+            "autopin: churn SECONDS THREADS [MAX] (SECONDS 0.01..3600, THREADS 1..64, "
+            "MAX at least 64K)\n");
     return 2;
   }
+  CHURN_MAX = max;
   signal(SIGALRM, watchdog);
   alarm((unsigned)secs + 60);
   pthread_t t[64];
@@ -1188,7 +1211,7 @@ static int cmd_churn(int secs, int threads) {
     a[i].seed = 0x9E3779B9u * (unsigned)(i + 1);
     pthread_create(&t[i], NULL, churn_thread, &a[i]);
   }
-  sleep_ms(secs * 1000);
+  sleep_ms((int)(secs * 1000));
   atomic_store(&churn_stop, 1);
   for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < XCHG; i++) {
@@ -1200,9 +1223,264 @@ static int cmd_churn(int secs, int threads) {
   char seen[48] = "unknown";
   if (fake())
     snprintf(seen, sizeof seen, "%ld mapped=%ld", (long)churn_seen, (long)churn_seen_mapped);
-  printf("churn: threads=%d ops=%ld copies=%ld wrong=%ld uploads_from_registered=%s pid=%d\n",
-         threads, (long)churn_ops, (long)churn_copies, (long)churn_wrong, seen, (int)getpid());
+  printf(
+      "churn: threads=%d ops=%ld copies=%ld wrong=%ld uploads_from_registered=%s "
+      "bytes_checked=%llu pid=%d\n",
+      threads, (long)churn_ops, (long)churn_copies, (long)churn_wrong, seen,
+      (unsigned long long)atomic_load(&checked), (int)getpid());
   return churn_wrong != 0;
+}
+
+/* ---- releases where the thread may not wait --------------------------------- */
+
+/* Whether reading p faults (SIGSEGV or SIGBUS): what the program sees of
+ * memory it has unmapped. */
+static sigjmp_buf probe_jmp;
+static void probe_fault(int sig) {
+  (void)sig;
+  siglongjmp(probe_jmp, 1);
+}
+static int faults(const volatile uint8_t *p) {
+  struct sigaction sa, old_segv, old_bus;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = probe_fault;
+  sigaction(SIGSEGV, &sa, &old_segv);
+  sigaction(SIGBUS, &sa, &old_bus);
+  int f = 1;
+  if (sigsetjmp(probe_jmp, 1) == 0) {
+    (void)*p;
+    f = 0;
+  }
+  sigaction(SIGSEGV, &old_segv, NULL);
+  sigaction(SIGBUS, &old_bus, NULL);
+  return f;
+}
+
+/* Whether any page of [p, p+n) is still mapped (mincore fails with ENOMEM
+ * on an unmapped page). */
+static int still_mapped(void *p, size_t n) {
+  unsigned char v[64];
+  for (size_t off = 0; off < n; off += 64 * PG) {
+    size_t len = n - off < 64 * PG ? n - off : 64 * PG;
+    for (size_t at = 0; at < len; at += PG)
+      if (mincore((uint8_t *)p + off + at, PG, v) == 0) return 1;
+  }
+  return 0;
+}
+
+/* Wait up to 5 s for the shim's thread to finish a release handed to it:
+ * nothing of [p, p+n) registered and, when `unmapped`, nothing mapped. */
+static int settles(void *p, size_t n, int unmapped) {
+  for (int i = 0; i < 5000; i++) {
+    if (reg_bytes(p, n) == 0 && (!unmapped || !still_mapped(p, n))) return 1;
+    sleep_ms(1);
+  }
+  return 0;
+}
+
+typedef struct hf_job {
+  const char *kind;
+  uint8_t *p;
+  size_t n;
+  void *moved; /* mremap's result */
+  int rc;
+} hf_job;
+
+static void CUDART_CB hf_release(void *arg) {
+  hf_job *j = arg;
+  if (!strcmp(j->kind, "munmap")) {
+    j->rc = munmap(j->p, j->n);
+  } else if (!strcmp(j->kind, "madvise")) {
+    j->rc = madvise(j->p + j->n / 4, j->n / 2, MADV_DONTNEED);
+  } else if (!strcmp(j->kind, "mremap")) {
+    j->moved = mremap(j->p, j->n, 2 * j->n, MREMAP_MAYMOVE);
+    j->rc = j->moved == MAP_FAILED ? -1 : 0;
+  } else {
+    free(j->p);
+    j->rc = 0;
+  }
+}
+
+/* A host function (the driver refuses calls on its thread) releases a
+ * buffer the shim has registered: the release must not reach the kernel
+ * while the registration lives (the guard's check), must not hang, and
+ * must be what the program asked for: unmapped memory faults, discarded
+ * memory reads zero, moved memory keeps its bytes at the new address; and
+ * the registration is undone, the old addresses freed, soon after. */
+static int cmd_hostfn(const char *kind) {
+  if (strcmp(kind, "munmap") && strcmp(kind, "madvise") && strcmp(kind, "mremap") &&
+      strcmp(kind, "free")) {
+    fprintf(stderr, "autopin: hostfn KIND: KIND is one of munmap, madvise, mremap, free\n");
+    return 2;
+  }
+  const size_t n = 8 * MB;
+  int heap = !strcmp(kind, "free");
+  uint8_t *p =
+      heap ? malloc(n) : mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  uint8_t *back = malloc(2 * n);
+  if (p == NULL || p == MAP_FAILED || back == NULL) {
+    perror("autopin: hostfn: allocation");
+    return 1;
+  }
+  void *dev;
+  cudaStream_t s;
+  CK(cudaMalloc(&dev, 2 * n));
+  CK(cudaStreamCreate(&s));
+  fill(p, n, 0, 60);
+  int bad = need_registered("the buffer", warm(p, n, dev, s));
+  hf_job j = {.kind = kind, .p = p, .n = n, .rc = -2};
+  CK(cudaLaunchHostFunc(s, hf_release, &j));
+  CK(cudaStreamSynchronize(s));
+  size_t wrong = 0;
+  const char *what = "ok";
+  if (j.rc != 0) {
+    fprintf(stderr, "autopin: hostfn %s: the release failed (%d, errno %d)\n", kind, j.rc, errno);
+    bad = 1;
+  }
+  if (!strcmp(kind, "munmap")) {
+    if (!faults(p)) {
+      fprintf(stderr, "autopin: hostfn munmap: the unmapped buffer still reads\n");
+      bad = 1;
+    }
+    if (!settles(p, n, 1)) {
+      fprintf(stderr, "autopin: hostfn munmap: still registered or mapped 5 s later\n");
+      bad = 1;
+    }
+  } else if (!strcmp(kind, "madvise")) {
+    for (size_t i = n / 4; i < n / 4 + n / 2; i++)
+      if (p[i] != 0 && wrong++ == 0)
+        fprintf(stderr, "autopin: hostfn madvise: discarded byte %zu is not zero\n", i);
+    atomic_fetch_add(&checked, n / 2 + n);
+    wrong += wrong_bytes("hostfn madvise: kept bytes", p, n / 4, 0, 60);
+    wrong += wrong_bytes("hostfn madvise: kept bytes", p + 3 * n / 4, n / 4, 3 * n / 4, 60);
+    /* The registration still names these very pages: an upload of all of
+     * it delivers what the program now has. */
+    CK(cudaMemcpy(dev, p, n, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(back, dev, n, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+      if (back[i] != p[i] && wrong++ == 0)
+        fprintf(stderr, "autopin: hostfn madvise: uploaded byte %zu differs\n", i);
+    munmap(p, n);
+  } else if (!strcmp(kind, "mremap")) {
+    uint8_t *q = j.moved;
+    if (q != MAP_FAILED && q != NULL) {
+      /* The old place is gone at once; it is unmapped later, and may be
+       * mapped again by anyone by the time this looks. */
+      if (q != p && (!faults(p) || !settles(p, n, 0))) {
+        fprintf(stderr, "autopin: hostfn mremap: the old range still reads or stays registered\n");
+        bad = 1;
+      }
+      wrong += wrong_bytes("hostfn mremap: moved bytes", q, n, 0, 60);
+      fill(q, 2 * n, 0, 61);
+      CK(cudaMemcpy(dev, q, 2 * n, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(back, dev, 2 * n, cudaMemcpyDeviceToHost));
+      wrong += wrong_bytes("hostfn mremap: upload from the new place", back, 2 * n, 0, 61);
+      munmap(q, 2 * n);
+      what = q == p ? "in place" : "moved";
+    }
+  } else if (!settles(p, n, 0)) {
+    fprintf(stderr, "autopin: hostfn free: still registered 5 s later\n");
+    bad = 1;
+  }
+  /* One release the guard sees (the shim's own unmaps are system calls),
+   * so that a run shows it was watching. */
+  void *scratch = mmap(NULL, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (scratch != MAP_FAILED) munmap(scratch, PG);
+  printf("hostfn: %s %s wrong=%zu%s bytes_checked=%llu pid=%d\n", kind, what, wrong, fake_word(),
+         (unsigned long long)atomic_load(&checked), (int)getpid());
+  free(back);
+  CK(cudaStreamDestroy(s));
+  CK(cudaFree(dev));
+  return bad || wrong != 0;
+}
+
+static uint8_t *sig_victim; /* a registered mapping the handler unmaps once */
+static size_t sig_victim_n;
+static atomic_long sig_runs, sig_failed;
+
+static void sig_handler(int sig) {
+  (void)sig;
+  int saved = errno;
+  long k = atomic_fetch_add(&sig_runs, 1);
+  size_t n = 64 * 1024;
+  uint8_t *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    atomic_fetch_add(&sig_failed, 1);
+  } else {
+    m[0] = m[n - 1] = 1;
+    if (k % 2) madvise(m, n, MADV_DONTNEED);
+    if (munmap(m, n) != 0) atomic_fetch_add(&sig_failed, 1);
+  }
+  if (k == 2000 && sig_victim && munmap(sig_victim, sig_victim_n) != 0)
+    atomic_fetch_add(&sig_failed, 1);
+  errno = saved;
+}
+
+static void *sig_watchdog(void *arg) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  sleep_ms((int)(intptr_t)arg);
+  static const char msg[] = "autopin: signal: watchdog fired: deadlock or hang\n";
+  if (write(2, msg, sizeof msg - 1)) {}
+  _exit(3);
+}
+
+/* A signal handler, 20,000 times a second, maps, touches, discards and
+ * unmaps memory of its own, and once unmaps a buffer the shim registered,
+ * while the main thread copies from and to registered buffers: the hooks
+ * it runs must never wait on what the interrupted copy holds. */
+static int cmd_signal(void) {
+  const size_t n = 2 * MB + 77;
+  uint8_t *a = malloc(n), *back = malloc(n);
+  sig_victim_n = 2 * MB;
+  sig_victim = mmap(NULL, sig_victim_n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *dev;
+  cudaStream_t s;
+  CK(cudaMalloc(&dev, n));
+  CK(cudaStreamCreate(&s));
+  fill(sig_victim, sig_victim_n, 0, 70);
+  int bad = need_registered("the victim", warm(sig_victim, sig_victim_n, dev, s));
+  fill(a, n, 0, 71);
+  bad |= need_registered("the buffer", warm(a, n, dev, s));
+  pthread_t w;
+  pthread_create(&w, NULL, sig_watchdog, (void *)(intptr_t)60000);
+  pthread_detach(w);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = sig_handler;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGALRM, &sa, NULL);
+  struct itimerval it = {{0, 50}, {0, 50}};
+  setitimer(ITIMER_REAL, &it, NULL);
+  size_t wrong = 0;
+  int copies = 0;
+  double until = now_s() + 2;
+  for (unsigned r = 0; now_s() < until || atomic_load(&sig_runs) <= 2000; r++) {
+    fill(a, n, 0, 72 + r % 100);
+    CK(cudaMemcpyAsync(dev, a, n, cudaMemcpyHostToDevice, s));
+    memset(a, 0xEE, n);
+    CK(cudaMemcpyAsync(back, dev, n, cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+    wrong += wrong_bytes("signal: upload then overwrite", back, n, 0, 72 + r % 100);
+    CK(cudaMemcpy(a, dev, n, cudaMemcpyDeviceToHost));
+    wrong += wrong_bytes("signal: download", a, n, 0, 72 + r % 100);
+    copies += 3;
+  }
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_REAL, &off, NULL);
+  if (!faults(sig_victim) || !settles(sig_victim, sig_victim_n, 1)) {
+    fprintf(stderr, "autopin: signal: the buffer the handler unmapped is still there\n");
+    bad = 1;
+  }
+  printf("signal: handler_runs=%ld failed=%ld copies=%d wrong=%zu%s bytes_checked=%llu pid=%d\n",
+         (long)atomic_load(&sig_runs), (long)atomic_load(&sig_failed), copies, wrong, fake_word(),
+         (unsigned long long)atomic_load(&checked), (int)getpid());
+  free(a);
+  free(back);
+  CK(cudaStreamDestroy(s));
+  CK(cudaFree(dev));
+  return bad || wrong != 0 || atomic_load(&sig_failed) != 0;
 }
 
 /* ---- stale (the guard's own test) ------------------------------------------ */
@@ -1285,19 +1563,19 @@ static int cmd_stale(const char *kind) {
 int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : "";
   static const char usage[] =
-      "usage: autopin churn SECONDS THREADS | overwrite | readback | neighbours | reuse | budget | queries | fail |"
-      " capture | fork | tail | stale KIND\n";
-  if (!strcmp(cmd, "churn") && argc != 4) {
+      "usage: autopin churn SECONDS THREADS [MAX] | overwrite | readback | neighbours | reuse | budget |"
+      " queries | fail | capture | fork | tail | hostfn KIND | signal | stale KIND\n";
+  if (!strcmp(cmd, "churn") && argc != 4 && argc != 5) {
     fputs(usage, stderr);
     return 2;
   }
-  if (!strcmp(cmd, "stale") && argc != 3) {
+  if ((!strcmp(cmd, "stale") || !strcmp(cmd, "hostfn")) && argc != 3) {
     fputs(usage, stderr);
     return 2;
   }
-  static const char *const known[] = {"churn",   "overwrite", "readback", "neighbours",
-                                      "reuse",   "budget",    "queries",  "fail",
-                                      "capture", "fork",      "tail",     "stale"};
+  static const char *const known[] = {"churn",  "overwrite", "readback", "neighbours", "reuse",
+                                      "budget", "queries",   "fail",     "capture",    "fork",
+                                      "tail",   "stale",     "hostfn",   "signal"};
   int found = 0;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) found |= !strcmp(cmd, known[i]);
   if (!found) {
@@ -1306,7 +1584,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   setup();
-  if (!strcmp(cmd, "churn")) return cmd_churn(atoi(argv[2]), atoi(argv[3]));
+  if (!strcmp(cmd, "churn"))
+    return cmd_churn(atof(argv[2]), atoi(argv[3]),
+                     argc > 4 ? (size_t)parse_size(argv[4]) : 768 * 1024);
+  if (!strcmp(cmd, "hostfn")) return cmd_hostfn(argv[2]);
+  if (!strcmp(cmd, "signal")) return cmd_signal();
   if (!strcmp(cmd, "overwrite")) return cmd_overwrite();
   if (!strcmp(cmd, "readback")) return cmd_readback();
   if (!strcmp(cmd, "neighbours")) return cmd_neighbours();

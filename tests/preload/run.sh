@@ -961,6 +961,28 @@ case_autopin_churn() {
   [ -n "$EXTRA" ] || echo "$AP_LINE" | grep -q "mapped=[1-9]" || fail "no upload from a registered mapping: $AP_LINE"
 }
 
+# A host function releases a buffer the shim registered (munmap, a
+# discard of its middle, mremap, free) on the driver's thread, where the
+# driver refuses calls: the guard sees no release of registered memory,
+# nothing hangs, and the program sees what it asked for (unmapped memory
+# faults, discarded memory reads zero, moved memory keeps its bytes).  The
+# guard that leaves free to glibc, so that mappings are registered.
+case_autopin_hostfn() {
+  ap_skip && return 0
+  local k
+  for k in munmap madvise mremap free; do
+    AP_GUARD=libpl_reg_guard_map.so ap2 "hostfn_$k" hostfn "$k" -- --registered-min 1 || return
+  done
+}
+
+# A 20 kHz signal handler maps, touches, discards and unmaps memory of its
+# own, and once unmaps a registered buffer, while the main thread copies
+# through registrations: no hang (the handler may interrupt the copy
+# holding the registration lock), right bytes.
+case_autopin_signal() {
+  ap_skip || AP_GUARD=libpl_reg_guard_map.so ap2 signal signal -- --registered-min 2
+}
+
 # An upload's source overwritten as soon as cudaMemcpyAsync returns (with
 # the fake's DMA slowed down, a shim that returned before the DMA read the
 # source would send the new bytes).
