@@ -126,6 +126,7 @@ typedef enum pl_log_kind {
   PL_LK_UNREGISTER,     /* the driver refused to undo one */
   PL_LK_PIN_THREAD,     /* the registration thread could not be started */
   PL_LK_PY_CODES,       /* the Python code table is full */
+  PL_LK_PY_REFUSED,     /* the kernel refused the Python walk's page probe */
   PL_LK_EVENT,          /* PAGELOCK_LOG=debug: engine events, every one */
   PL_LK_CUPTI_SAMPLE,   /* GPU timing went to sampling, or could not resume */
   PL_LK_COUNT
@@ -521,9 +522,10 @@ static inline bool pl_stack_check_far(const pl_stack_check *k) {
  * there is no stack, PL_CHECK_NONE when it cannot be told (not yet known,
  * or not on the thread's own stack: a coroutine's, a signal stack). */
 uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp, pl_stack_check *check);
-/* A one-frame stack: just ra.  For the mmap family, which may be entered
- * by an allocator holding its own mutex: no unwinding, no lock, no
- * allocation (interning is lock-free).  0 when stacks are off. */
+/* A one-frame stack: just ra, with the calling thread's Python frames.
+ * For the mmap family, which may be entered by an allocator holding its
+ * own mutex: no unwinding, no lock, no allocation (interning is
+ * lock-free).  0 when stacks are off. */
 uint32_t pl_stack_capture_ra(const void *ra);
 /* At load: what finding the main thread's stack needs (its thread, the
  * stack limit). */

@@ -4,33 +4,44 @@
  * A Python program reaches a copy through the interpreter, so its native
  * stack names libtorch or ctypes, never the script line to change.  When
  * the process runs CPython 3.10-3.13 with the GIL, each captured stack
- * (stack.c) also carries the innermost Python frames outside the
- * frameworks (torch, numpy, cupy, numba, jax, the standard library) as
- * (code, line) pairs; the trace gets a PYCODE record per code object
- * (file, qualified name) and a PYSTACK record per stack
- * (docs/trace-format.md).
+ * (stack.c) also carries Python frames as (code, line) pairs:
+ *  - the innermost frames of the user's own code: code neither installed
+ *    (under site-packages/ or dist-packages/) nor the standard library's;
+ *  - before them, when the call was made below the user's code, the
+ *    library line that made it: the innermost frame of an installed
+ *    package other than the frameworks (accelerate's hook, Lightning's
+ *    move_data_to_device), else the innermost frame (torch's, the
+ *    standard library's);
+ *  - where no frame is the user's (a thread whose target is the foreign
+ *    function), the innermost frames as they are.
+ * The trace gets a PYCODE record per code object (file, qualified name)
+ * and a PYSTACK record per stack (docs/trace-format.md).
  *
  * The walk runs inside the copy and allocation hooks, on any thread, with
  * or without the GIL (PyTorch drops it inside tensor.to(), ctypes around
- * every foreign call).  So it:
+ * every foreign call), at any depth (a Lightning step is 40-80 Python
+ * frames deep, and the user's line lies below all of them).  So it:
  *  - reads only the calling thread's own frames, found through the
  *    thread's gilstate (PyGILState_GetThisThreadState: a
  *    pthread_getspecific, valid with the GIL released, unlike the
- *    "current" thread state, which is NULL then).  No other thread pushes
- *    or pops these frames, and every code object on them is kept alive by
- *    its frame;
- *  - takes no lock and allocates nothing: the code cache, the line memo
+ *    "current" thread state, which is NULL then, and while the interpreter
+ *    finalizes, when objects' __del__ still copy).  3.10 and 3.11 leave
+ *    the gilstate on the main interpreter's thread state while a thread
+ *    runs a subinterpreter: there, while several interpreters exist, the
+ *    thread state is the current one when this thread holds the GIL, else
+ *    the one of this thread's whose evaluation loop runs deepest on the C
+ *    stack (pl_py_thread_state).  No other thread pushes or pops these
+ *    frames, and every code object on them is kept alive by its frame;
+ *  - takes no lock and allocates nothing: the code table, the line memo
  *    and the page cache below are fixed static tables updated with atomics;
  *  - checks every address before reading it: it must lie on a page known
- *    readable (a cache of pages probed once with process_vm_readv on this
- *    very process, forgotten whenever the program unmaps anything), and
- *    what it points to must have the type it should (a code object's
- *    ob_type is &PyCode_Type, a name's &PyUnicode_Type...).  A frame that
- *    fails stops the walk; a frame being pushed while the hook runs (a
- *    signal handler) shows up as such a failure or as a cycle, never as a
- *    fault;
+ *    readable (below), and what it points to must have the type it should
+ *    (a code object's ob_type is &PyCode_Type, a name's
+ *    &PyUnicode_Type...).  A frame that fails stops the walk; a frame
+ *    being pushed while the hook runs (a signal handler) shows up as such
+ *    a failure or as a cycle, never as a fault;
  *  - stops after PL_PY_WALK frames and detects cycles (Brent);
- *  - resolves a code object (file, name, first line, library or not) once,
+ *  - resolves a code object (file, name, first line, whose it is) once,
  *    into a slot keyed by its address and re-validated on every use by
  *    its co_filename, co_name, co_linetable pointers and co_firstlineno,
  *    so a code object freed and another allocated at its address gets a
@@ -38,16 +49,33 @@
  *    into the slot: the trace's PYCODE record is written later, when the
  *    code object may be gone.  Lines are memoised per (code, offset).
  *
- * Cost: tests/bench/bench_pystack.c (docs/benchmarks.md).  Free-threaded
- * builds, other versions and a process_vm_readv the kernel refuses turn
- * the walk off; the trace then says why in one NOTE. */
+ * Pages known readable: a cache of pages probed once each, forgotten
+ * whenever the program unmaps anything.  The probe is a system call that
+ * reads 8 bytes of the page inside the kernel, where an unreadable page
+ * fails (EFAULT) instead of faulting: rt_sigprocmask with an invalid
+ * `how`, which copies the new mask in before it looks at `how`, then
+ * changes nothing (EINVAL).  Not process_vm_readv, which could do the
+ * same: seccomp profiles refuse it (Docker's default, without
+ * CAP_SYS_PTRACE) or kill the process on it, while no libc program runs
+ * without rt_sigprocmask.  Reading directly under a fault handler would
+ * take the program's SIGSEGV; a write(2) from the page, a descriptor of
+ * the shim's in the program's table.  The probe proves itself once at
+ * start (a PROT_NONE page must fail, a stack page pass: an emulator that
+ * checks `how` first fails that); any other answer later (a seccomp
+ * filter's errno) turns the walk off.
+ *
+ * Cost: tests/bench/bench_pystack.c (docs/benchmarks.md).
+ * PAGELOCK_PYTHON=0, free-threaded builds, other versions and a probe
+ * that does not work turn the walk off; the trace then says why in one
+ * NOTE. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "pl_internal.h"
@@ -57,13 +85,13 @@ enum { PL_PY_OFF = 0, PL_PY_ON, PL_PY_UNSUPPORTED };
 
 static int pl_py_state;
 static pl_py_layout pl_py_L;
-static char pl_py_why[200]; /* the NOTE when not PL_PY_ON */
+static char pl_py_why[240]; /* the NOTE when not PL_PY_ON */
+static uint32_t pl_py_why_kind = PAGELOCK_NOTE_WARNING;
 static void *(*pl_py_tstate)(void);
-static int (*pl_py_is_init)(void);
 static uintptr_t pl_py_code_type, pl_py_str_type, pl_py_bytes_type, pl_py_frame_type;
-static pid_t pl_py_pid;
+static uintptr_t pl_py_runtime; /* &_PyRuntime, read on 3.10-3.11 only */
 
-#define PL_PY_WALK 128 /* frames looked at, user or not */
+#define PL_PY_WALK 1024 /* frames looked at, user or not */
 #define PL_PY_ADDR_MAX (1ull << 56)
 
 /* ---- pages known readable ------------------------------------------------- */
@@ -72,7 +100,7 @@ static pid_t pl_py_pid;
  * The generation moves on every unmap; the table is cleared every 2^18
  * moves, so a surviving key is never mistaken for one of a generation
  * 2^19 later. */
-#define PL_PY_PAGES 1024
+#define PL_PY_PAGES 4096
 static _Atomic uint64_t pl_py_pages[PL_PY_PAGES];
 static atomic_uint pl_py_gen;
 
@@ -83,6 +111,36 @@ void pl_py_unmapped(void) {
       atomic_store_explicit(&pl_py_pages[i], 0, memory_order_relaxed);
 }
 
+enum { PL_PROBE_READABLE, PL_PROBE_FAULT, PL_PROBE_REFUSED };
+
+/* Whether the 8 bytes at p can be read, asked of the kernel (see the top
+ * of the file); *err: the errno of a refusal. */
+static int pl_py_probe(uintptr_t p, int *err) {
+  int saved = errno;
+  long r = syscall(SYS_rt_sigprocmask, -1L, (void *)p, (void *)0, (long)sizeof(uint64_t));
+  int e = errno;
+  errno = saved;
+  *err = e;
+  if (r == -1 && e == EINVAL) return PL_PROBE_READABLE;
+  if (r == -1 && e == EFAULT) return PL_PROBE_FAULT;
+  return PL_PROBE_REFUSED;
+}
+
+/* The walk cannot go on (a refused probe): off for good, said in the
+ * trace (pl_py_note) and once on stderr. */
+static void pl_py_refused(int err) {
+  /* Not strerror: it may translate, and allocate, inside a hook. */
+  snprintf(pl_py_why, sizeof pl_py_why,
+           "Python frames are not recorded: the kernel refused the page probe (rt_sigprocmask: "
+           "%s%d); call and allocation sites show native frames only",
+           err == EPERM    ? "EPERM, errno "
+           : err == ENOSYS ? "ENOSYS, errno "
+                           : "errno ",
+           err);
+  __atomic_store_n(&pl_py_state, PL_PY_UNSUPPORTED, __ATOMIC_RELEASE);
+  pl_log(PL_LOG_WARN, PL_LK_PY_REFUSED, "%s", pl_py_why);
+}
+
 static bool pl_py_page_ok(uint64_t page) {
   uint64_t gen = atomic_load_explicit(&pl_py_gen, memory_order_acquire) & ((1u << 19) - 1);
   uint64_t key = page | (gen << 45);
@@ -91,26 +149,12 @@ static bool pl_py_page_ok(uint64_t page) {
     if (atomic_load_explicit(&pl_py_pages[(h + i) & (PL_PY_PAGES - 1)], memory_order_relaxed) ==
         key)
       return true;
-  /* One byte read through the kernel: fails (EFAULT) instead of faulting
-   * on a page that is not mapped or not readable. */
-  char b;
-  struct iovec l = {&b, 1}, r = {(void *)(uintptr_t)(page << 12), 1};
-  int saved = errno;
-  long n = syscall(SYS_process_vm_readv, (long)pl_py_pid, &l, 1L, &r, 1L, 0L);
-  if (n != 1) {
-    if (errno == ENOSYS || errno == EPERM) {
-      /* seccomp or an old kernel: no safe way to read; stop walking. */
-      /* Not strerror: it may translate, and allocate, inside a hook. */
-      snprintf(pl_py_why, sizeof pl_py_why,
-               "Python frames are not recorded: the kernel refused process_vm_readv (%s); "
-               "call and allocation sites show native frames only",
-               errno == ENOSYS ? "ENOSYS" : "EPERM");
-      __atomic_store_n(&pl_py_state, PL_PY_UNSUPPORTED, __ATOMIC_RELEASE);
-    }
-    errno = saved;
+  int err;
+  int r = pl_py_probe((uintptr_t)(page << 12), &err);
+  if (r != PL_PROBE_READABLE) {
+    if (r == PL_PROBE_REFUSED) pl_py_refused(err);
     return false;
   }
-  errno = saved;
   atomic_store_explicit(&pl_py_pages[(h + (page & 3)) & (PL_PY_PAGES - 1)], key,
                         memory_order_relaxed);
   return true;
@@ -148,23 +192,31 @@ static bool pl_py_is(uintptr_t o, uintptr_t type, size_t n) {
 
 /* ---- code objects ------------------------------------------------------- */
 
-/* Power of two; ids are index + 1.  Three quarters are used: 3,072 code
- * objects, which BSS pages hold only once touched (~380 bytes each). */
-#define PL_PY_CODES 4096
-enum { PL_CODE_EMPTY = 0, PL_CODE_BUSY, PL_CODE_READY };
+/* A code object's ids are the slots of a dense table, handed out in
+ * order, so memory grows with the code objects seen (~400 bytes each),
+ * and found through an index by address (twice as many entries, so
+ * probes stay short).  Id 0 is none. */
+#define PL_PY_CODES 16384
+#define PL_PY_INDEX (2 * PL_PY_CODES)
+
+/* Whose a code object is: the user's own, an installed package's, or a
+ * framework's or the standard library's (looked past even as the line
+ * that made a call, when an installed package's frame is nearer the
+ * user's). */
+enum { PL_PYK_USER = 0, PL_PYK_LIBRARY, PL_PYK_FRAMEWORK };
 
 typedef struct pl_py_code {
-  _Atomic uint32_t state;
   int32_t firstlineno;
-  uintptr_t addr, filename, name, linetable; /* the key, re-validated */
-  bool library;
+  uint8_t kind;
   bool emitted; /* its PYCODE record is in the trace (under the stack lock) */
+  uintptr_t addr, filename, name, linetable; /* the key, re-validated */
   char file[232];
   char func[120];
 } pl_py_code;
 
 static pl_py_code pl_py_codes[PL_PY_CODES];
-static atomic_uint pl_py_ncodes;
+static _Atomic uint16_t pl_py_index[PL_PY_INDEX];
+static atomic_uint pl_py_ncodes = 1; /* the next id (0 is none) */
 
 /* A compact str's characters as UTF-8 into out (cut to fit, at a
  * character boundary); "?" for anything else. */
@@ -203,10 +255,11 @@ static void pl_py_str(uintptr_t s, char *out, size_t cap) {
   out[o] = 0;
 }
 
-/* The frameworks and the standard library: frames the report looks past
- * to find the line the user wrote. */
-static bool pl_py_is_library(const char *f) {
-  if (strncmp(f, "<frozen ", 8) == 0) return true;
+/* Whose file f is (PL_PYK_*).  Installed: under site-packages/ or
+ * dist-packages/; the standard library: under lib/python3.N/ otherwise,
+ * or frozen. */
+static int pl_py_kind(const char *f) {
+  if (strncmp(f, "<frozen ", 8) == 0) return PL_PYK_FRAMEWORK;
   const char *sp = strstr(f, "/site-packages/");
   if (sp == NULL) sp = strstr(f, "/dist-packages/");
   if (sp != NULL) {
@@ -214,64 +267,71 @@ static bool pl_py_is_library(const char *f) {
      * 0.x); cuda: NVIDIA's cuda-python bindings, which it calls. */
     static const char *const pkgs[] = {"torch/", "numpy/",      "cupy/", "cupyx/", "cupy_backends/",
                                        "numba/", "numba_cuda/", "cuda/", "jax/",   "jaxlib/"};
-    const char *pkg = strchr(sp + 1, '/') + 1;
+    const char *pkg = sp + strlen("/site-packages/");
     for (size_t i = 0; i < sizeof pkgs / sizeof pkgs[0]; i++)
-      if (strncmp(pkg, pkgs[i], strlen(pkgs[i])) == 0) return true;
-    return false;
+      if (strncmp(pkg, pkgs[i], strlen(pkgs[i])) == 0) return PL_PYK_FRAMEWORK;
+    return PL_PYK_LIBRARY;
   }
-  /* .../lib/python3.N/..., outside site-packages: the standard library. */
-  return strstr(f, "/lib/python3") != NULL;
+  return strstr(f, "/lib/python3") != NULL ? PL_PYK_FRAMEWORK : PL_PYK_USER;
 }
 
 /* The id of code object co (validated as one), resolving it on first
  * sight; 0 when its names cannot be read or the table is full (logged
- * once): the frame is then kept as an unresolved one, not dropped, so the
- * report never names the caller's line for the callee's. */
+ * once): the frame is then kept as an unresolved one of the user's, not
+ * dropped, so the report never names the caller's line for the
+ * callee's. */
 static uint32_t pl_py_code_id(uintptr_t co) {
   const pl_py_layout *L = &pl_py_L;
   uintptr_t fn = pl_rdp(co + L->co_filename), nm = pl_rdp(co + L->co_name);
   uintptr_t lt = pl_rdp(co + L->co_linetable);
   int32_t first = pl_rd32(co + L->co_firstlineno);
   uint64_t h = (co >> 4) * 0x9E3779B97F4A7C15ull;
+  uint32_t mine = 0; /* the slot this call filled, not yet indexed */
   for (uint32_t i = 0; i < 64; i++) {
-    uint32_t idx = (uint32_t)((h >> 40) + i) & (PL_PY_CODES - 1);
-    pl_py_code *c = &pl_py_codes[idx];
-    uint32_t st = atomic_load_explicit(&c->state, memory_order_acquire);
-    if (st == PL_CODE_EMPTY) {
-      if (atomic_load_explicit(&pl_py_ncodes, memory_order_relaxed) >= PL_PY_CODES * 3 / 4) {
-        pl_log(PL_LOG_INFO, PL_LK_PY_CODES,
-               "too many distinct Python code objects; frames of later ones are shown unresolved");
-        return 0;
-      }
-      if (!pl_py_is(fn, pl_py_str_type, 8) || !pl_py_is(nm, pl_py_str_type, 8) ||
-          !pl_py_is(lt, pl_py_bytes_type, PL_PY_BYTES_SVAL))
-        return 0;
-      if (!atomic_compare_exchange_strong(&c->state, &st, PL_CODE_BUSY)) {
-        if (st != PL_CODE_READY) continue;
-      } else {
-        atomic_fetch_add_explicit(&pl_py_ncodes, 1, memory_order_relaxed);
+    _Atomic uint16_t *e = &pl_py_index[(uint32_t)((h >> 40) + i) & (PL_PY_INDEX - 1)];
+    uint16_t id = atomic_load_explicit(e, memory_order_acquire);
+    if (id == 0) {
+      if (mine == 0) {
+        if (!pl_py_is(fn, pl_py_str_type, 8) || !pl_py_is(nm, pl_py_str_type, 8) ||
+            !pl_py_is(lt, pl_py_bytes_type, PL_PY_BYTES_SVAL))
+          return 0;
+        /* Checked first, so the count stops near the bound. */
+        if (atomic_load_explicit(&pl_py_ncodes, memory_order_relaxed) >= PL_PY_CODES ||
+            (mine = atomic_fetch_add_explicit(&pl_py_ncodes, 1, memory_order_relaxed)) >=
+                PL_PY_CODES) {
+          pl_log(PL_LOG_WARN, PL_LK_PY_CODES,
+                 "too many distinct Python code objects; frames of later ones are shown "
+                 "unresolved");
+          return 0;
+        }
+        pl_py_code *c = &pl_py_codes[mine];
         c->addr = co, c->filename = fn, c->name = nm, c->linetable = lt, c->firstlineno = first;
         pl_py_str(fn, c->file, sizeof c->file);
         pl_py_str(nm, c->func, sizeof c->func);
-        c->library = pl_py_is_library(c->file);
+        c->kind = (uint8_t)pl_py_kind(c->file);
         c->emitted = false;
-        atomic_store_explicit(&c->state, PL_CODE_READY, memory_order_release);
-        return idx + 1;
       }
+      uint16_t expect = 0;
+      if (atomic_compare_exchange_strong_explicit(e, &expect, (uint16_t)mine, memory_order_acq_rel,
+                                                  memory_order_acquire))
+        return mine;
+      id = expect; /* another thread's, just indexed */
     }
-    if (st != PL_CODE_READY) continue;
+    const pl_py_code *c = &pl_py_codes[id];
     if (c->addr == co && c->filename == fn && c->name == nm && c->linetable == lt &&
         c->firstlineno == first)
-      return idx + 1;
+      return id; /* a slot this call filled meanwhile stays unused */
   }
-  return 0;
+  /* No free index entry near: the slot still names the frame. */
+  return mine;
 }
 
 /* ---- lines -------------------------------------------------------------- */
 
 /* (code id, byte offset) -> line, one word per entry so a reader never
- * sees half an update: id 13 bits | offset 25 bits | line 26 bits. */
-#define PL_PY_LINES 8192
+ * sees half an update: id 14 bits | offset 24 bits | line 26 bits. */
+#define PL_PY_LINES 16384
+_Static_assert(PL_PY_CODES <= (1 << 14), "a code id is 14 bits of a line memo entry");
 static _Atomic uint64_t pl_py_lines[PL_PY_LINES];
 
 static unsigned pl_py_varint(const uint8_t **p, const uint8_t *end) {
@@ -332,12 +392,12 @@ static int32_t pl_py_addr2line(const uint8_t *t, size_t n, int32_t first, int64_
 }
 
 static int32_t pl_py_line(uint32_t id, int64_t addrq) {
-  const pl_py_code *c = &pl_py_codes[id - 1];
-  bool memo = addrq >= 0 && addrq < (1 << 25);
-  uint64_t key = ((uint64_t)id << 51) | ((uint64_t)(memo ? addrq : 0) << 26);
+  const pl_py_code *c = &pl_py_codes[id];
+  bool memo = addrq >= 0 && addrq < (1 << 24);
+  uint64_t key = ((uint64_t)id << 50) | ((uint64_t)(memo ? addrq : 0) << 26);
   size_t slot =
       (size_t)(((uint64_t)id * 0x9E3779B97F4A7C15ull ^ (uint64_t)addrq * 0xBF58476D1CE4E5B9ull) >>
-               51);
+               50);
   if (memo) {
     uint64_t e = atomic_load_explicit(&pl_py_lines[slot], memory_order_relaxed);
     if ((e & ~((1ull << 26) - 1)) == key) return (int32_t)(e & ((1ull << 26) - 1));
@@ -357,20 +417,81 @@ static int32_t pl_py_line(uint32_t id, int64_t addrq) {
 
 bool pl_py_walking(void) { return __atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) == PL_PY_ON; }
 
+/* 3.10-3.11, while several interpreters exist: the thread state this
+ * thread's innermost Python code runs in (see the top of the file); ts,
+ * its gilstate's, otherwise. */
+static uintptr_t pl_py_thread_state(uintptr_t ts) {
+  const pl_py_layout *L = &pl_py_L;
+  uintptr_t rt = pl_py_runtime;
+  if (rt == 0 || !pl_py_readable(rt + L->rt_interp_head, 8)) return ts;
+  uintptr_t head = pl_rdp(rt + L->rt_interp_head);
+  if (head == 0 || (head & 7) || !pl_py_readable(head + L->is_next, 8) ||
+      pl_rdp(head + L->is_next) == 0)
+    return ts; /* one interpreter: the gilstate's is the one */
+  uintptr_t self = (uintptr_t)pthread_self();
+  size_t span = (size_t)(L->ts_thread_id > L->ts_cframe ? L->ts_thread_id : L->ts_cframe) + 8;
+  if (L->ts_next + 8u > span) span = (size_t)L->ts_next + 8;
+  /* Holding the GIL, this thread's is the current one. */
+  if (pl_py_readable(rt + L->rt_tstate_current, 8)) {
+    uintptr_t cur = pl_rdp(rt + L->rt_tstate_current);
+    if (cur != 0 && !(cur & 7) && pl_py_readable(cur, span) &&
+        pl_rdp(cur + L->ts_thread_id) == self)
+      return cur;
+  }
+  /* Released: of this thread's thread states, the one whose evaluation
+   * loop's _PyCFrame lies nearest above this frame on the C stack.  One
+   * that runs no loop points into itself (its root_cframe). */
+  uintptr_t sp = (uintptr_t)__builtin_frame_address(0), best = ts, best_cf = UINTPTR_MAX;
+  unsigned budget = 4096; /* thread states looked at, in case a list is torn */
+  for (uintptr_t is = head; is != 0 && budget; budget--) {
+    if ((is & 7) ||
+        !pl_py_readable(is, (size_t)(L->is_threads > L->is_next ? L->is_threads : L->is_next) + 8))
+      break;
+    for (uintptr_t t = pl_rdp(is + L->is_threads); t != 0 && budget; budget--) {
+      if ((t & 7) || !pl_py_readable(t, span)) break;
+      uintptr_t cf = pl_rdp(t + L->ts_cframe);
+      if (pl_rdp(t + L->ts_thread_id) == self && !(cf >= t && cf - t < 4096) && cf > sp &&
+          cf - sp < (1ull << 30) && cf < best_cf)
+        best = t, best_cf = cf;
+      t = pl_rdp(t + L->ts_next);
+    }
+    is = pl_rdp(is + L->is_next);
+  }
+  return best;
+}
+
+/* One frame met by the walk: its code's id and byte offset. */
+typedef struct pl_py_at {
+  uint32_t id;
+  int64_t addrq;
+} pl_py_at;
+
+static pagelock_py_frame pl_py_frame_of(pl_py_at a) {
+  pagelock_py_frame f = {a.id, a.id ? (uint32_t)pl_py_line(a.id, a.addrq) : 0};
+  return f;
+}
+
 bool pl_py_capture(pl_pystack *out) {
   out->depth = 0;
   out->flags = 0;
-  if (__atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) != PL_PY_ON || !pl_py_is_init()) return false;
+  if (__atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) != PL_PY_ON) return false;
   const pl_py_layout *L = &pl_py_L;
+  /* NULL before the interpreter starts and once it is gone; valid while
+   * it finalizes. */
   uintptr_t ts = (uintptr_t)pl_py_tstate();
-  if (ts == 0 || !pl_py_readable(ts + L->ts_frame, 8)) return false;
+  if (ts == 0) return false;
+  if (L->rt_interp_head != PL_PY_NONE) ts = pl_py_thread_state(ts);
+  if (!pl_py_readable(ts + L->ts_frame, 8)) return false;
   uintptr_t fr = pl_rdp(ts + L->ts_frame);
   if (L->ts_cframe_frame != PL_PY_NONE) {
     if (fr == 0 || !pl_py_readable(fr + L->ts_cframe_frame, 8)) return false;
     fr = pl_rdp(fr + L->ts_cframe_frame);
   }
-  pagelock_py_frame lib[PL_PY_FRAMES];
-  unsigned nlib = 0;
+  /* The user's frames; the others' met before the first of them (the
+   * innermost first), and of those the innermost installed package's. */
+  pl_py_at user[PL_PY_FRAMES], lib[PL_PY_FRAMES], caller = {0, -1};
+  unsigned nuser = 0, nlib = 0;
+  bool have_caller = false, more = false;
   uintptr_t tortoise = fr;
   unsigned power = 1, lam = 1;
   size_t code_span =
@@ -392,8 +513,13 @@ bool pl_py_capture(pl_pystack *out) {
       uint8_t owner = *(const uint8_t *)(fr + L->fr_owner);
       if (owner > L->owner_max) break;
       if (owner == L->owner_cstack) co = 0; /* an entry frame: no code of its own */
-      if (co != 0 && pl_py_is(co, pl_py_code_type, code_span) &&
-          pl_py_readable(co + L->co_code_adaptive, 1)) {
+    }
+    /* A code object that cannot be read stops the walk: passing its frame
+     * by would name the caller's line for this one's. */
+    if (co != 0 && ((co & 7) || !pl_py_readable(co, code_span))) break;
+    if (co != 0 && pl_rdp(co + PL_PY_OB_TYPE) != pl_py_code_type) co = 0; /* not code */
+    if (L->minor != 10) {
+      if (co != 0 && pl_py_readable(co + L->co_code_adaptive, 1)) {
         /* The instruction being executed (3.13 instr_ptr) or last started
          * (3.11-3.12 prev_instr), as a byte offset into the code. */
         uintptr_t ip = pl_rdp(fr + L->fr_instr), base = co + L->co_code_adaptive;
@@ -402,17 +528,21 @@ bool pl_py_capture(pl_pystack *out) {
           addrq = (int64_t)(ip - base);
       }
     }
-    if (co != 0 && pl_py_is(co, pl_py_code_type, code_span)) {
+    if (co != 0) {
       uint32_t id = pl_py_code_id(co);
-      /* Code 0: a frame whose code could not be resolved, user or not. */
-      pagelock_py_frame f = {id, id ? (uint32_t)pl_py_line(id, addrq) : 0};
-      if (id != 0 && pl_py_codes[id - 1].library) {
-        if (nlib < PL_PY_FRAMES) lib[nlib++] = f;
-      } else if (out->depth < PL_PY_FRAMES) {
-        out->f[out->depth++] = f;
-      } else {
-        out->flags |= PAGELOCK_PY_TRUNCATED;
-        break;
+      /* Code 0: a frame whose code could not be resolved, counted as the
+       * user's. */
+      int kind = id ? pl_py_codes[id].kind : PL_PYK_USER;
+      pl_py_at a = {id, addrq};
+      if (kind == PL_PYK_USER) {
+        if (nuser == PL_PY_FRAMES) {
+          more = true;
+          break;
+        }
+        user[nuser++] = a;
+      } else if (nuser == 0) {
+        if (nlib < PL_PY_FRAMES) lib[nlib++] = a;
+        if (!have_caller && kind == PL_PYK_LIBRARY) caller = a, have_caller = true;
       }
     }
     fr = prev;
@@ -424,12 +554,25 @@ bool pl_py_capture(pl_pystack *out) {
     }
     lam++;
   }
-  if (out->depth == 0 && nlib) {
-    memcpy(out->f, lib, nlib * sizeof lib[0]);
-    out->depth = (uint16_t)nlib;
-    out->flags |= PAGELOCK_PY_LIBRARY;
+  /* A probe refused during this walk: nothing read is to be trusted. */
+  if (__atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) != PL_PY_ON) return false;
+  unsigned d = 0;
+  if (nuser) {
+    /* The line that made the call, when it is not the user's: no
+     * installed package's frame met, the innermost (a framework's). */
+    if (!have_caller && nlib) caller = lib[0], have_caller = true;
+    if (have_caller) {
+      out->f[d++] = pl_py_frame_of(caller);
+      out->flags |= PAGELOCK_PY_CALLER;
+    }
+    for (unsigned i = 0; i < nuser && d < PL_PY_FRAMES; i++) out->f[d++] = pl_py_frame_of(user[i]);
+    if (more || d - (have_caller ? 1u : 0u) < nuser) out->flags |= PAGELOCK_PY_TRUNCATED;
+  } else {
+    for (unsigned i = 0; i < nlib; i++) out->f[d++] = pl_py_frame_of(lib[i]);
+    if (d) out->flags |= PAGELOCK_PY_LIBRARY;
   }
-  return out->depth > 0;
+  out->depth = (uint16_t)d;
+  return d > 0;
 }
 
 uint64_t pl_py_hash(const pl_pystack *s) {
@@ -450,15 +593,15 @@ static bool pl_py_note_written; /* under the stack lock */
 void pl_py_note(void) {
   if (pl_py_note_written || __atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) != PL_PY_UNSUPPORTED)
     return;
-  pl_trace_note(PAGELOCK_NOTE_WARNING, pl_py_why);
+  pl_trace_note(pl_py_why_kind, pl_py_why);
   pl_py_note_written = true;
 }
 
 void pl_py_emit(uint32_t stack_id, const pl_pystack *s) {
   for (unsigned i = 0; i < s->depth; i++) {
     uint32_t id = s->f[i].code;
-    if (id == 0 || id > PL_PY_CODES) continue;
-    pl_py_code *c = &pl_py_codes[id - 1];
+    if (id == 0 || id >= PL_PY_CODES) continue;
+    pl_py_code *c = &pl_py_codes[id];
     if (c->emitted) continue;
     struct {
       pagelock_rec_pycode r;
@@ -472,7 +615,7 @@ void pl_py_emit(uint32_t stack_id, const pl_pystack *s) {
     rec.r.h.size = (uint32_t)((sizeof rec.r + nf + nn + 7) & ~(size_t)7);
     rec.r.id = id;
     rec.r.firstlineno = c->firstlineno > 0 ? (uint32_t)c->firstlineno : 0;
-    rec.r.flags = c->library ? PAGELOCK_PYCODE_LIBRARY : 0;
+    rec.r.flags = c->kind != PL_PYK_USER ? PAGELOCK_PYCODE_LIBRARY : 0;
     pl_trace_write(&rec, rec.r.h.size);
     c->emitted = true;
   }
@@ -491,9 +634,10 @@ void pl_py_emit(uint32_t stack_id, const pl_pystack *s) {
 }
 
 void pl_py_reset(void) {
-  pl_py_pid = (pid_t)syscall(SYS_getpid);
   pl_py_note_written = false;
-  for (size_t i = 0; i < PL_PY_CODES; i++) pl_py_codes[i].emitted = false;
+  /* Only the slots handed out: the rest of the table stays untouched. */
+  unsigned n = atomic_load(&pl_py_ncodes);
+  for (unsigned i = 1; i < n && i < PL_PY_CODES; i++) pl_py_codes[i].emitted = false;
 }
 
 /* ---- finding the interpreter -------------------------------------------- */
@@ -503,11 +647,36 @@ static void pl_py_unsupported(const char *fmt, unsigned minor, const char *extra
   pl_py_state = PL_PY_UNSUPPORTED;
 }
 
+/* Whether pl_py_probe tells a readable page from an unreadable one here;
+ * its errno in *err when it was refused. */
+static bool pl_py_probe_works(int *err) {
+  uint64_t local = 0;
+  *err = 0;
+  /* Raw system calls: the shim's own mmap hook has no business here. */
+  long m =
+      syscall(SYS_mmap, NULL, 4096L, (long)PROT_NONE, (long)(MAP_PRIVATE | MAP_ANONYMOUS), -1L, 0L);
+  if (m == -1) return false;
+  int a = pl_py_probe((uintptr_t)&local, err);
+  int e = 0;
+  int b = a == PL_PROBE_READABLE ? pl_py_probe((uintptr_t)m, &e) : PL_PROBE_REFUSED;
+  syscall(SYS_munmap, m, 4096L);
+  if (a == PL_PROBE_REFUSED) return false;
+  if (b == PL_PROBE_REFUSED && e != EINVAL) *err = e;
+  return a == PL_PROBE_READABLE && b == PL_PROBE_FAULT;
+}
+
 void pl_py_init(void) {
-  pl_py_pid = (pid_t)syscall(SYS_getpid);
   pl_py_tstate = (void *(*)(void))pl_real_dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
   if (pl_py_tstate == NULL) return; /* no Python in this process (yet) */
-  pl_py_is_init = (int (*)(void))pl_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+  if (pl_opt_long(PL_OPT_PYTHON) % 2 == 0) {
+    snprintf(pl_py_why, sizeof pl_py_why,
+             "Python frames are not recorded: PAGELOCK_PYTHON is off; call and allocation sites "
+             "show native frames only");
+    pl_py_why_kind = PAGELOCK_NOTE_INFO;
+    pl_py_state = PL_PY_UNSUPPORTED;
+    return;
+  }
+  void *is_init = pl_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
   pl_py_code_type = (uintptr_t)pl_real_dlsym(RTLD_DEFAULT, "PyCode_Type");
   pl_py_str_type = (uintptr_t)pl_real_dlsym(RTLD_DEFAULT, "PyUnicode_Type");
   pl_py_bytes_type = (uintptr_t)pl_real_dlsym(RTLD_DEFAULT, "PyBytes_Type");
@@ -525,7 +694,7 @@ void pl_py_init(void) {
   const char *fmt_new =
       "Python frames are not recorded: Python 3.%u%s is not one pagelock reads "
       "(CPython 3.10-3.13 with the GIL); call and allocation sites show native frames only";
-  if (major != 3 || pl_py_is_init == NULL || pl_py_code_type == 0 || pl_py_str_type == 0 ||
+  if (major != 3 || is_init == NULL || pl_py_code_type == 0 || pl_py_str_type == 0 ||
       pl_py_bytes_type == 0 || (minor == 10 && pl_py_frame_type == 0)) {
     pl_py_unsupported(
         fmt_new, minor,
@@ -562,8 +731,22 @@ void pl_py_init(void) {
     pl_py_L = l;
   } else if (minor >= 10) {
     pl_py_L = pl_py_layouts[minor - 10];
+    pl_py_runtime = (uintptr_t)pl_real_dlsym(RTLD_DEFAULT, "_PyRuntime");
   } else {
     pl_py_unsupported(fmt_new, minor, "");
+    return;
+  }
+  int err;
+  if (!pl_py_probe_works(&err)) {
+    if (err != 0 && err != EINVAL && err != EFAULT) {
+      pl_py_refused(err);
+    } else {
+      snprintf(pl_py_why, sizeof pl_py_why,
+               "Python frames are not recorded: this kernel's rt_sigprocmask does not tell "
+               "readable memory from unreadable (an emulator?); call and allocation sites show "
+               "native frames only");
+      pl_py_state = PL_PY_UNSUPPORTED;
+    }
     return;
   }
   pl_py_state = PL_PY_ON;

@@ -43,6 +43,12 @@ typedef struct pl_py_layout {
    * which has no code of its own; 0xff none. */
   uint8_t owner_cstack;
   uint8_t owner_max; /* larger owner values mean a bad read */
+  /* 3.10-3.11 only, to find a subinterpreter's thread state (pystack.c):
+   * _PyRuntime.interpreters.head and .gilstate.tstate_current;
+   * PyInterpreterState next and its first thread state; PyThreadState
+   * next, thread_id and cframe (the _PyCFrame on the C stack of the
+   * evaluation loop running in it). */
+  uint16_t rt_interp_head, rt_tstate_current, is_next, is_threads, ts_next, ts_thread_id, ts_cframe;
 } pl_py_layout;
 
 /* Fields every version shares: PyObject.ob_type, PyVarObject.ob_size (a
@@ -56,12 +62,17 @@ typedef struct pl_py_layout {
 #define PL_PY_STR_STATE 32
 
 static const pl_py_layout pl_py_layouts[] = {
-    {10, 24, PL_PY_NONE, 24, 32, 96, PL_PY_NONE, 104, 112, 40, 120, PL_PY_NONE, 48, 72, 0xff, 0},
-    {11, 56, 8, 48, 32, 56, 69, 112, 128, 72, 136, 184, 48, 72, 0xff, 2},
-    {12, 56, 0, 8, 0, 56, 70, 112, 128, 68, 136, 192, 40, 56, 3, 3},
+#define PL_PY_NO_SUBS \
+  PL_PY_NONE, PL_PY_NONE, PL_PY_NONE, PL_PY_NONE, PL_PY_NONE, PL_PY_NONE, PL_PY_NONE
+    {10, 24, PL_PY_NONE, 24, 32, 96,  PL_PY_NONE, 104, 112, 40,  120, PL_PY_NONE,
+     48, 72, 0xff,       0,  32, 568, 0,          8,   8,   176, 48},
+    {11, 56, 8,    48, 32, 56,  69, 112, 128, 72,  136, 184,
+     48, 72, 0xff, 2,  40, 576, 0,  16,  8,   152, 56},
+    {12, 56, 0, 8, 0, 56, 70, 112, 128, 68, 136, 192, 40, 56, 3, 3, PL_PY_NO_SUBS},
     /* Checked against the headers, used only where _Py_DebugOffsets is
      * not what pystack.c expects it to be (never, so far). */
-    {13, 72, PL_PY_NONE, 8, 0, 56, 70, 112, 128, 68, 136, 200, 40, 56, 3, 3},
+    {13, 72, PL_PY_NONE, 8, 0, 56, 70, 112, 128, 68, 136, 200, 40, 56, 3, 3, PL_PY_NO_SUBS},
+#undef PL_PY_NO_SUBS
 };
 
 /* The start of 3.13's _Py_DebugOffsets, as far as pystack.c reads it

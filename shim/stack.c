@@ -27,17 +27,19 @@
 
 #include "pl_internal.h"
 
-#define PL_STACK_SLOTS 4096 /* power of two */
-
-/* A slot is claimed by one thread (EMPTY -> BUSY), filled, then published
- * (READY, release).  A prober that meets a BUSY slot passes it by instead
- * of waiting: at worst the same stack gets two ids, which the report merges
- * (it keys its rows by the frame it shows).  DEAD: claimed when the table
- * had no id left. */
-enum { PL_SLOT_EMPTY = 0, PL_SLOT_BUSY, PL_SLOT_READY, PL_SLOT_DEAD };
+/* A stack's id is its slot in a dense table, handed out in order and
+ * filled before it is published (ready, release), so memory grows with
+ * the stacks seen (~260 bytes each), not with the table: a Python program
+ * has a stack per line that allocates, thousands before its first copy.
+ * An index by hash (twice as many entries, so probes stay short) finds
+ * them.  Two threads interning one new stack at once may each fill a
+ * slot; one is indexed, the other id still names the stack (the report
+ * merges the two: it keys its rows by the frame it shows). */
+#define PL_STACK_SLOTS 32768 /* ids 1..PL_STACK_SLOTS-1 */
+#define PL_STACK_INDEX (2 * PL_STACK_SLOTS)
 
 typedef struct pl_stack_slot {
-  _Atomic uint32_t state;
+  _Atomic uint32_t ready;
   uint32_t id, depth;
   uint64_t hash;
   bool emitted; /* its STACK record is in the trace (under pl_emit_lock) */
@@ -49,9 +51,9 @@ typedef struct pl_stack_slot {
   pl_pystack py; /* the Python frames of the call, depth 0 none */
 } pl_stack_slot;
 
-static pl_stack_slot pl_stacks[PL_STACK_SLOTS];
-static pl_stack_slot *pl_stack_by_id[PL_STACK_SLOTS]; /* id -> slot */
-static atomic_uint pl_stack_count;
+static pl_stack_slot pl_stacks[PL_STACK_SLOTS];         /* by id */
+static _Atomic uint32_t pl_stack_index[PL_STACK_INDEX]; /* ids, 0 empty */
+static atomic_uint pl_stack_count = 1;                  /* the next id */
 /* Orders STACK records (and the note below) before any record naming
  * them; held across pl_trace_write, so never taken inside an allocation
  * hook (pl_stack_emit runs on the copy path and at exit only). */
@@ -342,44 +344,49 @@ static bool pl_py_same(const pl_pystack *a, const pl_pystack *b) {
 static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py, const uint16_t *w,
                                 const pl_stack_slot **slot) {
   uint64_t h = pl_hash_frames(f, n) ^ pl_py_hash(py);
-  for (uint32_t i = 0; i < PL_STACK_SLOTS; i++) {
-    pl_stack_slot *s = &pl_stacks[(h + i) & (PL_STACK_SLOTS - 1)];
-    uint32_t st = atomic_load_explicit(&s->state, memory_order_acquire);
-    if (st == PL_SLOT_EMPTY) {
-      /* Keep a quarter free so probes stay short. */
-      if (atomic_load_explicit(&pl_stack_count, memory_order_relaxed) >= PL_STACK_SLOTS * 3 / 4)
-        break;
-      if (!atomic_compare_exchange_strong(&s->state, &st, PL_SLOT_BUSY)) {
-        if (st != PL_SLOT_READY) continue; /* another thread's, not ready yet */
-      } else {
-        uint32_t id = atomic_fetch_add(&pl_stack_count, 1) + 1;
-        if (id > PL_STACK_SLOTS * 3 / 4) {
-          atomic_store_explicit(&s->state, PL_SLOT_DEAD, memory_order_release);
+  uint32_t mine = 0; /* the slot this call filled, not yet indexed */
+  for (uint32_t i = 0; i < 4096; i++) {
+    _Atomic uint32_t *e = &pl_stack_index[(h + i) & (PL_STACK_INDEX - 1)];
+    uint32_t id = atomic_load_explicit(e, memory_order_acquire);
+    if (id == 0) {
+      if (mine == 0) {
+        /* Checked first, so the count stops near the bound. */
+        if (atomic_load_explicit(&pl_stack_count, memory_order_relaxed) >= PL_STACK_SLOTS ||
+            (mine = atomic_fetch_add(&pl_stack_count, 1)) >= PL_STACK_SLOTS)
           break;
-        }
+        pl_stack_slot *s = &pl_stacks[mine];
         s->hash = h;
         s->depth = (uint32_t)n;
         memcpy(s->frames, f, sizeof(void *) * (size_t)n);
         memset(s->at, 0, sizeof s->at);
         if (w) memcpy(s->at, w, sizeof(uint16_t) * (size_t)n);
         s->py = *py;
-        s->id = id;
+        s->id = mine;
         s->emitted = false;
-        atomic_store_explicit(&s->state, PL_SLOT_READY, memory_order_release);
-        __atomic_store_n(&pl_stack_by_id[id], s, __ATOMIC_RELEASE);
-        *slot = s;
-        return id;
+        atomic_store_explicit(&s->ready, 1, memory_order_release);
       }
+      uint32_t expect = 0;
+      if (atomic_compare_exchange_strong_explicit(e, &expect, mine, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+        *slot = &pl_stacks[mine];
+        return mine;
+      }
+      id = expect; /* another thread's, just indexed */
     }
-    if (st != PL_SLOT_READY) continue;
+    const pl_stack_slot *s = &pl_stacks[id];
     if (s->hash == h && s->depth == (uint32_t)n &&
         memcmp(s->frames, f, sizeof(void *) * (size_t)n) == 0 && pl_py_same(&s->py, py)) {
       *slot = s;
-      return s->id;
+      return id; /* a slot this call filled meanwhile stays unused */
     }
   }
-  pl_log(PL_LOG_INFO, PL_LK_STACK_TABLE_FULL,
-         "too many distinct call stacks; later ones are not recorded");
+  if (mine != 0 && mine < PL_STACK_SLOTS) {
+    *slot = &pl_stacks[mine]; /* not indexed, still this stack's */
+    return mine;
+  }
+  pl_log(PL_LOG_WARN, PL_LK_STACK_TABLE_FULL,
+         "too many distinct call stacks (%u); later copies and allocations have no call site",
+         (unsigned)PL_STACK_SLOTS - 1);
   return 0;
 }
 
@@ -456,20 +463,24 @@ uint32_t pl_stack_capture(int skip) {
 
 uint32_t pl_stack_capture_ra(const void *ra) {
   if (ra == NULL || pl_opt_long(PL_OPT_BACKTRACE_DEPTH) <= 0) return 0;
+  /* The Python frames too (a DataLoader batch's shared memory is mapped
+   * below the loop's line): the walk only reads, allocates nothing and
+   * takes no lock, so an allocator in the middle of its bookkeeping
+   * (pymalloc's arenas among them) is no matter to it. */
+  pl_pystack py;
+  pl_py_capture(&py);
+  uint64_t ph = pl_py_hash(&py);
   /* sp 1 is never a stack address: no full stack shares these entries. */
   uintptr_t r = (uintptr_t)ra;
-  pl_stack_memo *m = &pl_memo[pl_memo_index(r, 1)];
-  if (m->s != NULL && m->ra == r && m->sp == 1) return m->s->id;
+  pl_stack_memo *m = &pl_memo[pl_memo_index(r, 1 ^ ph)];
+  if (m->s != NULL && m->ra == r && m->sp == 1 && m->py == ph) return m->s->id;
   void *f = (void *)ra;
-  /* No Python frames: the mmap family may be entered by an allocator in
-   * the middle of its own bookkeeping (pymalloc's arenas among them). */
-  static const pl_pystack none;
   const pl_stack_slot *s = NULL;
-  uint32_t id = pl_stack_intern(&f, 1, &none, NULL, &s);
+  uint32_t id = pl_stack_intern(&f, 1, &py, NULL, &s);
   if (id != 0) {
     m->ra = r;
     m->sp = 1;
-    m->py = 0;
+    m->py = ph;
     m->s = s;
   }
   return id;
@@ -496,8 +507,10 @@ void pl_stack_note(uint32_t kind, const char *text) {
 void pl_stack_emit(uint32_t id) {
   if (id == 0 || id >= PL_STACK_SLOTS) return;
   /* Almost always already written: decide that without the lock. */
-  pl_stack_slot *s = __atomic_load_n(&pl_stack_by_id[id], __ATOMIC_ACQUIRE);
-  if (s == NULL || __atomic_load_n(&s->emitted, __ATOMIC_ACQUIRE)) return;
+  pl_stack_slot *s = &pl_stacks[id];
+  if (!atomic_load_explicit(&s->ready, memory_order_acquire) ||
+      __atomic_load_n(&s->emitted, __ATOMIC_ACQUIRE))
+    return;
   pthread_mutex_lock(&pl_emit_lock);
   if (!s->emitted) {
     pl_py_note();
@@ -534,10 +547,10 @@ void pl_stack_write_symbols(void) {
   static uintptr_t addrs[PL_STACK_SLOTS * PAGELOCK_MAX_FRAMES];
   size_t n = 0;
   pthread_mutex_lock(&pl_emit_lock);
-  for (uint32_t i = 0; i < PL_STACK_SLOTS; i++) {
+  uint32_t ids = atomic_load(&pl_stack_count);
+  for (uint32_t i = 1; i < ids && i < PL_STACK_SLOTS; i++) {
     pl_stack_slot *s = &pl_stacks[i];
-    if (atomic_load_explicit(&s->state, memory_order_acquire) != PL_SLOT_READY || !s->emitted)
-      continue;
+    if (!atomic_load_explicit(&s->ready, memory_order_acquire) || !s->emitted) continue;
     for (uint32_t k = 0; k < s->depth; k++) addrs[n++] = (uintptr_t)s->frames[k];
   }
   pthread_mutex_unlock(&pl_emit_lock);
@@ -563,7 +576,9 @@ void pl_stack_reset(void) {
    * same code) but writes a new trace, so every record is due again. */
   pthread_mutex_init(&pl_emit_lock, NULL);
   pl_note_written = false;
-  for (uint32_t i = 0; i < PL_STACK_SLOTS; i++) pl_stacks[i].emitted = false;
+  /* Only the slots handed out: the rest of the table stays untouched. */
+  uint32_t ids = atomic_load(&pl_stack_count);
+  for (uint32_t i = 1; i < ids && i < PL_STACK_SLOTS; i++) pl_stacks[i].emitted = false;
   pl_py_reset();
 }
 

@@ -215,16 +215,20 @@ typedef struct pagelock_py_frame {
 } pagelock_py_frame;
 
 enum pagelock_py_flags {
-  PAGELOCK_PY_LIBRARY = 1u << 0,   /* no frame outside the frameworks and the
-                                      standard library: these are theirs */
+  PAGELOCK_PY_LIBRARY = 1u << 0,   /* no frame of the user's own code: these
+                                      are the libraries' */
   PAGELOCK_PY_TRUNCATED = 1u << 1, /* more user frames than depth */
+  PAGELOCK_PY_CALLER = 1u << 2,    /* frames[0] is a library's line that made
+                                      the call, the user's frames follow */
 };
 
 /* The Python frames of the thread that made STACK `stack_id`'s call (a
- * copy or an allocation): the innermost frames outside the frameworks
- * (torch, numpy, cupy, numba, jax) and the standard library, innermost
- * first.  Follows that STACK record; a stack without one had no Python
- * frames (or the process runs no Python pagelock reads). */
+ * copy or an allocation): the innermost frames of the user's own code
+ * (not installed under site-packages or dist-packages, not the standard
+ * library), innermost first, after the library line that made the call
+ * when that was not the user's (PAGELOCK_PY_CALLER).  Follows that STACK
+ * record; a stack without one had no Python frames (or the process runs
+ * no Python pagelock reads). */
 typedef struct pagelock_rec_pystack {
   pagelock_rec_hdr h;
   uint32_t stack_id;
@@ -235,7 +239,8 @@ typedef struct pagelock_rec_pystack {
 #define PAGELOCK_MAX_PY_FRAMES 8
 
 enum pagelock_pycode_flags {
-  PAGELOCK_PYCODE_LIBRARY = 1u << 0, /* a framework's or the standard library's */
+  PAGELOCK_PYCODE_LIBRARY = 1u << 0, /* installed (site-packages, dist-packages) or
+                                        the standard library's */
 };
 
 /* One Python code object (a function, a module body, a generator...). */

@@ -142,11 +142,16 @@ static void plr_site_gpu_merge(plr_site_gpu *a, const plr_site_gpu *b) {
 /* The interned innermost Python line of a row, NULL none. */
 static const plr_pyloc *plr_row_line(const plr_row *r) { return r->py ? r->py->f[0] : NULL; }
 
-/* qsort order of rows by Python line, then chosen frame address, for
- * merging. */
+/* The interned library line that made a row's calls, NULL none. */
+static const plr_pyloc *plr_row_lib(const plr_row *r) { return r->py ? r->py->lib : NULL; }
+
+/* qsort order of rows by Python line, library line, then chosen frame
+ * address, for merging. */
 static int plr_cmp_addr(const void *a, const void *b) {
   const plr_row *x = a, *y = b;
   uintptr_t lx = (uintptr_t)plr_row_line(x), ly = (uintptr_t)plr_row_line(y);
+  if (lx != ly) return lx < ly ? -1 : 1;
+  lx = (uintptr_t)plr_row_lib(x), ly = (uintptr_t)plr_row_lib(y);
   if (lx != ly) return lx < ly ? -1 : 1;
   return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
@@ -240,7 +245,8 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym, plr_site_kind
   qsort(v, n, sizeof *v, plr_cmp_addr);
   size_t m = 0;
   for (i = 0; i < n; i++) {
-    if (m && v[m - 1].addr == v[i].addr && plr_row_line(&v[m - 1]) == plr_row_line(&v[i])) {
+    if (m && v[m - 1].addr == v[i].addr && plr_row_line(&v[m - 1]) == plr_row_line(&v[i]) &&
+        plr_row_lib(&v[m - 1]) == plr_row_lib(&v[i])) {
       plr_row *r = &v[m - 1];
       plr_bucket_add(&r->b, &v[i].b);
       r->dirs |= v[i].dirs;
@@ -347,8 +353,10 @@ void plr_row_site_format(const plr_row *r, char *buf, size_t len) {
     plr_site_format(r->frame, r->addr, buf, len);
     return;
   }
-  char py[512], native[512];
+  char py[512], lib[512] = "", native[512];
   plr_pyloc_format(r->py->f[0], py, sizeof py);
+  if (r->py->lib) plr_pyloc_format_lib(r->py->lib, lib, sizeof lib);
   plr_site_format(r->frame, r->addr, native, sizeof native);
-  snprintf(buf, len, "%s (native: %s)", py, native);
+  snprintf(buf, len, "%s (%s%s%snative: %s)", py, lib[0] ? "via " : "", lib, lib[0] ? "; " : "",
+           native);
 }

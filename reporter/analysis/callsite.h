@@ -79,7 +79,9 @@ int plr_skip_function(const char *name, plr_site_kind kind);
 void plr_site_format(const plr_frame *f, uint64_t addr, char *buf, size_t len);
 
 /* A row's site on one line: "train.py:42 in main (native: <site>)" with
- * Python frames, else as plr_site_format. */
+ * Python frames ("train.py:42 in main (via accelerate/hooks.py:170 in
+ * pre_forward; native: <site>)" when a library made the call), else as
+ * plr_site_format. */
 void plr_row_site_format(const plr_row *r, char *buf, size_t len);
 
 #endif

@@ -109,6 +109,9 @@ int plr_py_fold(plr_trace *t, const plr_record *rec) {
   if (!e) return -1;
   e->stack_id = s->stack_id;
   e->site.flags = s->flags;
+  /* The library line comes first in the record; a record with nothing
+   * after it names no user line, and it is kept as a frame. */
+  int caller = (s->flags & PAGELOCK_PY_CALLER) && s->depth >= 2;
   for (uint32_t i = 0; i < s->depth; i++) {
     const pagelock_py_frame *f = &rec->pyframes[i];
     plr_pycode *c;
@@ -122,7 +125,10 @@ int plr_py_fold(plr_trace *t, const plr_record *rec) {
       free(e);
       return -1;
     }
-    e->site.f[e->site.depth++] = l;
+    if (caller && i == 0)
+      e->site.lib = l;
+    else
+      e->site.f[e->site.depth++] = l;
   }
   HASH_ADD(hh, p->stacks, stack_id, sizeof e->stack_id, e);
   return 0;
@@ -165,4 +171,18 @@ void plr_pyloc_format(const plr_pyloc *l, char *buf, size_t len) {
     snprintf(buf, len, "(unresolved Python frame)");
   else
     snprintf(buf, len, "%s:%u in %s", plr_basename(l->file), l->line, l->func);
+}
+
+void plr_pyloc_format_lib(const plr_pyloc *l, char *buf, size_t len) {
+  const char *f = l->file, *p;
+  if ((p = strstr(f, "/site-packages/")) || (p = strstr(f, "/dist-packages/"))) {
+    f = p + strlen("/site-packages/");
+  } else if ((p = strstr(f, "/lib/python3")) && (p = strchr(p + 1, '/')) &&
+             (p = strchr(p + 1, '/'))) {
+    f = p + 1; /* past lib/python3.N/ */
+  } else {
+    plr_pyloc_format(l, buf, len);
+    return;
+  }
+  snprintf(buf, len, "%s:%u in %s", f, l->line, l->func);
 }

@@ -22,10 +22,14 @@ typedef struct plr_pyloc {
 } plr_pyloc;
 
 /* The Python frames of one STACK, innermost first: f[0] is the line the
- * report groups by. */
+ * report groups by, the user's innermost (or, with PAGELOCK_PY_LIBRARY in
+ * flags, the innermost of a stack that had none of the user's); lib, when
+ * not NULL, the library line that made the call below the user's code
+ * (PAGELOCK_PY_CALLER), which is not among f. */
 typedef struct plr_pysite {
   uint32_t depth, flags; /* flags: pagelock_py_flags */
   const plr_pyloc *f[PAGELOCK_MAX_PY_FRAMES];
+  const plr_pyloc *lib;
 } plr_pysite;
 
 /* Folds a PYCODE or PYSTACK record into t; -1 when out of memory. */
@@ -39,5 +43,11 @@ void plr_py_free(struct plr_trace *t);
 /* "train.py:42 in main": the file's base name (the report's tables are
  * narrow; JSON has the whole path). */
 void plr_pyloc_format(const plr_pyloc *l, char *buf, size_t len);
+
+/* A library's line, its file named from the package down:
+ * "accelerate/hooks.py:170 in AlignDevicesHook.pre_forward" (the part
+ * after site-packages/, dist-packages/ or lib/python3.N/), else as
+ * plr_pyloc_format. */
+void plr_pyloc_format_lib(const plr_pyloc *l, char *buf, size_t len);
 
 #endif

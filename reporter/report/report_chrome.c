@@ -508,13 +508,18 @@ static void plr_ct_copy_flags(uint32_t flags, char *buf, size_t len) {
 }
 
 /* ,"key":"train.py:42 in main": the innermost user line of stack id's
- * Python frames, when it has any. */
+ * Python frames, when it has any; then ,"key_library":"..." when a
+ * library's line made the call. */
 static void plr_ct_python(plr_ct *c, const char *key, uint32_t stack_id) {
   const plr_pysite *py = c->t ? plr_py_site(c->t, stack_id) : NULL;
   if (!py) return;
   char buf[1024];
   plr_pyloc_format(py->f[0], buf, sizeof buf);
   fprintf(c->out, ",\"%s\":", key);
+  plr_json_string(c->out, buf, PLR_ESC_UNLIMITED);
+  if (!py->lib) return;
+  plr_pyloc_format_lib(py->lib, buf, sizeof buf);
+  fprintf(c->out, ",\"%s_library\":", key);
   plr_json_string(c->out, buf, PLR_ESC_UNLIMITED);
 }
 

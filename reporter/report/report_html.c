@@ -319,7 +319,14 @@ static void plr_ht_sites(FILE *out, const char *title, const char *what, const p
       plr_pyloc_format(r->py->f[0], py, sizeof py);
       fputs("<b>", out);
       plr_html_text(out, py, PLR_ESC_UNLIMITED);
-      fputs("</b><br>native: ", out);
+      fputs("</b><br>", out);
+      if (r->py->lib) {
+        plr_pyloc_format_lib(r->py->lib, py, sizeof py);
+        fputs("library: ", out);
+        plr_html_text(out, py, PLR_ESC_UNLIMITED);
+        fputs("<br>", out);
+      }
+      fputs("native: ", out);
     }
     plr_html_text(out, site, PLR_ESC_UNLIMITED);
     fputs("</td></tr>\n", out);

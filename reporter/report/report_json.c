@@ -109,6 +109,15 @@ static void plr_pysite_json(FILE *out, const plr_pysite *s) {
   }
   fputc('{', out);
   plr_pyloc_json(out, s->f[0]);
+  /* The library line that made the call below the user's code. */
+  fputs(", \"library_line\": ", out);
+  if (s->lib) {
+    fputc('{', out);
+    plr_pyloc_json(out, s->lib);
+    fputc('}', out);
+  } else {
+    fputs("null", out);
+  }
   fprintf(out, ", \"truncated\": %s, \"frames\": [",
           s->flags & PAGELOCK_PY_TRUNCATED ? "true" : "false");
   for (uint32_t i = 0; i < s->depth; i++) {

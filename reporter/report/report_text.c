@@ -245,6 +245,7 @@ static void plr_print_totals(FILE *out, const plr_totals *tot, int routes, int w
 typedef struct plr_cells {
   char count[24], bytes[32], ms[32], gbps[32], dirs[48], site[4096];
   char native[4096];                /* the native site beneath a Python line, "" none */
+  char lib[1024];                   /* the library line that made the call, "" none */
   char gpu[48], sync[24], save[48]; /* with GPU timing only */
 } plr_cells;
 
@@ -257,9 +258,13 @@ static void plr_row_cells(const plr_row *r, plr_cells *c) {
   plr_fmt_dirs(r->dirs, c->dirs, sizeof c->dirs);
   char site[1024];
   plr_site_format(r->frame, r->addr, site, sizeof site);
-  c->native[0] = 0;
+  c->native[0] = c->lib[0] = 0;
   if (r->py) {
     plr_text_escape(site, c->native, sizeof c->native);
+    if (r->py->lib) {
+      plr_pyloc_format_lib(r->py->lib, site, sizeof site);
+      plr_text_escape(site, c->lib, sizeof c->lib);
+    }
     plr_pyloc_format(r->py->f[0], site, sizeof site);
   }
   plr_text_escape(site, c->site, sizeof c->site);
@@ -317,12 +322,12 @@ static void plr_print_table(FILE *out, const char *title, const char *what, cons
             c.dirs);
     if (gpu) fprintf(out, "%*s  %*s  %*s  ", wt, c.gpu, ws, c.sync, wv, c.save);
     fprintf(out, "%s\n", c.site);
-    /* A Python line first, the native site it went through beneath. */
-    if (c.native[0])
-      fprintf(
-          out, "%*snative: %s\n",
-          2 + wc + 2 + wb + 2 + wm + 2 + wg + 2 + wd + 2 + (gpu ? wt + 2 + ws + 2 + wv + 2 : 0) + 2,
-          "", c.native);
+    /* A Python line first, the library line that made the call and the
+     * native site it went through beneath. */
+    int indent =
+        2 + wc + 2 + wb + 2 + wm + 2 + wg + 2 + wd + 2 + (gpu ? wt + 2 + ws + 2 + wv + 2 : 0) + 2;
+    if (c.lib[0]) fprintf(out, "%*slibrary: %s\n", indent, "", c.lib);
+    if (c.native[0]) fprintf(out, "%*snative: %s\n", indent, "", c.native);
     const plr_row *r = &rows->v[i];
     if (r->g.chunks) {
       /* The shim's copies, under the program's call they moved. */

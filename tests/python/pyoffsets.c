@@ -12,8 +12,11 @@
 #else
 #include "frameobject.h"
 #endif
-#if PY_VERSION_HEX >= 0x030d0000
+#if PY_VERSION_HEX >= 0x030d0000 || PY_VERSION_HEX < 0x030c0000
 #include "internal/pycore_runtime.h"
+#endif
+#if PY_VERSION_HEX < 0x030c0000
+#include "internal/pycore_interp.h"
 #endif
 
 #include "pystack_layout.h"
@@ -84,6 +87,22 @@ int main(void) {
   EQ("frame f_code", L->fr_code, offsetof(PyFrameObject, f_code));
   EQ("frame f_lasti", L->fr_instr, offsetof(PyFrameObject, f_lasti));
   EQ("tstate frame", L->ts_frame, offsetof(PyThreadState, frame));
+#endif
+#if PY_VERSION_HEX < 0x030c0000
+  /* What finds a subinterpreter's thread state. */
+  EQ("_PyRuntime.interpreters.head", L->rt_interp_head,
+     offsetof(_PyRuntimeState, interpreters.head));
+  EQ("_PyRuntime.gilstate.tstate_current", L->rt_tstate_current,
+     offsetof(_PyRuntimeState, gilstate.tstate_current));
+  EQ("interp next", L->is_next, offsetof(PyInterpreterState, next));
+#if PY_VERSION_HEX >= 0x030b0000
+  EQ("interp threads.head", L->is_threads, offsetof(PyInterpreterState, threads.head));
+#else
+  EQ("interp tstate_head", L->is_threads, offsetof(PyInterpreterState, tstate_head));
+#endif
+  EQ("tstate next", L->ts_next, offsetof(PyThreadState, next));
+  EQ("tstate thread_id", L->ts_thread_id, offsetof(PyThreadState, thread_id));
+  EQ("tstate cframe", L->ts_cframe, offsetof(PyThreadState, cframe));
 #endif
 #if PY_VERSION_HEX >= 0x030d0000
   /* The mirror of _Py_DebugOffsets pystack.c reads 3.13 through. */

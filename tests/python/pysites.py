@@ -67,11 +67,12 @@ lib.join()
 
 # A framework's own frames are looked past: a module laid out as Numba's
 # CUDA target ships (site-packages/numba_cuda/numba/cuda/...) copies for
-# its caller, and the report names the caller's line.
+# its caller, and the report names the caller's line, with the framework's
+# line that made the copy as the library line.
 fw = os.path.join(tempfile.mkdtemp(), "site-packages")
 os.makedirs(os.path.join(fw, "numba_cuda", "numba", "cuda"))
 with open(os.path.join(fw, "numba_cuda", "numba", "cuda", "fakedrv.py"), "w") as f:
-    f.write("def to_device(rt, dev, buf, n):\n    return rt.cudaMemcpy(dev, buf, n, 1)\n")
+    f.write("def to_device(rt, dev, buf, n):\n    return rt.cudaMemcpy(dev, buf, n, 1)  # LIBSITE:fakedrv\n")
 sys.path.insert(0, os.path.join(fw, "numba_cuda", "numba", "cuda"))
 import fakedrv  # noqa: E402
 

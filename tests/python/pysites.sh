@@ -15,6 +15,8 @@ trap 'rm -rf "$work"' EXIT
 export LD_LIBRARY_PATH="$build/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PL_CUDART="$build/fakecuda/libcudart.so"
 export PAGELOCK_NO_ADDR2LINE=1
+# pysites.py makes its site-packages folder here, removed with the rest.
+export TMPDIR="$work"
 
 # One interpreter per minor version: the first that runs.
 find_python() {
@@ -48,6 +50,8 @@ for minor in 10 11 12 13; do
       calllib:threading.py:run \
       call:generator:batches \
       call:framework:framework_upload \
+      lib:call:framework:fakedrv:to_device \
+      nolib:call:nested \
       alloc:alloc_top:'<module>' \
       alloc:alloc:new_buffer; then
     # HTML: the line in bold, the native site beneath; Chrome: the line

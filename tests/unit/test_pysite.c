@@ -1,7 +1,7 @@
 /* test_pysite.c - cmocka tests of PYCODE/PYSTACK records in the reader
  * and of the site tables they key: validation of every field, grouping by
- * the innermost Python line with the native sites beneath, and what the
- * text, JSON and HTML reports print. */
+ * the innermost Python line with the library line and the native sites
+ * beneath, and what the text and JSON reports print. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -162,11 +162,79 @@ static void test_rows_group_by_python_line(void **state) {
   assert_contains(
       s,
       "\"python\": {\"file\": \"/src/train.py\", \"line\": 42, \"function\": \"main\", "
-      "\"library\": false, \"truncated\": false, \"frames\": [{\"file\": \"/src/train.py\", "
+      "\"library\": false, \"library_line\": null, \"truncated\": false, \"frames\": "
+      "[{\"file\": \"/src/train.py\", "
       "\"line\": 42, \"function\": \"main\", \"library\": false}, {\"file\": \"/src/train.py\", "
       "\"line\": 7, \"function\": \"main\", \"library\": false}]}");
   /* The native-only row keeps its exact shape. */
   assert_contains(s, "\"line\": 0, \"gpu_calls\"");
+  free(s);
+  plr_process_free(&p);
+  tb_free(&b);
+}
+
+/* PAGELOCK_PY_CALLER: the first frame is the library line that made the
+ * call; rows of one user line split by it, and every report names it
+ * beneath the user's line. */
+static void test_library_line(void **state) {
+  (void)state;
+  tb b = {0};
+  tb_header(&b, 7, 0);
+  uint64_t n1[] = {0x1000};
+  pycode(&b, 1, 0, "/src/train.py", "main");
+  pycode(&b, 3, PAGELOCK_PYCODE_LIBRARY, "/venv/lib/python3.12/site-packages/accelerate/hooks.py",
+         "AlignDevicesHook.pre_forward");
+  pycode(&b, 4, PAGELOCK_PYCODE_LIBRARY,
+         "/venv/lib/python3.12/site-packages/lightning/fabric/utilities/apply_func.py",
+         "move_data_to_device.<locals>.batch_to");
+  tb_stack(&b, 1, n1, 1);
+  uint32_t s1[] = {3, 170, 1, 42, 1, 7};
+  pystack(&b, 1, 3, PAGELOCK_PY_CALLER, s1, 3);
+  tb_stack(&b, 2, n1, 1); /* the same user line through another library line */
+  uint32_t s2[] = {4, 100, 1, 42};
+  pystack(&b, 2, 2, PAGELOCK_PY_CALLER, s2, 2);
+  tb_stack(&b, 3, n1, 1); /* the flag with nothing after it: a plain frame */
+  uint32_t s3[] = {3, 171};
+  pystack(&b, 3, 1, PAGELOCK_PY_CALLER, s3, 1);
+  copy(&b, 1, 100);
+  copy(&b, 2, 50);
+  copy(&b, 3, 10);
+  tb_end(&b, 1000000000ull + 50000000ull);
+  plr_process p;
+  memset(&p, 0, sizeof p);
+  assert_int_equal(load(&p.t, &b), 0);
+  assert_int_equal(plr_process_analyze(&p, 0), 0);
+  assert_int_equal(p.calls.n, 3);
+  const plr_row *v = p.calls.v;
+  assert_int_equal(v[0].py->f[0]->line, 42);
+  assert_int_equal(v[0].py->depth, 2);
+  assert_int_equal(v[0].py->f[1]->line, 7);
+  assert_non_null(v[0].py->lib);
+  assert_int_equal(v[0].py->lib->line, 170);
+  assert_int_equal(v[1].py->f[0]->line, 42);
+  assert_string_equal(v[1].py->lib->func, "move_data_to_device.<locals>.batch_to");
+  assert_null(v[2].py->lib);
+  assert_int_equal(v[2].py->f[0]->line, 171);
+
+  char *s = report(&p, 0);
+  const char *at = strstr(s, "train.py:42 in main\n");
+  assert_non_null(at);
+  at += strlen("train.py:42 in main\n");
+  at += strspn(at, " ");
+  const char *lib = "library: accelerate/hooks.py:170 in AlignDevicesHook.pre_forward\n";
+  assert_true(strncmp(at, lib, strlen(lib)) == 0);
+  at += strlen(lib);
+  at += strspn(at, " ");
+  assert_true(strncmp(at, "native: 0x1000", 14) == 0);
+  assert_contains(s,
+                  "library: lightning/fabric/utilities/apply_func.py:100 in "
+                  "move_data_to_device.<locals>.batch_to\n");
+  free(s);
+  s = report(&p, 1);
+  assert_contains(s,
+                  "\"library_line\": {\"file\": "
+                  "\"/venv/lib/python3.12/site-packages/accelerate/hooks.py\", \"line\": 170, "
+                  "\"function\": \"AlignDevicesHook.pre_forward\", \"library\": true}");
   free(s);
   plr_process_free(&p);
   tb_free(&b);
@@ -203,6 +271,7 @@ static void test_no_python_no_change(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows_group_by_python_line),
+      cmocka_unit_test(test_library_line),
       cmocka_unit_test(test_no_python_no_change),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
