@@ -64,7 +64,10 @@ autopin() {
 #   bench     the single-copy benchmarks (tests/bench/run.sh)
 #   multigpu  with two GPUs or more: one process driving two, a torchrun
 #             job with NCCL, peer copies (tests/gpu/multigpu.sh)
-PARTS=${PL_GPU_PARTS:-${PL_GPU_ONLY:-core readme autopin pysites goldens patterns bench multigpu}}
+#   corpus    real programs (accelerate, Lightning, DDP, MPI, CuPy, Numba)
+#             without pagelock, observed and under auto: bytes, counts,
+#             sites (tests/gpu/corpus.sh)
+PARTS=${PL_GPU_PARTS:-${PL_GPU_ONLY:-core readme autopin pysites goldens patterns bench multigpu corpus}}
 want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 if want core; then
@@ -268,6 +271,11 @@ if want multigpu; then
   fi
 fi
 
+if want corpus; then
+  "$ROOT/tests/gpu/corpus.sh" "$B" "$OUT" >"$OUT/corpus.log" 2>&1
+  row "corpus of real programs" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -c '^corpus: PASS' "$OUT/corpus.log") checks passed, $(grep -c '^corpus: FAIL' "$OUT/corpus.log") failed: corpus.log"
+fi
+
 echo
 [ -f "$OUT/preload.log" ] && cat "$OUT/preload.log"
 echo "---- autopin ----"; grep '^autopin:' "$OUT/autopin.log" 2>/dev/null
@@ -275,6 +283,7 @@ echo "---- python sites ----"; grep '^pysites:' "$OUT/pysites.log" 2>/dev/null
 echo "---- patterns ----"; grep '^patterns:' "$OUT/patterns.log" 2>/dev/null
 echo "---- bench ----"; cat "$OUT/bench.log" 2>/dev/null | tail -95
 echo "---- several GPUs ----"; grep '^multigpu:' "$OUT/multigpu.log" 2>/dev/null
+echo "---- corpus ----"; grep '^corpus: \(FAIL\|SKIP\)' "$OUT/corpus.log" 2>/dev/null; sed -n '/^== corpus/,$p' "$OUT/corpus.log" 2>/dev/null
 [ -f "$OUT/demo.txt" ] && { echo "---- demo ----"; head -60 "$OUT/demo.txt"; }
 # One archive of everything, for the device tool (it returns few files).
 tar -C "$OUT" -czf /tmp/pagelock-gpu-all.tar.gz --exclude='*.tar.gz' . 2>/dev/null && mv /tmp/pagelock-gpu-all.tar.gz "$OUT/all.tar.gz"
