@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -54,6 +55,7 @@ typedef struct pl_stack_slot {
 static pl_stack_slot pl_stacks[PL_STACK_SLOTS];         /* by id */
 static _Atomic uint32_t pl_stack_index[PL_STACK_INDEX]; /* ids, 0 empty */
 static atomic_uint pl_stack_count = 1;                  /* the next id */
+static atomic_ulong pl_stack_lost;                      /* captures the full table turned away */
 /* Orders STACK records (and the note below) before any record naming
  * them; held across pl_trace_write, so never taken inside an allocation
  * hook (pl_stack_emit runs on the copy path and at exit only). */
@@ -384,6 +386,7 @@ static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py, con
     *slot = &pl_stacks[mine]; /* not indexed, still this stack's */
     return mine;
   }
+  atomic_fetch_add_explicit(&pl_stack_lost, 1, memory_order_relaxed);
   pl_log(PL_LOG_WARN, PL_LK_STACK_TABLE_FULL,
          "too many distinct call stacks (%u); later copies and allocations have no call site",
          (unsigned)PL_STACK_SLOTS - 1);
@@ -546,6 +549,16 @@ static int pl_cmp_addr(const void *a, const void *b) {
 void pl_stack_write_symbols(void) {
   static uintptr_t addrs[PL_STACK_SLOTS * PAGELOCK_MAX_FRAMES];
   size_t n = 0;
+  unsigned long lost = atomic_load(&pl_stack_lost);
+  if (lost) {
+    char text[320];
+    snprintf(text, sizeof text,
+             "%lu copies and allocations were not given a stack: the table of %u distinct call "
+             "stacks (Python lines included) was full; those copies show the hooked call's return "
+             "address as their site, and those buffers no allocation site",
+             lost, (unsigned)PL_STACK_SLOTS - 1);
+    pl_trace_note(PAGELOCK_NOTE_WARNING, text);
+  }
   pthread_mutex_lock(&pl_emit_lock);
   uint32_t ids = atomic_load(&pl_stack_count);
   for (uint32_t i = 1; i < ids && i < PL_STACK_SLOTS; i++) {
