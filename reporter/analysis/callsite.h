@@ -26,11 +26,11 @@ typedef struct plr_row {
    * when the stacks had none. */
   const plr_pysite *py;
   /* What the GPU saw of these copies (all 0 without GPU timing). */
-  plr_bucket bydir[PLR_NCDIR];   /* b split by plr_cdir */
-  plr_bucket routes[PLR_NROUTE]; /* b split by route (plr_site) */
+  plr_bucket bydir[PLR_NCDIR];     /* b split by plr_cdir */
+  plr_bucket routes[PLR_NROUTE];   /* b split by route (plr_site) */
   plr_bucket shared, big, tracked; /* as in plr_site */
-  plr_site_gpu g;                /* joined calls, GPU time, made-sync */
-  int32_t device;                /* as in plr_site: from the COPY records */
+  plr_site_gpu g;                  /* joined calls, GPU time, made-sync */
+  int32_t device;                  /* as in plr_site: from the COPY records */
   /* Host time a pinned buffer would have saved: host blocked minus bytes /
    * the pinned bandwidth measured for that direction on that device (or
    * over all devices), per direction; -1 when a bandwidth is unknown.  Set

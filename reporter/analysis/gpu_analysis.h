@@ -24,11 +24,11 @@ struct plr_trace;
 /* Effective bandwidth of GPU copies sharing (direction, source kind,
  * destination kind, size bucket): bytes / GPU duration, per copy. */
 typedef struct plr_bw_row {
-  uint8_t copy_kind; /* pagelock_gpu_copy */
-  uint8_t src_kind;  /* pagelock_gpu_mem */
-  uint8_t dst_kind;  /* pagelock_gpu_mem */
-  uint8_t bucket;    /* plr_size_bucket */
-  uint8_t staged;    /* 1: the shim's staged chunks, not program copies */
+  uint8_t copy_kind;  /* pagelock_gpu_copy */
+  uint8_t src_kind;   /* pagelock_gpu_mem */
+  uint8_t dst_kind;   /* pagelock_gpu_mem */
+  uint8_t bucket;     /* plr_size_bucket */
+  uint8_t staged;     /* 1: the shim's staged chunks, not program copies */
   uint8_t registered; /* 1: the shim's copies of buffers it registered */
   uint64_t count;
   uint64_t bytes;
