@@ -263,7 +263,8 @@ static void plr_json_device(FILE *out, const plr_device_report *d) {
     plr_json_gbps(out, b->median_gbps);
     fputs(", \"p10_gbps\": ", out);
     plr_json_gbps(out, b->p10_gbps);
-    fprintf(out, ", \"staged_chunks\": %s}", b->staged ? "true" : "false");
+    fprintf(out, ", \"staged_chunks\": %s, \"registered\": %s}", b->staged ? "true" : "false",
+            b->registered ? "true" : "false");
   }
   fputs(d->nbw ? "\n           ]}" : "]}", out);
 }
