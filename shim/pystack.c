@@ -129,6 +129,10 @@ static int pl_py_probe(uintptr_t p, int *err) {
 /* The walk cannot go on (a refused probe): off for good, said in the
  * trace (pl_py_note) and once on stderr. */
 static void pl_py_refused(int err) {
+  /* The first thread refused says it; the text is written before the
+   * state that makes pl_py_note read it. */
+  static atomic_bool once;
+  if (atomic_exchange(&once, true)) return;
   /* Not strerror: it may translate, and allocate, inside a hook. */
   snprintf(pl_py_why, sizeof pl_py_why,
            "Python frames are not recorded: the kernel refused the page probe (rt_sigprocmask: "
