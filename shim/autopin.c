@@ -7,21 +7,23 @@
  * family, and anonymous private mappings while glibc serves malloc.  Never
  * shared or file-backed mappings: registering them costs MMU-notifier
  * work, 2-12x slower model loads in vLLM and SGLang (issue 18).  What is
- * registered is the allocation's page-aligned interior, so two allocations
- * sharing a page never overlap.  `register` asks for a registration at an
+ * registered is every page of an allocation that owns its pages, else its
+ * page-aligned interior, so two allocations sharing a page never overlap
+ * (pl_reg_span).  `register` asks for a registration at an
  * allocation's first copy; `auto` once the bytes copied to or from it reach
  * PAGELOCK_REGISTER_HOT percent of its size (default 100: the second full
  * upload of a buffer goes registered).  Registering 1 GiB costs ~65 ms and
  * undoing it ~21 ms on the H100 host, against ~18 ms saved per GiB and per
  * upload over staging and ~130 ms over a pageable one; the registration
- * runs on the shim's thread, so the copies meanwhile are staged and only
- * the CPU and memory bandwidth it takes are paid, not the wait.
+ * runs on the shim's thread, and a large copy meanwhile follows its pieces
+ * as they are made (pl_pinreg_follow), a small one is staged.
  *
  * The copy.  A registered buffer makes the DMA asynchronous, and a
  * pageable program may overwrite the source as soon as an upload returns
  * and read a download's destination as soon as it returns (contract 3).
- * So the bytes in the partial first and last pages go through the native
- * call, the interior through the registration, all on the caller's stream
+ * So the bytes outside the registration (an interior's partial first and
+ * last pages) go through the native call, the rest through the
+ * registration, all on the caller's stream
  * in order, and then the call waits on an event: an upload returns once
  * the DMA has read the source (still ~7x faster than pageable), a download
  * once the bytes are in the buffer.  PAGELOCK_H2D=async and
@@ -213,6 +215,28 @@ static bool pl_capturing(const pl_stage_drv *d, const pl_copy *c) {
 
 /* ---- the route ------------------------------------------------------------------- */
 
+/* A copy of at least this much over a registration being made follows
+ * its pieces (pl_pinreg_follow) rather than being staged beside it, and
+ * waits this long at most for the shim's thread to make the next one (a
+ * 16 MiB piece takes ~0.5 ms; longer, the thread is busy with another
+ * buffer, and the rest is staged). */
+#define PL_FOLLOW_MIN ((size_t)4 << 20)
+#define PL_FOLLOW_WAIT_NS 3000000ull
+static uint64_t pl_follow_wait_ns = PL_FOLLOW_WAIT_NS;
+
+void pl_autopin_set_follow_wait_for_test(uint64_t ns) {
+  pl_follow_wait_ns = ns ? ns : PL_FOLLOW_WAIT_NS;
+}
+
+/* A large copy whose registration is being made, or was just asked for,
+ * waits for its first pieces and follows them (pl_autopin_copy) instead
+ * of taking `route`. */
+static int pl_follow(pl_copy *c, uintptr_t h, size_t n, pl_pin_use *use, int route) {
+  if (n < PL_FOLLOW_MIN || !pl_pinreg_hold_wait(h, n, use, pl_follow_wait_ns)) return route;
+  c->why = PAGELOCK_WHY_NONE;
+  return PL_ROUTE_REGISTER;
+}
+
 int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
   use->slot = 0;
   uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst);
@@ -230,7 +254,7 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
   pl_in_shim++;
   int route = fallback;
   uintptr_t abase, lo, hi;
-  size_t alen, pg = pl_page_size();
+  size_t alen;
   int kind;
   if (pl_pinreg_hold(h, n, use)) {
     c->why = PAGELOCK_WHY_NONE;
@@ -244,12 +268,11 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
     c->why = PAGELOCK_WHY_SHARED;
   } else if (kind & PL_ALLOC_REG_FAILED) {
     c->why = PAGELOCK_WHY_FAILED;
-  } else if ((lo = (abase + pg - 1) & ~(uintptr_t)(pg - 1)) >=
-                 (hi = (abase + alen) & ~(uintptr_t)(pg - 1)) ||
-             h + n <= lo || h >= hi) {
+  } else if ((pl_reg_span(abase, alen, kind, &lo, &hi), lo >= hi) || h + n <= lo || h >= hi) {
     c->why = PAGELOCK_WHY_EDGE; /* the allocation's partial pages only */
   } else if (pl_pinreg_busy(lo, hi - lo)) {
     c->why = PAGELOCK_WHY_PENDING;
+    route = pl_follow(c, h, n, use, route);
   } else {
     uintptr_t a = h > abase ? h : abase, b = h + n < abase + alen ? h + n : abase + alen;
     uint64_t heat = mode == PAGELOCK_MODE_AUTO ? pl_heat_add(abase, alen, b - a) : 0;
@@ -264,6 +287,7 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
       c->why = PAGELOCK_WHY_CAPTURE; /* never registers during a capture */
     } else if (pl_pinreg_make_room(hi - lo) && pl_pinreg_request(lo, hi - lo, abase, alen, ctx)) {
       c->why = PAGELOCK_WHY_PENDING;
+      route = pl_follow(c, h, n, use, route);
     } else {
       c->why = PAGELOCK_WHY_BUDGET;
     }
@@ -480,11 +504,13 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
     bool wait = pl_must_wait(c);
     size_t lo = h < use->base ? use->base - h : 0;
     size_t hi = h + c->bytes > use->end ? use->end - h : c->bytes;
+    size_t span = h + c->bytes > use->iend ? use->iend - h : c->bytes;
     /* A registration still being made covers the copy's first bytes
-     * only: the rest is staged (the pool or its fallback). */
-    bool rest_staged =
-        use->end < use->iend && c->bytes - hi >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN);
-    size_t tail = c->dir == PAGELOCK_DIR_H2D && wait && !rest_staged ? pl_tail_bytes(hi - lo) : 0;
+     * only: the rest follows its pieces as the shim's thread makes them,
+     * and what it has not made in time is staged (the pool or its
+     * fallback). */
+    bool following = use->end < use->iend;
+    size_t tail = c->dir == PAGELOCK_DIR_H2D && wait && !following ? pl_tail_bytes(hi - lo) : 0;
     size_t mid = hi - tail;
     *r = lo ? pl_native_cut_part(c, 0, lo) : CUDA_SUCCESS;
     bool queued = false, waits = false;
@@ -492,6 +518,18 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
     if (*r == CUDA_SUCCESS) {
       CUresult e;
       size_t at = pl_reg_part(d, c, use->base, lo, mid, s, pt, &e);
+      /* Why follow instead of staging the rest at once: while a piece is
+       * being registered the driver holds back every other thread's copy
+       * submissions, so a staged copy beside a registration crawled (3
+       * staged 256 MiB uploads took 72.8 ms, 4.4x stage mode's, H200,
+       * issue 42), while each piece's DMA here runs under the next
+       * piece's registration. */
+      while (following && at == mid && mid < span && pl_pinreg_follow(use, pl_follow_wait_ns)) {
+        hi = h + c->bytes > use->end ? use->end - h : c->bytes;
+        at = pl_reg_part(d, c, use->base, mid, hi, s, pt, &e);
+        mid = hi;
+      }
+      bool rest_staged = following && c->bytes - hi >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN);
       queued = at > lo || mid == lo;
       waits = queued && wait;
       if (waits) mark = pl_mark_stream(d, ctx, s, pt);

@@ -384,8 +384,9 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
   pl_in_shim++;
   /* Skip pl_track: the innermost frame kept is the hook's caller's call. */
   uint32_t site = pl_stack_capture_at(2, ra, sp, NULL);
-  pl_hostmem_track(p, n, site);
-  if (pl_glibc_mmapped(p)) pl_autopin_advise(p, n);
+  bool own = pl_glibc_mmapped(p);
+  pl_hostmem_track_as(p, n, site, PL_ORIGIN_HEAP | (own ? PL_ALLOC_OWN_PAGES : 0));
+  if (own) pl_autopin_advise(p, n);
   pl_in_shim--;
 }
 
@@ -584,7 +585,8 @@ static void *pl_next_mmap(void *addr, size_t len, int prot, int flags, int fd, o
 static void pl_track_mapping(void *p, size_t n, const void *ra, int origin) {
   if (n < pl_track_min || pl_in_shim || pl_from_allocator(ra)) return;
   pl_in_shim++;
-  pl_hostmem_track_as(p, n, pl_stack_capture_ra(ra), origin);
+  pl_hostmem_track_as(p, n, pl_stack_capture_ra(ra),
+                      origin == PL_ORIGIN_MMAP ? origin | PL_ALLOC_OWN_PAGES : origin);
   pl_in_shim--;
 }
 

@@ -229,7 +229,8 @@ void pl_hostmem_track_as(void *p, size_t n, uint32_t stack_id, int origin) {
   pl_range *r = pl_granmap_insert((uintptr_t)p, n);
   if (r == NULL) return;
   /* A recycled node keeps its last owner's kind: set all of it. */
-  __atomic_store_n(&r->kind, (uint8_t)(origin & PL_ORIGIN_MASK), __ATOMIC_RELAXED);
+  __atomic_store_n(&r->kind, (uint8_t)(origin & (PL_ORIGIN_MASK | PL_ALLOC_OWN_PAGES)),
+                   __ATOMIC_RELAXED);
   __atomic_store_n(&r->stack_id, stack_id, __ATOMIC_RELEASE);
   atomic_fetch_add_explicit(&pl_track_epoch.v, 1, memory_order_release);
 }

@@ -33,7 +33,8 @@
  *  - the driver calls name the slot's context (pushed): registrations are
  *    PORTABLE, but a call needs some context current, and the releasing
  *    thread may have none;
- *  - registered ranges never overlap: the interior of one allocation each
+ *  - registered ranges never overlap: one allocation's pages each
+ *    (pl_reg_span)
  *    (autopin.c), and a request overlapping any slot is refused. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -81,7 +82,7 @@ enum pl_pin_state {
 };
 
 typedef struct pl_pin {
-  uintptr_t base, end; /* the registered interior */
+  uintptr_t base, end; /* what is registered (pl_reg_span) */
   uintptr_t done;      /* [base, done) is registered: whole pieces */
   uintptr_t abase;     /* the allocation */
   size_t alen;
@@ -455,6 +456,7 @@ static CUresult pl_register_pieces(pl_pin *e) {
     pl_lock();
     e->done = next;
     bool stop = e->dying;
+    pthread_cond_broadcast(&pl_pin_done); /* copies following the pieces */
     pl_unlock();
     if (stop) break;
     at = next;
@@ -735,14 +737,11 @@ void pl_pinreg_ctx_gone(CUcontext ctx) {
 
 bool pl_pinreg_any(void) { return atomic_load_explicit(&pl_pin_count, memory_order_acquire) != 0; }
 
-bool pl_pinreg_hold(uintptr_t p, size_t n, pl_pin_use *use) {
-  use->slot = 0;
-  if (!pl_pinreg_any()) return false;
-  pl_lock();
-  uint32_t s = pl_slot_overlap(p, n ? n : 1);
+/* Hold slot s for a copy starting at p, lock held: true when it may be
+ * used now.  Being made, its first pieces serve a copy that starts in
+ * them (or before them); the rest follows them. */
+static bool pl_hold_locked(uint32_t s, uintptr_t p, pl_pin_use *use) {
   pl_pin *e = &pl_pins[s];
-  /* Being made: its first pieces serve a copy that starts in them (or
-   * before them), the rest of the copy is staged. */
   bool ok = s != 0 && (e->state == PL_PS_LIVE || (e->state == PL_PS_REGISTERING && !e->dying &&
                                                   e->done > e->base && p < e->done));
   if (ok) {
@@ -753,8 +752,70 @@ bool pl_pinreg_hold(uintptr_t p, size_t n, pl_pin_use *use) {
                         .iend = e->end,
                         .slot = s};
   }
+  return ok;
+}
+
+bool pl_pinreg_hold(uintptr_t p, size_t n, pl_pin_use *use) {
+  use->slot = 0;
+  if (!pl_pinreg_any()) return false;
+  pl_lock();
+  bool ok = pl_hold_locked(pl_slot_overlap(p, n ? n : 1), p, use);
   pl_unlock();
   return ok;
+}
+
+/* A condition wait's deadline, wait_ns from now (pl_pin_done waits on
+ * the realtime clock). */
+static struct timespec pl_deadline(uint64_t wait_ns) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  t.tv_sec += (time_t)(wait_ns / 1000000000u);
+  t.tv_nsec += (long)(wait_ns % 1000000000u);
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000L;
+  }
+  return t;
+}
+
+bool pl_pinreg_hold_wait(uintptr_t p, size_t n, pl_pin_use *use, uint64_t wait_ns) {
+  use->slot = 0;
+  if (!pl_pinreg_any()) return false;
+  struct timespec until = pl_deadline(wait_ns);
+  pl_lock();
+  bool ok = false;
+  for (;;) {
+    uint32_t s = pl_slot_overlap(p, n ? n : 1);
+    if ((ok = pl_hold_locked(s, p, use))) break;
+    pl_pin *e = &pl_pins[s];
+    if (s == 0 || e->dying || (e->state != PL_PS_REQUESTED && e->state != PL_PS_REGISTERING) ||
+        pthread_cond_timedwait(&pl_pin_done, &pl_pin_lock, &until) != 0)
+      break;
+  }
+  pl_unlock();
+  return ok;
+}
+
+bool pl_pinreg_follow(pl_pin_use *use, uint64_t wait_ns) {
+  if (use->slot == 0) return false;
+  struct timespec until = pl_deadline(wait_ns);
+  pl_lock();
+  pl_pin *e = &pl_pins[use->slot];
+  bool grew = false;
+  for (;;) {
+    uintptr_t end = e->state == PL_PS_LIVE                       ? e->end
+                    : e->state == PL_PS_REGISTERING && !e->dying ? e->done
+                                                                 : use->end;
+    if ((grew = end > use->end)) {
+      use->end = end;
+      break;
+    }
+    if (e->state != PL_PS_REGISTERING || e->dying ||
+        pthread_cond_timedwait(&pl_pin_done, &pl_pin_lock, &until) != 0)
+      break;
+  }
+  pl_unlock();
+  return grew;
 }
 
 void pl_pinreg_unhold(pl_pin_use *use) {
@@ -1202,24 +1263,23 @@ static CUresult pl_pin_native_part(const pl_copy *c, size_t off, size_t len) {
   return c->native(&part);
 }
 
-/* The interior [*lo, *hi) of the tracked allocation around host bytes
- * [h, h+n); false when no edge can fall inside them: empty, inside one
- * page (every edge is a page boundary: interiors and pieces are page
- * aligned, and the small copies that pass through skip the allocation
- * lookup), or untracked. */
+/* What a registration of the tracked allocation around host bytes [h, h+n)
+ * would cover, [*lo, *hi) (pl_reg_span); false when no edge can fall
+ * inside them: empty, inside one page (every edge is a page boundary:
+ * spans and pieces are page aligned, and the small copies that pass
+ * through skip the allocation lookup), or untracked. */
 static bool pl_pin_interior(uintptr_t h, size_t n, uintptr_t *lo, uintptr_t *hi) {
   uintptr_t abase, pg = pl_page_size();
   size_t alen;
   int kind;
   if (n == 0 || (h & ~(pg - 1)) == ((h + n - 1) & ~(pg - 1))) return false;
   if (!pl_hostmem_lookup(h, &abase, &alen, &kind)) return false;
-  *lo = (abase + pg - 1) & ~(pg - 1);
-  *hi = (abase + alen) & ~(pg - 1);
+  pl_reg_span(abase, alen, kind, lo, hi);
   return true;
 }
 
-/* The next edge above p: the interior's start, a piece's end within it,
- * or its end. */
+/* The next edge above p: the span's start, a piece's end within it, or
+ * its end. */
 static uintptr_t pl_pin_edge(uintptr_t p, uintptr_t lo, uintptr_t hi) {
   uintptr_t edge = p < lo ? lo : p < hi ? pl_pin_piece_end(lo, p) : UINTPTR_MAX;
   return edge > hi && p >= lo && p < hi ? hi : edge;
@@ -1228,11 +1288,11 @@ static uintptr_t pl_pin_edge(uintptr_t p, uintptr_t lo, uintptr_t hi) {
 /* Why cut: the driver validates a copy's host range when the call starts.
  * A range that starts inside a registered range and runs past its end is
  * refused with CUDA_ERROR_INVALID_VALUE (driver 580, tests/gpu/probe_straddle.c),
- * so a pass-through copy that crosses the edge of its allocation's
- * page-aligned interior, or of one piece of its registration (pinreg.h,
- * PL_PIN_PIECE), would fail whenever the shim's thread had just
- * registered that part, an error the program would never have seen.
- * Every registration of an allocation is exactly that interior, made in
+ * so a pass-through copy that crosses the edge of what a registration of
+ * its allocation covers, or of one piece of it (pinreg.h, PL_PIN_PIECE),
+ * would fail whenever the shim's thread had just registered that part,
+ * an error the program would never have seen.  Every registration of an
+ * allocation is exactly that span, made in
  * those pieces, so parts cut at those edges each lie wholly inside or
  * wholly outside one piece, live, being made or being undone.  Only copies
  * that cross an edge are cut: a pageable copy of 256 MiB (~36 ms) becomes

@@ -2,8 +2,8 @@
  * page-locked ranges (pinreg.c) and the policy that decides them
  * (autopin.c), for PAGELOCK_MODE register and auto.
  *
- * A shim registration is the page-aligned interior of one allocation the
- * shim saw being made and will see being released (hook_alloc.c), made
+ * A shim registration covers one allocation the shim saw being made and
+ * will see being released (hook_alloc.c; pl_reg_span says which pages), made
  * with cuMemHostRegister on the shim's own thread, never on the program's.
  * It lives until the program releases any byte of that allocation, the
  * budget needs its room (eviction), or the program page-locks memory that
@@ -36,6 +36,24 @@ static inline uintptr_t pl_pin_piece_end(uintptr_t base, uintptr_t p) {
   return base + ((p - base) / PL_PIN_PIECE + 1) * PL_PIN_PIECE;
 }
 
+/* The part of the allocation [abase, abase+alen) of kind `kind` that a
+ * registration of it covers: every page its bytes lie in when it owns them
+ * (PL_ALLOC_OWN_PAGES), so that a copy of any of it is one registered DMA
+ * (a pageable call for each partial page cost ~10-20 us beside a 1 MiB
+ * weight's 20 us of DMA); else its page-aligned interior, since a
+ * neighbour may share its first and last pages.  Empty when hi <= lo. */
+static inline void pl_reg_span(uintptr_t abase, size_t alen, int kind, uintptr_t *lo,
+                               uintptr_t *hi) {
+  uintptr_t pg = pl_page_size();
+  if (kind & PL_ALLOC_OWN_PAGES) {
+    *lo = abase & ~(pg - 1);
+    *hi = (abase + alen + pg - 1) & ~(pg - 1);
+  } else {
+    *lo = (abase + pg - 1) & ~(pg - 1);
+    *hi = (abase + alen) & ~(pg - 1);
+  }
+}
+
 /* One copy's hold on a registration: while held, the registration is
  * neither evicted nor undone by the engine (a release by the program
  * during the copy is the program's own race, as without the shim). */
@@ -56,6 +74,13 @@ bool pl_pinreg_any(void);
  * now (eviction order). */
 bool pl_pinreg_hold(uintptr_t p, size_t n, pl_pin_use *use);
 void pl_pinreg_unhold(pl_pin_use *use);
+/* pl_pinreg_hold, waiting up to wait_ns while the registration covering
+ * [p, p+n) is asked for or being made and has not reached p yet. */
+bool pl_pinreg_hold_wait(uintptr_t p, size_t n, pl_pin_use *use, uint64_t wait_ns);
+/* The held registration is still being made: wait up to wait_ns for its
+ * next piece; true with use->end moved up, false when none came (the
+ * thread is busy elsewhere, or the registration failed or is undone). */
+bool pl_pinreg_follow(pl_pin_use *use, uint64_t wait_ns);
 
 /* The shim-only registration containing p, for the program's own pointer
  * queries (hook_hostalloc.c): true with its range. */
@@ -242,5 +267,8 @@ void pl_autopin_wait_end(uint64_t t0);
 /* Tests: forget every allocation's heat, and the calling thread's
  * turnaround (the tail's size). */
 void pl_autopin_reset_for_test(void);
+/* Tests: how long a copy waits for the next piece of a registration it
+ * follows (0: the default). */
+void pl_autopin_set_follow_wait_for_test(uint64_t ns);
 
 #endif

@@ -419,8 +419,11 @@ enum pl_origin {
                             releases them under its own lock): never */
   PL_ORIGIN_MASK = 3,
   PL_ALLOC_REG_FAILED = 4, /* the driver refused to register it: staged */
+  PL_ALLOC_OWN_PAGES = 8,  /* a mapping of its own (a glibc mmapped chunk, an
+                              anonymous mmap): no other allocation shares
+                              the pages its bytes lie in */
 };
-/* The same, with its origin. */
+/* The same, with its origin and PL_ALLOC_OWN_PAGES when it applies. */
 void pl_hostmem_track_as(void *p, size_t n, uint32_t stack_id, int origin);
 /* The tracked allocation containing p: its base, size and kind (origin
  * and PL_ALLOC_* flags).  Lock-free. */

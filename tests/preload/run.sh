@@ -1245,6 +1245,23 @@ case_sigmask_threads() {
   done
 }
 
+# The threads CUPTI starts again each time the shim attaches it for a
+# window of GPU timing, from the shim's own CUPTI thread: fake CUPTI's
+# thread keeps the mask of the thread that started it, and must find every
+# signal blocked there.  Windows of 5 ms: one attach every 0.8 s.
+case_sigmask_reattach() {
+  [ "$SIM" = 1 ] || { echo "    (fake CUPTI only: skipped)" >&2; return 0; }
+  local d="$T/smr" k
+  mkdir -p "$d"
+  FAKECUPTI_WORKER_SIGNALS=inherit FAKECUPTI_ATTACH_LOG=1 PAGELOCK_CUPTI_WINDOW_MS=5 LD_PRELOAD="$SHIM" \
+    PAGELOCK_OUTPUT="$d/t.%p.trace" timeout 120 "$B/test_sigmask" reattach 2500 >"$d/out" 2>"$d/err" ||
+    fail "$(cat "$d/out") $(grep -v '^fakecupti: attached' "$d/err" | head -3)" || return
+  echo "    $(cat "$d/out"), $(grep -c '^fakecupti: attached' "$d/err") attaches" >&2
+  k=$(sed -n 's/.* cupti_threads=\([0-9]*\) .*/\1/p' "$d/out")
+  [ "${k:-0}" -ge 2 ] && [ "$(grep -c '^fakecupti: attached' "$d/err")" -ge 2 ] ||
+    fail "CUPTI was not attached again (so nothing was tested): $(cat "$d/out")"
+}
+
 # A single-threaded program whose SIGALRM handler (128 KiB of stack)
 # asserts it runs on the main thread, a 50 us timer firing while it
 # copies: the handler ran on the shim's CUPTI thread (64 KiB, nothing
@@ -1267,23 +1284,6 @@ case_sigmask_alarm() {
 # the staging pool fail: no pagelock line lands in its file, and the
 # trace's note (the report's "warning:" line) says the log was withheld.  The
 # same program keeping its stderr shows the warnings were made, and that
-# The threads CUPTI starts again each time the shim attaches it for a
-# window of GPU timing, from the shim's own CUPTI thread: fake CUPTI's
-# thread keeps the mask of the thread that started it, and must find every
-# signal blocked there.  Windows of 5 ms: one attach every 0.8 s.
-case_sigmask_reattach() {
-  [ "$SIM" = 1 ] || { echo "    (fake CUPTI only: skipped)" >&2; return 0; }
-  local d="$T/smr" k
-  mkdir -p "$d"
-  FAKECUPTI_WORKER_SIGNALS=inherit FAKECUPTI_ATTACH_LOG=1 PAGELOCK_CUPTI_WINDOW_MS=5 LD_PRELOAD="$SHIM" \
-    PAGELOCK_OUTPUT="$d/t.%p.trace" timeout 120 "$B/test_sigmask" reattach 2500 >"$d/out" 2>"$d/err" ||
-    fail "$(cat "$d/out") $(grep -v '^fakecupti: attached' "$d/err" | head -3)" || return
-  echo "    $(cat "$d/out"), $(grep -c '^fakecupti: attached' "$d/err") attaches" >&2
-  k=$(sed -n 's/.* cupti_threads=\([0-9]*\) .*/\1/p' "$d/out")
-  [ "${k:-0}" -ge 2 ] && [ "$(grep -c '^fakecupti: attached' "$d/err")" -ge 2 ] ||
-    fail "CUPTI was not attached again (so nothing was tested): $(cat "$d/out")"
-}
-
 # they agree with each other.
 case_stderr_takeover() {
   [ "$SIM" = 1 ] || { echo "    (fault injection needs the fake driver: skipped)" >&2; return 0; }

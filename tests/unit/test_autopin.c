@@ -485,6 +485,49 @@ static void test_register_never_waits(void **state) {
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
 
+/* A large copy that asks for its buffer's registration, or finds it being
+ * made, follows the registration's pieces as the shim's thread makes them
+ * (each piece's DMA under the next one's registration) instead of being
+ * staged beside it, where the driver holds back the staged DMAs for as
+ * long as each piece registers.  So the very first copy goes registered,
+ * none of it staged, bytes right, upload and download alike. */
+static void test_follow(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  pl_autopin_set_follow_wait_for_test(2000000000ull); /* whatever the machine's load */
+  size_t n = 40 * MB + 300;
+  CUdeviceptr dev;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  for (int h2d = 1; h2d >= 0; h2d--) {
+    blk b = blk_new(n, 48);
+    pl_stage_stats st0, st1;
+    pl_copy c;
+    if (h2d) {
+      fill(b.p, n, 60);
+      pl_stage_get_stats(&st0);
+      assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);
+      pl_stage_get_stats(&st1);
+      assert_int_equal(dev_pat(dev, n, 60), n);
+    } else {
+      uint8_t *src = malloc(n);
+      fill(src, n, 61);
+      assert_int_equal(f_cuMemcpyHtoD_v2(dev, src, n), CUDA_SUCCESS);
+      free(src);
+      pl_stage_get_stats(&st0);
+      assert_int_equal(down(V_SYNC, b.p, dev, n, NULL, &c), CUDA_SUCCESS);
+      pl_stage_get_stats(&st1);
+      assert_int_equal(check_pat(b.p, n, 61), n);
+    }
+    assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+    assert_int_equal(c.why, PAGELOCK_WHY_NONE);
+    assert_int_equal(st1.bytes_staged - st0.bytes_staged, 0);
+    pl_pinreg_quiesce_for_test();
+    blk_free(&b);
+  }
+  pl_autopin_set_follow_wait_for_test(0);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
+}
+
 /* ---- auto: registered once hot ------------------------------------------------ */
 
 static void test_auto_hot(void **state) {
@@ -716,6 +759,8 @@ static void test_h2d_tail_staged(void **state) {
   config_reset();
   size_t n = 8 * MB + 300;
   live l = live_new(n, 48);
+  pl_autopin_reset_for_test(); /* the first upload below is the thread's first over a registration
+                                */
   CUdeviceptr dev = l.dev;
   CUstream s = l.s;
   blk b = l.b;
@@ -805,6 +850,46 @@ static void test_h2d_tail_fallback(void **state) {
   assert_int_equal(f_cuStreamDestroy_v2(s2), CUDA_SUCCESS);
   assert_int_equal(f_cuMemFree_v2(dev2), CUDA_SUCCESS);
   live_free(&l);
+}
+
+/* An allocation that owns its pages (a glibc mmapped chunk: its bytes
+ * start 16 or 64 bytes into a mapping of its own) is registered whole
+ * pages and all, so a copy of all of it is registered DMA only: no
+ * pageable call for its partial first and last pages.  A heap block,
+ * whose neighbours may share those pages, keeps to its interior. */
+static void test_own_pages(void **state) {
+  (void)state;
+  ap_env("register", "0", "sync", "sync");
+  size_t n = 3 * MB + 300;
+  CUdeviceptr dev;
+  CUstream s;
+  assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  assert_int_equal(f_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  for (int own = 0; own < 2; own++) {
+    blk b = blk_new(n, 64);
+    if (own) {
+      pl_hostmem_untrack_range(b.map, b.maplen);
+      pl_hostmem_track_as(b.p, n, 0, PL_ORIGIN_HEAP | PL_ALLOC_OWN_PAGES);
+    }
+    make_live(&b, dev);
+    size_t whole = hi_of(b.p, n) + g_pg - (uintptr_t)b.map; /* every page of its bytes */
+    if (own) assert_int_equal(f_reg_bytes_in(b.map, b.maplen, NULL, NULL), whole);
+    fill(b.p, n, 50 + own);
+    struct fakecuda_stats st0, st1;
+    f_get_stats(&st0);
+    pl_copy c;
+    assert_int_equal(up(V_ASYNC, dev, b.p, n, s, &c), CUDA_SUCCESS);
+    memset(b.p, 0x33, n);
+    f_get_stats(&st1);
+    assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+    /* a pageable call per partial page for the heap block, none for its own pages */
+    assert_int_equal(st1.copies_pageable - st0.copies_pageable, own ? 0 : 2);
+    v_sync(V_ASYNC, s);
+    assert_int_equal(dev_pat(dev, n, 50 + own), n);
+    blk_free(&b);
+  }
+  assert_int_equal(f_cuStreamDestroy_v2(s), CUDA_SUCCESS);
+  assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
 
 /* The tail's size follows how soon the thread comes back with its next
@@ -1756,12 +1841,14 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_register_first_copy),
       cmocka_unit_test(test_register_never_waits),
+      cmocka_unit_test(test_follow),
       cmocka_unit_test(test_auto_hot),
       cmocka_unit_test(test_registrable),
       cmocka_unit_test(test_bytes_exact),
       cmocka_unit_test(test_h2d_returns_after_read),
       cmocka_unit_test(test_h2d_tail_staged),
       cmocka_unit_test(test_h2d_tail_fallback),
+      cmocka_unit_test(test_own_pages),
       cmocka_unit_test(test_h2d_tail_turnaround),
       cmocka_unit_test(test_h2d_tail_wait_excluded),
       cmocka_unit_test(test_d2h_returns_with_bytes),
