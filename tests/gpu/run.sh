@@ -64,10 +64,13 @@ autopin() {
 #   bench     the single-copy benchmarks (tests/bench/run.sh)
 #   multigpu  with two GPUs or more: one process driving two, a torchrun
 #             job with NCCL, peer copies (tests/gpu/multigpu.sh)
+#   speed     issue 42's rows on real programs: bandwidthTest's synchronous
+#             loop and a buffer's first copies, accelerate's offload
+#             forward, each against pinned and no pagelock (speed_real.sh)
 #   corpus    real programs (accelerate, Lightning, DDP, MPI, CuPy, Numba)
 #             without pagelock, observed and under auto: bytes, counts,
 #             sites (tests/gpu/corpus.sh)
-PARTS=${PL_GPU_PARTS:-${PL_GPU_ONLY:-core readme autopin pysites goldens patterns bench multigpu corpus}}
+PARTS=${PL_GPU_PARTS:-${PL_GPU_ONLY:-core readme autopin pysites goldens patterns bench multigpu speed corpus}}
 want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 if want core; then
@@ -271,6 +274,11 @@ if want multigpu; then
   fi
 fi
 
+if want speed; then
+  "$ROOT/tests/gpu/speed_real.sh" "$B" "$OUT" "${PL_SPEED_ROUNDS:-3}" >"$OUT/speed.log" 2>&1
+  row "speed of real programs (issue 42)" "$(grep -q FAIL "$OUT/speed.log" && echo FAIL || echo ok)" "see speed.log"
+fi
+
 if want corpus; then
   "$ROOT/tests/gpu/corpus.sh" "$B" "$OUT" >"$OUT/corpus.log" 2>&1
   row "corpus of real programs" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -c '^corpus: PASS' "$OUT/corpus.log") checks passed, $(grep -c '^corpus: FAIL' "$OUT/corpus.log") failed: corpus.log"
@@ -283,6 +291,7 @@ echo "---- python sites ----"; grep '^pysites:' "$OUT/pysites.log" 2>/dev/null
 echo "---- patterns ----"; grep '^patterns:' "$OUT/patterns.log" 2>/dev/null
 echo "---- bench ----"; cat "$OUT/bench.log" 2>/dev/null | tail -95
 echo "---- several GPUs ----"; grep '^multigpu:' "$OUT/multigpu.log" 2>/dev/null
+echo "---- speed ----"; grep '^speed:' "$OUT/speed.log" 2>/dev/null
 echo "---- corpus ----"; grep '^corpus: \(FAIL\|SKIP\)' "$OUT/corpus.log" 2>/dev/null; sed -n '/^== corpus/,$p' "$OUT/corpus.log" 2>/dev/null
 [ -f "$OUT/demo.txt" ] && { echo "---- demo ----"; head -60 "$OUT/demo.txt"; }
 # One archive of everything, for the device tool (it returns few files).
