@@ -228,7 +228,9 @@ void pl_autopin_set_follow_wait_for_test(uint64_t ns) {
   pl_follow_wait_ns = ns ? ns : PL_FOLLOW_WAIT_NS;
 }
 
-/* A large copy whose registration is being made, or was just asked for,
+/* A large copy whose registration is being made (asked for by an earlier
+ * copy: the copy that asks is staged, so that a buffer's first copy, and
+ * the only one of a buffer allocated per step, is as fast as under stage)
  * waits for its first pieces and follows them (pl_autopin_copy) instead
  * of taking `route`. */
 static int pl_follow(pl_copy *c, uintptr_t h, size_t n, pl_pin_use *use, int route) {
@@ -286,8 +288,7 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
     } else if (pl_capturing(d, c)) {
       c->why = PAGELOCK_WHY_CAPTURE; /* never registers during a capture */
     } else if (pl_pinreg_make_room(hi - lo) && pl_pinreg_request(lo, hi - lo, abase, alen, ctx)) {
-      c->why = PAGELOCK_WHY_PENDING;
-      route = pl_follow(c, h, n, use, route);
+      c->why = PAGELOCK_WHY_PENDING; /* staged: a buffer's first copy as fast as stage's */
     } else {
       c->why = PAGELOCK_WHY_BUDGET;
     }

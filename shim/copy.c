@@ -90,12 +90,14 @@ static int pl_direction(uint8_t src_mem, uint8_t dst_mem) {
  * the allocation site of the host side when the registry knows it. */
 static void pl_classify(pl_copy *c) {
   uint32_t ss = 0, ds = 0;
+  bool sf = false, df = false;
   if (c->src_mem == PAGELOCK_MEM_UNKNOWN && c->src)
-    c->src_mem = (uint8_t)pl_hostmem_classify_site(c->src, &ss);
+    c->src_mem = (uint8_t)pl_hostmem_classify_site(c->src, &ss, &sf);
   if (c->dst_mem == PAGELOCK_MEM_UNKNOWN && c->dst)
-    c->dst_mem = (uint8_t)pl_hostmem_classify_site(c->dst, &ds);
+    c->dst_mem = (uint8_t)pl_hostmem_classify_site(c->dst, &ds, &df);
   if (c->dir == PAGELOCK_DIR_UNKNOWN) c->dir = pl_direction(c->src_mem, c->dst_mem);
   c->alloc_stack = c->dir == PAGELOCK_DIR_D2H ? ds : ss;
+  if (c->dir == PAGELOCK_DIR_D2H ? df : sf) c->flags |= PAGELOCK_COPY_FIRST_USE;
 }
 
 /* Write one COPY record, built in place in the trace buffer: this runs
@@ -515,6 +517,7 @@ CUresult pl_copy_exec(pl_copy *c) {
   /* No record (the trace stopped, or the shim's own thread copies): no
    * run either, as there is nothing to repeat. */
   if (pl_record(c, st.ns, dt, r, stack, c->seq, gpu_corr, slot ? &proto : NULL) && slot) {
+    proto.flags &= ~(uint32_t)PAGELOCK_COPY_FIRST_USE; /* its repeats are not */
     pl_run_key k = {.callsite = (uintptr_t)c->callsite,
                     .sp = (uintptr_t)c,
                     .src = c->src,

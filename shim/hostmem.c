@@ -124,8 +124,9 @@ void pl_hostmem_invalidate(void) {
   pl_py_unmapped();
 }
 
-int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
+int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack, bool *fresh) {
   if (alloc_stack) *alloc_stack = 0;
+  if (fresh) *fresh = false;
   if (p == 0) return PAGELOCK_MEM_UNKNOWN;
   unsigned gen = atomic_load_explicit(&pl_pin_gen, memory_order_acquire);
   /* Memory the program pinned, as last found by this thread: the answer
@@ -153,6 +154,7 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
     unsigned cgen = __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE);
     uint8_t cached = __atomic_load_n(&t->cached, __ATOMIC_RELAXED);
     if (cached && cgen == gen) return cached;
+    if (fresh) *fresh = cached == 0; /* a node is zeroed when tracked */
     base = PL_RBASE(t);
   }
   if (t == NULL && neg->page == page && neg->gen == gen && neg->uses > 0) {
@@ -204,7 +206,7 @@ int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack) {
   return kind;
 }
 
-int pl_hostmem_classify(CUdeviceptr p) { return pl_hostmem_classify_site(p, NULL); }
+int pl_hostmem_classify(CUdeviceptr p) { return pl_hostmem_classify_site(p, NULL, NULL); }
 
 void pl_hostmem_spend(CUdeviceptr p, uint32_t n) {
   uintptr_t page = (uintptr_t)p >> 12;

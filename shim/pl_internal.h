@@ -391,8 +391,10 @@ void pl_stage_atfork_child(void);
  * driver's attribute query.  Never holds the registry lock across a
  * driver call. */
 int pl_hostmem_classify(CUdeviceptr p);
-/* The same, also giving the allocation site (stack id, 0 unknown). */
-int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack);
+/* The same, also giving the allocation site (stack id, 0 unknown) and
+ * whether this is the first time the tracked allocation holding p was
+ * classified: the first copy of a buffer the program allocated anew. */
+int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack, bool *fresh);
 /* Moves whenever an answer of pl_hostmem_classify_site may change: the
  * program pins or unpins, maps or unmaps, or an allocation is tracked.
  * The same stamp, the same answer for any pointer asked before (but for

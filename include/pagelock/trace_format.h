@@ -132,6 +132,11 @@ enum pagelock_copy_flags {
                                          parameters set): nothing was copied
                                          by this call, and the graph is left
                                          as the program built it */
+  PAGELOCK_COPY_FIRST_USE = 1u << 8,  /* the first copy of its host side's
+                                         tracked allocation: a buffer the
+                                         program allocated anew (the report
+                                         tells a buffer allocated per step
+                                         from one copied again and again) */
 };
 
 typedef struct pagelock_rec_copy {

@@ -51,6 +51,10 @@ static uint64_t plr_share(uint64_t x, uint64_t part, uint64_t whole) {
   return (uint64_t)((double)x * (double)part / (double)whole);
 }
 
+/* Buffers of one allocation site, each copied about once, that make it a
+ * site that allocates per step (plr_site_advice). */
+#define PLR_FRESH_MIN 4
+
 void plr_site_advice(const plr_process *p, const plr_row *alloc, const plr_row *call, char *buf,
                      size_t len) {
   const plr_trace *t = &p->t;
@@ -66,6 +70,25 @@ void plr_site_advice(const plr_process *p, const plr_row *alloc, const plr_row *
   int shared = r && (r->shared.count || (r->frame && plr_has(r->frame->func, "MapAllocator")));
   const char *at = alloc && alloc->addr ? "allocated at" : "copied at";
   int k;
+  /* A buffer allocated anew for every step, each copied once: pinning it
+   * where it is allocated would pin every step's buffer, and no mode can
+   * register what is copied only once. */
+  if (alloc && alloc->addr && alloc->fresh >= PLR_FRESH_MIN &&
+      alloc->fresh * 10 >= alloc->b.count * 9) {
+    static const char *const one[] = {
+        [PLR_FW_TORCH] = "torch.empty(..., pin_memory=True), filled with copy_()",
+        [PLR_FW_CUPY] = "cupyx.empty_pinned",
+        [PLR_FW_NUMBA] = "numba.cuda.pinned_array"};
+    const char *how =
+        fw > 0 && fw < (int)(sizeof one / sizeof one[0]) && one[fw] ? one[fw] : "cudaHostAlloc";
+    snprintf(buf, len,
+             "%" PRIu64
+             " buffers allocated at %.160s were each copied once: allocate one pinned "
+             "buffer (%s) and reuse it; --mode=auto stages such copies, and registers none: a "
+             "buffer copied once is never worth it",
+             alloc->fresh, site, how);
+    return;
+  }
   /* Cut rather than overflow: a long C++ name still leaves the advice
    * readable. */
   switch (fw) {

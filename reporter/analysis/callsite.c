@@ -233,6 +233,7 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym, plr_site_kind
     v[i].shared = s->shared;
     v[i].big = s->big;
     v[i].tracked = s->tracked;
+    v[i].fresh = s->fresh;
     v[i].g = s->g;
     v[i].device = s->device;
     v[i].would_save_ns = -1;
@@ -255,6 +256,7 @@ int plr_sites_build(const plr_trace *t, const plr_symbolizer *sym, plr_site_kind
       plr_bucket_add(&r->shared, &v[i].shared);
       plr_bucket_add(&r->big, &v[i].big);
       plr_bucket_add(&r->tracked, &v[i].tracked);
+      r->fresh += v[i].fresh;
       plr_site_gpu_merge(&r->g, &v[i].g);
       plr_device_fold(&r->device, v[i].device);
     } else {

@@ -29,6 +29,7 @@ typedef struct plr_row {
   plr_bucket bydir[PLR_NCDIR];     /* b split by plr_cdir */
   plr_bucket routes[PLR_NROUTE];   /* b split by route (plr_site) */
   plr_bucket shared, big, tracked; /* as in plr_site */
+  uint64_t fresh;                  /* as in plr_site */
   plr_site_gpu g;                  /* joined calls, GPU time, made-sync */
   int32_t device;                  /* as in plr_site: from the COPY records */
   /* Host time a pinned buffer would have saved: host blocked minus bytes /

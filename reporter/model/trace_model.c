@@ -86,7 +86,7 @@ static char *plr_dup(const char *s, int *oom) {
  * in *table, creating it. */
 static int plr_site_add(plr_site **table, const plr_site_key *key, const plr_bucket *b,
                         uint64_t each, unsigned dir, unsigned route, int shared, int tracked,
-                        int32_t device) {
+                        int fresh, int32_t device) {
   plr_site *s;
   HASH_FIND(hh, *table, key, sizeof *key, s);
   if (!s) {
@@ -102,6 +102,7 @@ static int plr_site_add(plr_site **table, const plr_site_key *key, const plr_buc
   plr_bucket_add(&s->routes[route], b);
   if (shared) plr_bucket_add(&s->shared, b);
   if (tracked) plr_bucket_add(&s->tracked, b);
+  s->fresh += fresh != 0;
   plr_device_fold(&s->device, device < 0 ? -1 : device);
   if (each >= PLR_STAGE_MIN_DEFAULT) plr_bucket_add(&s->big, b);
   return 0;
@@ -173,10 +174,12 @@ static int plr_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
   int shared = t->hdr.version >= 3 && c->why == PAGELOCK_WHY_SHARED;
   plr_site_key k = {c->callsite, c->stack_id, 0};
   int tracked = c->alloc_stack_id != 0;
-  if (plr_site_add(&t->sites, &k, &b, c->bytes, dir, route, shared, tracked, c->device)) return -1;
+  int fresh = (c->flags & PAGELOCK_COPY_FIRST_USE) != 0;
+  if (plr_site_add(&t->sites, &k, &b, c->bytes, dir, route, shared, tracked, fresh, c->device))
+    return -1;
   if (c->alloc_stack_id) {
     plr_site_key ak = {0, c->alloc_stack_id, 0};
-    if (plr_site_add(&t->alloc_sites, &ak, &b, c->bytes, dir, route, shared, 1, c->device))
+    if (plr_site_add(&t->alloc_sites, &ak, &b, c->bytes, dir, route, shared, 1, fresh, c->device))
       return -1;
   }
   return 0;

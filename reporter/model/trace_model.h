@@ -114,6 +114,8 @@ typedef struct plr_site {
   plr_bucket tracked;            /* copies of an allocation the shim tracked (one
                                     with an allocation stack): registrable */
   plr_bucket big;                /* copies of at least PLR_STAGE_MIN_DEFAULT bytes */
+  uint64_t fresh;                /* copies that were their allocation's first
+                                    (PAGELOCK_COPY_FIRST_USE): buffers made anew */
   plr_site_gpu g;
   /* The device its COPY records name (shim since issue 23; GPU timing not
    * needed): the ordinal, -1 none named, -2 several. */

@@ -742,6 +742,27 @@ case_two_sites() {
   done
 }
 
+# A buffer allocated anew for every step and copied once (fresh.c) gets
+# advice of its own: one pinned buffer, reused; a buffer reused every step
+# gets the advice to pin it.  Each fresh buffer's first copy says so in
+# its record (PAGELOCK_COPY_FIRST_USE).
+case_fresh_buffers() {
+  local d="$T/fresh" mode; mkdir -p "$d"
+  for mode in observe; do
+    "$B/pagelock" run --mode=$mode -o "$d/f$mode.trace" -- "$B/test_fresh" fresh >/dev/null 2>"$d/err" ||
+      fail "fresh, $mode: $(cat "$d/err")" || return
+    "$B/pagelock" report "$d/f$mode.trace" >"$d/f$mode.txt" 2>&1
+    grep -q "12 buffers allocated at .*fresh.c:[0-9]* were each copied once: allocate one pinned buffer" \
+      "$d/f$mode.txt" || fail "fresh, $mode: no per-step advice: $(grep -m2 'fix:' "$d/f$mode.txt")" || return
+    "$B/pagelock" run --mode=$mode -o "$d/r$mode.trace" -- "$B/test_fresh" reuse >/dev/null 2>"$d/err" ||
+      fail "reuse, $mode: $(cat "$d/err")" || return
+    "$B/pagelock" report "$d/r$mode.trace" >"$d/r$mode.txt" 2>&1
+    grep -q "each copied once" "$d/r$mode.txt" && fail "reuse, $mode: told it was fresh buffers" && return 1
+    grep -q "fix: pin the buffer allocated at .*fresh.c:[0-9]" "$d/r$mode.txt" ||
+      fail "reuse, $mode: no advice to pin the reused buffer: $(grep -m2 'fix:' "$d/r$mode.txt")" || return
+  done
+}
+
 # Copies from stacks that are not the thread's own (coro_stacks.c): a
 # coroutine's, whose entry has a variable-length array, on a 64 KiB
 # mapping and then on a 32 KiB one at the same base, the copies at the

@@ -485,46 +485,55 @@ static void test_register_never_waits(void **state) {
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
 
-/* A large copy that asks for its buffer's registration, or finds it being
- * made, follows the registration's pieces as the shim's thread makes them
- * (each piece's DMA under the next one's registration) instead of being
- * staged beside it, where the driver holds back the staged DMAs for as
- * long as each piece registers.  So the very first copy goes registered,
- * none of it staged, bytes right, upload and download alike. */
+/* A large copy that finds its buffer's registration being made follows
+ * its pieces as the shim's thread makes them (each piece's DMA under the
+ * next one's registration) instead of being staged beside it, where the
+ * driver holds back the staged DMAs for as long as each piece registers.
+ * The copy that asks for the registration is staged, as fast as under
+ * stage; the next, with the registration slowed so that it is still being
+ * made, goes registered, none of it staged, bytes right, upload and
+ * download alike. */
 static void test_follow(void **state) {
   (void)state;
   ap_env("register", "0", "sync", "sync");
   pl_autopin_set_follow_wait_for_test(2000000000ull); /* whatever the machine's load */
+  f_set_register_bandwidth(0.2);                      /* 16 MiB pieces: 80 ms each */
   size_t n = 40 * MB + 300;
   CUdeviceptr dev;
   assert_int_equal(f_cuMemAlloc_v2(&dev, n), CUDA_SUCCESS);
+  uint8_t *src = malloc(n);
   for (int h2d = 1; h2d >= 0; h2d--) {
     blk b = blk_new(n, 48);
     pl_stage_stats st0, st1;
     pl_copy c;
-    if (h2d) {
-      fill(b.p, n, 60);
+    fill(src, n, 61);
+    assert_int_equal(f_cuMemcpyHtoD_v2(dev, src, n), CUDA_SUCCESS);
+    for (int k = 0; k < 2; k++) {
+      fill(b.p, n, 60 + k);
       pl_stage_get_stats(&st0);
-      assert_int_equal(up(V_SYNC, dev, b.p, n, NULL, &c), CUDA_SUCCESS);
+      CUresult r = h2d ? up(V_SYNC, dev, b.p, n, NULL, &c) : down(V_SYNC, b.p, dev, n, NULL, &c);
+      assert_int_equal(r, CUDA_SUCCESS);
       pl_stage_get_stats(&st1);
-      assert_int_equal(dev_pat(dev, n, 60), n);
-    } else {
-      uint8_t *src = malloc(n);
-      fill(src, n, 61);
-      assert_int_equal(f_cuMemcpyHtoD_v2(dev, src, n), CUDA_SUCCESS);
-      free(src);
-      pl_stage_get_stats(&st0);
-      assert_int_equal(down(V_SYNC, b.p, dev, n, NULL, &c), CUDA_SUCCESS);
-      pl_stage_get_stats(&st1);
-      assert_int_equal(check_pat(b.p, n, 61), n);
+      if (h2d)
+        assert_int_equal(dev_pat(dev, n, 60 + k), n);
+      else
+        assert_int_equal(check_pat(b.p, n, 61), n);
+      if (k == 0) { /* asked for the registration: staged */
+        assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
+        assert_true(c.flags & PAGELOCK_COPY_STAGED);
+        assert_true(pl_pinreg_busy(lo_of(b.p), MB)); /* still being made */
+      } else {
+        assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
+        assert_int_equal(c.why, PAGELOCK_WHY_NONE);
+        assert_int_equal(st1.bytes_staged - st0.bytes_staged, 0);
+      }
     }
-    assert_true(c.flags & PAGELOCK_COPY_REGISTERED);
-    assert_int_equal(c.why, PAGELOCK_WHY_NONE);
-    assert_int_equal(st1.bytes_staged - st0.bytes_staged, 0);
     pl_pinreg_quiesce_for_test();
     blk_free(&b);
   }
+  free(src);
   pl_autopin_set_follow_wait_for_test(0);
+  f_set_register_bandwidth(register_gbps());
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
 }
 

@@ -169,7 +169,7 @@ static void test_classify_rules(void **state) {
   pl_hostmem_track(buf, 1 << 20, 7);
   uint32_t site = 0;
   /* no driver: the tracked range still gives its site */
-  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(buf + 100), &site),
+  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(buf + 100), &site, NULL),
                    PAGELOCK_MEM_UNKNOWN);
   assert_int_equal(site, 7);
   pl_hostmem_pinned_add(buf + 4096, 8192, PAGELOCK_MEM_REGISTERED);
@@ -183,12 +183,12 @@ static void test_classify_rules(void **state) {
   assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)(buf + 4096)), PAGELOCK_MEM_UNKNOWN);
   assert_true(pl_hostmem_untrack(buf));
   assert_false(pl_hostmem_untrack(buf));
-  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(buf + 100), &site),
+  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(buf + 100), &site, NULL),
                    PAGELOCK_MEM_UNKNOWN);
   assert_int_equal(site, 0); /* freed ranges leave the registry at once */
   pl_hostmem_track(buf, 1 << 20, 9);
   pl_hostmem_untrack_range(buf + 5000, 10); /* munmap of part of it */
-  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)buf, &site),
+  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)buf, &site, NULL),
                    PAGELOCK_MEM_UNKNOWN);
   assert_int_equal(site, 0);
   size_t t, p;
@@ -236,7 +236,8 @@ static void *stress_worker(void *arg) {
       default:
         if (mine[i]) {
           uint32_t site;
-          int k = pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(mine[i] + len[i] / 2), &site);
+          int k =
+              pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(mine[i] + len[i] / 2), &site, NULL);
           /* only this thread changes its own ranges: answers must be exact */
           if (pinned[i] ? k != PAGELOCK_MEM_REGISTERED
                         : (k != PAGELOCK_MEM_UNKNOWN || site != (uint32_t)(uintptr_t)arg))

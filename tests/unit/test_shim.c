@@ -775,22 +775,22 @@ static void test_classify_memo_sites(void **state) {
   char *blk = m + 100, *end = blk + K;
   pl_hostmem_track(blk, K, 11);
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(end + 500), &site),
+    assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(end + 500), &site, NULL),
                      PAGELOCK_MEM_PAGEABLE);
     assert_int_equal(site, 0);
   }
-  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(end - 50), &site),
+  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)(end - 50), &site, NULL),
                    PAGELOCK_MEM_PAGEABLE);
   assert_int_equal(site, 11);
   /* A page the memo holds as untracked, then an allocation over it. */
   char *q = m + 3 * K;
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)q, &site),
+    assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)q, &site, NULL),
                      PAGELOCK_MEM_PAGEABLE);
     assert_int_equal(site, 0);
   }
   pl_hostmem_track(q - 1000, 64 << 10, 12);
-  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)q, &site),
+  assert_int_equal(pl_hostmem_classify_site((CUdeviceptr)(uintptr_t)q, &site, NULL),
                    PAGELOCK_MEM_PAGEABLE);
   assert_int_equal(site, 12);
   assert_true(pl_hostmem_untrack(blk));
