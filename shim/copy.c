@@ -480,6 +480,7 @@ CUresult pl_copy_exec(pl_copy *c) {
         r = pl_pinreg_native(c);
         done = true;
       }
+      pl_autopin_after(c, &use);
     }
   } else if (onedim && !pl_host_extent(c, &hp, &hn)) {
     hn = 0;

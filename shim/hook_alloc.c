@@ -613,7 +613,7 @@ PL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
   void *p = pl_next_mmap(addr, len, prot, flags, fd, off);
   if (p == MAP_FAILED || !pl_tracking_on()) return p;
   int saved = errno;
-  pl_hostmem_invalidate();
+  pl_hostmem_invalidate(p, (flags & MAP_FIXED) ? len : 0);
   if (flags & MAP_FIXED) pl_hostmem_untrack_range(p, len);
   int origin = pl_mmap_origin(prot, flags);
   if (origin >= 0) pl_track_mapping(p, len, __builtin_return_address(0), origin);
@@ -628,7 +628,7 @@ PL_EXPORT int munmap(void *addr, size_t len) {
   if (pl_tracking_on()) {
     int saved = errno;
     pl_hostmem_untrack_range(addr, len);
-    pl_hostmem_invalidate();
+    pl_hostmem_invalidate(addr, len);
     errno = saved;
   }
   int rc;
@@ -660,7 +660,7 @@ PL_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
     int kind;
     if (pl_hostmem_lookup((uintptr_t)old, &b, &sz, &kind)) origin = kind & PL_ORIGIN_MASK;
     pl_hostmem_untrack_range(old, old_len);
-    pl_hostmem_invalidate();
+    pl_hostmem_invalidate(old, old_len);
     errno = saved;
   }
   void *p = MAP_FAILED;

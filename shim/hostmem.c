@@ -119,9 +119,9 @@ typedef struct pl_pos_entry {
 } pl_pos_entry;
 static PL_TLS pl_pos_entry pl_pos;
 
-void pl_hostmem_invalidate(void) {
+void pl_hostmem_invalidate(const void *gone, size_t n) {
   atomic_fetch_add_explicit(&pl_pin_gen, 1, memory_order_acq_rel);
-  pl_py_unmapped();
+  if (n) pl_py_unmapped((uintptr_t)gone, n);
 }
 
 int pl_hostmem_classify_site(CUdeviceptr p, uint32_t *alloc_stack, bool *fresh) {

@@ -62,6 +62,14 @@ typedef struct pl_pin_use {
                           pieces while it is being made, else all of it */
   uintptr_t iend;      /* the interior's end */
   uint32_t slot;       /* 0: no hold */
+  /* A registration the route will ask for once the copy is done
+   * (pl_autopin_after), so that the shim's thread does not register
+   * beside the very copy that asked: len 0 when none. */
+  struct {
+    uintptr_t base, abase;
+    size_t len, alen;
+    CUcontext ctx;
+  } ask;
 } pl_pin_use;
 
 /* True when at least one shim registration is live or in flight: one
@@ -227,6 +235,11 @@ enum pl_route { PL_ROUTE_PASS = 0, PL_ROUTE_STAGE = 1, PL_ROUTE_REGISTER = 2 };
  * (and may request a registration), sets c->why, and answers STAGE (at
  * least PAGELOCK_STAGE_MIN) or PASS. */
 int pl_autopin_route(pl_copy *c, pl_pin_use *use);
+
+/* After c took the route pl_autopin_route gave it (staged or passed):
+ * ask for the registration the route decided on, if any; c->why says
+ * BUDGET when it could not be queued. */
+void pl_autopin_after(pl_copy *c, pl_pin_use *use);
 
 /* Run c through the registration in *use, keeping the contract: the
  * bytes outside the registered interior (the allocation's partial first and

@@ -448,8 +448,9 @@ void pl_hostmem_untrack_range(void *p, size_t n);
 void pl_hostmem_pinned_add(void *p, size_t n, int kind);
 void pl_hostmem_pinned_remove(void *p);
 /* Something may have changed what kind of memory some page is (an mmap,
- * munmap or mremap): drop every cached classification. */
-void pl_hostmem_invalidate(void);
+ * munmap or mremap): drop every cached classification.  [gone, gone+n):
+ * pages that may be unmapped or replaced (n 0: none). */
+void pl_hostmem_invalidate(const void *gone, size_t n);
 /* Registry invariants hold; counts of tracked and pinned ranges. */
 bool pl_hostmem_check(size_t *tracked, size_t *pinned);
 void pl_hostmem_atfork_prepare(void);
@@ -577,9 +578,13 @@ void pl_py_emit(uint32_t stack_id, const pl_pystack *s);
  * saying why Python frames are missing, when a Python was found that the
  * walk cannot read (free-threaded, another version). */
 void pl_py_note(void);
-/* The program unmapped or moved memory: pages checked readable may be
- * gone. */
-void pl_py_unmapped(void);
+/* The program unmaps, moves or replaces [p, p+n): the pages there that
+ * were checked readable may be gone. */
+void pl_py_unmapped(uintptr_t p, size_t n);
+/* Tests: whether the page of p is readable (asking the kernel unless it
+ * is known), and whether it is known readable without asking. */
+bool pl_py_page_ok_for_test(uintptr_t p);
+bool pl_py_page_known_for_test(uintptr_t p);
 /* A forked child writes a new trace: every PYCODE record is due again. */
 void pl_py_reset(void);
 

@@ -97,14 +97,34 @@ static uintptr_t pl_py_runtime; /* &_PyRuntime, read on 3.10-3.11 only */
 /* ---- pages known readable ------------------------------------------------- */
 
 /* Key: page number (45 bits: 57-bit addresses) | generation (19 bits) << 45.
- * The generation moves on every unmap; the table is cleared every 2^18
- * moves, so a surviving key is never mistaken for one of a generation
- * 2^19 later. */
+ * An unmap of up to PL_PY_FORGET pages forgets those pages' entries; a
+ * larger one moves the generation, which forgets them all, and the table
+ * is cleared every 2^18 moves, so a surviving key is never mistaken for
+ * one of a generation 2^19 later.  Why not move it on every unmap: a
+ * Python program maps and unmaps its object arenas (pymalloc) all the
+ * time, and every walk then probed each of its pages again with a system
+ * call: under accelerate's offload, a walk and its native unwind cost a
+ * forward 1.5x its pinned time (H200, docs/bench/). */
 #define PL_PY_PAGES 4096
+#define PL_PY_FORGET 1024
 static _Atomic uint64_t pl_py_pages[PL_PY_PAGES];
 static atomic_uint pl_py_gen;
 
-void pl_py_unmapped(void) {
+static size_t pl_py_slot(uint64_t page) { return (size_t)((page * 0x9E3779B97F4A7C15ull) >> 54); }
+
+void pl_py_unmapped(uintptr_t p, size_t n) {
+  uint64_t first = p >> 12, last = (p + n - 1) >> 12;
+  if (n && p + n > p && last - first < PL_PY_FORGET) {
+    for (uint64_t page = first; page <= last; page++) {
+      size_t h = pl_py_slot(page);
+      for (size_t i = 0; i < 4; i++) {
+        _Atomic uint64_t *e = &pl_py_pages[(h + i) & (PL_PY_PAGES - 1)];
+        uint64_t k = atomic_load_explicit(e, memory_order_relaxed);
+        if ((k & ((UINT64_C(1) << 45) - 1)) == page) atomic_compare_exchange_strong(e, &k, 0);
+      }
+    }
+    return;
+  }
   unsigned g = atomic_fetch_add_explicit(&pl_py_gen, 1, memory_order_acq_rel) + 1;
   if ((g & ((1u << 18) - 1)) == 0)
     for (size_t i = 0; i < PL_PY_PAGES; i++)
@@ -148,7 +168,7 @@ static void pl_py_refused(int err) {
 static bool pl_py_page_ok(uint64_t page) {
   uint64_t gen = atomic_load_explicit(&pl_py_gen, memory_order_acquire) & ((1u << 19) - 1);
   uint64_t key = page | (gen << 45);
-  size_t h = (size_t)((page * 0x9E3779B97F4A7C15ull) >> 54);
+  size_t h = pl_py_slot(page);
   for (size_t i = 0; i < 4; i++)
     if (atomic_load_explicit(&pl_py_pages[(h + i) & (PL_PY_PAGES - 1)], memory_order_relaxed) ==
         key)
@@ -162,6 +182,16 @@ static bool pl_py_page_ok(uint64_t page) {
   atomic_store_explicit(&pl_py_pages[(h + (page & 3)) & (PL_PY_PAGES - 1)], key,
                         memory_order_relaxed);
   return true;
+}
+
+bool pl_py_page_ok_for_test(uintptr_t p) { return pl_py_page_ok(p >> 12); }
+
+bool pl_py_page_known_for_test(uintptr_t p) {
+  uint64_t page = p >> 12, gen = atomic_load(&pl_py_gen) & ((1u << 19) - 1);
+  size_t h = pl_py_slot(page);
+  for (size_t i = 0; i < 4; i++)
+    if (atomic_load(&pl_py_pages[(h + i) & (PL_PY_PAGES - 1)]) == (page | (gen << 45))) return true;
+  return false;
 }
 
 static bool pl_py_readable(uintptr_t p, size_t n) {

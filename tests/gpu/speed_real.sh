@@ -36,6 +36,7 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 : >"$OUT/speed_accel.txt"
+[ -n "${PL_SPEED_NO_ACCEL:-}" ] && set -- # only the synchronous loop
 if python3 -c "import accelerate, transformers" 2>/dev/null; then
   for r in $(seq 1 "$ROUNDS"); do
     vs=(native pinned observe auto)
@@ -80,7 +81,7 @@ for v in ("pinned", "stage", "auto"):
     print("speed: sync_reuse first three uploads ms, %s: %s" % (v, " | ".join(f)))
 acc = rows(sys.argv[2])
 if acc:
-    sums = {r[v]["checksum"] for rr in acc.values() for v, r in rr.items() if "checksum" in r}
+    sums = {r["checksum"] for rr in acc.values() for r in rr.values() if "checksum" in r}
     print("speed: accel checksums %s" % ("ok" if len(sums) == 1 else "FAIL %s" % sums))
     rs = ratios(acc, "median_ms", True)
     print("speed: accel forward of pinned: %s; of native: %s" % (

@@ -746,7 +746,7 @@ static void test_classify(void **state) {
   assert_int_equal(k, PAGELOCK_MEM_PINNED);
   assert_true(calls <= 65);
   assert_int_equal(unreg(pageable), 0);
-  pl_hostmem_invalidate(); /* (the hooks would have done this) */
+  pl_hostmem_invalidate(NULL, 0); /* (the hooks would have done this) */
   assert_int_equal(pl_hostmem_classify((CUdeviceptr)(uintptr_t)pageable + 100),
                    PAGELOCK_MEM_PAGEABLE);
   /* What the cuMemHostRegister hook records is seen at the very next call,
@@ -903,6 +903,31 @@ static void test_copy_device(void **state) {
   assert_int_equal(cuStreamDestroy_v2(s1), 0);
 }
 
+/* The Python walk's cache of pages known readable: an unmap forgets the
+ * pages it unmaps, not every page (a Python program maps and unmaps its
+ * object arenas all the time, and each walk then asked the kernel about
+ * every page again); a large one forgets all. */
+static void test_py_page_cache(void **state) {
+  (void)state;
+  size_t pg = 4096;
+  char *a = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  char *b = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(a != MAP_FAILED && b != MAP_FAILED);
+  a[0] = b[0] = 1;
+  assert_true(pl_py_page_ok_for_test((uintptr_t)a));
+  assert_true(pl_py_page_ok_for_test((uintptr_t)b));
+  assert_true(pl_py_page_known_for_test((uintptr_t)a));
+  assert_true(pl_py_page_known_for_test((uintptr_t)b));
+  pl_py_unmapped((uintptr_t)b, 4 * pg);
+  assert_true(pl_py_page_known_for_test((uintptr_t)a)); /* untouched by b's unmap */
+  assert_false(pl_py_page_known_for_test((uintptr_t)b));
+  assert_int_equal(munmap(b, 4 * pg), 0);
+  assert_false(pl_py_page_ok_for_test((uintptr_t)b)); /* asked again: gone */
+  pl_py_unmapped((uintptr_t)b, (size_t)64 << 20);     /* too large to forget page by page */
+  assert_false(pl_py_page_known_for_test((uintptr_t)a));
+  assert_int_equal(munmap(a, 4 * pg), 0);
+}
+
 int main(void) {
   /* test_copy_device copies on two devices; the fake reads this at load. */
   setenv("FAKECUDA_DEVICES", "2", 1);
@@ -929,6 +954,7 @@ int main(void) {
       cmocka_unit_test(test_classify),
       cmocka_unit_test(test_classify_memo_sites),
       cmocka_unit_test(test_copy_device),
+      cmocka_unit_test(test_py_page_cache),
       cmocka_unit_test(test_stack_emit_reset),
   };
   int rc = cmocka_run_group_tests_name("shim", tests, NULL, NULL);

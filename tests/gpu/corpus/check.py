@@ -88,15 +88,17 @@ def main():
                 got = sum(1 for p in procs if p["totals"]["copies"] > 0)
             say(got >= n, "%s %d (want %d or more)" % (what, got, n))
         elif kind == "allocs-known":
-            # Buffers under PAGELOCK_TRACK_MIN (64 KiB) are not tracked: a
-            # few small ones may lack a site, no more than 1% of the bytes.
+            # Buffers under PAGELOCK_TRACK_MIN (64 KiB) are not tracked and
+            # have no site: the copies without one must be that small (a
+            # Lightning fit's 43 copies of 2 KiB tensors, 1.1% of its bytes).
             for p in procs:
                 pageable = p["totals"]["pageable"]["bytes"]
                 if not pageable:
                     continue
                 rows = [r for r in p["alloc_sites"] if r["address"] not in ("0x0", "0")]
                 known = sum(r["bytes"] for r in rows)
-                say(known >= 0.99 * pageable,
+                unsited = p["totals"]["pageable"]["copies"] - sum(r["copies"] for r in rows)
+                say(pageable - known < max(unsited, 0) * 65536 or known == pageable,
                     "pid %s: %d of %d pageable bytes have an allocation site (%d of %d copies)"
                     % (p["pid"], known, pageable, sum(r["copies"] for r in rows),
                        p["totals"]["pageable"]["copies"]))
