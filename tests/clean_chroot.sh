@@ -6,8 +6,8 @@
 # step of .ci/run, not part of tests/run-tests.  PL_CHROOT_TESTS=1 runs the
 # test command too, printing the suites' progress lines and its time at the
 # end: 18 min 50 s on 2 cores on 2026-11-28, before the robustness suite's
-# churn group (500 programs of 0.4 s, about 5 minutes) was added, so about
-# 25 minutes now; by default only the first.
+# churn group (500 programs of 1 s, about 11 minutes) was added, so about
+# 30 minutes now; by default only the first.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # A fresh root each time unless one is named: a second run over the same
