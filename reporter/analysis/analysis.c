@@ -51,6 +51,24 @@ static uint64_t plr_share(uint64_t x, uint64_t part, uint64_t whole) {
   return (uint64_t)((double)x * (double)part / (double)whole);
 }
 
+/* A site for a sentence: at most PLR_SITE_SHORT characters.  Too long, it
+ * loses its native frame ("LINE (via LIB; native: ...)" becomes "LINE (via
+ * LIB)"), else it is cut between words with "...": a C++ name cut in the
+ * middle read "(libc10.s is PyTorch's". */
+#define PLR_SITE_SHORT 160
+void plr_site_shorten(char *site) {
+  size_t n = strlen(site);
+  if (n <= PLR_SITE_SHORT) return;
+  char *native = strstr(site, "; native: ");
+  if (native && (size_t)(native - site) + 1 <= PLR_SITE_SHORT) {
+    strcpy(native, ")");
+    return;
+  }
+  size_t cut = PLR_SITE_SHORT - 3;
+  while (cut > PLR_SITE_SHORT / 2 && site[cut] != ' ') cut--;
+  strcpy(site + cut, "...");
+}
+
 /* Buffers of one allocation site, each copied about once, that make it a
  * site that allocates per step (plr_site_advice). */
 #define PLR_FRESH_MIN 4
@@ -62,6 +80,7 @@ void plr_site_advice(const plr_process *p, const plr_row *alloc, const plr_row *
   char site[256] = "";
   /* The Python line when the stack has one (pysite.c), else the native site. */
   if (r && r->addr) plr_row_site_format(r, site, sizeof site);
+  plr_site_shorten(site);
   int fw = plr_row_framework(alloc && alloc->addr ? alloc : NULL);
   if (fw == PLR_FW_NONE) fw = plr_row_framework(call);
   /* Shared memory: copies the shim saw from a shared mapping (register,
@@ -226,6 +245,7 @@ static void plr_name_alloc_sites(plr_process *p) {
   for (size_t i = 1; i < n && plr_row_pass_ns(v[i]) * 10 >= all; i++) {
     char site[256], ms[32];
     plr_row_site_format(v[i], site, sizeof site);
+    plr_site_shorten(site);
     plr_fmt_ms(plr_row_pass_ns(v[i]), ms, sizeof ms);
     int k = snprintf(advice + len, sizeof advice - len, "; also the buffers %s %.160s (%s ms)",
                      alloc ? "allocated at" : "copied at", site, ms);

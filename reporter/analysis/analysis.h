@@ -38,6 +38,10 @@ int plr_row_framework(const plr_row *r);
  * cudaHostAlloc/cudaMallocHost", "pin them with PyTorch (...)", ... */
 const char *plr_process_pin_words(const plr_process *p);
 
+/* A site (plr_row_site_format) made short enough for a sentence: without
+ * its native frame when it has a Python line, else cut between words. */
+void plr_site_shorten(char *site);
+
 /* What to do about one site, in its framework's words (PyTorch:
  * DataLoader pin_memory=True for shared-memory batches, else
  * tensor.pin_memory(); CuPy: cupyx.empty_pinned; Numba:

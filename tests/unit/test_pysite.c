@@ -268,10 +268,35 @@ static void test_no_python_no_change(void **state) {
   tb_free(&b);
 }
 
+/* A long site in a fix sentence loses its native frame whole, never a
+ * word in the middle (a real accelerate report read "(libc10.s is
+ * PyTorch's"). */
+static void test_site_shorten(void **state) {
+  (void)state;
+  char site[256];
+  snprintf(site, sizeof site, "%s",
+           "accelerate_offload.py:25 in main (via transformers/models/llama/modeling_llama.py:171 "
+           "in LlamaMLP.__init__; native: c10::alloc_cpu(unsigned long)+0x8b (libc10.so))");
+  plr_site_shorten(site);
+  assert_string_equal(site,
+                      "accelerate_offload.py:25 in main (via "
+                      "transformers/models/llama/modeling_llama.py:171 in LlamaMLP.__init__)");
+  char longer[256];
+  memset(longer, 0, sizeof longer);
+  for (int i = 0; i < 30; i++) strcat(longer, "word_ab ");
+  plr_site_shorten(longer);
+  assert_true(strlen(longer) <= 160);
+  assert_string_equal(longer + strlen(longer) - 10, "word_ab..."); /* whole words */
+  snprintf(site, sizeof site, "%s", "main+0x10 (app) app.c:3");
+  plr_site_shorten(site);
+  assert_string_equal(site, "main+0x10 (app) app.c:3");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows_group_by_python_line),
       cmocka_unit_test(test_library_line),
+      cmocka_unit_test(test_site_shorten),
       cmocka_unit_test(test_no_python_no_change),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
