@@ -21,6 +21,12 @@
  * under way.  A release hook (munmap, mremap, madvise, brk) does its own
  * undo, synchronously, before the memory goes: a hook cannot wait for the
  * thread, which may be busy registering something else for tens of ms.
+ * Where the releasing thread may not wait at all (a signal handler that
+ * interrupted the shim, a host function's thread: pl_may_wait) the hook
+ * reads the slots' view published without the lock, makes the release
+ * safe for the program without undoing anything (an unmapped range stays
+ * mapped, inaccessible), and hands the rest to the thread through a
+ * lock-free table (pl_defer_put), waking it with a futex.
  *
  * Rules that keep this safe:
  *  - the lock is never held across a driver call, an allocation or the
@@ -34,8 +40,8 @@
  *    PORTABLE, but a call needs some context current, and the releasing
  *    thread may have none;
  *  - registered ranges never overlap: one allocation's pages each
- *    (pl_reg_span)
- *    (autopin.c), and a request overlapping any slot is refused. */
+ *    (pl_reg_span, autopin.c), and a request overlapping any slot is
+ *    refused. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/futex.h>
