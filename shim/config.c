@@ -1,7 +1,7 @@
 /* config.c - the PAGELOCK_* option table, parsed once.
  *
  * One table (like mimalloc's options.c), built from
- * include/pagelock/options.def, the list `pagelock --help` and the README's
+ * include/pagelock/options.def, the list `pagelock --help` and docs/usage.md's
  * configuration table come from too, so that none of them can disagree with
  * the parser or the typo guard.  Values are read
  * with getenv at load time; a bad value never stops the program: it is

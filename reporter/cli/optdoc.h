@@ -1,5 +1,5 @@
 /* optdoc.h - the options of include/pagelock/options.def in words, for the
- * two places that show them: `pagelock --help` (cli.c) and README's
+ * two places that show them: `pagelock --help` (cli.c) and docs/usage.md's
  * configuration table (tests/cli/optdump.c). */
 #ifndef PLR_OPTDOC_H
 #define PLR_OPTDOC_H

@@ -1,7 +1,7 @@
-/* optdump.c - README's configuration table, written from
+/* optdump.c - docs/usage.md's configuration table, written from
  * include/pagelock/options.def.
  *
- * cli_help_options compares its output with README's table byte for byte,
+ * cli_help_options compares its output with that table byte for byte,
  * so the table is never edited by hand: change the list, then paste
  * `build/pl_optdump` over the table.  It also checks what the list itself
  * cannot: that the default a row shows is the one the shim uses.  A

@@ -659,15 +659,16 @@ demo)
   has_out "mode auto"
   ;;
 help_options)
-  # README's configuration table is include/pagelock/options.def written
-  # out (pl_optdump), byte for byte; `pagelock --help` lists every option of
-  # that list with its default and valid values, and no other PAGELOCK_ name.
-  readme=$(dirname "$0")/../../README.md
-  [ -r "$readme" ] || fail "no README at $readme"
+  # docs/usage.md's configuration table is include/pagelock/options.def
+  # written out (pl_optdump), byte for byte; `pagelock --help` lists every
+  # option of that list with its default and valid values, and no other
+  # PAGELOCK_ name.
+  usage=$(dirname "$0")/../../docs/usage.md
+  [ -r "$usage" ] || fail "no docs/usage.md at $usage"
   "$B/pl_optdump" >table || fail "pl_optdump failed: $(cat table)"
-  awk '/^\| variable \| default \|/ { on = 1 } on && !/^\|/ { exit } on' "$readme" >readme_table
-  diff -u readme_table table >table.diff ||
-    fail "README's configuration table differs from include/pagelock/options.def (paste the output of pl_optdump over it): $(cat table.diff)"
+  awk '/^\| variable \| default \|/ { on = 1 } on && !/^\|/ { exit } on' "$usage" >usage_table
+  diff -u usage_table table >table.diff ||
+    fail "docs/usage.md's configuration table differs from include/pagelock/options.def (paste the output of pl_optdump over it): $(cat table.diff)"
   run_pl 0 --help
   grep '^| `PAGELOCK_' table | while IFS='|' read -r _ name def values meaning _; do
     name=$(printf '%s' "$name" | tr -d ' `')

@@ -4,7 +4,7 @@ add_executable(pl_mktrace ${CMAKE_CURRENT_LIST_DIR}/mktrace.c)
 target_include_directories(pl_mktrace PRIVATE
   ${PAGELOCK_INCLUDE})
 
-# README's configuration table, written from include/pagelock/options.def
+# docs/usage.md's configuration table, written from include/pagelock/options.def
 # (cli_help_options compares the two).
 # One description of the options (reporter/cli/optdoc.c) for both.
 add_executable(pl_optdump ${CMAKE_CURRENT_LIST_DIR}/optdump.c

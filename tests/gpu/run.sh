@@ -17,7 +17,7 @@ row() { rows+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); }
 nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader | tee "$OUT/device.txt"
 date -u +%Y-%m-%dT%H:%MZ >>"$OUT/device.txt"
 
-# cmocka is not on the GPU image; uthash travels in .deps (see README).
+# cmocka is not on the GPU image; uthash travels in .deps (see docs/usage.md).
 cmake -S "$ROOT" -B "$B" -DPAGELOCK_REAL_CUDA=ON -DPAGELOCK_UNIT_TESTS=OFF \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$OUT/cmake.log" 2>&1 &&
   cmake --build "$B" -j16 >"$OUT/build.log" 2>&1
@@ -122,7 +122,7 @@ done
 
 # Production PyTorch servers often preload jemalloc (or tcmalloc): the
 # shim must neither hang nor lose a byte then, in either preload order.
-# The allocators travel as Debian packages in .deps/debs (README), unpacked
+# The allocators travel as Debian packages in .deps/debs (docs/usage.md), unpacked
 # here into a scratch root.
 alloc_root=/tmp/pagelock-allocators
 rm -rf "$alloc_root"; mkdir -p "$alloc_root"
