@@ -7,10 +7,11 @@
  * operation: libgomp spins 300,000 rounds before sleeping.  On the H200
  * host a staged 256 MiB upload right after a parallel torch.equal ran at
  * 23 GB/s with them spinning, 47 with GOMP_SPINCOUNT=10000 and 46 with
- * OMP_WAIT_POLICY=passive (docs/benchmarks.md); 16 copy threads instead
- * of 8 did not help reliably (26-40 GB/s).  pagelock run therefore gives
- * the program the short spin count; this file finds out when the cores
- * are taken all the same, so that the report can say so.
+ * OMP_WAIT_POLICY=passive (docs/bench/2026-11-27-copy-threads-against-openmp.md);
+ * 16 copy threads instead of 8 did not help reliably (26-40 GB/s).
+ * pagelock run therefore gives the program the short spin count; this
+ * file finds out when the cores are taken all the same, so that the
+ * report can say so.
  *
  * The kernel's count of runnable threads (/proc/loadavg, fourth field) is
  * one read, a few microseconds, and says whether an idle core exists: at

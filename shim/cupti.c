@@ -74,7 +74,7 @@ static CUpti_SubscriberHandle pl_sub;
  * are the point; the rest is a bonus.  Nor SYNCHRONIZATION: it made every
  * stream or event synchronize of the program slower, and a loop of small
  * copies and syncs ran 1.3-1.9x its time without pagelock under observe;
- * without that kind, 0.96x (H100, docs/benchmarks.md, run G).  The report
+ * without that kind, 0.96x (H100, docs/bench/2026-11-25-real-patterns.md, run G).  The report
  * never needed it: only JSON's gpu.syncs counted its records. */
 static const CUpti_ActivityKind pl_kinds[] = {
     CUPTI_ACTIVITY_KIND_MEMCPY,   CUPTI_ACTIVITY_KIND_MEMCPY2,

@@ -12,7 +12,7 @@
  * made in it, the engines' included (the staging pool's chunk events and
  * slab, the registrations of `auto`).  A program that went on after
  * cudaDeviceReset crashed inside the driver on the H200 host when the
- * shim next used one of those events (docs/benchmarks.md).  So the
+ * shim next used one of those events (docs/bench/2026-11-27-a-context-that-ends.md).  So the
  * engines are told, before the call, to finish what their thread does in
  * that context, and after it, to forget what they made there
  * (pl_stage_note_ctx_ending, pl_stage_note_ctx_gone).  In observe mode

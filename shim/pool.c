@@ -33,9 +33,10 @@
  * A context can end while the program goes on (cudaDeviceReset,
  * cuCtxDestroy, the last primary release): the driver frees its events and
  * the registrations made in it, and using such an event afterwards
- * crashed a program inside the driver (H200 host, docs/benchmarks.md).  Its
- * pools then die (pl_pool_ctx_gone): never handed out again, their chunks
- * retired without a driver call. */
+ * crashed a program inside the driver (H200 host,
+ * docs/bench/2026-11-27-a-context-that-ends.md).  Its pools then die
+ * (pl_pool_ctx_gone): never handed out again, their chunks retired
+ * without a driver call. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -242,7 +243,7 @@ static void pl_sys_unmap(void *p, size_t n) {
  * a lock of the driver's for as long as it runs, and every driver call of
  * the program's threads waits behind it; registering a fresh 64 MiB slab
  * faults it in inside that call, and PyTorch's first upload then waited
- * 19-22 ms behind the prewarm (H100 host, docs/benchmarks.md).  Faulted
+ * 19-22 ms behind the prewarm (H100 host, docs/bench/2026-11-27-pool-at-cuinit.md).  Faulted
  * here, outside the driver, the program runs on meanwhile.
  * MADV_POPULATE_WRITE (Linux 5.14) faults the range in one call; older
  * kernels refuse it (EINVAL), and a write per 4 KiB page does the same. */
@@ -453,7 +454,7 @@ static void pl_pool_prewarm_run(void *arg) {
 /* Why: faulting in the prewarm slab's 64 MiB took 11-26 ms on the H100
  * hosts (fresh guest memory), against 1.8-3.1 ms to register it, and the
  * program's first staged copy waits for both when they start at its first
- * device allocation (docs/benchmarks.md).  At cuInit the program is only
+ * device allocation (docs/bench/2026-11-27-pool-at-cuinit.md).  At cuInit the program is only
  * beginning to set CUDA up (a context takes 100 ms and more), so the
  * shim's thread maps and faults the memory in then; the prewarm only
  * registers it.  Nothing here calls the driver. */

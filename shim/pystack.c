@@ -64,7 +64,7 @@
  * checks `how` first fails that); any other answer later (a seccomp
  * filter's errno) turns the walk off.
  *
- * Cost: tests/bench/bench_pystack.c (docs/benchmarks.md).
+ * Cost: tests/bench/bench_pystack.c (docs/bench/2026-11-25-python-sites.md).
  * PAGELOCK_PYTHON=0, free-threaded builds, other versions and a probe
  * that does not work turn the walk off; the trace then says why in one
  * NOTE. */

@@ -553,7 +553,7 @@ static void pl_outs_free(pl_outs *o) {
  * chunk out and frees those whose last use this was.  Must not call CUDA,
  * nor wait for anything but the copy threads: a host function that waits
  * for GPU work blocks the hardware queue that work may need
- * (docs/benchmarks.md, the pump).  Takes only the pool lock. */
+ * (docs/bench/2026-11-22-deferring-async-d2h.md, the pump).  Takes only the pool lock. */
 static void CUDA_CB pl_copyout(void *arg) {
   pl_outs *o = arg;
   pl_in_shim++;
@@ -605,7 +605,7 @@ static void pl_d2h_abandon(pl_run *x, pl_ring *h) {
  * beside them: its ring may hold the whole pool, which halves the rounds,
  * and so the driver calls, of a copy larger than the pool (a DMA and a host
  * function each, 2-10 us apiece depending on the process:
- * docs/benchmarks.md). */
+ * docs/bench/2026-11-23-one-compare-per-allocation.md). */
 #ifndef PL_D2H_RING_DIV
 #define PL_D2H_RING_DIV 2
 #endif

@@ -5,7 +5,7 @@
  * full buffer, or one a second old, is handed to a writer thread, which
  * writes it with write(2) while the program's threads fill the other one:
  * the write was a fifth of what a small copy paid for its record, and grew
- * as the page cache filled (docs/benchmarks.md).  A program thread waits
+ * as the page cache filled (docs/bench/2026-11-24-copy-record-rings.md).  A program thread waits
  * only when both buffers are full.  Where no thread can be started, the
  * filling thread writes, as before.  So a long run streams its trace and a
  * crash loses at most a second.
@@ -64,7 +64,7 @@ static pthread_cond_t pl_work_cv, pl_free_cv; /* writer: work to do; fillers: a 
 /* Per-thread rings of COPY records.  Into the shared buffer a record cost a
  * lock round and a store miss on a line the writer thread had read last:
  * about 55 ns on the GPU host, a third of what the shim adds to a small
- * copy (docs/benchmarks.md).  A ring has one producer, its thread, which
+ * copy (docs/bench/2026-11-24-copy-record-rings.md).  A ring has one producer, its thread, which
  * takes no lock and writes lines that stay in its own cache; its records
  * are moved to the shared buffer under the trace lock by whoever drains it:
  * its thread when it is full or when the thread exits, the writer thread
@@ -878,7 +878,7 @@ static void pl_buf_put(const void *p, size_t n) {
  * in runs, as many as reach the ring's end or fill the buffer, one copy
  * each: the ring's owner drains it when full, on the copy path, where
  * draining a record at a time cost 0.008 of a 256-byte pageable copy's
- * time on an H200 host (docs/benchmarks.md); runs take half the
+ * time on an H200 host (docs/bench/2026-11-27-small-copy-path-trimmed.md); runs take half the
  * instructions. */
 static void pl_ring_drain_locked(pl_ring *r) {
   const size_t rec = sizeof r->rec[0];

@@ -59,7 +59,7 @@
  * pinned with 12 on the H100 host, from 0.86 to 0.91 on the H200 host; a
  * copy that fits the pool runs ahead of the DMA into free chunks, and
  * uploads of 16 MiB beside kernels (bench_copy overlap) took 3.12 ms
- * instead of 2.96 with 12 threads (docs/benchmarks.md, 2026-11-27). */
+ * instead of 2.96 with 12 threads (docs/bench/2026-11-27-copy-threads-larger-than-the-pool.md). */
 #define PL_THREADS_DEFAULT_MAX 8u
 #define PL_THREADS_WIDE_MAX 12u
 /* How long an idle worker polls before sleeping.  On the H200 host (16

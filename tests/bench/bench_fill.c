@@ -6,7 +6,7 @@
  * stores.  It tells whether one thread is bound by memory latency (the
  * total grows with threads) or the host by bandwidth (it does not): on the
  * H100 host one thread copied 5.4 GB/s and 12 copied 57, which set the
- * staging engine's wide thread count (docs/benchmarks.md, 2026-11-27).
+ * staging engine's wide thread count (docs/bench/2026-11-27-copy-threads-larger-than-the-pool.md).
  *
  * usage: bench_fill THREADS [NT [HUGE [SIZE_MIB [REPS]]]]
  *   NT 1: streaming stores; HUGE 1: the source advised huge pages

@@ -39,6 +39,8 @@ tool_checks() {
   [ -r "$R/lib/pagelock/fakecuda/libcuda.so.1" ] || fail "no fake libcuda.so.1"
   [ -r "$R/share/doc/pagelock/README.md" ] || fail "no README in share/doc"
   [ -r "$R/share/doc/pagelock/docs/benchmarks.md" ] || fail "no docs in share/doc"
+  [ -r "$R/share/doc/pagelock/docs/usage.md" ] || fail "no docs/usage.md in share/doc"
+  [ -r "$R/share/doc/pagelock/docs/bench/2026-11-22-first-runs.md" ] || fail "no docs/bench/ in share/doc"
   run 0 "$R/bin/pagelock" --version
   has_out "pagelock "
   run 0 "$R/bin/pagelock" demo --quick -o "$T/elsewhere/d.%p.trace"

@@ -15,7 +15,7 @@
 #define FC_EVENT_DEAD 0x44414544u
 /* An event whose context was destroyed or reset: the real driver freed it
  * with the context, and a later call on it reads freed memory (a crash on
- * the H200 host, docs/benchmarks.md); here it aborts, naming the call. */
+ * the H200 host, docs/bench/2026-11-27-a-context-that-ends.md); here it aborts, naming the call. */
 #define FC_EVENT_GONE 0x454e4f47u
 
 static pthread_mutex_t fc_events_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -10,7 +10,7 @@ usage: bound.py TRACE WINDOWS [--timeline K]
            "START END DURATION WHAT" in microseconds from the window's
            start, then the bound line for that window alone.  How the
            offload pattern's idle DMA between uploads was found
-           (docs/benchmarks.md, 2026-11-27).
+           (docs/bench/2026-11-27-what-bound-a-pattern.md).
 
 Within the windows it measures, from the GPU's records (CUPTI, converted
 with the trace's CLOCK pairs) and the program's copy calls (COPY records):

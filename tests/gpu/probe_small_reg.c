@@ -4,7 +4,7 @@
  * its time without pagelock in 3 of 4 processes, though those copies pass
  * through exactly as under observe (1.09x); what stage adds to such a
  * process is the staging pool, one 64 MiB registration of a huge-page
- * mapping made at the first device allocation (docs/benchmarks.md, run X).
+ * mapping made at the first device allocation (docs/bench/2026-11-27-huge-pages.md, run X).
  *
  * The loop here is that pattern without the kernel: a 4 KiB pageable
  * upload, an 8 B pageable download, a stream synchronize.  It is timed in

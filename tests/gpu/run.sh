@@ -37,7 +37,7 @@ row "driver: uploads beside a registration" "$([ $? = 0 ] && echo ok || echo FAI
 
 # Whether holding page-locked memory (the staging pool's slab) makes each
 # small pageable copy of the process dearer (small copies ran slower under
-# stage than under observe, docs/benchmarks.md run X).
+# stage than under observe, docs/bench/2026-11-27-huge-pages.md run X).
 nvcc -O2 -o "$B/probe_small_reg" "$ROOT/tests/gpu/probe_small_reg.c" >>"$OUT/build.log" 2>&1 &&
   timeout 120 "$B/probe_small_reg" >"$OUT/probe_small_reg.txt" 2>&1
 row "driver: small copies beside page-locked memory" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -o 'registered.*x$' "$OUT/probe_small_reg.txt" | grep -o '[0-9.]*x$') with a registration, $(grep -o 'cudaHostAlloc.*x$' "$OUT/probe_small_reg.txt" | grep -o '[0-9.]*x$') with cudaHostAlloc: probe_small_reg.txt"
@@ -174,7 +174,7 @@ done
 # exact, on a stream, beside another stream, and on the legacy stream, also
 # with every stream on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1:
 # an engine that blocks a stream in a host function while it queues GPU
-# work of its own deadlocks there; docs/benchmarks.md).
+# work of its own deadlocks there; docs/bench/2026-11-22-deferring-async-d2h.md).
 for mc in 8 1; do
   CUDA_DEVICE_MAX_CONNECTIONS=$mc PAGELOCK_MODE=stage PAGELOCK_D2H=async LD_PRELOAD="$B/libpagelock.so" \
     PAGELOCK_OUTPUT="$d/held$mc.%p.trace" timeout 120 "$B/test_stage_e2e" --held 256 32 >"$OUT/held$mc.txt" 2>&1

@@ -352,7 +352,7 @@ case_auto_reset() { stage_reset auto; }
 # a copy on another stream, and on the legacy stream: bytes exact, no byte
 # landed while the kernel still ran, the program finishes.  (A copy larger
 # than the pool waits for chunks that only the kernel's end frees, then
-# goes native: docs/benchmarks.md says why it cannot be deferred behind a
+# goes native: docs/bench/2026-11-22-deferring-async-d2h.md says why it cannot be deferred behind a
 # blocking host function.)
 case_stage_held() {
   local d="$T/sh"; mkdir -p "$d"
