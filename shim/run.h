@@ -1,11 +1,10 @@
 /* run.h - one COPY record for a run of repeated small copies (run.c).
  *
- * A loop of small copies from one site, one buffer, one size paid ~470
- * instructions a copy in the shim: the classification, the stack, two
- * clock reads, a 112-byte record.  On the GPU hosts that was 1.08-1.10x a
- * 256-byte pageable copy's time (docs/benchmarks.md).  Once a copy has
- * taken the whole way, its exact repeats on the same thread (copy.c says
- * what "exact" means) only add to a run: a count, and one clock pair in
+ * The whole way (the classification, the stack, two clock reads, a
+ * record) costs a small pageable copy close to a tenth of its time
+ * (docs/bench/2026-11-27-runs-of-repeated-copies.md).  So once a copy has
+ * taken it, its exact repeats on the same thread (copy.c says what
+ * "exact" means) only add to a run: a count, and one clock pair in
  * PL_RUN_TIME_EVERY.  A run becomes one record of up to PL_RUN_MAX copies.
  *
  * The run lives in the thread's ring (trace.c), so whoever drains the

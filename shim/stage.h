@@ -19,10 +19,8 @@
  * (read-for-ownership): a download that fits the cache lands there, and a
  * buffer the program downloads into again and again is written in cache,
  * faster than memory; a larger one sweeps the cache and pays three bytes
- * of memory traffic per byte instead of two.  On the H200 host (300 MiB
- * L3, docs/benchmarks.md) staged downloads with streaming stores ran at
- * 23-27 GB/s at 16 MiB (plain: 35-37), 49 at 64 MiB (49), and 53 at
- * 256 MiB (plain: 38-41). */
+ * of memory traffic per byte instead of two (measured on the H200 host:
+ * docs/bench/2026-11-23-streaming-copy-out.md). */
 bool pl_stage_out_stream(size_t n);
 
 /* Copy threads, the caller included, for a staged copy: the base count
