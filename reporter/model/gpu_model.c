@@ -46,7 +46,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace_model.h"
+#include "gpu_model.h"
+#include "idmap.h"
+#include "trace_data.h"
 
 /* Ops waiting for a COPY or LINK that never comes (GPU copies the shim did
  * not see, or a shim that wrote no correlation) must not grow without
@@ -58,103 +60,12 @@
 #define PLR_MAX_KNAMES 65536u
 #define PLR_MAX_KNAME_LEN 1024u
 
-#define PLR_NIL UINT32_MAX
 /* Chains (a batch call's entries under one correlation) are searched this
  * far for a matching node: a hostile trace with a million COPY records
  * naming one correlation must not make the join quadratic. */
 #define PLR_CHAIN_SCAN 64
 
-/* ---- an open-addressing map u64 -> u32 (linear probing) ---------------- */
-
-typedef struct plr_map {
-  uint64_t *keys;
-  uint32_t *vals; /* PLR_NIL marks an empty slot */
-  size_t cap;     /* power of two, or 0 */
-  size_t n;
-} plr_map;
-
-/* A 64-bit finaliser: correlation ids and seqs are dense integers, which
- * would cluster badly under linear probing without mixing. */
-static size_t plr_mix(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return (size_t)k;
-}
-
-/* The slot holding key, or SIZE_MAX. */
-static size_t plr_map_find(const plr_map *m, uint64_t key) {
-  if (!m->cap) return SIZE_MAX;
-  size_t mask = m->cap - 1;
-  for (size_t i = plr_mix(key) & mask;; i = (i + 1) & mask) {
-    if (m->vals[i] == PLR_NIL) return SIZE_MAX;
-    if (m->keys[i] == key) return i;
-  }
-}
-
-/* Inserts key (which must be absent); -1 when out of memory.  Grows at
- * 70% load so probe runs stay short. */
-static int plr_map_put(plr_map *m, uint64_t key, uint32_t val) {
-  if ((m->n + 1) * 10 > m->cap * 7) {
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    uint64_t *k = malloc(cap * sizeof *k);
-    uint32_t *v = malloc(cap * sizeof *v);
-    if (!k || !v) {
-      free(k);
-      free(v);
-      return -1;
-    }
-    for (size_t i = 0; i < cap; i++) v[i] = PLR_NIL;
-    for (size_t i = 0; i < m->cap; i++) {
-      if (m->vals[i] == PLR_NIL) continue;
-      size_t j = plr_mix(m->keys[i]) & (cap - 1);
-      while (v[j] != PLR_NIL) j = (j + 1) & (cap - 1);
-      k[j] = m->keys[i];
-      v[j] = m->vals[i];
-    }
-    free(m->keys);
-    free(m->vals);
-    m->keys = k;
-    m->vals = v;
-    m->cap = cap;
-  }
-  size_t mask = m->cap - 1, i = plr_mix(key) & mask;
-  while (m->vals[i] != PLR_NIL) i = (i + 1) & mask;
-  m->keys[i] = key;
-  m->vals[i] = val;
-  m->n++;
-  return 0;
-}
-
-/* Empties slot i, shifting later members of its probe run back so that
- * lookups never stop early (no tombstones to accumulate). */
-static void plr_map_del(plr_map *m, size_t i) {
-  size_t mask = m->cap - 1;
-  m->vals[i] = PLR_NIL;
-  m->n--;
-  for (size_t j = (i + 1) & mask; m->vals[j] != PLR_NIL; j = (j + 1) & mask) {
-    size_t home = plr_mix(m->keys[j]) & mask;
-    /* j may move to the hole at i unless its home lies cyclically in
-     * (i, j]. */
-    int stay = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-    if (stay) continue;
-    m->keys[i] = m->keys[j];
-    m->vals[i] = m->vals[j];
-    m->vals[j] = PLR_NIL;
-    i = j;
-  }
-}
-
-/* Frees the map's arrays and leaves it empty. */
-static void plr_map_free(plr_map *m) {
-  free(m->keys);
-  free(m->vals);
-  memset(m, 0, sizeof *m);
-}
-
-/* ---- node pools -------------------------------------------------------- */
+/* ---- the join's nodes, in pools (idmap.h) ------------------------------ */
 
 /* A link waiting for its op. */
 typedef struct plr_link_node {
@@ -221,14 +132,6 @@ typedef struct plr_folded_ent {
   uint8_t host_mem;
 } plr_folded_ent;
 
-/* A map whose oldest key is forgotten when it holds `cap`: val is the
- * key's slot in the ring, where the caller keeps its payload. */
-typedef struct plr_ring {
-  plr_map m;
-  uint64_t *keys;
-  size_t pos, n;
-} plr_ring;
-
 typedef struct plr_join {
   plr_map links;   /* corr -> head link node */
   plr_map orphans; /* corr -> head orphan node */
@@ -248,18 +151,6 @@ typedef struct plr_join {
   size_t nac, capac;
   uint32_t free_ac;
 } plr_join;
-
-/* Grows a pool array to hold one more element; -1 when out of memory. */
-static int plr_pool_grow(void **v, size_t *cap, size_t n, size_t elem) {
-  if (n < *cap) return 0;
-  if (*cap >= PLR_NIL / 2) return -1; /* indices must stay below PLR_NIL */
-  size_t c = *cap ? *cap * 2 : 64;
-  void *p = realloc(*v, c * elem);
-  if (!p) return -1;
-  *v = p;
-  *cap = c;
-  return 0;
-}
 
 /* A free link node index, or PLR_NIL when out of memory. */
 static uint32_t plr_ln_new(plr_join *j) {
@@ -319,45 +210,7 @@ static void plr_acc_drop(plr_join *j, plr_acc *a) {
   j->free_ac = i;
 }
 
-/* The ring slot of key, or SIZE_MAX. */
-static size_t plr_ring_find(const plr_ring *r, uint64_t key) {
-  size_t slot = plr_map_find(&r->m, key);
-  return slot == SIZE_MAX ? SIZE_MAX : r->m.vals[slot];
-}
-
-/* Adds key (absent), forgetting the oldest key when full; returns its ring
- * slot, or SIZE_MAX when out of memory. */
-static size_t plr_ring_put(plr_ring *r, uint64_t key) {
-  if (r->n == PLR_LINK_RING) {
-    size_t slot = plr_map_find(&r->m, r->keys[r->pos]);
-    if (slot != SIZE_MAX) plr_map_del(&r->m, slot);
-    r->n--;
-  }
-  size_t at = r->pos;
-  if (plr_map_put(&r->m, key, (uint32_t)at)) return SIZE_MAX;
-  r->keys[at] = key;
-  r->pos = (r->pos + 1) % PLR_LINK_RING;
-  r->n++;
-  return at;
-}
-
 /* ---- folding a joined call --------------------------------------------- */
-
-unsigned plr_cdir_of_dir(unsigned dir) {
-  return dir == PAGELOCK_DIR_H2D   ? PLR_CDIR_H2D
-         : dir == PAGELOCK_DIR_D2H ? PLR_CDIR_D2H
-                                   : PLR_CDIR_OTHER;
-}
-
-unsigned plr_cdir_of_copy_kind(unsigned k) {
-  switch (k) {
-    case PAGELOCK_GPU_COPY_HTOD:
-    case PAGELOCK_GPU_COPY_HTOA: return PLR_CDIR_H2D;
-    case PAGELOCK_GPU_COPY_DTOH:
-    case PAGELOCK_GPU_COPY_ATOH: return PLR_CDIR_D2H;
-    default: return PLR_CDIR_OTHER;
-  }
-}
 
 static plr_gpu_dev *plr_dev_get(plr_gpu_data *g, uint32_t device, int *oom);
 static plr_stream_acc *plr_stream_get(plr_gpu_dev *d, uint32_t stream);
@@ -942,41 +795,6 @@ int plr_gpu_fold_copy(plr_trace *t, const pagelock_rec_copy *c) {
   return plr_acc_try_finish(t, j, a);
 }
 
-/* ---- span sets ----------------------------------------------------------- */
-
-int plr_spanvec_add(plr_spanvec *s, uint64_t start, uint64_t end) {
-  if (end <= start) return 0;
-  if (s->n) {
-    plr_span *l = &s->v[s->n - 1];
-    if (start <= l->end && l->start <= end) {
-      if (start < l->start) l->start = start;
-      if (end > l->end) l->end = end;
-      return 0;
-    }
-  }
-  if (s->n == s->cap) {
-    if (s->n) s->n = plr_spans_normalize(s->v, s->n);
-    /* Grow only when merging freed less than half: amortised O(log n)
-     * per span, and memory stays near twice the disjoint spans. */
-    if (s->n >= s->cap / 2) {
-      size_t cap = s->cap ? s->cap * 2 : 16;
-      plr_span *v = realloc(s->v, cap * sizeof *v);
-      if (!v) return -1;
-      s->v = v;
-      s->cap = cap;
-    }
-  }
-  s->v[s->n].start = start;
-  s->v[s->n].end = end;
-  s->n++;
-  return 0;
-}
-
-void plr_spanvec_free(plr_spanvec *s) {
-  free(s->v);
-  memset(s, 0, sizeof *s);
-}
-
 /* ---- devices ------------------------------------------------------------- */
 
 /* The accumulator of a device ordinal, created when absent; NULL past
@@ -1159,13 +977,12 @@ static int plr_fold_name(plr_trace *t, const plr_record *rec) {
 int plr_gpu_load_begin(plr_trace *t) {
   plr_join *j = calloc(1, sizeof *j);
   if (!j) return -1;
-  j->linked.keys = malloc(PLR_LINK_RING * sizeof *j->linked.keys);
-  j->folded.keys = malloc(PLR_LINK_RING * sizeof *j->folded.keys);
+  int oom = plr_ring_init(&j->linked, PLR_LINK_RING) | plr_ring_init(&j->folded, PLR_LINK_RING);
   j->lk = malloc(PLR_LINK_RING * sizeof *j->lk);
   j->fo = malloc(PLR_LINK_RING * sizeof *j->fo);
-  if (!j->linked.keys || !j->folded.keys || !j->lk || !j->fo) {
-    free(j->linked.keys);
-    free(j->folded.keys);
+  if (oom || !j->lk || !j->fo) {
+    plr_ring_free(&j->linked);
+    plr_ring_free(&j->folded);
     free(j->lk);
     free(j->fo);
     free(j);
@@ -1269,10 +1086,8 @@ static void plr_join_free(plr_join *j) {
   plr_map_free(&j->links);
   plr_map_free(&j->orphans);
   plr_map_free(&j->accs);
-  plr_map_free(&j->linked.m);
-  plr_map_free(&j->folded.m);
-  free(j->linked.keys);
-  free(j->folded.keys);
+  plr_ring_free(&j->linked);
+  plr_ring_free(&j->folded);
   free(j->lk);
   free(j->fo);
   free(j->ln);
@@ -1379,31 +1194,4 @@ void plr_gpu_data_free(plr_gpu_data *g) {
     free(k);
   }
   memset(g, 0, sizeof *g);
-}
-
-const char *plr_trace_kernel_name(const plr_trace *t, uint32_t id) {
-  plr_kname *k;
-  HASH_FIND(hh, t->gpu.names, &id, sizeof id, k);
-  return k ? k->name : NULL;
-}
-unsigned plr_gpu_host_kind(const pagelock_rec_gpu *g) {
-  switch (g->copy_kind) {
-    case PAGELOCK_GPU_COPY_HTOD:
-    case PAGELOCK_GPU_COPY_HTOA:
-    case PAGELOCK_GPU_COPY_HTOH: return g->src_kind;
-    case PAGELOCK_GPU_COPY_DTOH:
-    case PAGELOCK_GPU_COPY_ATOH: return g->dst_kind;
-    case PAGELOCK_GPU_COPY_UNKNOWN:
-      /* Direction unknown: a host kind on either side is the host side. */
-      if (g->src_kind == PAGELOCK_GPU_MEM_PAGEABLE || g->src_kind == PAGELOCK_GPU_MEM_PINNED)
-        return g->src_kind;
-      if (g->dst_kind == PAGELOCK_GPU_MEM_PAGEABLE || g->dst_kind == PAGELOCK_GPU_MEM_PINNED)
-        return g->dst_kind;
-      return PAGELOCK_GPU_MEM_UNKNOWN;
-    default: return PAGELOCK_GPU_MEM_DEVICE;
-  }
-}
-
-int plr_gpu_is_copy(const pagelock_rec_gpu *g) {
-  return g->kind == PAGELOCK_GPU_MEMCPY || g->kind == PAGELOCK_GPU_MEMCPY_P2P;
 }

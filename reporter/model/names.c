@@ -2,8 +2,8 @@
  * a new value gets its name here and nowhere else (names.h). */
 #include "names.h"
 
+#include "pagelock/trace_format.h"
 #include "stats.h"
-#include "trace_model.h"
 
 const char *plr_mode_name(uint32_t mode) {
   static const char *const names[] = {"observe", "stage", "register", "auto", "off"};

@@ -1,10 +1,19 @@
 /* names.h - the name of every enum value a report shows, and the
- * reporter's own enums that have names (copy directions of the analysis,
- * verdict kinds).  Every such name is in names.c, and only there. */
+ * reporter's own enums that have names (copy routes, copy directions of the
+ * analysis, verdict kinds).  Every such name is in names.c, and only
+ * there. */
 #ifndef PLR_NAMES_H
 #define PLR_NAMES_H
 
 #include <stdint.h>
+
+#define PLR_NDIR 6 /* pagelock_dir values; out-of-range -> UNKNOWN */
+#define PLR_NMEM 7 /* pagelock_mem values; out-of-range -> UNKNOWN */
+
+/* The route a copy took (pagelock_rec_copy.flags): registered in place by
+ * the shim, staged through its pinned chunks, or passed to the driver as
+ * the program made it. */
+enum plr_route { PLR_ROUTE_PASS = 0, PLR_ROUTE_STAGE, PLR_ROUTE_REGISTER, PLR_NROUTE };
 
 /* Copy directions the analysis separates. */
 enum plr_cdir { PLR_CDIR_H2D = 0, PLR_CDIR_D2H = 1, PLR_CDIR_OTHER = 2, PLR_NCDIR = 3 };

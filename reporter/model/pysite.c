@@ -11,7 +11,7 @@
 
 #include <uthash.h>
 
-#include "trace_model.h"
+#include "trace_data.h"
 #include "units.h"
 
 typedef struct plr_pycode {

@@ -177,3 +177,36 @@ unsigned plr_lane_pick(uint64_t *ends, unsigned *used, unsigned max, uint64_t st
   if (end > ends[l]) ends[l] = end;
   return l;
 }
+
+int plr_spanvec_add(plr_spanvec *s, uint64_t start, uint64_t end) {
+  if (end <= start) return 0;
+  if (s->n) {
+    plr_span *l = &s->v[s->n - 1];
+    if (start <= l->end && l->start <= end) {
+      if (start < l->start) l->start = start;
+      if (end > l->end) l->end = end;
+      return 0;
+    }
+  }
+  if (s->n == s->cap) {
+    if (s->n) s->n = plr_spans_normalize(s->v, s->n);
+    /* Grow only when merging freed less than half: amortised O(log n)
+     * per span, and memory stays near twice the disjoint spans. */
+    if (s->n >= s->cap / 2) {
+      size_t cap = s->cap ? s->cap * 2 : 16;
+      plr_span *v = realloc(s->v, cap * sizeof *v);
+      if (!v) return -1;
+      s->v = v;
+      s->cap = cap;
+    }
+  }
+  s->v[s->n].start = start;
+  s->v[s->n].end = end;
+  s->n++;
+  return 0;
+}
+
+void plr_spanvec_free(plr_spanvec *s) {
+  free(s->v);
+  memset(s, 0, sizeof *s);
+}

@@ -30,6 +30,17 @@ size_t plr_spans_union(const plr_span *a, size_t na, const plr_span *b, size_t n
 size_t plr_spans_gaps(const plr_span *u, size_t n, plr_span window, uint64_t threshold,
                       plr_span *top, size_t max, uint64_t *count, uint64_t *total);
 
+/* A growable span set, compacted as it grows: a span touching the last
+ * one extends it, and a full array is normalized before it is grown. */
+typedef struct plr_spanvec {
+  plr_span *v;
+  size_t n, cap;
+} plr_spanvec;
+
+/* Adds [start, end) to s, ignoring an empty span; -1 when out of memory. */
+int plr_spanvec_add(plr_spanvec *s, uint64_t start, uint64_t end);
+void plr_spanvec_free(plr_spanvec *s);
+
 /* Lanes: intervals, taken in start order, spread over rows so that none
  * overlaps another of its row.  ends[] holds the latest end of each of
  * the *used lanes so far (start with *used 0); returns the lane of

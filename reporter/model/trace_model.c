@@ -1,5 +1,7 @@
 /* trace_model.c - folds a record stream into one plr_trace. */
 #include "trace_model.h"
+
+#include "gpu_model.h"
 #include "pysite.h"
 
 #include <errno.h>
@@ -11,57 +13,6 @@
  * hostile file could still claim millions, so cap what we keep. */
 #define PLR_MAX_MODULES 65536u
 #define PLR_MAX_SYMBOLS (1u << 20)
-
-void plr_bucket_add(plr_bucket *acc, const plr_bucket *b) {
-  acc->count += b->count;
-  acc->bytes += b->bytes;
-  acc->host_ns += b->host_ns;
-  acc->est_count += b->est_count;
-  acc->est_timed += b->est_timed;
-}
-
-plr_bucket plr_copy_bucket(const pagelock_rec_copy *c) {
-  plr_bucket b = {c->count, c->bytes, c->host_ns, 0, 0};
-  if (c->count > 1 && c->bytes > UINT64_MAX / c->count)
-    b.bytes = UINT64_MAX;
-  else
-    b.bytes = c->bytes * c->count;
-  if (c->timed < c->count) {
-    b.est_count = c->count;
-    b.est_timed = c->timed;
-  }
-  return b;
-}
-
-plr_bucket plr_totals_dir(const plr_totals *t, unsigned dir) {
-  plr_bucket b = {0};
-  if (dir < PLR_NDIR)
-    for (int m = 0; m < PLR_NMEM; m++) plr_bucket_add(&b, &t->by[dir][m]);
-  return b;
-}
-
-void plr_totals_add(plr_totals *acc, const plr_totals *t) {
-  plr_bucket_add(&acc->all, &t->all);
-  for (int d = 0; d < PLR_NDIR; d++)
-    for (int m = 0; m < PLR_NMEM; m++) plr_bucket_add(&acc->by[d][m], &t->by[d][m]);
-  plr_bucket_add(&acc->pageable, &t->pageable);
-  plr_bucket_add(&acc->pageable_async, &t->pageable_async);
-  plr_bucket_add(&acc->pageable_sync, &t->pageable_sync);
-  for (int c = 0; c < PLR_NCDIR; c++) {
-    plr_bucket_add(&acc->pageable_async_dir[c], &t->pageable_async_dir[c]);
-    plr_bucket_add(&acc->pageable_sync_dir[c], &t->pageable_sync_dir[c]);
-  }
-  plr_bucket_add(&acc->staged, &t->staged);
-  acc->failed += t->failed;
-  acc->fallbacks += t->fallbacks;
-  acc->captured += t->captured;
-  acc->registered += t->registered;
-  acc->graph_nodes += t->graph_nodes;
-  acc->graph_nodes_pageable += t->graph_nodes_pageable;
-  for (int r = 0; r < PLR_NROUTE; r++) plr_bucket_add(&acc->routes[r], &t->routes[r]);
-  for (int w = 0; w < PAGELOCK_WHY_COUNT; w++)
-    plr_bucket_add(&acc->not_registered[w], &t->not_registered[w]);
-}
 
 /* The modes in which the shim registers memory. */
 static int plr_mode_registers(const plr_trace *t) {
@@ -453,6 +404,12 @@ const plr_module *plr_trace_module(const plr_trace *t, uint64_t addr) {
   if (lo == 0) return NULL;
   const plr_module *m = &t->modules[lo - 1];
   return addr < m->end ? m : NULL;
+}
+
+const char *plr_trace_kernel_name(const plr_trace *t, uint32_t id) {
+  plr_kname *k;
+  HASH_FIND(hh, t->gpu.names, &id, sizeof id, k);
+  return k ? k->name : NULL;
 }
 
 /* Frees every entry of a uthash table of malloc'd plr_site-like items. */
