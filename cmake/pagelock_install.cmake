@@ -14,10 +14,7 @@ set(PAGELOCK_MAINTAINER "pagelock maintainers <pagelock@localhost>" CACHE STRING
   "Maintainer of the Debian package (its control file and changelog)")
 set(PAGELOCK_PKGLIBDIR ${CMAKE_INSTALL_LIBDIR}/pagelock)
 file(RELATIVE_PATH PL_BIN_TO_PKGLIB /${CMAKE_INSTALL_BINDIR} /${PAGELOCK_PKGLIBDIR})
-# The CLI's parts that only the installed layout and `doctor` need.
-target_sources(pagelock_cli PRIVATE ${CMAKE_SOURCE_DIR}/reporter/cli/pkgdir.c
-  ${CMAKE_SOURCE_DIR}/reporter/cli/cmd_doctor.c)
-target_include_directories(pagelock_cli PRIVATE ${PAGELOCK_CUPTI_INCLUDE})
+# Where the CLI looks for its files (reporter/cli/pkgdir.c).
 target_compile_definitions(pagelock_cli PRIVATE PLR_PKGLIBDIR_REL="${PL_BIN_TO_PKGLIB}")
 target_compile_definitions(plr_read PUBLIC PAGELOCK_VERSION="${PROJECT_VERSION}")
 
@@ -35,13 +32,10 @@ install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
   FILES_MATCHING PATTERN "*.md")
 
-# pagelock(1), written by pl_mkman from the same words as `pagelock --help`
-# (reporter/cli/help.c, include/pagelock/options.def): the default build
-# makes it with nothing but the compiler.  Its date is the build's, or
-# SOURCE_DATE_EPOCH's for a reproducible package.
-add_executable(pl_mkman ${CMAKE_SOURCE_DIR}/reporter/cli/mkman.c
-  ${CMAKE_SOURCE_DIR}/reporter/cli/help.c ${CMAKE_SOURCE_DIR}/reporter/cli/optdoc.c)
-target_include_directories(pl_mkman PRIVATE ${CMAKE_SOURCE_DIR}/reporter/cli ${PAGELOCK_INCLUDE})
+# pagelock(1), written by pl_mkman (reporter/CMakeLists.txt) from the same
+# words as `pagelock --help` (reporter/cli/help.c, include/pagelock/options.def):
+# the default build makes it with nothing but the compiler.  Its date is the
+# build's, or SOURCE_DATE_EPOCH's for a reproducible package.
 string(TIMESTAMP PL_MAN_DATE "%Y-%m-%d" UTC)
 add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/pagelock.1 ${CMAKE_BINARY_DIR}/pagelock.1.gz
   COMMAND pl_mkman ${PROJECT_VERSION} ${PL_MAN_DATE} ${CMAKE_BINARY_DIR}/pagelock.1

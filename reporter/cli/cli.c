@@ -5,10 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "cli.h"
-#include "escape.h"
 #include "help.h"
 #include "launch.h"
 #include "pagelock/trace_format.h"
@@ -206,25 +204,6 @@ int plr_parse_run_opts(const char *cmd, int argc, char **argv, int *first, plr_r
   }
   if (o->output && !o->output[0]) return plr_usage_error(cmd, "-o needs a non-empty pattern");
   return plr_omp_spin(o);
-}
-
-void plr_print_trace_list(FILE *out, char *const *paths, size_t n) {
-  if (!n) {
-    fprintf(out,
-            "pagelock: no trace was written (the program made no CUDA "
-            "copies, or the shim was not loaded: statically linked and "
-            "setuid programs ignore LD_PRELOAD)\n");
-    return;
-  }
-  /* A listed file that is gone was already reported as unreadable.  The
-   * paths are the manifest's, any bytes the program's pattern produced:
-   * escaped (escape.h). */
-  for (size_t i = 0; i < n; i++)
-    if (access(paths[i], F_OK) == 0) {
-      fputs("pagelock: trace written to ", out);
-      plr_text_puts(out, paths[i]);
-      fputc('\n', out);
-    }
 }
 
 int plr_run_status(const plr_launch_result *res, size_t failed) {

@@ -8,15 +8,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "exit_status.h"
+
 /* project()'s version in CMakeLists.txt, passed by cmake/pagelock_install.cmake
  * so that --version, the man page and the package agree. */
 #define PLR_VERSION PAGELOCK_VERSION
-
-/* Exit statuses of the CLI itself (the child's own status passes through;
- * help.c says them all). */
-#define PLR_EXIT_USAGE 2
-#define PLR_EXIT_GATE 3 /* --max-blocked, --fail-if-worse */
-#define PLR_EXIT_NOT_FOUND 127
 
 typedef enum plr_format {
   PLR_FORMAT_TEXT,
@@ -118,9 +114,6 @@ int plr_parse_run_opts(const char *cmd, int argc, char **argv, int *first, plr_r
  * child (cmd_demo.c) so a broken driver cannot take pagelock down, and so
  * the driver is not initialised in the process that forks a program. */
 int plr_gpu_usable(void);
-
-/* Prints the "trace written" lines, or the "no trace was written" line. */
-void plr_print_trace_list(FILE *out, char *const *paths, size_t n);
 
 /* The exit status of run and demo: the program's own, except that a
  * program that exited 0 gives PLR_EXIT_USAGE when traces it wrote were

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "exit_status.h"
 #include "optdoc.h"
 
 /* ------------------------------------------------------------------ */

@@ -20,7 +20,8 @@
 
 #include <uthash.h>
 
-#include "cli.h"
+#include "escape.h"
+#include "exit_status.h"
 #include "names.h"
 #include "pagelock/trace_format.h"
 
@@ -597,6 +598,26 @@ void plr_launch_result_free(plr_launch_result *res) {
   free(res->discard_dir);
   free(res->discard_name);
   res->discard_dir = res->discard_name = NULL;
+}
+
+/* Prints the "trace written" lines, or the "no trace was written" line. */
+static void plr_print_trace_list(FILE *out, char *const *paths, size_t n) {
+  if (!n) {
+    fprintf(out,
+            "pagelock: no trace was written (the program made no CUDA "
+            "copies, or the shim was not loaded: statically linked and "
+            "setuid programs ignore LD_PRELOAD)\n");
+    return;
+  }
+  /* A listed file that is gone was already reported as unreadable.  The
+   * paths are the manifest's, any bytes the program's pattern produced:
+   * escaped (escape.h). */
+  for (size_t i = 0; i < n; i++)
+    if (access(paths[i], F_OK) == 0) {
+      fputs("pagelock: trace written to ", out);
+      plr_text_puts(out, paths[i]);
+      fputc('\n', out);
+    }
 }
 
 void plr_launch_print_traces(FILE *out, const plr_launch_result *res) {

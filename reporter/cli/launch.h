@@ -42,8 +42,8 @@ int plr_launch_run(const plr_launch *l, plr_launch_result *res);
 /* Deletes the traces of a discarded output (see discard_dir) too. */
 void plr_launch_result_free(plr_launch_result *res);
 
-/* After the report: where the traces are (plr_print_trace_list), or that
- * none was kept because the output discards them. */
+/* After the report: where the traces are, or that none was kept because
+ * the output discards them. */
 void plr_launch_print_traces(FILE *out, const plr_launch_result *res);
 
 /* The canonical name of mode (observe|stage|register|auto|off), matched
