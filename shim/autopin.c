@@ -202,14 +202,15 @@ static CUresult pl_wait_stream(const pl_stage_drv *d, CUcontext ctx, CUstream s,
 }
 
 /* The stream the copy's work goes on, and which twin of each call. */
-static CUstream pl_copy_stream(const pl_copy *c) {
+static CUstream pl_copy_work_stream(const pl_copy *c) {
   return (c->flags & PAGELOCK_COPY_ASYNC) ? c->stream : NULL;
 }
 static int pl_copy_pt(const pl_copy *c) { return (c->flags & PAGELOCK_COPY_PTDS) ? 1 : 0; }
 
 static bool pl_capturing(const pl_stage_drv *d, const pl_copy *c) {
   CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (d->cuStreamIsCapturing[pl_copy_pt(c)](pl_copy_stream(c), &cap) != CUDA_SUCCESS) return false;
+  if (d->cuStreamIsCapturing[pl_copy_pt(c)](pl_copy_work_stream(c), &cap) != CUDA_SUCCESS)
+    return false;
   return cap != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
@@ -254,7 +255,7 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
     c->why = PAGELOCK_WHY_SMALL;
     return PL_ROUTE_PASS;
   }
-  pl_in_shim++;
+  pl_shim_enter();
   int route = fallback;
   uintptr_t abase, lo, hi;
   size_t alen;
@@ -303,17 +304,17 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
       c->why = PAGELOCK_WHY_BUDGET;
     }
   }
-  pl_in_shim--;
+  pl_shim_leave();
   return route;
 }
 
 void pl_autopin_after(pl_copy *c, pl_pin_use *use) {
   if (use->ask.len == 0) return;
-  pl_in_shim++;
+  pl_shim_enter();
   if (!pl_pinreg_request(use->ask.base, use->ask.len, use->ask.abase, use->ask.alen, use->ask.ctx))
     c->why = PAGELOCK_WHY_BUDGET;
   use->ask.len = 0;
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 /* ---- the copy over a registration ---------------------------------------------------- */
@@ -475,7 +476,7 @@ static CUresult pl_tail_copy(const pl_stage_drv *d, const pl_copy *c, uintptr_t 
  * does the whole copy. */
 static bool pl_can_run(const pl_stage_drv *d, pl_copy *c, CUcontext *ctx) {
   if (d->cuCtxGetCurrent(ctx) != CUDA_SUCCESS || *ctx == NULL) return false;
-  CUstream s = pl_copy_stream(c);
+  CUstream s = pl_copy_work_stream(c);
   if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD &&
       d->cuStreamGetCtx != NULL) {
     CUcontext sctx = NULL;
@@ -503,7 +504,7 @@ static CUresult pl_stage_part(const pl_copy *c, size_t off, size_t len, bool *na
 }
 
 void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
-  pl_in_shim++;
+  pl_shim_enter();
   pl_turnaround_note(pl_now_ns());
   pl_cupti_link_begin(c->seq);
   const pl_stage_drv *d = pl_ap_drv();
@@ -519,7 +520,7 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
     *r = pl_pinreg_native(c);
     c->flags |= PAGELOCK_COPY_CAPTURE | PAGELOCK_COPY_REGISTERED;
   } else {
-    CUstream s = pl_copy_stream(c);
+    CUstream s = pl_copy_work_stream(c);
     int pt = pl_copy_pt(c);
     bool wait = pl_must_wait(c);
     size_t lo = h < use->base ? use->base - h : 0;
@@ -583,13 +584,13 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
   }
   pl_pinreg_unhold(use);
   pl_cupti_link_end();
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n) {
   if (PL_LIKELY(!pl_pinreg_any()) || !(c->flags & PAGELOCK_COPY_ASYNC) || n == 0) return;
   if (!pl_pinreg_touches(host, n)) return;
-  pl_in_shim++;
+  pl_shim_enter();
   const pl_stage_drv *d = pl_ap_drv();
   CUcontext ctx = NULL;
   if (d != NULL && d->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL) {
@@ -599,10 +600,10 @@ void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n) {
     } else if (pl_must_wait(c)) {
       /* The program's result is the call's; a failure here is sticky and
        * shows at its next call, as it would have. */
-      pl_wait_stream(d, ctx, pl_copy_stream(c), pl_copy_pt(c));
+      pl_wait_stream(d, ctx, pl_copy_work_stream(c), pl_copy_pt(c));
     }
   }
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 void pl_autopin_reset_for_test(void) {

@@ -219,7 +219,7 @@ static bool pl_host_extent(const pl_copy *c, uintptr_t *p, size_t *n) {
 static CUresult pl_copy_exec_batch(pl_copy *c) {
   size_t n = pl_batch_count(c);
   bool pageable = false;
-  pl_in_shim++;
+  pl_shim_enter();
   for (size_t i = 0; i < n && !pageable; i++) {
     CUdeviceptr d, s;
     size_t sz;
@@ -228,7 +228,7 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
                pl_hostmem_classify(d) == PAGELOCK_MEM_PAGEABLE;
   }
   uint32_t stack = pageable ? pl_stack_capture_at(2, c->callsite, c, NULL) : 0;
-  pl_in_shim--;
+  pl_shim_leave();
   pl_cupti_corr_begin();
   pl_stamp st;
   pl_stamp_start(&st);
@@ -243,7 +243,7 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
   }
   uint64_t dt = pl_stamp_elapsed(&st), t0 = st.ns;
   uint32_t gpu_corr = pl_cupti_corr_end();
-  pl_in_shim++;
+  pl_shim_enter();
   uint64_t corr = pl_next_correlation();
   long mode = pl_opt_long(PL_OPT_MODE);
   for (size_t i = 0; i < n; i++) {
@@ -255,7 +255,7 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
     e.why = pl_why_shape(&e, mode);
     pl_record(&e, t0, dt / n, r, stack, corr, gpu_corr, NULL);
   }
-  pl_in_shim--;
+  pl_shim_leave();
   return r;
 }
 
@@ -278,11 +278,11 @@ static uint64_t pl_run_py(void) {
  * PL_NEG_USES copies, run or not (hostmem.c). */
 static void pl_run_end(pl_run *r) {
   pagelock_rec_copy rec;
-  pl_in_shim++;
+  pl_shim_enter();
   if (r->proto.host_mem == PAGELOCK_MEM_PAGEABLE)
     pl_hostmem_spend((CUdeviceptr)r->proto.host_ptr, pl_run_count(r));
   if (pl_run_close(r, &rec)) pl_trace_copy_put(&rec);
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 /* Write full run r and begin it again from the same key and record.  Its
@@ -298,9 +298,9 @@ static bool pl_run_roll(pl_run *r) {
   pagelock_rec_copy proto = r->proto;
   pl_run_end(r);
   if (proto.host_mem == PAGELOCK_MEM_PAGEABLE) {
-    pl_in_shim++;
+    pl_shim_enter();
     int now = pl_hostmem_classify((CUdeviceptr)proto.host_ptr);
-    pl_in_shim--;
+    pl_shim_leave();
     if (now != PAGELOCK_MEM_PAGEABLE || pl_hostmem_stamp() != k.hm_stamp) return false;
   }
   pl_run_open(r, &k, &proto);
@@ -373,7 +373,7 @@ static CUresult pl_run_copy(pl_copy *c, pl_run *r) {
     pl_run_add(r, how, st.ns, dt);
     return res;
   }
-  pl_in_shim++;
+  pl_shim_enter();
   pagelock_rec_copy rec = r->proto;
   pl_run_end(r);
   rec.start_ns = timed ? st.ns : pl_now_ns();
@@ -384,7 +384,7 @@ static CUresult pl_run_copy(pl_copy *c, pl_run *r) {
   rec.count = 1;
   rec.timed = timed;
   pl_trace_copy_put(&rec);
-  pl_in_shim--;
+  pl_shim_leave();
   return res;
 }
 
@@ -408,7 +408,7 @@ static pl_run *pl_run_slot(void) {
 CUresult pl_copy_exec(pl_copy *c) {
   /* Our own driver calls, and everything while disabled, go straight
    * through: the program must see exactly the native behaviour. */
-  if (PL_UNLIKELY(pl_in_shim || !pl_active())) return c->native(c);
+  if (PL_UNLIKELY(pl_shim_inside() || !pl_active())) return c->native(c);
   if (c->flags & PAGELOCK_COPY_BATCH) return pl_copy_exec_batch(c);
   uint32_t flags = c->flags; /* as the entry point set them: a run's key */
   /* pl_my_runs is NULL without a ring, and under PAGELOCK_REPEATS=each. */
@@ -423,7 +423,7 @@ CUresult pl_copy_exec(pl_copy *c) {
   uint64_t hm_stamp = repeats ? pl_hostmem_stamp() : 0;
   unsigned dev_gen = repeats ? pl_copy_device_gen() : 0;
 
-  pl_in_shim++;
+  pl_shim_enter();
   pl_classify(c);
   uint8_t host = pl_host_side(c->dir, c->src_mem, c->dst_mem);
   /* Only pageable copies need a stack (they are what the report lists). */
@@ -436,7 +436,7 @@ CUresult pl_copy_exec(pl_copy *c) {
                        ? pl_stack_capture_at(2, c->callsite, c, repeats ? &check : NULL)
                        : 0;
   c->seq = pl_next_correlation();
-  pl_in_shim--;
+  pl_shim_leave();
 
   /* The decision point, for a pageable host<->device copy (anything else
    * passes through).  observe: pass through.  stage: a 1D copy of at least
@@ -495,7 +495,7 @@ CUresult pl_copy_exec(pl_copy *c) {
    * download): not part of the thread's turnaround (autopin.c). */
   if (pl_registers(mode)) pl_autopin_wait_end(st.ns);
 
-  pl_in_shim++;
+  pl_shim_enter();
   /* A copy that took the plain way, and would again, opens a run: its
    * repeats are counted into one record (run.h).  Not one that staging
    * declined (a capture, a full pool): its repeat may be staged.  Nor one
@@ -536,13 +536,13 @@ CUresult pl_copy_exec(pl_copy *c) {
     if (k.py_on) k.py = pl_run_py();
     pl_run_open(slot, &k, &proto);
   }
-  pl_in_shim--;
+  pl_shim_leave();
   return r;
 }
 
 void pl_copy_note_graph(int api, const CUDA_MEMCPY3D *p, CUresult r, void *callsite) {
-  if (p == NULL || pl_in_shim || !pl_active()) return;
-  pl_in_shim++;
+  if (p == NULL || pl_shim_inside() || !pl_active()) return;
+  pl_shim_enter();
   pl_copy c = {.api = api, .flags = PAGELOCK_COPY_GRAPH_NODE, .callsite = callsite};
   pl_fill_3d(&c, p);
   pl_classify(&c);
@@ -567,5 +567,5 @@ void pl_copy_note_graph(int api, const CUDA_MEMCPY3D *p, CUresult r, void *calls
   /* The node's definition site is where the report points, as for a copy. */
   uint32_t stack = host == PAGELOCK_MEM_PAGEABLE ? pl_stack_capture(2) : 0;
   pl_record(&c, pl_now_ns(), 0, r, stack, pl_next_correlation(), 0, NULL);
-  pl_in_shim--;
+  pl_shim_leave();
 }

@@ -221,9 +221,9 @@ static void CUPTIAPI pl_cupti_callback(void *ud, CUpti_CallbackDomain domain, CU
     atomic_fetch_add_explicit(&pl_n_calls, 1, memory_order_relaxed);
   } else if (id != last_linked) {
     last_linked = id;
-    pl_in_shim++;
+    pl_shim_enter();
     pl_write_link(id, pl_tls_link_seq);
-    pl_in_shim--;
+    pl_shim_leave();
   }
 }
 
@@ -508,7 +508,7 @@ static bool pl_convert(pl_batch *b, const CUpti_Activity *a, pagelock_rec_gpu *g
 static void CUPTIAPI pl_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
                                          size_t size, size_t valid) {
   (void)size;
-  pl_in_shim++;
+  pl_shim_enter();
   if (!atomic_load(&pl_cupti_child) && buffer && valid) {
     /* Static: 64 KiB is too much for CUPTI's thread stack to spare, and the
      * lock serialises its users anyway. */
@@ -538,7 +538,7 @@ static void CUPTIAPI pl_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t
     atomic_fetch_add(&pl_n_dropped, dropped);
   atomic_fetch_add(&pl_n_buffers, 1);
   pl_buffer_release(buffer);
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 /* ---- start and stop ---------------------------------------------------- */
@@ -826,7 +826,7 @@ static void pl_sample_step(pl_sampler *s, uint64_t now) {
  * compaction lock. */
 static void *pl_cupti_thread(void *arg) {
   (void)arg;
-  pl_in_shim++;
+  pl_shim_own_thread();
   uint64_t flush_ns = (uint64_t)pl_opt_long(PL_OPT_CUPTI_FLUSH_MS) * 1000000u;
   pl_sampler s = {.state = PL_SAMPLE_TRACING,
                   .detach = pl_cu.Finalize != NULL && pl_opt_long(PL_OPT_CUPTI_DETACH) % 2 == 1,
@@ -890,7 +890,7 @@ static void pl_start_thread(void) {
  * every record CUPTI still holds. */
 static void pl_cupti_exit(void) {
   if (!atomic_load(&pl_cupti_on) || atomic_load(&pl_cupti_child)) return;
-  pl_in_shim++;
+  pl_shim_enter();
   pthread_mutex_lock(&pl_flush_lock);
   if (atomic_load(&pl_attached)) pl_cu.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   atomic_store(&pl_cupti_on, false);
@@ -898,7 +898,7 @@ static void pl_cupti_exit(void) {
   pthread_mutex_unlock(&pl_flush_lock);
   pl_write_clock();
   pl_write_status();
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 #define PL_CUPTI_SYM(field, name)                                             \
@@ -1049,12 +1049,12 @@ static void pl_cupti_start_blocked(void) {
 void pl_cupti_ensure(void) {
   if (!pl_active() || pl_tls_starting || atomic_load(&pl_cupti_child)) return;
   pl_tls_starting = 1;
-  pl_in_shim++;
+  pl_shim_enter();
   /* Learn which driver this is before the first record creates the file
    * (its header says whether timings are simulated). */
   (void)pl_driver_get();
   pthread_once(&pl_cupti_once, pl_cupti_start_blocked);
-  pl_in_shim--;
+  pl_shim_leave();
   pl_tls_starting = 0;
 }
 
@@ -1106,7 +1106,7 @@ static void pl_write_devices(void) {
  * our records; a forced flush, so none of our buffers is left for its
  * callbacks), and the trace says from when GPU timing is missing. */
 static void pl_cupti_yield(void) {
-  pl_in_shim++;
+  pl_shim_enter();
   pthread_mutex_lock(&pl_flush_lock);
   if (atomic_load(&pl_cupti_on)) {
     /* Off under the lock: the sampler must not turn our kinds back on
@@ -1130,11 +1130,11 @@ static void pl_cupti_yield(void) {
   } else {
     pthread_mutex_unlock(&pl_flush_lock);
   }
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 void pl_cupti_program_subscribes(void) {
-  if (pl_tls_starting || pl_in_shim) return;
+  if (pl_tls_starting || pl_shim_inside()) return;
   atomic_store(&pl_program_client, true);
   pl_cupti_yield();
 }
@@ -1144,9 +1144,9 @@ void *pl_cupti_own_subscribe(void) { return (void *)pl_cu.Subscribe; }
 void *pl_cupti_own_register(void) { return (void *)pl_cu.ActivityRegisterCallbacks; }
 
 void pl_cupti_driver_ready(void) {
-  if (pl_active() && !pl_in_shim && !atomic_load(&pl_cupti_child)) {
-    pl_in_shim++;
+  if (pl_active() && !pl_shim_inside() && !atomic_load(&pl_cupti_child)) {
+    pl_shim_enter();
     pthread_once(&pl_devices_once, pl_write_devices);
-    pl_in_shim--;
+    pl_shim_leave();
   }
 }

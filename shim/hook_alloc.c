@@ -378,16 +378,16 @@ void pl_alloc_enable(void) {
  * and sp a stack address in the hook's frame: together they let a repeated
  * allocation from the same place skip the unwind (pl_stack_capture_at). */
 static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
-  if (p == NULL || n < pl_track_min || pl_in_shim ||
+  if (p == NULL || n < pl_track_min || pl_shim_inside() ||
       !atomic_load_explicit(&pl_tracking, memory_order_relaxed))
     return;
-  pl_in_shim++;
+  pl_shim_enter();
   /* Skip pl_track: the innermost frame kept is the hook's caller's call. */
   uint32_t site = pl_stack_capture_at(2, ra, sp, NULL);
   bool own = pl_glibc_mmapped(p);
   pl_hostmem_track_as(p, n, site, PL_ORIGIN_HEAP | (own ? PL_ALLOC_OWN_PAGES : 0));
   if (own) pl_autopin_advise(p, n);
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 /* Forget p if it was tracked: a few loads, inline, when it was not. */
@@ -583,11 +583,11 @@ static void *pl_next_mmap(void *addr, size_t len, int prot, int flags, int fd, o
 /* Track a mapping [p, p+n) made from return address ra: a one-frame site
  * (see the top of this file), nothing for the allocator's own arenas. */
 static void pl_track_mapping(void *p, size_t n, const void *ra, int origin) {
-  if (n < pl_track_min || pl_in_shim || pl_from_allocator(ra)) return;
-  pl_in_shim++;
+  if (n < pl_track_min || pl_shim_inside() || pl_from_allocator(ra)) return;
+  pl_shim_enter();
   pl_hostmem_track_as(p, n, pl_stack_capture_ra(ra),
                       origin == PL_ORIGIN_MMAP ? origin | PL_ALLOC_OWN_PAGES : origin);
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 /* [p, p+n) is about to be released: undo the shim's registrations in it

@@ -23,7 +23,7 @@ PL_EXPORT CUresult cuInit(unsigned int flags) {
   CUresult r = f(flags);
   if (r == CUDA_SUCCESS) {
     pl_cupti_driver_ready();
-    if (!pl_in_shim && pl_active()) pl_stage_note_driver_init();
+    if (!pl_shim_inside() && pl_active()) pl_stage_note_driver_init();
   }
   return r;
 }

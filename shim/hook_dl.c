@@ -72,8 +72,8 @@ PL_EXPORT void *dlsym(void *handle, const char *name) {
                                 : pl_real_dlsym(handle, name);
   /* Only driver names can need a swap; everything else returns as is, so
    * the override costs one comparison for the rest of the world. */
-  if (r == NULL || name[0] != 'c' || name[1] != 'u' || pl_in_shim) return r;
-  pl_in_shim++;
+  if (r == NULL || name[0] != 'c' || name[1] != 'u' || pl_shim_inside()) return r;
+  pl_shim_enter();
   pl_driver_note_handle(handle);
   void *w = r;
   if (strcmp(name, "cuGetProcAddress_v2") == 0)
@@ -88,17 +88,17 @@ PL_EXPORT void *dlsym(void *handle, const char *name) {
     int api = pl_hook_find_name(name);
     if (api >= 0 && pl_active()) w = pl_hook_wrapper(api);
   }
-  pl_in_shim--;
+  pl_shim_leave();
   return w;
 }
 #endif
 
 /* Shared tail of both cuGetProcAddress versions: swap the answer. */
 static void pl_getproc_fix(const char *symbol, void **pfn) {
-  if (pfn == NULL || *pfn == NULL || symbol == NULL || pl_in_shim || !pl_active()) return;
-  pl_in_shim++;
+  if (pfn == NULL || *pfn == NULL || symbol == NULL || pl_shim_inside() || !pl_active()) return;
+  pl_shim_enter();
   *pfn = pl_substitute(*pfn);
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 static CUresult pl_getproc_v2(const char *symbol, void **pfn, int ver, cuuint64_t flags,

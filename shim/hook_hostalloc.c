@@ -89,11 +89,11 @@ static bool pl_attr_is_address(CUpointer_attribute a) {
 }
 
 /* p lies in a registration of the shim's own: the program is told what it
- * would be told about pageable memory.  The shim's own calls (pl_in_shim)
- * see the truth. */
+ * would be told about pageable memory.  The shim's own calls (inside the
+ * re-entry guard) see the truth. */
 static inline bool pl_shim_only(uintptr_t p) {
   if (PL_LIKELY(!pl_pinreg_any())) return false;
-  if (pl_in_shim || !pl_active()) return false;
+  if (pl_shim_inside() || !pl_active()) return false;
   uintptr_t base;
   size_t len;
   return pl_pinreg_find(p, &base, &len);
@@ -105,7 +105,7 @@ PL_EXPORT CUresult cuMemHostAlloc(void **pp, size_t n, unsigned int flags) {
   pl_hostalloc_t f = (pl_hostalloc_t)pl_hook_real(PL_HOOK_cuMemHostAlloc);
   if (f == NULL) return CUDA_ERROR_NOT_FOUND;
   CUresult r = f(pp, n, flags);
-  if (r == CUDA_SUCCESS && pp && *pp && !pl_in_shim && pl_active())
+  if (r == CUDA_SUCCESS && pp && *pp && !pl_shim_inside() && pl_active())
     pl_hostmem_pinned_add(*pp, n, PAGELOCK_MEM_PINNED);
   return r;
 }
@@ -114,7 +114,7 @@ PL_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t n) {
   pl_allochost_t f = (pl_allochost_t)pl_hook_real(PL_HOOK_cuMemAllocHost_v2);
   if (f == NULL) return CUDA_ERROR_NOT_FOUND;
   CUresult r = f(pp, n);
-  if (r == CUDA_SUCCESS && pp && *pp && !pl_in_shim && pl_active())
+  if (r == CUDA_SUCCESS && pp && *pp && !pl_shim_inside() && pl_active())
     pl_hostmem_pinned_add(*pp, n, PAGELOCK_MEM_PINNED);
   return r;
 }
@@ -123,7 +123,7 @@ PL_EXPORT CUresult cuMemFreeHost(void *p) {
   pl_ptr_t f = (pl_ptr_t)pl_hook_real(PL_HOOK_cuMemFreeHost);
   if (f == NULL) return CUDA_ERROR_NOT_FOUND;
   /* Forget first: once freed, the address can be reused by another thread. */
-  if (p && !pl_in_shim && pl_active()) pl_hostmem_pinned_remove(p);
+  if (p && !pl_shim_inside() && pl_active()) pl_hostmem_pinned_remove(p);
   return f(p);
 }
 
@@ -138,13 +138,13 @@ static CUresult pl_host_register(int id, void *p, size_t n, unsigned int flags) 
    * another thread may have its registration made between this check and
    * the program's call.  A range the driver refuses anyway (NULL, empty,
    * wrapping) is left to it. */
-  if (p != NULL && n > 0 && n <= UINTPTR_MAX - (uintptr_t)p && !pl_in_shim && pl_active()) {
+  if (p != NULL && n > 0 && n <= UINTPTR_MAX - (uintptr_t)p && !pl_shim_inside() && pl_active()) {
     long mode = pl_opt_long(PL_OPT_MODE);
     if (mode == PAGELOCK_MODE_REGISTER || mode == PAGELOCK_MODE_AUTO)
       pl_pinreg_yield((uintptr_t)p, n);
   }
   CUresult r = f(p, n, flags);
-  if (r == CUDA_SUCCESS && p && !pl_in_shim && pl_active())
+  if (r == CUDA_SUCCESS && p && !pl_shim_inside() && pl_active())
     pl_hostmem_pinned_add(p, n, PAGELOCK_MEM_REGISTERED);
   return r;
 }
@@ -167,7 +167,7 @@ PL_EXPORT CUresult cuMemHostUnregister(void *p) {
       pl_hostmem_classify((CUdeviceptr)(uintptr_t)p) != PAGELOCK_MEM_REGISTERED)
     return f((void *)pl_probe_for((uintptr_t)p).a);
   CUresult r = f(p);
-  if (r == CUDA_SUCCESS && p && !pl_in_shim && pl_active()) pl_hostmem_pinned_remove(p);
+  if (r == CUDA_SUCCESS && p && !pl_shim_inside() && pl_active()) pl_hostmem_pinned_remove(p);
   return r;
 }
 
@@ -263,7 +263,7 @@ PL_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dp, size_t n) {
   pl_memalloc_t f = (pl_memalloc_t)pl_hook_real(PL_HOOK_cuMemAlloc_v2);
   if (f == NULL) return CUDA_ERROR_NOT_FOUND;
   CUresult r = f(dp, n);
-  if (r == CUDA_SUCCESS && !pl_in_shim && pl_active()) pl_stage_note_device_alloc();
+  if (r == CUDA_SUCCESS && !pl_shim_inside() && pl_active()) pl_stage_note_device_alloc();
   return r;
 }
 

@@ -65,7 +65,8 @@ static void CUDA_CB pl_callback_run(CUstream s, CUresult status, void *p) {
 /* A record for fn when it should run through a trampoline, else NULL. */
 static pl_hostfn *pl_hostfn_for(CUstream s, int pt, void *fn, void *arg) {
   long mode = pl_opt_long(PL_OPT_MODE);
-  if (fn == NULL || pl_in_shim || (mode != PAGELOCK_MODE_REGISTER && mode != PAGELOCK_MODE_AUTO))
+  if (fn == NULL || pl_shim_inside() ||
+      (mode != PAGELOCK_MODE_REGISTER && mode != PAGELOCK_MODE_AUTO))
     return NULL;
   const pl_stage_drv *d = pl_stage_drv_get();
   CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;

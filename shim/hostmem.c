@@ -26,19 +26,19 @@
 /* Adaptive: the critical sections are a few hundred nanoseconds, so under
  * contention from many allocating threads a short spin beats a futex sleep. */
 static pthread_mutex_t pl_hm_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
-/* Held as the shim's own business (pl_in_shim): a release hook that
+/* Held as the shim's own business (pl_shim_enter): a release hook that
  * interrupts the holder (a signal handler's munmap) then hands its undo
  * over instead of reaching pl_hostmem_shim_remove, which takes this lock
  * (pinreg.c, pl_may_wait). */
 static void pl_hm_take(void) {
-  pl_in_shim++;
+  pl_shim_enter();
   atomic_signal_fence(memory_order_seq_cst);
   pthread_mutex_lock(&pl_hm_lock);
 }
 static void pl_hm_give(void) {
   pthread_mutex_unlock(&pl_hm_lock);
   atomic_signal_fence(memory_order_seq_cst);
-  pl_in_shim--;
+  pl_shim_leave();
 }
 static pl_rangemap pl_pinned;
 static pl_rangemap pl_shimreg;

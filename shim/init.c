@@ -77,10 +77,10 @@ __attribute__((constructor)) static void pl_init(void) {
 
 __attribute__((destructor)) static void pl_fini(void) {
   if (!pl_active()) return;
-  pl_in_shim++;
+  pl_shim_enter();
   /* Registrations stay: the process is ending, and an undo may wait on
    * GPU work. */
   pl_pinreg_stop();
   pl_exit_trace();
-  pl_in_shim--;
+  pl_shim_leave();
 }

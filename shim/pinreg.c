@@ -569,7 +569,7 @@ static uint32_t pl_next_job(bool *undo) {
 
 static void *pl_pin_main(void *arg) {
   (void)arg;
-  pl_in_shim = 1; /* nothing this thread does is the program's */
+  pl_shim_own_thread();
   pl_on_pin_thread = true;
   CUstreamCaptureMode m;
   pl_relax(&m); /* for the life of the thread */
@@ -647,12 +647,12 @@ static bool pl_pin_start(void) {
     sigset_t all, old;
     sigfillset(&all);
     pthread_t t;
-    pl_in_shim++;
+    pl_shim_enter();
     pthread_sigmask(SIG_SETMASK, &all, &old);
     rc = pthread_create(&t, &a, pl_pin_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc == 0) pthread_setname_np(t, "pagelock-pin");
-    pl_in_shim--;
+    pl_shim_leave();
     pthread_attr_destroy(&a);
   }
   if (rc != 0)
@@ -1005,7 +1005,9 @@ static bool pl_take_free(uintptr_t a, void *p, void (*next_free)(void *)) {
  * until the shim's thread has undone its registration and unmaps it, so
  * that no new mapping can take its addresses meanwhile), discarded memory
  * reads as zeros. */
-static bool pl_may_wait(void) { return pl_tls_locked == 0 && pl_in_shim == 0 && !pl_tls_nodriver; }
+static bool pl_may_wait(void) {
+  return pl_tls_locked == 0 && !pl_shim_inside() && !pl_tls_nodriver;
+}
 
 void pl_pinreg_note_hostfn(void) { pl_tls_nodriver = true; }
 

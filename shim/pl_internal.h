@@ -40,7 +40,8 @@ bool pl_active(void);
 /* The constructor found the shim should act (init.c). */
 void pl_state_enable(void);
 /* Shim-wide reentrancy guard: nonzero while the shim itself is running on
- * this thread, so calls it makes never come back into its own hooks. */
+ * this thread, so calls it makes never come back into its own hooks.
+ * Touched only through pl_shim_enter/leave/inside/own_thread (below). */
 extern PL_TLS int pl_in_shim;
 /* The calling thread's kernel id, kept per thread. */
 uint32_t pl_gettid(void);
@@ -129,6 +130,7 @@ typedef enum pl_log_kind {
   PL_LK_PY_REFUSED,     /* the kernel refused the Python walk's page probe */
   PL_LK_EVENT,          /* PAGELOCK_LOG=debug: engine events, every one */
   PL_LK_CUPTI_SAMPLE,   /* GPU timing went to sampling, or could not resume */
+  PL_LK_REENTRY,        /* debug builds: the re-entry guard left more than entered */
   PL_LK_COUNT
 } pl_log_kind;
 
@@ -140,6 +142,34 @@ typedef enum pl_log_kind {
 void pl_log(int level, pl_log_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void pl_log_reset_for_test(void);
+
+/* ---- the re-entry guard (state.c's pl_in_shim) -------------------------- */
+
+/* Around anything the shim does on a program's thread that may reach a
+ * hook of its own (a driver call, an allocation): the hook then passes
+ * the call through.  Every enter has its leave on every path out, early
+ * returns included: a leave missed turns the shim off on that thread for
+ * good, silently.  Debug builds check the balance where it can be seen,
+ * a leave with nothing entered, and say so once (never abort, never
+ * allocate: async-signal-safe); tests read the depth after each path. */
+static inline void pl_shim_enter(void) { pl_in_shim++; }
+static inline void pl_shim_leave(void) {
+#ifndef NDEBUG
+  if (PL_UNLIKELY(pl_in_shim <= 0)) {
+    pl_log(PL_LOG_ERROR, PL_LK_REENTRY, "re-entry guard left more often than entered (a bug)");
+    return;
+  }
+#endif
+  pl_in_shim--;
+}
+/* The shim is running on this thread (its own call reached a hook). */
+static inline bool pl_shim_inside(void) { return pl_in_shim != 0; }
+/* A thread of the shim's own (the writer, copy threads, the pin thread,
+ * CUPTI's flusher): nothing it ever does is the program's.  First thing
+ * in the thread's body; never left. */
+static inline void pl_shim_own_thread(void) { pl_in_shim = 1; }
+/* How deep this thread is inside the shim (tests: 0 after every path). */
+static inline int pl_shim_depth(void) { return pl_in_shim; }
 
 /* ---- driver.c: the real driver, loaded at run time ---------------------- */
 

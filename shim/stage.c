@@ -110,7 +110,7 @@ static atomic_uint pl_widest;              /* the most copy threads a copy was g
 #define PL_ADD(ctr, v) atomic_fetch_add_explicit(&(ctr), (v), memory_order_relaxed)
 
 /* One staged copy in progress: what every step needs. */
-typedef struct pl_run {
+typedef struct pl_staging {
   const pl_stage_drv *d;
   pl_copy *c;
   pl_pool *pool;
@@ -121,11 +121,11 @@ typedef struct pl_run {
   unsigned threads; /* copy threads, the caller included (pl_stage_threads) */
   bool wide;        /* may take more threads than the base count */
   bool busy;        /* the last chunk acquired found earlier work still running */
-} pl_run;
+} pl_staging;
 
-/* Get a chunk for run x, counting the wait; grow: see pl_pool_acquire. */
-static pl_acq pl_run_acquire(pl_run *x, unsigned grow, uint64_t wait_ns, pl_chunk **out,
-                             CUresult *err) {
+/* Get a chunk for staged copy x, counting the wait; grow: see pl_pool_acquire. */
+static pl_acq pl_staging_acquire(pl_staging *x, unsigned grow, uint64_t wait_ns, pl_chunk **out,
+                                 CUresult *err) {
   uint64_t waited;
   pl_acq a = pl_pool_acquire(x->pool, grow, wait_ns, out, &waited, &x->busy, err);
   if (waited) {
@@ -146,10 +146,10 @@ static pl_acq pl_run_acquire(pl_run *x, unsigned grow, uint64_t wait_ns, pl_chun
  * 256 MiB one still has 5 ms or more to go. */
 #define PL_WIDEN_EVERY_NS 1000000ull
 
-/* One more copy thread per CPU that has become idle since run x started,
+/* One more copy thread per CPU that has become idle since staged copy x started,
  * asked at most once per PL_WIDEN_EVERY_NS (cpuload.c), once per chunk.
  * True when x->threads grew. */
-static bool pl_run_widen(pl_run *x) {
+static bool pl_staging_widen(pl_staging *x) {
   if (!x->wide || x->threads >= pl_workers_parallelism()) return false;
   unsigned t =
       pl_stage_threads(true, pl_cpuload_idle(pl_workers_awake() + 1, PL_WIDEN_EVERY_NS, NULL));
@@ -165,7 +165,7 @@ static bool pl_run_widen(pl_run *x) {
  * copy that starts inside it and runs past its end is refused by the
  * driver (autopin.c); cut at the interior's edges it is not.  With no
  * registration made or under way, the plain native call. */
-static CUresult pl_run_fallback(pl_run *x, size_t off, bool timed_out) {
+static CUresult pl_staging_fallback(pl_staging *x, size_t off, bool timed_out) {
   pl_copy rest = *x->c;
   rest.dst += off;
   rest.src += off;
@@ -183,7 +183,7 @@ static CUresult pl_run_fallback(pl_run *x, size_t off, bool timed_out) {
 
 /* Log a driver call of the engine failing mid-copy (the copy itself is
  * finished by the native call). */
-static void pl_run_error(const char *what, CUresult r) {
+static void pl_stage_error(const char *what, CUresult r) {
   pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR,
          "%s failed inside the staging engine (error %d); the rest of the copy passes through",
          what, (int)r);
@@ -224,7 +224,7 @@ typedef struct pl_held {
 
 /* The upload in progress, for the helpers below. */
 typedef struct pl_up {
-  pl_run *x;
+  pl_staging *x;
   bool sync;
   pl_held held[PL_HELD]; /* live entries [h0, h1), by absolute number % PL_HELD */
   unsigned h0, h1;
@@ -235,11 +235,11 @@ typedef struct pl_up {
  * once an event after its last DMA completes.  False when the event could
  * not be recorded (the chunk is retired; the copy must stop). */
 static bool pl_up_finish(pl_up *u, pl_held *h, bool final) {
-  pl_run *x = u->x;
+  pl_staging *x = u->x;
   CUresult e = x->d->cuEventRecord[x->pt](h->ch->ev, x->stream);
   if (e != CUDA_SUCCESS) {
     pl_pool_quarantine(h->ch);
-    pl_run_error("cuEventRecord", e);
+    pl_stage_error("cuEventRecord", e);
   } else if (final && u->sync) {
     u->last = h->ch;
   } else {
@@ -264,7 +264,7 @@ static bool pl_up_close(pl_up *u, pl_held *h) {
  * ahead as free chunks allow, and each one's DMA is enqueued, in order,
  * the moment its last byte is copied: the threads never wait for the DMA
  * calls, the DMA engine never waits for a barrier. */
-static bool pl_h2d(pl_run *x, CUresult *r) {
+static bool pl_h2d(pl_staging *x, CUresult *r) {
   const pl_stage_drv *d = x->d;
   pl_copy *c = x->c;
   const char *src = (const char *)(uintptr_t)c->src;
@@ -296,7 +296,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
         bool empty = npub == niss;
         pl_chunk *ch;
         CUresult e;
-        pl_acq a = pl_run_acquire(x, 1, empty ? x->wait_ns : 0, &ch, &e);
+        pl_acq a = pl_staging_acquire(x, 1, empty ? x->wait_ns : 0, &ch, &e);
         if (a == PL_ACQ_TIMEOUT && !empty) break;
         if (a != PL_ACQ_OK) {
           if (a == PL_ACQ_ERROR && off == 0) declined = true;
@@ -309,7 +309,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
            * bound by the DMA from its first byte. */
           if (x->threads > PL_NT_HELPERS + 1) pl_job_limit(&job, PL_NT_HELPERS);
           PL_ADD(pl_n_throttled, 1);
-        } else if (pl_run_widen(x)) {
+        } else if (pl_staging_widen(x)) {
           pl_job_limit(&job, x->threads - 1);
         }
         h = &u.held[u.h1++ % PL_HELD];
@@ -340,7 +340,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
       if (off == 0)
         declined = true; /* the native call reports it */
       else
-        pl_run_error("cuMemcpyHtoDAsync", e);
+        pl_stage_error("cuMemcpyHtoDAsync", e);
       break;
     }
     off += len;
@@ -367,7 +367,7 @@ static bool pl_h2d(pl_run *x, CUresult *r) {
   if (off < c->bytes) {
     /* A sync native call syncs the stream before it copies, so it also
      * covers our chunks. */
-    *r = pl_run_fallback(x, off, timed_out);
+    *r = pl_staging_fallback(x, off, timed_out);
     return true;
   }
   *r = CUDA_SUCCESS;
@@ -407,7 +407,7 @@ void pl_stage_set_out_stream_min_for_test(size_t n) { atomic_store(&pl_out_min, 
  * result), false when nothing was enqueued and the caller must run the
  * native call.  Blocks on our own events only: the native call would block
  * on the same stream just as long. */
-static bool pl_d2h_sync(pl_run *x, CUresult *r) {
+static bool pl_d2h_sync(pl_staging *x, CUresult *r) {
   const pl_stage_drv *d = x->d;
   pl_copy *c = x->c;
   char *dst = (char *)(uintptr_t)c->dst;
@@ -424,7 +424,7 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
       CUresult e;
       /* With DMAs of our own in flight, draining them beats waiting on
        * someone else's chunk. */
-      pl_acq a = pl_run_acquire(x, 1, count ? 0 : x->wait_ns, &ch, &e);
+      pl_acq a = pl_staging_acquire(x, 1, count ? 0 : x->wait_ns, &ch, &e);
       if (a == PL_ACQ_TIMEOUT && count) break;
       if (a != PL_ACQ_OK) {
         stop = true;
@@ -432,13 +432,13 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
         errored = !timed_out;
         break;
       }
-      pl_run_widen(x);
+      pl_staging_widen(x);
       size_t len = c->bytes - issued < ch->size ? c->bytes - issued : ch->size;
       e = d->cuMemcpyDtoHAsync[x->pt](ch->host, c->src + issued, len, x->stream);
       if (e != CUDA_SUCCESS) {
         pl_pool_release(ch, false);
         stop = errored = true;
-        if (enqueued) pl_run_error("cuMemcpyDtoHAsync", e);
+        if (enqueued) pl_stage_error("cuMemcpyDtoHAsync", e);
         break;
       }
       enqueued = true;
@@ -447,7 +447,7 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
         /* Its bytes cannot be known to have landed: the native call
          * redoes this range. */
         pl_pool_quarantine(ch);
-        pl_run_error("cuEventRecord", e);
+        pl_stage_error("cuEventRecord", e);
         stop = errored = true;
         break;
       }
@@ -473,7 +473,7 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
         head = (head + 1) % PL_D2H_INFLIGHT;
         count--;
       }
-      pl_run_error("cuEventSynchronize", e);
+      pl_stage_error("cuEventSynchronize", e);
       errored = true;
       break;
     }
@@ -488,7 +488,7 @@ static bool pl_d2h_sync(pl_run *x, CUresult *r) {
     return true;
   }
   if (!enqueued && errored) return false;
-  *r = pl_run_fallback(x, done, timed_out);
+  *r = pl_staging_fallback(x, done, timed_out);
   return true;
 }
 
@@ -512,7 +512,7 @@ typedef struct pl_out {
 typedef struct pl_outs {
   struct pl_outs *prev, *next; /* on pl_outs_live until the host function runs */
   bool nt;                     /* streaming stores (pl_stage_out_stream) */
-  unsigned threads;            /* copy threads (pl_run) */
+  unsigned threads;            /* copy threads (pl_staging) */
   unsigned n;
   pl_out e[];
 } pl_outs;
@@ -556,7 +556,7 @@ static void pl_outs_free(pl_outs *o) {
  * (docs/bench/2026-11-22-deferring-async-d2h.md, the pump).  Takes only the pool lock. */
 static void CUDA_CB pl_copyout(void *arg) {
   pl_outs *o = arg;
-  pl_in_shim++;
+  pl_shim_enter();
   for (unsigned i = 0; i < o->n;) {
     /* Chunks back to back in one slab, bound for bytes back to back: one
      * memcpy, so the copy threads split it once. */
@@ -571,7 +571,7 @@ static void CUDA_CB pl_copyout(void *arg) {
       if (o->e[i].ticket) pl_pool_land(o->e[i].ch, o->e[i].ticket);
   }
   pl_outs_free(o);
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 /* The chunks one asynchronous copy holds.  used[j]: work queued on the
@@ -585,7 +585,7 @@ typedef struct pl_ring {
 
 /* Give back the held chunks no queued host function will free: those
  * with queued work once an event after it completes, the others at once. */
-static void pl_d2h_abandon(pl_run *x, pl_ring *h) {
+static void pl_d2h_abandon(pl_staging *x, pl_ring *h) {
   for (unsigned j = 0; j < h->n; j++) {
     if (h->theirs[j]) continue;
     if (!h->used[j])
@@ -661,8 +661,8 @@ static void pl_ring_sort(pl_ring *h) {
  * ones, growing the pool by a slab for the rest; only when it has none may
  * it wait (bounded).  Returns false on a driver error with none held (the
  * native call must run); *timed_out when the wait ran out. */
-static bool pl_d2h_take(pl_run *x, unsigned long long sid, size_t size, size_t pieces, pl_ring *h,
-                        bool *timed_out) {
+static bool pl_d2h_take(pl_staging *x, unsigned long long sid, size_t size, size_t pieces,
+                        pl_ring *h, bool *timed_out) {
   size_t share = (size_t)pl_opt_long(PL_OPT_POOL_SIZE) / size / (pl_alone() ? 1 : PL_D2H_RING_DIV);
   size_t want = pieces < PL_D2H_HELD ? pieces : PL_D2H_HELD;
   if (share >= 1 && want > share) want = share;
@@ -671,7 +671,7 @@ static bool pl_d2h_take(pl_run *x, unsigned long long sid, size_t size, size_t p
   while (h->n < want) {
     pl_chunk *ch;
     CUresult e;
-    pl_acq a = pl_run_acquire(x, (unsigned)(want - h->n), h->n == 0 ? x->wait_ns : 0, &ch, &e);
+    pl_acq a = pl_staging_acquire(x, (unsigned)(want - h->n), h->n == 0 ? x->wait_ns : 0, &ch, &e);
     if (a != PL_ACQ_OK) {
       if (h->n > 0) break;
       if (a == PL_ACQ_ERROR) return false;
@@ -697,7 +697,7 @@ static bool pl_d2h_take(pl_run *x, unsigned long long sid, size_t size, size_t p
  * stream gets there: copies on other streams use the rest of the pool (or
  * wait, bounded, and pass through); the next copy on the same stream takes
  * the ring over. */
-static bool pl_d2h_async(pl_run *x, CUresult *r) {
+static bool pl_d2h_async(pl_staging *x, CUresult *r) {
   const pl_stage_drv *d = x->d;
   pl_copy *c = x->c;
   char *dst = (char *)(uintptr_t)c->dst;
@@ -734,7 +734,7 @@ static bool pl_d2h_async(pl_run *x, CUresult *r) {
       CUresult e =
           d->cuMemcpyDtoHAsync[x->pt](h.ch[i % h.n]->host, c->src + at, end - at, x->stream);
       if (e != CUDA_SUCCESS) {
-        if (queued) pl_run_error("cuMemcpyDtoHAsync", e);
+        if (queued) pl_stage_error("cuMemcpyDtoHAsync", e);
         break;
       }
       queued = true;
@@ -761,7 +761,7 @@ static bool pl_d2h_async(pl_run *x, CUresult *r) {
       for (unsigned k = 0; k < n; k++)
         if (last[k].ticket) pl_pool_unticket(last[k].ch);
       pl_outs_free(o);
-      pl_run_error("cuLaunchHostFunc", e);
+      pl_stage_error("cuLaunchHostFunc", e);
       break;
     }
     for (unsigned k = 0; k < n; k++)
@@ -777,18 +777,18 @@ static bool pl_d2h_async(pl_run *x, CUresult *r) {
   }
   pl_d2h_abandon(x, &h);
   if (!queued && !timed_out) return false; /* the native call does it all */
-  *r = off < c->bytes ? pl_run_fallback(x, off, timed_out) : CUDA_SUCCESS;
+  *r = off < c->bytes ? pl_staging_fallback(x, off, timed_out) : CUDA_SUCCESS;
   return true;
 }
 
 /* ---- the entry point ------------------------------------------------------- */
 
 /* Checks that must pass before anything is enqueued, then the pipeline.
- * Caller: pl_in_shim raised.  Returns as pl_stage_copy does. */
+ * Caller: inside the re-entry guard.  Returns as pl_stage_copy does. */
 static bool pl_stage_run(pl_copy *c, CUresult *r) {
   const pl_stage_drv *d = pl_stage_drv_get();
   if (d == NULL) return false;
-  pl_run x = {.d = d, .c = c, .pt = (c->flags & PAGELOCK_COPY_PTDS) ? 1 : 0};
+  pl_staging x = {.d = d, .c = c, .pt = (c->flags & PAGELOCK_COPY_PTDS) ? 1 : 0};
   x.stream = (c->flags & PAGELOCK_COPY_ASYNC) ? c->stream : NULL;
 
   CUcontext ctx = NULL;
@@ -863,9 +863,9 @@ void pl_stage_note_driver_init(void) {
   if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OBSERVE ||
       atomic_load_explicit(&pl_stage_off, memory_order_relaxed))
     return;
-  pl_in_shim++;
+  pl_shim_enter();
   pl_pool_premap();
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 void pl_stage_note_device_alloc(void) {
@@ -875,24 +875,24 @@ void pl_stage_note_device_alloc(void) {
   const pl_stage_drv *d = pl_stage_drv_get();
   CUcontext ctx = NULL;
   if (d == NULL || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) return;
-  pl_in_shim++;
+  pl_shim_enter();
   pl_pool_prewarm(ctx);
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 void pl_stage_note_ctx_ending(CUcontext ctx) {
   if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OBSERVE) return;
-  pl_in_shim++;
+  pl_shim_enter();
   pl_pinreg_ctx_ending(ctx);
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 void pl_stage_note_ctx_gone(CUcontext ctx) {
   if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OBSERVE) return;
-  pl_in_shim++;
+  pl_shim_enter();
   pl_pool_ctx_gone(ctx);
   pl_autopin_ctx_gone(ctx);
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 bool pl_stage_copy(pl_copy *c, CUresult *r) {
@@ -901,12 +901,12 @@ bool pl_stage_copy(pl_copy *c, CUresult *r) {
     atomic_store(&pl_stage_used, true);
   bool done = false;
   if (c->bytes > 0 && (c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_D2H)) {
-    pl_in_shim++;
+    pl_shim_enter();
     /* Our chunks are CUPTI ops of their own: link them to the app's call. */
     pl_cupti_link_begin(c->seq);
     done = pl_stage_run(c, r);
     pl_cupti_link_end();
-    pl_in_shim--;
+    pl_shim_leave();
   }
   if (!done) PL_ADD(pl_n_pass, c->bytes);
   return done;

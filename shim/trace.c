@@ -799,7 +799,7 @@ static void pl_withheld_note_locked(void) {
  * old, so a program that stops copying still streams its trace. */
 static void *pl_writer_main(void *arg) {
   (void)arg;
-  pl_in_shim = 1; /* nothing this thread does is the program's */
+  pl_shim_own_thread();
   pl_on_writer = true;
   pthread_mutex_lock(&pl_trace_lock);
   for (;;) {
@@ -852,12 +852,12 @@ static void pl_writer_start(void) {
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&a, 64u << 10);
-  pl_in_shim++;
+  pl_shim_enter();
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = pthread_create(&t, &a, pl_writer_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc == 0) pthread_setname_np(t, "pagelock-trace"); /* what top and gdb show */
-  pl_in_shim--;
+  pl_shim_leave();
   pthread_attr_destroy(&a);
   pl_writer_on = rc == 0;
 }
@@ -934,7 +934,7 @@ static void pl_rings_drain_locked(void) {
 static void pl_ring_release(void *arg) {
   pl_ring *r = arg;
   if (r != pl_my_ring || pl_my_epoch != atomic_load(&pl_ring_epoch)) return;
-  pl_in_shim++;
+  pl_shim_enter();
   /* The runs are closed under the lock: the exit path drains under it
    * too, and a run closed before it but written after would be lost to a
    * process ending meanwhile.  (No drainer holds a run while we hold the
@@ -953,7 +953,7 @@ static void pl_ring_release(void *arg) {
   r->owned = false;
   pthread_mutex_unlock(&pl_trace_lock);
   pl_my_ring = NULL;
-  pl_in_shim--;
+  pl_shim_leave();
 }
 
 static void pl_ring_key_init(void) {

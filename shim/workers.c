@@ -132,7 +132,7 @@ unsigned pl_workers_parallelism(void) {
  * destination line into the cache (read-for-ownership) and evict the
  * source, so the copy moves three bytes of memory traffic per byte; streaming
  * stores move two.  The caller must sfence before the data is handed on. */
-static void pl_copy_stream(char *dst, const char *src, size_t n) {
+static void pl_copy_nt(char *dst, const char *src, size_t n) {
 #if defined(__x86_64__)
   size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
   if (head > n) head = n;
@@ -157,8 +157,8 @@ static void pl_copy_stream(char *dst, const char *src, size_t n) {
 /* Streaming stores are weakly ordered: the fence makes them globally
  * visible before the copy counts as done (a DMA, or the program reading
  * its download, may come right after). */
-static void pl_copy_stream_fenced(char *dst, const char *src, size_t n) {
-  pl_copy_stream(dst, src, n);
+static void pl_copy_nt_fenced(char *dst, const char *src, size_t n) {
+  pl_copy_nt(dst, src, n);
 #if defined(__x86_64__)
   _mm_sfence();
 #endif
@@ -209,7 +209,7 @@ static void pl_piece_copy(pl_job *j, size_t i) {
   size_t off = (size_t)(i - first) * PL_PIECE;
   size_t len = s->len - off < PL_PIECE ? s->len - off : PL_PIECE;
   if (s->nt) {
-    pl_copy_stream_fenced(s->dst + off, s->src + off, len);
+    pl_copy_nt_fenced(s->dst + off, s->src + off, len);
   } else {
     memcpy(s->dst + off, s->src + off, len);
   }
@@ -244,8 +244,7 @@ static void pl_worker_spin(void) {
  * (detached: the process may exit with it asleep or mid-piece). */
 static void *pl_worker_main(void *arg) {
   (void)arg;
-  /* A copy thread is the shim's own: nothing it does is the program's. */
-  pl_in_shim++;
+  pl_shim_own_thread(); /* a copy thread */
   pthread_mutex_lock(&pl_wk_lock);
   for (;;) {
     pl_job *j = pl_find_locked();
@@ -405,7 +404,7 @@ void pl_job_close(pl_job *j) {
 void pl_workers_memcpy(void *dst, const void *src, size_t n, bool lone, bool nt, unsigned threads) {
   if (n < 2 * PL_PIECE) {
     if (nt)
-      pl_copy_stream_fenced(dst, src, n);
+      pl_copy_nt_fenced(dst, src, n);
     else
       memcpy(dst, src, n);
     return;
