@@ -130,9 +130,6 @@ void pl_autopin_advise(void *p, size_t n) {
 
 /* ---- the driver ------------------------------------------------------------------ */
 
-/* The engines' one table of real entry points (driver.c). */
-static const pl_stage_drv *pl_ap_drv(void) { return pl_stage_drv_get(); }
-
 /* Events for the waits, kept per context: creating one costs a driver
  * call, a few microseconds. */
 #define PL_EV_CACHE 32u
@@ -144,7 +141,7 @@ static pl_ev pl_evs[PL_EV_CACHE];
 static unsigned pl_nev;
 static pthread_mutex_t pl_ev_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static CUevent pl_ev_get(const pl_stage_drv *d, CUcontext ctx) {
+static CUevent pl_ev_get(const pl_drv *d, CUcontext ctx) {
   CUevent ev = NULL;
   pthread_mutex_lock(&pl_ev_lock);
   for (unsigned i = pl_nev; i-- > 0;)
@@ -154,7 +151,7 @@ static CUevent pl_ev_get(const pl_stage_drv *d, CUcontext ctx) {
       break;
     }
   pthread_mutex_unlock(&pl_ev_lock);
-  if (ev == NULL && d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) ev = NULL;
+  if (ev == NULL && d->EventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) ev = NULL;
   return ev;
 }
 
@@ -166,20 +163,20 @@ void pl_autopin_ctx_gone(CUcontext ctx) {
   pl_pinreg_ctx_gone(ctx);
 }
 
-static void pl_ev_put(const pl_stage_drv *d, CUcontext ctx, CUevent ev) {
+static void pl_ev_put(const pl_drv *d, CUcontext ctx, CUevent ev) {
   pthread_mutex_lock(&pl_ev_lock);
   bool kept = pl_nev < PL_EV_CACHE;
   if (kept) pl_evs[pl_nev++] = (pl_ev){.ctx = ctx, .ev = ev};
   pthread_mutex_unlock(&pl_ev_lock);
-  if (!kept) d->cuEventDestroy(ev);
+  if (!kept) d->EventDestroy(ev);
 }
 
 /* A mark after everything queued so far on the copy's stream: an event,
  * or NULL when none could be recorded (pl_wait_mark then waits for the
  * whole stream instead). */
-static CUevent pl_mark_stream(const pl_stage_drv *d, CUcontext ctx, CUstream s, int pt) {
+static CUevent pl_mark_stream(const pl_drv *d, CUcontext ctx, CUstream s, int pt) {
   CUevent ev = pl_ev_get(d, ctx);
-  if (ev != NULL && d->cuEventRecord[pt](ev, s) != CUDA_SUCCESS) {
+  if (ev != NULL && d->EventRecord[pt](ev, s) != CUDA_SUCCESS) {
     pl_ev_put(d, ctx, ev);
     ev = NULL;
   }
@@ -187,17 +184,17 @@ static CUevent pl_mark_stream(const pl_stage_drv *d, CUcontext ctx, CUstream s, 
 }
 
 /* Return once the stream has passed the mark. */
-static CUresult pl_wait_mark(const pl_stage_drv *d, CUcontext ctx, CUstream s, int pt, CUevent ev) {
+static CUresult pl_wait_mark(const pl_drv *d, CUcontext ctx, CUstream s, int pt, CUevent ev) {
   if (ev != NULL) {
-    CUresult r = d->cuEventSynchronize(ev);
+    CUresult r = d->EventSynchronize(ev);
     pl_ev_put(d, ctx, ev);
     return r;
   }
-  return d->cuStreamSynchronize[pt](s);
+  return d->StreamSynchronize[pt](s);
 }
 
 /* Return once everything queued so far on the copy's stream is done. */
-static CUresult pl_wait_stream(const pl_stage_drv *d, CUcontext ctx, CUstream s, int pt) {
+static CUresult pl_wait_stream(const pl_drv *d, CUcontext ctx, CUstream s, int pt) {
   return pl_wait_mark(d, ctx, s, pt, pl_mark_stream(d, ctx, s, pt));
 }
 
@@ -207,9 +204,9 @@ static CUstream pl_copy_work_stream(const pl_copy *c) {
 }
 static int pl_copy_pt(const pl_copy *c) { return (c->flags & PAGELOCK_COPY_PTDS) ? 1 : 0; }
 
-static bool pl_capturing(const pl_stage_drv *d, const pl_copy *c) {
+static bool pl_capturing(const pl_drv *d, const pl_copy *c) {
   CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (d->cuStreamIsCapturing[pl_copy_pt(c)](pl_copy_work_stream(c), &cap) != CUDA_SUCCESS)
+  if (d->StreamIsCapturing[pl_copy_pt(c)](pl_copy_work_stream(c), &cap) != CUDA_SUCCESS)
     return false;
   return cap != CU_STREAM_CAPTURE_STATUS_NONE;
 }
@@ -280,12 +277,12 @@ int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
   } else {
     uintptr_t a = h > abase ? h : abase, b = h + n < abase + alen ? h + n : abase + alen;
     uint64_t heat = mode == PAGELOCK_MODE_AUTO ? pl_heat_add(abase, alen, b - a) : 0;
-    const pl_stage_drv *d = pl_ap_drv();
+    const pl_drv *d = pl_drv_engines();
     CUcontext ctx = NULL;
     if (mode == PAGELOCK_MODE_AUTO &&
         heat * 100 < (uint64_t)pl_opt_long(PL_OPT_REGISTER_HOT) * alen) {
       c->why = PAGELOCK_WHY_COLD;
-    } else if (d == NULL || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) {
+    } else if (d == NULL || d->CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) {
       c->why = PAGELOCK_WHY_FAILED; /* no context: the native call reports it */
     } else if (pl_capturing(d, c)) {
       c->why = PAGELOCK_WHY_CAPTURE; /* never registers during a capture */
@@ -411,8 +408,8 @@ static size_t pl_tail_bytes(size_t span) {
  * PL_PIN_PIECE), as the driver refuses a host range that runs from one
  * registration into the next.  Returns the offset queued up to: `to`, or
  * where the driver refused a piece (*r says why). */
-static size_t pl_reg_part(const pl_stage_drv *d, const pl_copy *c, uintptr_t base, size_t from,
-                          size_t to, CUstream s, int pt, CUresult *r) {
+static size_t pl_reg_part(const pl_drv *d, const pl_copy *c, uintptr_t base, size_t from, size_t to,
+                          CUstream s, int pt, CUresult *r) {
   uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst);
   *r = CUDA_SUCCESS;
   size_t at = from;
@@ -420,8 +417,8 @@ static size_t pl_reg_part(const pl_stage_drv *d, const pl_copy *c, uintptr_t bas
     size_t next = pl_pin_piece_end(base, h + at) - h;
     if (next > to) next = to;
     *r = c->dir == PAGELOCK_DIR_H2D
-             ? d->cuMemcpyHtoDAsync[pt](c->dst + at, (const void *)(h + at), next - at, s)
-             : d->cuMemcpyDtoHAsync[pt]((void *)(h + at), c->src + at, next - at, s);
+             ? d->MemcpyHtoDAsync[pt](c->dst + at, (const void *)(h + at), next - at, s)
+             : d->MemcpyDtoHAsync[pt]((void *)(h + at), c->src + at, next - at, s);
     if (*r != CUDA_SUCCESS) break;
     at = next;
   }
@@ -438,7 +435,7 @@ static CUresult pl_native_cut_part(const pl_copy *c, size_t off, size_t len) {
 /* Move the mark after everything queued so far: a later part may have
  * gone to the DMA from the program's memory (a registration's), which the
  * call must wait for as it waits for the head's. */
-static void pl_remark(const pl_stage_drv *d, CUevent *mark, CUcontext ctx, CUstream s, int pt) {
+static void pl_remark(const pl_drv *d, CUevent *mark, CUcontext ctx, CUstream s, int pt) {
   if (*mark != NULL) pl_ev_put(d, ctx, *mark);
   *mark = pl_mark_stream(d, ctx, s, pt);
 }
@@ -455,7 +452,7 @@ static bool pl_native_over_reg(const pl_copy *c, size_t off, size_t len) {
  * after the head's mark.  Should the engine decline (no pool, capture),
  * they go as the head did, from the registration, and the mark moves
  * after them. */
-static CUresult pl_tail_copy(const pl_stage_drv *d, const pl_copy *c, uintptr_t base, size_t off,
+static CUresult pl_tail_copy(const pl_drv *d, const pl_copy *c, uintptr_t base, size_t off,
                              size_t len, CUevent *mark, CUcontext ctx, CUstream s, int pt) {
   pl_copy part = pl_part(c, off, len);
   CUresult r;
@@ -474,18 +471,17 @@ static CUresult pl_tail_copy(const pl_stage_drv *d, const pl_copy *c, uintptr_t 
 
 /* Checks that must pass before anything is queued; false: the native call
  * does the whole copy. */
-static bool pl_can_run(const pl_stage_drv *d, pl_copy *c, CUcontext *ctx) {
-  if (d->cuCtxGetCurrent(ctx) != CUDA_SUCCESS || *ctx == NULL) return false;
+static bool pl_can_run(const pl_drv *d, pl_copy *c, CUcontext *ctx) {
+  if (d->CtxGetCurrent(ctx) != CUDA_SUCCESS || *ctx == NULL) return false;
   CUstream s = pl_copy_work_stream(c);
-  if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD &&
-      d->cuStreamGetCtx != NULL) {
+  if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && d->StreamGetCtx != NULL) {
     CUcontext sctx = NULL;
-    if (d->cuStreamGetCtx(s, &sctx) != CUDA_SUCCESS || sctx != *ctx) return false;
+    if (d->StreamGetCtx(s, &sctx) != CUDA_SUCCESS || sctx != *ctx) return false;
   }
   /* A bad device range fails exactly as the native call fails it. */
   CUdeviceptr dev = c->dir == PAGELOCK_DIR_H2D ? c->dst : c->src, base = 0;
   size_t size = 0;
-  if (d->cuMemGetAddressRange(&base, &size, dev) != CUDA_SUCCESS) return false;
+  if (d->MemGetAddressRange(&base, &size, dev) != CUDA_SUCCESS) return false;
   return dev >= base && dev - base <= size && c->bytes <= size - (dev - base);
 }
 
@@ -507,7 +503,7 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
   pl_shim_enter();
   pl_turnaround_note(pl_now_ns());
   pl_cupti_link_begin(c->seq);
-  const pl_stage_drv *d = pl_ap_drv();
+  const pl_drv *d = pl_drv_engines();
   CUcontext ctx = NULL;
   uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst);
   if (d == NULL || !pl_can_run(d, c, &ctx)) {
@@ -591,9 +587,9 @@ void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n) {
   if (PL_LIKELY(!pl_pinreg_any()) || !(c->flags & PAGELOCK_COPY_ASYNC) || n == 0) return;
   if (!pl_pinreg_touches(host, n)) return;
   pl_shim_enter();
-  const pl_stage_drv *d = pl_ap_drv();
+  const pl_drv *d = pl_drv_engines();
   CUcontext ctx = NULL;
-  if (d != NULL && d->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL) {
+  if (d != NULL && d->CtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != NULL) {
     if (pl_capturing(d, c)) {
       pl_pinreg_pin_for_graph(host, n);
       c->flags |= PAGELOCK_COPY_CAPTURE;

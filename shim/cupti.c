@@ -1052,7 +1052,7 @@ void pl_cupti_ensure(void) {
   pl_shim_enter();
   /* Learn which driver this is before the first record creates the file
    * (its header says whether timings are simulated). */
-  (void)pl_driver_get();
+  (void)pl_drv_get();
   pthread_once(&pl_cupti_once, pl_cupti_start_blocked);
   pl_shim_leave();
   pl_tls_starting = 0;
@@ -1071,12 +1071,12 @@ void pl_cupti_atfork_child(void) {
 /* One DEVICE record per device, once the driver is initialised: the copy
  * engine count decides whether uploads and downloads can overlap. */
 static void pl_write_devices(void) {
-  const pl_driver *drv = pl_driver_get();
+  const pl_drv *drv = pl_drv_get();
   if (drv == NULL) return;
-  CUresult (*count)(int *) = drv->cuDeviceGetCount;
-  CUresult (*get)(CUdevice *, int) = drv->cuDeviceGet;
-  CUresult (*attr)(int *, CUdevice_attribute, CUdevice) = drv->cuDeviceGetAttribute;
-  CUresult (*name)(char *, int, CUdevice) = drv->cuDeviceGetName;
+  CUresult (*count)(int *) = drv->DeviceGetCount;
+  CUresult (*get)(CUdevice *, int) = drv->DeviceGet;
+  CUresult (*attr)(int *, CUdevice_attribute, CUdevice) = drv->DeviceGetAttribute;
+  CUresult (*name)(char *, int, CUdevice) = drv->DeviceGetName;
   int n = 0;
   if (count == NULL || get == NULL || count(&n) != CUDA_SUCCESS) return;
   for (int i = 0; i < n && i < 64; i++) {

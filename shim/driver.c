@@ -32,10 +32,10 @@ void *pl_real_dlsym(void *handle, const char *name) {
   return f(handle, name);
 }
 
-/* ---- the driver ---------------------------------------------------------- */
+/* ---- the table ----------------------------------------------------------- */
 
-static pl_driver pl_drv;
-static _Atomic(const pl_driver *) pl_drv_ready;
+pl_drv pl_drv_table;
+static _Atomic(const pl_drv *) pl_drv_ready;
 static pthread_mutex_t pl_drv_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *_Atomic pl_drv_handle;
 
@@ -61,29 +61,77 @@ void *pl_driver_sym(const char *name) {
   return h ? pl_real_dlsym(h, name) : NULL;
 }
 
-const pl_driver *pl_driver_get(void) {
-  const pl_driver *d = atomic_load_explicit(&pl_drv_ready, memory_order_acquire);
+/* Resolve one exact name; *missing is set when a required one is absent. */
+static void *pl_drv_sym(void *h, const char *name, bool required, bool *missing) {
+  void *f = pl_real_dlsym(h, name);
+  if (f == NULL && required) {
+    if (!*missing)
+      pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR,
+             "driver lacks %s: staging disabled, copies pass through", name);
+    *missing = true;
+  }
+  return f;
+}
+
+const pl_drv *pl_drv_get(void) {
+  const pl_drv *d = atomic_load_explicit(&pl_drv_ready, memory_order_acquire);
   if (PL_LIKELY(d != NULL)) return d;
   void *h = pl_driver_handle();
   if (h == NULL) return NULL;
   pthread_mutex_lock(&pl_drv_lock);
   if (atomic_load(&pl_drv_ready) == NULL) {
-    pl_drv.cuPointerGetAttributes = pl_real_dlsym(h, "cuPointerGetAttributes");
-    pl_drv.cuCtxGetDevice = pl_real_dlsym(h, "cuCtxGetDevice");
-    pl_drv.cuGetProcAddress = pl_real_dlsym(h, "cuGetProcAddress");
-    pl_drv.cuGetProcAddress_v2 = pl_real_dlsym(h, "cuGetProcAddress_v2");
-    *(void **)&pl_drv.cuDeviceGetCount = pl_real_dlsym(h, "cuDeviceGetCount");
-    *(void **)&pl_drv.cuDeviceGet = pl_real_dlsym(h, "cuDeviceGet");
-    *(void **)&pl_drv.cuDeviceGetAttribute = pl_real_dlsym(h, "cuDeviceGetAttribute");
-    *(void **)&pl_drv.cuDeviceGetName = pl_real_dlsym(h, "cuDeviceGetName");
+    pl_drv *t = &pl_drv_table;
+    bool miss = false;
+#define PL_SYM(field, name, req) *(void **)&t->field = pl_drv_sym(h, name, req, &miss)
+    PL_SYM(PointerGetAttributes, "cuPointerGetAttributes", false);
+    PL_SYM(CtxGetDevice, "cuCtxGetDevice", false);
+    PL_SYM(GetProcAddress, "cuGetProcAddress", false);
+    PL_SYM(GetProcAddress_v2, "cuGetProcAddress_v2", false);
+    PL_SYM(DeviceGetCount, "cuDeviceGetCount", false);
+    PL_SYM(DeviceGet, "cuDeviceGet", false);
+    PL_SYM(DeviceGetAttribute, "cuDeviceGetAttribute", false);
+    PL_SYM(DeviceGetName, "cuDeviceGetName", false);
+    PL_SYM(CtxGetCurrent, "cuCtxGetCurrent", true);
+    PL_SYM(CtxGetId, "cuCtxGetId", false);
+    PL_SYM(CtxPushCurrent, "cuCtxPushCurrent_v2", true);
+    PL_SYM(CtxPopCurrent, "cuCtxPopCurrent_v2", true);
+    PL_SYM(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", false);
+    PL_SYM(StreamGetCtx, "cuStreamGetCtx", false);
+    PL_SYM(StreamGetId[0], "cuStreamGetId", false);
+    PL_SYM(StreamGetId[1], "cuStreamGetId_ptsz", false);
+    PL_SYM(MemGetAddressRange, "cuMemGetAddressRange_v2", true);
+    PL_SYM(MemHostRegister, "cuMemHostRegister_v2", true);
+    PL_SYM(MemHostUnregister, "cuMemHostUnregister", true);
+    PL_SYM(EventCreate, "cuEventCreate", true);
+    PL_SYM(EventDestroy, "cuEventDestroy_v2", true);
+    PL_SYM(EventQuery, "cuEventQuery", true);
+    PL_SYM(EventSynchronize, "cuEventSynchronize", true);
+    PL_SYM(StreamIsCapturing[0], "cuStreamIsCapturing", true);
+    PL_SYM(StreamIsCapturing[1], "cuStreamIsCapturing_ptsz", true);
+    PL_SYM(MemcpyHtoDAsync[0], "cuMemcpyHtoDAsync_v2", true);
+    PL_SYM(MemcpyHtoDAsync[1], "cuMemcpyHtoDAsync_v2_ptsz", true);
+    PL_SYM(MemcpyDtoHAsync[0], "cuMemcpyDtoHAsync_v2", true);
+    PL_SYM(MemcpyDtoHAsync[1], "cuMemcpyDtoHAsync_v2_ptsz", true);
+    PL_SYM(EventRecord[0], "cuEventRecord", true);
+    PL_SYM(EventRecord[1], "cuEventRecord_ptsz", true);
+    PL_SYM(LaunchHostFunc[0], "cuLaunchHostFunc", true);
+    PL_SYM(LaunchHostFunc[1], "cuLaunchHostFunc_ptsz", true);
+    PL_SYM(StreamSynchronize[0], "cuStreamSynchronize", true);
+    PL_SYM(StreamSynchronize[1], "cuStreamSynchronize_ptsz", true);
+    PL_SYM(DevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", false);
+    PL_SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", false);
+    PL_SYM(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", false);
+    PL_SYM(CtxFromGreenCtx, "cuCtxFromGreenCtx", false);
+#undef PL_SYM
+    t->engines = !miss;
     /* tests/fakecuda exports its control API; say so in the trace, so no
      * reader mistakes simulated timings for measured ones. */
-    pl_drv.simulated = pl_real_dlsym(h, "fakecuda_get_stats") != NULL;
-    if (pl_drv.simulated) pl_trace_set_flag(PAGELOCK_FILE_SIMULATED);
-    atomic_store_explicit(&pl_drv_ready, &pl_drv, memory_order_release);
+    t->simulated = pl_real_dlsym(h, "fakecuda_get_stats") != NULL;
+    if (t->simulated) pl_trace_set_flag(PAGELOCK_FILE_SIMULATED);
+    atomic_store_explicit(&pl_drv_ready, t, memory_order_release);
   }
   pthread_mutex_unlock(&pl_drv_lock);
-  return &pl_drv;
+  return &pl_drv_table;
 }
 
 /* ---- the real function behind every wrapped symbol ----------------------- */
@@ -94,14 +142,13 @@ const char *const pl_hook_names[PL_HOOK_COUNT] = {
 #undef PL_NAME
 };
 
-void *_Atomic pl_real[PL_HOOK_COUNT];
 static atomic_bool pl_real_all;
 
 void *pl_hook_resolve(int id) {
-  void *f = atomic_load_explicit(&pl_real[id], memory_order_acquire);
+  void *f = atomic_load_explicit(&pl_drv_table.real[id], memory_order_acquire);
   if (f != NULL) return f;
   f = pl_driver_sym(pl_hook_names[id]);
-  if (f) atomic_store_explicit(&pl_real[id], f, memory_order_release);
+  if (f) atomic_store_explicit(&pl_drv_table.real[id], f, memory_order_release);
   return f;
 }
 
@@ -109,7 +156,7 @@ void *pl_hook_resolve(int id) {
  * mapped back to their exact symbol. */
 static void pl_hook_resolve_all(void) {
   if (atomic_load(&pl_real_all)) return;
-  if (pl_driver_get() == NULL) return;
+  if (pl_drv_get() == NULL) return;
   for (int i = 0; i < PL_HOOK_COUNT; i++) (void)pl_hook_real(i);
   atomic_store(&pl_real_all, true);
 }
@@ -118,72 +165,8 @@ int pl_hook_find_real(void *fn) {
   if (fn == NULL) return -1;
   pl_hook_resolve_all();
   for (int i = 0; i < PL_HOOK_COUNT; i++)
-    if (atomic_load_explicit(&pl_real[i], memory_order_relaxed) == fn) return i;
+    if (atomic_load_explicit(&pl_drv_table.real[i], memory_order_relaxed) == fn) return i;
   return -1;
-}
-
-/* ---- the entry points the engines call (stage, pool, autopin) ------------ */
-
-static pl_stage_drv pl_sd;
-static atomic_int pl_sd_state; /* 0 unresolved, 1 ready, -1 unusable */
-static pthread_mutex_t pl_sd_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Resolve one exact name; *missing is set when a required one is absent. */
-static void *pl_sd_sym(const char *name, bool required, bool *missing) {
-  void *f = pl_driver_sym(name);
-  if (f == NULL && required) {
-    if (!*missing)
-      pl_log(PL_LOG_WARN, PL_LK_STAGE_ERROR,
-             "driver lacks %s: staging disabled, copies pass through", name);
-    *missing = true;
-  }
-  return f;
-}
-
-const pl_stage_drv *pl_stage_drv_get(void) {
-  int st = atomic_load_explicit(&pl_sd_state, memory_order_acquire);
-  if (PL_LIKELY(st == 1)) return &pl_sd;
-  if (st < 0) return NULL;
-  pthread_mutex_lock(&pl_sd_lock);
-  if (atomic_load(&pl_sd_state) == 0 && pl_driver_get() != NULL) {
-    bool miss = false;
-#define PL_SYM(field, name, req) *(void **)&pl_sd.field = pl_sd_sym(name, req, &miss)
-    PL_SYM(cuCtxGetCurrent, "cuCtxGetCurrent", true);
-    PL_SYM(cuCtxGetId, "cuCtxGetId", false);
-    PL_SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2", true);
-    PL_SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2", true);
-    PL_SYM(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", false);
-    PL_SYM(cuStreamGetCtx, "cuStreamGetCtx", false);
-    PL_SYM(cuStreamGetId[0], "cuStreamGetId", false);
-    PL_SYM(cuStreamGetId[1], "cuStreamGetId_ptsz", false);
-    PL_SYM(cuMemGetAddressRange, "cuMemGetAddressRange_v2", true);
-    PL_SYM(cuMemHostRegister, "cuMemHostRegister_v2", true);
-    PL_SYM(cuMemHostUnregister, "cuMemHostUnregister", true);
-    PL_SYM(cuEventCreate, "cuEventCreate", true);
-    PL_SYM(cuEventDestroy, "cuEventDestroy_v2", true);
-    PL_SYM(cuEventQuery, "cuEventQuery", true);
-    PL_SYM(cuEventSynchronize, "cuEventSynchronize", true);
-    PL_SYM(cuStreamIsCapturing[0], "cuStreamIsCapturing", true);
-    PL_SYM(cuStreamIsCapturing[1], "cuStreamIsCapturing_ptsz", true);
-    PL_SYM(cuMemcpyHtoDAsync[0], "cuMemcpyHtoDAsync_v2", true);
-    PL_SYM(cuMemcpyHtoDAsync[1], "cuMemcpyHtoDAsync_v2_ptsz", true);
-    PL_SYM(cuMemcpyDtoHAsync[0], "cuMemcpyDtoHAsync_v2", true);
-    PL_SYM(cuMemcpyDtoHAsync[1], "cuMemcpyDtoHAsync_v2_ptsz", true);
-    PL_SYM(cuEventRecord[0], "cuEventRecord", true);
-    PL_SYM(cuEventRecord[1], "cuEventRecord_ptsz", true);
-    PL_SYM(cuLaunchHostFunc[0], "cuLaunchHostFunc", true);
-    PL_SYM(cuLaunchHostFunc[1], "cuLaunchHostFunc_ptsz", true);
-    PL_SYM(cuStreamSynchronize[0], "cuStreamSynchronize", true);
-    PL_SYM(cuStreamSynchronize[1], "cuStreamSynchronize_ptsz", true);
-    PL_SYM(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", false);
-    PL_SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", false);
-    PL_SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", false);
-    PL_SYM(cuCtxFromGreenCtx, "cuCtxFromGreenCtx", false);
-#undef PL_SYM
-    atomic_store_explicit(&pl_sd_state, miss ? -1 : 1, memory_order_release);
-  }
-  pthread_mutex_unlock(&pl_sd_lock);
-  return atomic_load(&pl_sd_state) == 1 ? &pl_sd : NULL;
 }
 
 /* ---- the device a copy runs on ------------------------------------------ */
@@ -225,9 +208,9 @@ unsigned pl_copy_device_gen(void) {
 
 uintptr_t pl_copy_device_ctx(CUstream stream) {
   if (stream != NULL && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) return 0;
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   CUcontext cur = NULL;
-  if (d == NULL || d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS) return 0;
+  if (d == NULL || d->CtxGetCurrent(&cur) != CUDA_SUCCESS) return 0;
   return (uintptr_t)cur;
 }
 
@@ -252,17 +235,16 @@ int pl_copy_device(CUstream stream) {
   pl_dev_memo *m = dflt ? &pl_dev_by_ctx : pl_dev_slot(stream);
   /* A stream's context never changes: its answer needs no driver call. */
   if (!dflt && PL_LIKELY(pl_dev_hit(m, (uintptr_t)stream, gen))) return m->dev;
-  const pl_stage_drv *d = pl_stage_drv_get();
-  const pl_driver *dr = pl_driver_get();
-  if (d == NULL || dr == NULL || dr->cuCtxGetDevice == NULL) return -1;
+  const pl_drv *d = pl_drv_engines();
+  if (d == NULL || d->CtxGetDevice == NULL) return -1;
   /* Both getters only read the thread's context stack or the stream's
    * owner: no allocation, no lock of the program's. */
   CUcontext cur = NULL, ctx = NULL;
-  if (d->cuCtxGetCurrent(&cur) != CUDA_SUCCESS) cur = NULL;
+  if (d->CtxGetCurrent(&cur) != CUDA_SUCCESS) cur = NULL;
   if (dflt) {
     if (cur != NULL && PL_LIKELY(pl_dev_hit(m, (uintptr_t)cur, gen))) return m->dev;
     ctx = cur;
-  } else if (d->cuStreamGetCtx == NULL || d->cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS) {
+  } else if (d->StreamGetCtx == NULL || d->StreamGetCtx(stream, &ctx) != CUDA_SUCCESS) {
     /* Not an answer about the stream: named, but not kept. */
     m = NULL;
     ctx = cur;
@@ -273,12 +255,12 @@ int pl_copy_device(CUstream stream) {
   CUdevice dev = -1;
   CUresult r;
   if (ctx == cur) {
-    r = dr->cuCtxGetDevice(&dev);
+    r = d->CtxGetDevice(&dev);
   } else {
-    if (d->cuCtxPushCurrent(ctx) != CUDA_SUCCESS) return -1;
-    r = dr->cuCtxGetDevice(&dev);
+    if (d->CtxPushCurrent(ctx) != CUDA_SUCCESS) return -1;
+    r = d->CtxGetDevice(&dev);
     CUcontext popped;
-    (void)d->cuCtxPopCurrent(&popped);
+    (void)d->CtxPopCurrent(&popped);
   }
   if (r != CUDA_SUCCESS) return -1;
   /* A CUdevice is the ordinal cuDeviceGet was given (every driver so far

@@ -44,27 +44,27 @@ static bool pl_engines_on(void) { return pl_opt_long(PL_OPT_MODE) != PAGELOCK_MO
  * getter for it: a retain hands the handle, and the release right after
  * puts the count back (it cannot reach zero: active means retained). */
 static CUcontext pl_primary_of(CUdevice dev) {
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   unsigned flags = 0;
   int active = 0;
   CUcontext c = NULL;
-  if (d == NULL || d->cuDevicePrimaryCtxGetState == NULL || d->cuDevicePrimaryCtxRetain == NULL ||
-      d->cuDevicePrimaryCtxRelease == NULL)
+  if (d == NULL || d->DevicePrimaryCtxGetState == NULL || d->DevicePrimaryCtxRetain == NULL ||
+      d->DevicePrimaryCtxRelease == NULL)
     return NULL;
-  if (d->cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) return NULL;
-  if (d->cuDevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS) return NULL;
-  d->cuDevicePrimaryCtxRelease(dev);
+  if (d->DevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) return NULL;
+  if (d->DevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS) return NULL;
+  d->DevicePrimaryCtxRelease(dev);
   return c;
 }
 
 /* Whether the primary context of `dev` is no longer active: a release was
  * its last. */
 static bool pl_primary_ended(CUdevice dev) {
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   unsigned flags = 0;
   int active = 1;
-  return d != NULL && d->cuDevicePrimaryCtxGetState != NULL &&
-         d->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active;
+  return d != NULL && d->DevicePrimaryCtxGetState != NULL &&
+         d->DevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active;
 }
 
 /* A context destroyed outright. */
@@ -98,9 +98,9 @@ PL_WRAP_PRIMARY(cuDevicePrimaryCtxReset, true)
 PL_WRAP_PRIMARY(cuDevicePrimaryCtxReset_v2, true)
 
 PL_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx g) {
-  const pl_stage_drv *d = pl_engines_on() ? pl_stage_drv_get() : NULL;
+  const pl_drv *d = pl_engines_on() ? pl_drv_engines() : NULL;
   CUcontext c = NULL;
-  if (d != NULL && d->cuCtxFromGreenCtx != NULL && d->cuCtxFromGreenCtx(&c, g) != CUDA_SUCCESS)
+  if (d != NULL && d->CtxFromGreenCtx != NULL && d->CtxFromGreenCtx(&c, g) != CUDA_SUCCESS)
     c = NULL;
   if (c != NULL) pl_stage_note_ctx_ending(c);
   PL_REAL(cuGreenCtxDestroy, (CUgreenCtx), (g));

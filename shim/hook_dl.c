@@ -53,10 +53,10 @@ static CUresult pl_getproc_v2(const char *, void **, int, cuuint64_t,
 /* Swap a real driver pointer for our wrapper of the same exact symbol.
  * Returns fn unchanged when we do not wrap it. */
 static void *pl_substitute(void *fn) {
-  const pl_driver *d = pl_driver_get();
+  const pl_drv *d = pl_drv_get();
   if (d != NULL) {
-    if (fn == (void *)d->cuGetProcAddress_v2) return (void *)pl_getproc_v2;
-    if (fn == (void *)d->cuGetProcAddress) return (void *)pl_getproc_v1;
+    if (fn == (void *)d->GetProcAddress_v2) return (void *)pl_getproc_v2;
+    if (fn == (void *)d->GetProcAddress) return (void *)pl_getproc_v1;
   }
   int api = pl_hook_find_real(fn);
   return api >= 0 ? pl_hook_wrapper(api) : fn;
@@ -103,17 +103,17 @@ static void pl_getproc_fix(const char *symbol, void **pfn) {
 
 static CUresult pl_getproc_v2(const char *symbol, void **pfn, int ver, cuuint64_t flags,
                               CUdriverProcAddressQueryResult *status) {
-  const pl_driver *d = pl_driver_get();
-  if (d == NULL || d->cuGetProcAddress_v2 == NULL) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult r = d->cuGetProcAddress_v2(symbol, pfn, ver, flags, status);
+  const pl_drv *d = pl_drv_get();
+  if (d == NULL || d->GetProcAddress_v2 == NULL) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = d->GetProcAddress_v2(symbol, pfn, ver, flags, status);
   if (r == CUDA_SUCCESS) pl_getproc_fix(symbol, pfn);
   return r;
 }
 
 static CUresult pl_getproc_v1(const char *symbol, void **pfn, int ver, cuuint64_t flags) {
-  const pl_driver *d = pl_driver_get();
-  if (d == NULL || d->cuGetProcAddress == NULL) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult r = d->cuGetProcAddress(symbol, pfn, ver, flags);
+  const pl_drv *d = pl_drv_get();
+  if (d == NULL || d->GetProcAddress == NULL) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = d->GetProcAddress(symbol, pfn, ver, flags);
   if (r == CUDA_SUCCESS) pl_getproc_fix(symbol, pfn);
   return r;
 }

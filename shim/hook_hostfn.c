@@ -68,9 +68,9 @@ static pl_hostfn *pl_hostfn_for(CUstream s, int pt, void *fn, void *arg) {
   if (fn == NULL || pl_shim_inside() ||
       (mode != PAGELOCK_MODE_REGISTER && mode != PAGELOCK_MODE_AUTO))
     return NULL;
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (d == NULL || d->cuStreamIsCapturing[pt](s, &cap) != CUDA_SUCCESS ||
+  if (d == NULL || d->StreamIsCapturing[pt](s, &cap) != CUDA_SUCCESS ||
       cap != CU_STREAM_CAPTURE_STATUS_NONE)
     return NULL;
   return pl_hostfn_take(fn, arg);

@@ -46,15 +46,15 @@ static atomic_uint pl_pin_gen = 1;
 
 /* Ask the driver (no lock held). */
 static int pl_hostmem_query(CUdeviceptr p) {
-  const pl_driver *d = pl_driver_get();
-  if (d == NULL || d->cuPointerGetAttributes == NULL) return PAGELOCK_MEM_UNKNOWN;
+  const pl_drv *d = pl_drv_get();
+  if (d == NULL || d->PointerGetAttributes == NULL) return PAGELOCK_MEM_UNKNOWN;
   /* The attributes are written as enums and bools of driver-chosen width;
    * zeroed 8-byte slots read correctly for any of them (little endian). */
   uint64_t type = 0, managed = 0;
   CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                   CU_POINTER_ATTRIBUTE_IS_MANAGED};
   void *data[2] = {&type, &managed};
-  CUresult r = d->cuPointerGetAttributes(2, attrs, data, p);
+  CUresult r = d->PointerGetAttributes(2, attrs, data, p);
   if (r != CUDA_SUCCESS) {
     pl_log(PL_LOG_INFO, PL_LK_ATTR_QUERY,
            "pointer attribute query failed (%d); copy recorded as unknown", (int)r);

@@ -129,10 +129,6 @@ static struct {
 } pl_posts[PL_POSTS];
 static unsigned pl_nposts, pl_posts_running;
 static pl_fence pl_fences[PL_FENCES];
-/* The engines' table of real entry points (driver.c), resolved by the copy
- * path before the first registration and never afterwards: a release hook
- * must not dlsym. */
-static const pl_stage_drv *pl_pd;
 
 /* Read without the lock: */
 static atomic_uint pl_pin_count; /* slots not free: pl_pinreg_any */
@@ -363,27 +359,28 @@ static void pl_slot_undo(uint32_t s) {
 /* Let this thread make registrations while another captures in global
  * mode: registering is an "unsafe" call there, which would invalidate
  * that capture (CUDA's cuThreadExchangeStreamCaptureMode). */
-static bool pl_relax(CUstreamCaptureMode *old) {
-  if (pl_pd->cuThreadExchangeStreamCaptureMode == NULL) return false;
+static bool pl_relax(const pl_drv *d, CUstreamCaptureMode *old) {
+  if (d->ThreadExchangeStreamCaptureMode == NULL) return false;
   *old = CU_STREAM_CAPTURE_MODE_RELAXED;
-  return pl_pd->cuThreadExchangeStreamCaptureMode(old) == CUDA_SUCCESS;
+  return d->ThreadExchangeStreamCaptureMode(old) == CUDA_SUCCESS;
 }
 
 /* Undo the pieces registered in [base, done); the first error is the
  * answer, and the other pieces are still undone. */
 static CUresult pl_drv_unregister(uintptr_t base, uintptr_t done, CUcontext ctx) {
+  const pl_drv *d = pl_drv_engines(); /* resolved: pl_drv_resolve */
   CUstreamCaptureMode m;
-  bool relaxed = pl_relax(&m);
-  CUresult r = pl_pd->cuCtxPushCurrent(ctx);
+  bool relaxed = pl_relax(d, &m);
+  CUresult r = d->CtxPushCurrent(ctx);
   if (r == CUDA_SUCCESS) {
     for (uintptr_t at = base; at < done; at = pl_pin_piece_end(base, at)) {
-      CUresult e = pl_pd->cuMemHostUnregister((void *)at);
+      CUresult e = d->MemHostUnregister((void *)at);
       if (r == CUDA_SUCCESS) r = e;
     }
     CUcontext dummy;
-    pl_pd->cuCtxPopCurrent(&dummy);
+    d->CtxPopCurrent(&dummy);
   }
-  if (relaxed) pl_pd->cuThreadExchangeStreamCaptureMode(&m);
+  if (relaxed) d->ThreadExchangeStreamCaptureMode(&m);
   return r;
 }
 
@@ -452,12 +449,13 @@ static void pl_register_failed(uintptr_t abase, size_t alen, size_t len, CUresul
  * (lock not held); the copies may use each piece as soon as it is made
  * (pl_pinreg_hold).  Stops early when the memory is released meanwhile. */
 static CUresult pl_register_pieces(pl_pin *e) {
-  CUresult r = pl_pd->cuCtxPushCurrent(e->ctx);
+  const pl_drv *d = pl_drv_engines(); /* resolved: pl_drv_resolve */
+  CUresult r = d->CtxPushCurrent(e->ctx);
   if (r != CUDA_SUCCESS) return r;
   for (uintptr_t at = e->base; at < e->end;) {
     uintptr_t next = pl_pin_piece_end(e->base, at);
     if (next > e->end) next = e->end;
-    r = pl_pd->cuMemHostRegister((void *)at, next - at, CU_MEMHOSTREGISTER_PORTABLE);
+    r = d->MemHostRegister((void *)at, next - at, CU_MEMHOSTREGISTER_PORTABLE);
     if (r != CUDA_SUCCESS) break;
     pl_lock();
     e->done = next;
@@ -472,7 +470,7 @@ static CUresult pl_register_pieces(pl_pin *e) {
     }
   }
   CUcontext dummy;
-  pl_pd->cuCtxPopCurrent(&dummy);
+  d->CtxPopCurrent(&dummy);
   return r;
 }
 
@@ -572,7 +570,7 @@ static void *pl_pin_main(void *arg) {
   pl_shim_own_thread();
   pl_on_pin_thread = true;
   CUstreamCaptureMode m;
-  pl_relax(&m); /* for the life of the thread */
+  pl_relax(pl_drv_engines(), &m); /* for the life of the thread */
   pl_lock();
   uint64_t seen = pl_kicks - 1;
   while (!atomic_load(&pl_pin_stop)) {
@@ -624,10 +622,10 @@ static void *pl_pin_main(void *arg) {
   return NULL;
 }
 
-static bool pl_drv_resolve(void) {
-  pl_pd = pl_stage_drv_get(); /* published by pl_thread_state's release store */
-  return pl_pd != NULL;
-}
+/* The driver's table, resolved by the copy path before the first
+ * registration, so that no later call of the table's getter (a release
+ * hook's undo among them) ever looks a symbol up. */
+static bool pl_drv_resolve(void) { return pl_drv_engines() != NULL; }
 
 /* Start the thread on the first request (the copy path: it may allocate). */
 static bool pl_pin_start(void) {

@@ -179,24 +179,6 @@ static inline int pl_shim_depth(void) { return pl_in_shim; }
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
-typedef struct pl_driver {
-  CUresult (*cuPointerGetAttributes)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
-  CUresult (*cuCtxGetDevice)(CUdevice *);
-  CUresult (*cuGetProcAddress)(const char *, void **, int, cuuint64_t);
-  CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t,
-                                  CUdriverProcAddressQueryResult *);
-  /* The devices, for the trace's DEVICE records (cupti.c); may be NULL. */
-  CUresult (*cuDeviceGetCount)(int *);
-  CUresult (*cuDeviceGet)(CUdevice *, int);
-  CUresult (*cuDeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
-  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
-  bool simulated; /* the loaded libcuda is tests/fakecuda */
-} pl_driver;
-
-/* The real driver's functions, resolved on first use from the libcuda the
- * program itself loaded (never loads it into a program that does not use
- * CUDA).  Returns NULL while libcuda is not loaded. */
-const pl_driver *pl_driver_get(void);
 /* The real address of an exact driver symbol, or NULL. */
 void *pl_driver_sym(const char *name);
 /* Tell the driver module which handle the program got for libcuda. */
@@ -264,58 +246,85 @@ enum pl_hook_id {
       PL_HOOK_COUNT
 };
 
-/* The real driver function behind hook id `id`, resolved lazily from the
- * program's libcuda; NULL if this driver lacks it.  Inline: every copy
- * asks it, and the call cost 13 of a repeated copy's instructions. */
-extern void *_Atomic pl_real[PL_HOOK_COUNT];
+/* The real driver, one table: what the shim's own code calls, resolved
+ * all at once the first time it is asked for with libcuda loaded, and the
+ * real function behind every wrapped symbol, resolved one by one on first
+ * use.  Every pointer comes from pl_driver_sym with the exact decorated
+ * name, so no caller ever re-enters the shim's wrappers.  The fields drop
+ * the cu prefix, as cupti.c's table drops cupti's: a name the shim
+ * defines itself (hook_*.c) is a wrapper, never one of these. */
+typedef struct pl_drv {
+  /* Behind hook id i: pl_hook_real(i). */
+  void *_Atomic real[PL_HOOK_COUNT];
+  bool simulated; /* the loaded libcuda is tests/fakecuda */
+  bool engines;   /* every entry point the engines require is there */
+  /* Queries; any may be NULL. */
+  CUresult (*PointerGetAttributes)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
+  CUresult (*CtxGetDevice)(CUdevice *);
+  CUresult (*GetProcAddress)(const char *, void **, int, cuuint64_t);
+  CUresult (*GetProcAddress_v2)(const char *, void **, int, cuuint64_t,
+                                CUdriverProcAddressQueryResult *);
+  /* The devices, for the trace's DEVICE records (cupti.c). */
+  CUresult (*DeviceGetCount)(int *);
+  CUresult (*DeviceGet)(CUdevice *, int);
+  CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+  CUresult (*DeviceGetName)(char *, int, CUdevice);
+  /* The engines' (stage.c, pool.c, pinreg.c, autopin.c), and the device
+   * memo's below.  Optional, may be NULL on older or simulated drivers:
+   * CtxGetId, ThreadExchangeStreamCaptureMode, StreamGetCtx, StreamGetId,
+   * and the primary and green contexts' getters used at teardown; every
+   * other one is required for `engines`. */
+  CUresult (*CtxGetCurrent)(CUcontext *);
+  CUresult (*CtxGetId)(CUcontext, unsigned long long *);
+  CUresult (*CtxPushCurrent)(CUcontext);
+  CUresult (*CtxPopCurrent)(CUcontext *);
+  CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
+  CUresult (*MemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
+  CUresult (*StreamGetCtx)(CUstream, CUcontext *);
+  CUresult (*StreamGetId[2])(CUstream, unsigned long long *);
+  CUresult (*MemHostRegister)(void *, size_t, unsigned);
+  CUresult (*MemHostUnregister)(void *);
+  CUresult (*EventCreate)(CUevent *, unsigned);
+  CUresult (*EventDestroy)(CUevent);
+  CUresult (*EventQuery)(CUevent);
+  CUresult (*EventSynchronize)(CUevent);
+  /* [0] legacy default stream semantics, [1] the _ptsz per-thread twin */
+  CUresult (*StreamIsCapturing[2])(CUstream, CUstreamCaptureStatus *);
+  CUresult (*MemcpyHtoDAsync[2])(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*MemcpyDtoHAsync[2])(void *, CUdeviceptr, size_t, CUstream);
+  CUresult (*EventRecord[2])(CUevent, CUstream);
+  CUresult (*LaunchHostFunc[2])(CUstream, CUhostFn, void *);
+  CUresult (*StreamSynchronize[2])(CUstream);
+  /* teardowns (hook_ctx.c) */
+  CUresult (*DevicePrimaryCtxGetState)(CUdevice, unsigned *, int *);
+  CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*DevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*CtxFromGreenCtx)(CUcontext *, CUgreenCtx);
+} pl_drv;
+
+/* The table, resolved from the libcuda the program itself loaded (the
+ * shim never loads it into a program that does not use CUDA); NULL while
+ * libcuda is not loaded.  Safe from any thread. */
+const pl_drv *pl_drv_get(void);
+/* The same for the engines: NULL also when the driver lacks an entry
+ * point they require (said once in the log). */
+static inline const pl_drv *pl_drv_engines(void) {
+  const pl_drv *d = pl_drv_get();
+  return PL_LIKELY(d != NULL && d->engines) ? d : NULL;
+}
+/* The real driver function behind hook id `id`, NULL if this driver lacks
+ * it.  Inline: every copy asks it, and the call cost 13 of a repeated
+ * copy's instructions. */
+extern pl_drv pl_drv_table;
 void *pl_hook_resolve(int id);
 static inline void *pl_hook_real(int id) {
-  void *f = atomic_load_explicit(&pl_real[id], memory_order_acquire);
+  void *f = atomic_load_explicit(&pl_drv_table.real[id], memory_order_acquire);
   return PL_LIKELY(f != NULL) ? f : pl_hook_resolve(id);
 }
 /* Hook id whose real driver function is `fn`, or -1. */
 int pl_hook_find_real(void *fn);
 extern const char *const pl_hook_names[PL_HOOK_COUNT];
 
-/* The entry points the engines call (stage.c, pool.c, autopin.c).  Every
- * pointer comes from pl_driver_sym with the exact decorated name, so an
- * engine never re-enters the shim's wrappers.  Optional entries
- * (cuCtxGetId, cuThreadExchangeStreamCaptureMode, cuStreamGetCtx,
- * cuStreamGetId, the primary context's and green contexts' getters used
- * at teardown) may be NULL on older or
- * simulated drivers; the others are required for the engine to run. */
-typedef struct pl_stage_drv {
-  CUresult (*cuCtxGetCurrent)(CUcontext *);
-  CUresult (*cuCtxGetId)(CUcontext, unsigned long long *);
-  CUresult (*cuCtxPushCurrent)(CUcontext);
-  CUresult (*cuCtxPopCurrent)(CUcontext *);
-  CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *);
-  CUresult (*cuMemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
-  CUresult (*cuStreamGetCtx)(CUstream, CUcontext *);
-  CUresult (*cuStreamGetId[2])(CUstream, unsigned long long *); /* optional */
-  CUresult (*cuMemHostRegister)(void *, size_t, unsigned);
-  CUresult (*cuMemHostUnregister)(void *);
-  CUresult (*cuEventCreate)(CUevent *, unsigned);
-  CUresult (*cuEventDestroy)(CUevent);
-  CUresult (*cuEventQuery)(CUevent);
-  CUresult (*cuEventSynchronize)(CUevent);
-  /* [0] legacy default stream semantics, [1] the _ptsz per-thread twin */
-  CUresult (*cuStreamIsCapturing[2])(CUstream, CUstreamCaptureStatus *);
-  CUresult (*cuMemcpyHtoDAsync[2])(CUdeviceptr, const void *, size_t, CUstream);
-  CUresult (*cuMemcpyDtoHAsync[2])(void *, CUdeviceptr, size_t, CUstream);
-  CUresult (*cuEventRecord[2])(CUevent, CUstream);
-  CUresult (*cuLaunchHostFunc[2])(CUstream, CUhostFn, void *);
-  CUresult (*cuStreamSynchronize[2])(CUstream);
-  /* teardowns (hook_ctx.c), optional */
-  CUresult (*cuDevicePrimaryCtxGetState)(CUdevice, unsigned *, int *);
-  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
-  CUresult (*cuCtxFromGreenCtx)(CUcontext *, CUgreenCtx);
-} pl_stage_drv;
-
-/* The resolved table, or NULL when the driver is not loaded or lacks a
- * required entry point.  Resolved once; safe from any thread. */
-const pl_stage_drv *pl_stage_drv_get(void);
 /* The ordinal of the device a copy on `stream` runs on: that of the
  * stream's context, or of the current one for the legacy and per-thread
  * default streams; -1 unknown.  Remembered per thread by stream and by

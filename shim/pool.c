@@ -85,9 +85,9 @@ static PL_TLS CUcontext pl_tls_ctx;
 static PL_TLS unsigned long long pl_tls_id;
 
 pl_pool *pl_pool_get(CUcontext ctx) {
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   unsigned long long id = 0;
-  if (d->cuCtxGetId != NULL && d->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) id = 0;
+  if (d->CtxGetId != NULL && d->CtxGetId(ctx, &id) != CUDA_SUCCESS) id = 0;
   /* A reset primary context keeps its handle, and may keep its id: a dead
    * pool is never its pool again. */
   if (PL_LIKELY(pl_tls_pool != NULL && pl_tls_ctx == ctx && pl_tls_id == id &&
@@ -147,7 +147,7 @@ static bool pl_reserve(uint64_t size, uint64_t bound) {
  * stays where it is).  *busy is set when a chunk's last use was found still
  * running.  No lock held across cuEventQuery. */
 static pl_chunk *pl_take_free(pl_pool *p, CUresult *err, bool *busy) {
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   *err = CUDA_SUCCESS;
   pthread_mutex_lock(&p->lock);
   pl_chunk *list = p->head;
@@ -158,7 +158,7 @@ static pl_chunk *pl_take_free(pl_pool *p, CUresult *err, bool *busy) {
   pl_chunk *got = NULL, **link = &list;
   for (pl_chunk *c = list; c; link = &c->next, c = c->next) {
     if (c->pending) {
-      CUresult q = d->cuEventQuery(c->ev);
+      CUresult q = d->EventQuery(c->ev);
       if (q == CUDA_ERROR_NOT_READY) {
         *busy = true;
         continue;
@@ -202,7 +202,7 @@ static void pl_pool_disable(pl_pool *p, const char *what, CUresult r) {
  * share, re-creating the event in p's context (current).  NULL when there
  * is nothing to take. */
 static pl_chunk *pl_pool_steal(pl_pool *p, uint64_t bound) {
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   unsigned n = atomic_load(&pl_npools);
   if (n < 2) return NULL;
   uint64_t share = bound / n;
@@ -210,15 +210,15 @@ static pl_chunk *pl_pool_steal(pl_pool *p, uint64_t bound) {
   CUevent ev = NULL;
   for (pl_pool *q = atomic_load_explicit(&pl_pools, memory_order_acquire); q; q = q->next) {
     if (q == p || atomic_load(&q->dead) || atomic_load(&q->bytes) <= share) continue;
-    if (ev == NULL && d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return NULL;
+    if (ev == NULL && d->EventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return NULL;
     /* q's events are q's context's: ask and destroy them there. */
-    if (d->cuCtxPushCurrent(q->ctx) != CUDA_SUCCESS) continue;
+    if (d->CtxPushCurrent(q->ctx) != CUDA_SUCCESS) continue;
     CUresult err;
     bool busy;
     pl_chunk *c = pl_take_free(q, &err, &busy);
-    if (c) d->cuEventDestroy(c->ev);
+    if (c) d->EventDestroy(c->ev);
     CUcontext popped;
-    d->cuCtxPopCurrent(&popped);
+    d->CtxPopCurrent(&popped);
     if (c == NULL) continue;
     atomic_fetch_sub(&q->bytes, c->size);
     atomic_fetch_add(&p->bytes, c->size);
@@ -227,7 +227,7 @@ static pl_chunk *pl_pool_steal(pl_pool *p, uint64_t bound) {
     c->pending = false;
     return c;
   }
-  if (ev) d->cuEventDestroy(ev);
+  if (ev) d->EventDestroy(ev);
   return NULL;
 }
 
@@ -280,8 +280,7 @@ static uintptr_t pl_slab_memory(size_t bytes) {
 static _Atomic(uintptr_t) pl_spare;
 static size_t pl_spare_bytes; /* written before pl_spare is published */
 
-static CUresult pl_slab_map(const pl_stage_drv *d, pl_slab *slab, size_t bytes,
-                            uint64_t *register_ns) {
+static CUresult pl_slab_map(const pl_drv *d, pl_slab *slab, size_t bytes, uint64_t *register_ns) {
   uintptr_t base =
       atomic_load_explicit(&pl_spare, memory_order_acquire) != 0 && pl_spare_bytes == bytes
           ? atomic_exchange(&pl_spare, 0)
@@ -289,7 +288,7 @@ static CUresult pl_slab_map(const pl_stage_drv *d, pl_slab *slab, size_t bytes,
   if (base == 0) base = pl_slab_memory(bytes);
   if (base == 0) return CUDA_ERROR_OUT_OF_MEMORY;
   uint64_t t0 = pl_now_ns();
-  CUresult r = d->cuMemHostRegister((void *)base, bytes, CU_MEMHOSTREGISTER_PORTABLE);
+  CUresult r = d->MemHostRegister((void *)base, bytes, CU_MEMHOSTREGISTER_PORTABLE);
   *register_ns = pl_now_ns() - t0;
   if (r != CUDA_SUCCESS) {
     pl_sys_unmap((void *)base, bytes);
@@ -301,8 +300,8 @@ static CUresult pl_slab_map(const pl_stage_drv *d, pl_slab *slab, size_t bytes,
 }
 
 /* Unregister first: the pages must stay mapped while the driver holds them. */
-static void pl_slab_unmap(const pl_stage_drv *d, pl_slab *slab) {
-  d->cuMemHostUnregister(slab->base);
+static void pl_slab_unmap(const pl_drv *d, pl_slab *slab) {
+  d->MemHostUnregister(slab->base);
   pl_sys_unmap(slab->base, slab->bytes);
 }
 
@@ -312,7 +311,7 @@ static void pl_slab_unmap(const pl_stage_drv *d, pl_slab *slab) {
  * One allocation rather than n: DMAs can then span chunks (stage.c, the
  * asynchronous download), and it costs no more than n small ones. */
 static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   uint64_t bound = (uint64_t)pl_opt_long(PL_OPT_POOL_SIZE);
   size_t size = pl_chunk_bytes(bound);
   if (size == 0) return 0;
@@ -341,8 +340,8 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
    * illegal (and would invalidate that capture); relaxed mode for our own
    * call is how CUDA libraries allocate safely meanwhile. */
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  bool swapped = d->cuThreadExchangeStreamCaptureMode != NULL &&
-                 d->cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+  bool swapped = d->ThreadExchangeStreamCaptureMode != NULL &&
+                 d->ThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
   uint64_t t0 = pl_now_ns();
   uint64_t reg_ns = 0;
   atomic_fetch_add(&p->growing, 1);
@@ -356,14 +355,14 @@ static int pl_pool_grow(pl_pool *p, unsigned n, pl_chunk **out, CUresult *err) {
   unsigned nev = 0;
   if (r == CUDA_SUCCESS) {
     what = "cuEventCreate";
-    while (nev < k && (r = d->cuEventCreate(&ev[nev], CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS)
+    while (nev < k && (r = d->EventCreate(&ev[nev], CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS)
       nev++;
     if (r != CUDA_SUCCESS) {
-      while (nev > 0) d->cuEventDestroy(ev[--nev]);
+      while (nev > 0) d->EventDestroy(ev[--nev]);
       pl_slab_unmap(d, slab);
     }
   }
-  if (swapped) d->cuThreadExchangeStreamCaptureMode(&mode);
+  if (swapped) d->ThreadExchangeStreamCaptureMode(&mode);
   if (r != CUDA_SUCCESS) {
     atomic_fetch_sub(&p->growing, 1);
     free(slab);
@@ -425,7 +424,7 @@ static unsigned pl_prewarm_chunks(size_t *size) {
 
 static void pl_pool_prewarm_run(void *arg) {
   pl_pool *p = arg;
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   size_t size;
   unsigned n = pl_prewarm_chunks(&size);
   /* A copy may have grown the pool meanwhile, or be growing it: then it
@@ -433,22 +432,21 @@ static void pl_pool_prewarm_run(void *arg) {
   if (d == NULL || n == 0 || atomic_load(&p->dead) || atomic_load(&p->bytes) > 0 ||
       atomic_load(&p->growing) > 0)
     return;
-  if (d->cuCtxPushCurrent(p->ctx) != CUDA_SUCCESS) return; /* destroyed since */
+  if (d->CtxPushCurrent(p->ctx) != CUDA_SUCCESS) return; /* destroyed since */
   /* A handle can be reused by a context created since: then the chunks
    * would carry events of another context than their pool's. */
   unsigned long long id = 0;
-  if (d->cuCtxGetId != NULL && d->cuCtxGetId(p->ctx, &id) != CUDA_SUCCESS)
-    id = 0; /* as pl_pool_get */
+  if (d->CtxGetId != NULL && d->CtxGetId(p->ctx, &id) != CUDA_SUCCESS) id = 0; /* as pl_pool_get */
   if (id != p->ctx_id) {
     CUcontext popped;
-    d->cuCtxPopCurrent(&popped);
+    d->CtxPopCurrent(&popped);
     return;
   }
   pl_chunk *c = NULL;
   CUresult err;
   if (pl_pool_grow(p, n, &c, &err) > 0) pl_pool_release(c, false);
   CUcontext popped;
-  d->cuCtxPopCurrent(&popped);
+  d->CtxPopCurrent(&popped);
 }
 
 /* Why: faulting in the prewarm slab's 64 MiB took 11-26 ms on the H100
@@ -543,12 +541,12 @@ pl_acq pl_pool_acquire(pl_pool *p, unsigned grow, uint64_t wait_ns, pl_chunk **o
  * with an event of that context (the old one died with c's).  Where no
  * event can be made, c stays counted, unused, until exit. */
 static void pl_chunk_home(pl_chunk *c, pl_pool *owner) {
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   CUevent ev = NULL;
-  if (d == NULL || d->cuCtxPushCurrent(owner->ctx) != CUDA_SUCCESS) return;
-  CUresult r = d->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+  if (d == NULL || d->CtxPushCurrent(owner->ctx) != CUDA_SUCCESS) return;
+  CUresult r = d->EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
   CUcontext popped;
-  d->cuCtxPopCurrent(&popped);
+  d->CtxPopCurrent(&popped);
   if (r != CUDA_SUCCESS) return;
   atomic_fetch_sub(&c->pool->bytes, c->size);
   atomic_fetch_add(&owner->bytes, c->size);
@@ -732,7 +730,7 @@ void pl_pool_get_stats(pl_pool_stats *s) {
 }
 
 void pl_pool_reset_for_test(void) {
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   uintptr_t spare = atomic_exchange(&pl_spare, 0);
   if (spare) pl_sys_unmap((void *)spare, pl_spare_bytes);
   atomic_store(&pl_premap_posted, false);
@@ -742,12 +740,12 @@ void pl_pool_reset_for_test(void) {
     pl_chunk *list = p->head;
     p->head = p->tail = NULL;
     pthread_mutex_unlock(&p->lock);
-    if (list && d->cuCtxPushCurrent(p->ctx) == CUDA_SUCCESS) {
+    if (list && d->CtxPushCurrent(p->ctx) == CUDA_SUCCESS) {
       while (list) {
         pl_chunk *c = list;
         list = c->next;
-        if (c->pending) d->cuEventSynchronize(c->ev);
-        d->cuEventDestroy(c->ev);
+        if (c->pending) d->EventSynchronize(c->ev);
+        d->EventDestroy(c->ev);
         atomic_fetch_sub(&p->bytes, c->size);
         atomic_fetch_sub(&pl_bytes, c->size);
         pthread_mutex_lock(&pl_pools_lock);
@@ -766,7 +764,7 @@ void pl_pool_reset_for_test(void) {
         }
       }
       CUcontext popped;
-      d->cuCtxPopCurrent(&popped);
+      d->CtxPopCurrent(&popped);
     }
     atomic_store(&p->disabled, false);
     atomic_store(&p->prewarm, false);

@@ -111,7 +111,7 @@ static atomic_uint pl_widest;              /* the most copy threads a copy was g
 
 /* One staged copy in progress: what every step needs. */
 typedef struct pl_staging {
-  const pl_stage_drv *d;
+  const pl_drv *d;
   pl_copy *c;
   pl_pool *pool;
   CUstream stream; /* the stream the chunks go on: c->stream, or 0 for sync calls */
@@ -236,7 +236,7 @@ typedef struct pl_up {
  * not be recorded (the chunk is retired; the copy must stop). */
 static bool pl_up_finish(pl_up *u, pl_held *h, bool final) {
   pl_staging *x = u->x;
-  CUresult e = x->d->cuEventRecord[x->pt](h->ch->ev, x->stream);
+  CUresult e = x->d->EventRecord[x->pt](h->ch->ev, x->stream);
   if (e != CUDA_SUCCESS) {
     pl_pool_quarantine(h->ch);
     pl_stage_error("cuEventRecord", e);
@@ -265,7 +265,7 @@ static bool pl_up_close(pl_up *u, pl_held *h) {
  * the moment its last byte is copied: the threads never wait for the DMA
  * calls, the DMA engine never waits for a barrier. */
 static bool pl_h2d(pl_staging *x, CUresult *r) {
-  const pl_stage_drv *d = x->d;
+  const pl_drv *d = x->d;
   pl_copy *c = x->c;
   const char *src = (const char *)(uintptr_t)c->src;
   size_t off = 0; /* bytes whose DMA is enqueued */
@@ -335,7 +335,7 @@ static bool pl_h2d(pl_staging *x, CUresult *r) {
     size_t len = job.seg[k].len;
     pl_job_wait(&job, niss);
     niss++;
-    CUresult e = d->cuMemcpyHtoDAsync[x->pt](c->dst + off, slice, len, x->stream);
+    CUresult e = d->MemcpyHtoDAsync[x->pt](c->dst + off, slice, len, x->stream);
     if (e != CUDA_SUCCESS) {
       if (off == 0)
         declined = true; /* the native call reports it */
@@ -374,7 +374,7 @@ static bool pl_h2d(pl_staging *x, CUresult *r) {
   if (u.last) {
     /* Stricter than CUDA (a pageable sync copy may return before its last
      * DMA ends), and so always safe. */
-    CUresult e = d->cuEventSynchronize(u.last->ev);
+    CUresult e = d->EventSynchronize(u.last->ev);
     pl_pool_release(u.last, e != CUDA_SUCCESS);
     *r = e;
   }
@@ -408,7 +408,7 @@ void pl_stage_set_out_stream_min_for_test(size_t n) { atomic_store(&pl_out_min, 
  * native call.  Blocks on our own events only: the native call would block
  * on the same stream just as long. */
 static bool pl_d2h_sync(pl_staging *x, CUresult *r) {
-  const pl_stage_drv *d = x->d;
+  const pl_drv *d = x->d;
   pl_copy *c = x->c;
   char *dst = (char *)(uintptr_t)c->dst;
   pl_chunk *fl[PL_D2H_INFLIGHT]; /* in flight, oldest at fl[head] */
@@ -434,7 +434,7 @@ static bool pl_d2h_sync(pl_staging *x, CUresult *r) {
       }
       pl_staging_widen(x);
       size_t len = c->bytes - issued < ch->size ? c->bytes - issued : ch->size;
-      e = d->cuMemcpyDtoHAsync[x->pt](ch->host, c->src + issued, len, x->stream);
+      e = d->MemcpyDtoHAsync[x->pt](ch->host, c->src + issued, len, x->stream);
       if (e != CUDA_SUCCESS) {
         pl_pool_release(ch, false);
         stop = errored = true;
@@ -442,7 +442,7 @@ static bool pl_d2h_sync(pl_staging *x, CUresult *r) {
         break;
       }
       enqueued = true;
-      e = d->cuEventRecord[x->pt](ch->ev, x->stream);
+      e = d->EventRecord[x->pt](ch->ev, x->stream);
       if (e != CUDA_SUCCESS) {
         /* Its bytes cannot be known to have landed: the native call
          * redoes this range. */
@@ -463,7 +463,7 @@ static bool pl_d2h_sync(pl_staging *x, CUresult *r) {
     size_t o = fl_off[head], len = fl_len[head];
     head = (head + 1) % PL_D2H_INFLIGHT;
     count--;
-    CUresult e = d->cuEventSynchronize(ch->ev);
+    CUresult e = d->EventSynchronize(ch->ev);
     if (e != CUDA_SUCCESS) {
       /* A sticky error from earlier work: the native call for the rest
        * reports it.  Chunks still in flight are freed by their events. */
@@ -590,7 +590,7 @@ static void pl_d2h_abandon(pl_staging *x, pl_ring *h) {
     if (h->theirs[j]) continue;
     if (!h->used[j])
       pl_pool_release(h->ch[j], false);
-    else if (x->d->cuEventRecord[x->pt](h->ch[j]->ev, x->stream) == CUDA_SUCCESS)
+    else if (x->d->EventRecord[x->pt](h->ch[j]->ev, x->stream) == CUDA_SUCCESS)
       pl_pool_release(h->ch[j], true);
     else
       pl_pool_quarantine(h->ch[j]);
@@ -698,7 +698,7 @@ static bool pl_d2h_take(pl_staging *x, unsigned long long sid, size_t size, size
  * wait, bounded, and pass through); the next copy on the same stream takes
  * the ring over. */
 static bool pl_d2h_async(pl_staging *x, CUresult *r) {
-  const pl_stage_drv *d = x->d;
+  const pl_drv *d = x->d;
   pl_copy *c = x->c;
   char *dst = (char *)(uintptr_t)c->dst;
   size_t size = pl_pool_chunk_size();
@@ -708,7 +708,7 @@ static bool pl_d2h_async(pl_staging *x, CUresult *r) {
 
   bool nt = pl_stage_out_stream(c->bytes);
   unsigned long long sid = 0;
-  if (d->cuStreamGetId[x->pt] == NULL || d->cuStreamGetId[x->pt](x->stream, &sid) != CUDA_SUCCESS)
+  if (d->StreamGetId[x->pt] == NULL || d->StreamGetId[x->pt](x->stream, &sid) != CUDA_SUCCESS)
     sid = 0;
   pl_ring h = {0};
   bool timed_out = false;
@@ -731,8 +731,7 @@ static bool pl_d2h_async(pl_staging *x, CUresult *r) {
       for (k = i + 1; k < first + round && pl_chunk_adjacent(h.ch[(k - 1) % h.n], h.ch[k % h.n]);
            k++) {}
       size_t at = i * size, end = k * size < c->bytes ? k * size : c->bytes;
-      CUresult e =
-          d->cuMemcpyDtoHAsync[x->pt](h.ch[i % h.n]->host, c->src + at, end - at, x->stream);
+      CUresult e = d->MemcpyDtoHAsync[x->pt](h.ch[i % h.n]->host, c->src + at, end - at, x->stream);
       if (e != CUDA_SUCCESS) {
         if (queued) pl_stage_error("cuMemcpyDtoHAsync", e);
         break;
@@ -755,7 +754,7 @@ static bool pl_d2h_async(pl_staging *x, CUresult *r) {
     unsigned n = o->n;
     pl_out last[PL_D2H_HELD];
     memcpy(last, o->e, n * sizeof o->e[0]);
-    CUresult e = d->cuLaunchHostFunc[x->pt](x->stream, pl_copyout, o);
+    CUresult e = d->LaunchHostFunc[x->pt](x->stream, pl_copyout, o);
     if (e != CUDA_SUCCESS) {
       /* This round's bytes go to the native call. */
       for (unsigned k = 0; k < n; k++)
@@ -786,15 +785,15 @@ static bool pl_d2h_async(pl_staging *x, CUresult *r) {
 /* Checks that must pass before anything is enqueued, then the pipeline.
  * Caller: inside the re-entry guard.  Returns as pl_stage_copy does. */
 static bool pl_stage_run(pl_copy *c, CUresult *r) {
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   if (d == NULL) return false;
   pl_staging x = {.d = d, .c = c, .pt = (c->flags & PAGELOCK_COPY_PTDS) ? 1 : 0};
   x.stream = (c->flags & PAGELOCK_COPY_ASYNC) ? c->stream : NULL;
 
   CUcontext ctx = NULL;
-  if (d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) return false;
+  if (d->CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) return false;
   CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (d->cuStreamIsCapturing[x.pt](x.stream, &cap) != CUDA_SUCCESS) return false;
+  if (d->StreamIsCapturing[x.pt](x.stream, &cap) != CUDA_SUCCESS) return false;
   if (cap != CU_STREAM_CAPTURE_STATUS_NONE) {
     c->flags |= PAGELOCK_COPY_CAPTURE;
     return false;
@@ -802,15 +801,15 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
   /* Our chunks' events are the current context's: a stream of another
    * context is the native call's business. */
   if (x.stream != NULL && x.stream != CU_STREAM_LEGACY && x.stream != CU_STREAM_PER_THREAD &&
-      d->cuStreamGetCtx != NULL) {
+      d->StreamGetCtx != NULL) {
     CUcontext sctx = NULL;
-    if (d->cuStreamGetCtx(x.stream, &sctx) != CUDA_SUCCESS || sctx != ctx) return false;
+    if (d->StreamGetCtx(x.stream, &sctx) != CUDA_SUCCESS || sctx != ctx) return false;
   }
   /* A bad device range must fail exactly as the native call fails it, with
    * no chunk of ours having been written anywhere. */
   CUdeviceptr dev = c->dir == PAGELOCK_DIR_H2D ? c->dst : c->src, base = 0;
   size_t size = 0;
-  if (d->cuMemGetAddressRange(&base, &size, dev) != CUDA_SUCCESS) return false;
+  if (d->MemGetAddressRange(&base, &size, dev) != CUDA_SUCCESS) return false;
   if (dev < base || dev - base > size || c->bytes > size - (dev - base)) return false;
 
   x.pool = pl_pool_get(ctx);
@@ -872,9 +871,9 @@ void pl_stage_note_device_alloc(void) {
   long mode = pl_opt_long(PL_OPT_MODE);
   if (mode == PAGELOCK_MODE_OBSERVE || atomic_load_explicit(&pl_stage_off, memory_order_relaxed))
     return;
-  const pl_stage_drv *d = pl_stage_drv_get();
+  const pl_drv *d = pl_drv_engines();
   CUcontext ctx = NULL;
-  if (d == NULL || d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) return;
+  if (d == NULL || d->CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) return;
   pl_shim_enter();
   pl_pool_prewarm(ctx);
   pl_shim_leave();

@@ -2,7 +2,7 @@
  * parts below it, the pinned pool (pool.h) and the copy threads
  * (workers.h).  Nothing here leaves the engine except the test hooks at
  * the end, which tests/unit/test_stage.c uses to check the pool bound.
- * The driver entry points it calls are driver.c's (pl_stage_drv_get). */
+ * The driver entry points it calls are driver.c's (pl_drv_engines). */
 #ifndef PL_STAGE_H
 #define PL_STAGE_H
 
