@@ -25,7 +25,7 @@ export NCCL_NVLS_ENABLE=0
 bad=0
 say() { echo "multigpu: $*"; }
 
-mapfile -t cases < <(grep -o '^case_multigpu[a-z0-9_]*' "$ROOT/tests/preload/run.sh" | sed 's/^case_//')
+mapfile -t cases < <(grep -o '^case_multigpu[a-z0-9_]*' "$ROOT/tests/preload/cases/multigpu.sh" | sed 's/^case_//')
 PL_TEST_REAL_CUDA=1 "$ROOT/tests/preload/run.sh" "$B" "${cases[@]}" >"$OUT/multigpu/preload.log" 2>&1 || bad=1
 say "preload cases over the real devices: $(tail -1 "$OUT/multigpu/preload.log")"
 grep -q 'skipped' "$OUT/multigpu/preload.log" && say "FAIL: a case was skipped: $(grep -m1 skipped "$OUT/multigpu/preload.log")" && bad=1

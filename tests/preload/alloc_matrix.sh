@@ -35,7 +35,7 @@ package_of() {
   esac
 }
 
-cases=$(grep -o '^case_[a-z0-9_]*()' "$HERE/run.sh" | sed 's/^case_//; s/()$//')
+cases=$(cat "$HERE"/cases/*.sh | grep -o '^case_[a-z0-9_]*()' | sed 's/^case_//; s/()$//')
 ncases=$(echo $cases | wc -w)
 rows=()
 failed=0
