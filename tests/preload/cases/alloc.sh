@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Preload cases: the allocation hooks: another allocator next or first, allocation sites, malloc semantics, huge pages, 200 threads at once.
+# Preload cases: the allocation hooks: another allocator next or first,
+# allocation sites, malloc semantics, huge pages, 200 threads at once.
 # Sourced by tests/preload/run.sh (B, SIM, LIB, SHIM, EXTRA, DEMO, T, fail).
 
 # A next allocator other than glibc's, whose blocks have nothing readable

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Preload cases: the registration engine (PAGELOCK_MODE register and auto) end to end.
+# Preload cases: the registration engine (PAGELOCK_MODE register and auto) end
+# to end.
 # Sourced by tests/preload/run.sh (B, SIM, LIB, SHIM, EXTRA, DEMO, T, fail).
 
 # ---- autopin (PAGELOCK_MODE register and auto) ---------------------------------

@@ -1,5 +1,7 @@
 # shellcheck shell=bash
-# Preload cases: the shim preloaded into a program: exact counts, a clean run says nothing, bad settings named, no trace clobbered, the exit status passed through, mode off.
+# Preload cases: the shim preloaded into a program: exact counts, a clean run
+# says nothing, bad settings named, no trace clobbered, the exit status passed
+# through, mode off.
 # Sourced by tests/preload/run.sh (B, SIM, LIB, SHIM, EXTRA, DEMO, T, fail).
 
 case_observe_counts() {

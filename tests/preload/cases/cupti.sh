@@ -1,5 +1,7 @@
 # shellcheck shell=bash
-# Preload cases: GPU timing (CUPTI): records joined, both ways in, kernels, staged links, sampling, detaching, why it is unavailable, a program's own CUPTI client, streaming.
+# Preload cases: GPU timing (CUPTI): records joined, both ways in, kernels,
+# staged links, sampling, detaching, why it is unavailable, a program's own
+# CUPTI client, streaming.
 # Sourced by tests/preload/run.sh (B, SIM, LIB, SHIM, EXTRA, DEMO, T, fail).
 
 # ---- GPU timing (CUPTI) ------------------------------------------------------

@@ -1,5 +1,7 @@
 # shellcheck shell=bash
-# Preload cases: the trace's file: descriptors closed or taken over, the manifest a FIFO, a long output, a full disk, the program's own stderr, special files as the output.
+# Preload cases: the trace's file: descriptors closed or taken over, the
+# manifest a FIFO, a long output, a full disk, the program's own stderr,
+# special files as the output.
 # Sourced by tests/preload/run.sh (B, SIM, LIB, SHIM, EXTRA, DEMO, T, fail).
 
 # ---- the trace's file --------------------------------------------------------

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Preload cases: processes: fork and exec, a threaded stress, setuid, ranks of a job and the trace names they give.
+# Preload cases: processes: fork and exec, a threaded stress, setuid, ranks of
+# a job and the trace names they give.
 # Sourced by tests/preload/run.sh (B, SIM, LIB, SHIM, EXTRA, DEMO, T, fail).
 
 case_fork_exec() {

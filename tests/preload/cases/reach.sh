@@ -1,5 +1,7 @@
 # shellcheck shell=bash
-# Preload cases: every way a program reaches the driver (static and per-thread cudart, the driver itself, dlopen/dlsym, RTLD_NEXT), and the sites named there.
+# Preload cases: every way a program reaches the driver (static and per-thread
+# cudart, the driver itself, dlopen/dlsym, RTLD_NEXT), and the sites named
+# there.
 # Sourced by tests/preload/run.sh (B, SIM, LIB, SHIM, EXTRA, DEMO, T, fail).
 
 # exact counts of a test_copies-like program run under `pagelock run`

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Preload cases: call sites: one copy from two lines, buffers made anew each step, stacks that are not a thread's own.
+# Preload cases: call sites: one copy from two lines, buffers made anew each
+# step, stacks that are not a thread's own.
 # Sourced by tests/preload/run.sh (B, SIM, LIB, SHIM, EXTRA, DEMO, T, fail).
 
 # The JSON report's call sites of trace $1 (under $2), as "address copies"

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Preload cases: the staging engine end to end (PAGELOCK_MODE=stage): bytes, a device reset, copies held behind a kernel, the report.
+# Preload cases: the staging engine end to end (PAGELOCK_MODE=stage): bytes, a
+# device reset, copies held behind a kernel, the report.
 # Sourced by tests/preload/run.sh (B, SIM, LIB, SHIM, EXTRA, DEMO, T, fail).
 
 # The staging engine end to end, under the real preload: byte-exact round
