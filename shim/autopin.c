@@ -41,6 +41,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "autopin.h"
+#include "cupti.h"
+#include "hostmem.h"
 #include "pinreg.h"
 #include "stage.h"
 

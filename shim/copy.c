@@ -13,9 +13,17 @@
 #include <string.h>
 
 #include "pl_internal.h"
+#include "copy.h"
+#include "autopin.h"
 #include "clock.h"
+#include "cupti.h"
+#include "hostmem.h"
 #include "pinreg.h"
+#include "pystack.h"
 #include "run.h"
+#include "stack.h"
+#include "stage.h"
+#include "trace.h"
 
 /* ---- descriptors: what a 2D, 3D or batch call copies --------------------- */
 

@@ -35,6 +35,8 @@
 /* pl_internal.h first: it includes cuda.h without the _v2 renames, which
  * cupti.h would otherwise apply. */
 #include "pl_internal.h"
+#include "cupti.h"
+#include "trace.h"
 
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>

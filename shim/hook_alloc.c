@@ -77,8 +77,12 @@
 #include <unistd.h>
 
 #include "pl_internal.h"
+#include "autopin.h"
 #include "granmap.h"
+#include "hooks.h"
+#include "hostmem.h"
 #include "pinreg.h"
+#include "stack.h"
 
 typedef struct pl_next_alloc {
   void *(*malloc)(size_t);

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "pl_internal.h"
+#include "copy.h"
+#include "hooks.h"
 
 /* A driver entry point missing from this driver: the program could only
  * have reached our wrapper through the PLT of a newer libcuda. */

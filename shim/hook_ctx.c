@@ -19,6 +19,7 @@
  * both return at once: the call costs one atomic add more. */
 #define _GNU_SOURCE
 #include "pl_internal.h"
+#include "stage.h"
 
 /* The real call, then the device memo told.  After the call, not before:
  * a thread asking between a bump and the destruction would keep an answer

@@ -9,6 +9,9 @@
 #include <dlfcn.h>
 
 #include "pl_internal.h"
+#include "cupti.h"
+#include "hooks.h"
+#include "stage.h"
 
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>

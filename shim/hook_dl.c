@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "pl_internal.h"
+#include "hooks.h"
 
 #ifndef PL_UNIT_TEST
 /* dlsym(RTLD_NEXT, name) on behalf of `caller`.  glibc resolves RTLD_NEXT

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "pl_internal.h"
+#include "trace.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)

@@ -25,7 +25,10 @@
 #include <sys/auxv.h>
 
 #include "pl_internal.h"
+#include "hooks.h"
+#include "hostmem.h"
 #include "pinreg.h"
+#include "stage.h"
 
 typedef CUresult (*pl_hostalloc_t)(void **, size_t, unsigned int);
 typedef CUresult (*pl_allochost_t)(void **, size_t);

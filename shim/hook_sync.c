@@ -12,6 +12,7 @@
  * (~40 ns on the GPU hosts), and only while an upload's tail may run. */
 #define _GNU_SOURCE
 #include "pl_internal.h"
+#include "autopin.h"
 #include "pinreg.h"
 
 /* One timed wrapper: the real call, its time handed to autopin.c. */

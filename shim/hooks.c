@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pl_internal.h"
+#include "hooks.h"
 
 void *pl_hook_wrapper(int id) {
   return id < PAGELOCK_API_COUNT ? pl_copy_wrappers[id]

@@ -20,7 +20,9 @@
 #include <pthread.h>
 
 #include "pl_internal.h"
+#include "hostmem.h"
 #include "granmap.h"
+#include "pystack.h"
 #include "rangemap.h"
 
 /* Adaptive: the critical sections are a few hundred nanoseconds, so under

@@ -11,7 +11,15 @@
 #include <unistd.h>
 
 #include "pl_internal.h"
+#include "init.h"
+#include "cupti.h"
+#include "hooks.h"
+#include "hostmem.h"
 #include "pinreg.h"
+#include "pystack.h"
+#include "stack.h"
+#include "stage.h"
+#include "trace.h"
 
 /* Every shim lock is held across fork, in the one order the shim takes
  * them (stack -> trace; registry alone; registrations alone), so the child

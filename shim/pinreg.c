@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "pinreg.h"
+#include "hostmem.h"
 
 /* Registrations at most, live and in flight.  Each is at least one
  * PAGELOCK_TRACK_MIN allocation (64 KiB): 4096 of them cover 256 MiB at

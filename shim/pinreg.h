@@ -1,6 +1,6 @@
-/* pinreg.h - the registration engine's internal interface: the shim's own
- * page-locked ranges (pinreg.c) and the policy that decides them
- * (autopin.c), for PAGELOCK_MODE register and auto.
+/* pinreg.h - the shim's own page-locked ranges and the thread that makes
+ * them (pinreg.c), for PAGELOCK_MODE register and auto; autopin.h says
+ * which copies go through them.
  *
  * A shim registration covers one allocation the shim saw being made and
  * will see being released (hook_alloc.c; pl_reg_span says which pages), made
@@ -13,7 +13,8 @@
 #ifndef PL_PINREG_H
 #define PL_PINREG_H
 
-#include "pl_internal.h"
+#include "copycall.h"
+#include "hostmem.h"
 
 /* ---- pinreg.c: the registrations and the thread that makes them -------- */
 
@@ -220,68 +221,5 @@ void pl_pinreg_reset_for_test(void);
 /* Tests: how long a registration must be idle to be evicted (0: the
  * default, PL_PIN_IDLE_NS). */
 void pl_pinreg_set_idle_for_test(uint64_t ns);
-
-/* ---- autopin.c: which copies go through a registration ----------------- */
-
-/* `ctx` has ended: the events kept for it died with it, and so did its
- * registrations (pl_pinreg_ctx_gone). */
-void pl_autopin_ctx_gone(CUcontext ctx);
-
-enum pl_route { PL_ROUTE_PASS = 0, PL_ROUTE_STAGE = 1, PL_ROUTE_REGISTER = 2 };
-
-/* The route of a pageable 1D host<->device copy c under register/auto:
- * PL_ROUTE_REGISTER with *use held when the host side lies in a live
- * registration; otherwise it counts the copy towards its allocation's heat
- * (and may request a registration), sets c->why, and answers STAGE (at
- * least PAGELOCK_STAGE_MIN) or PASS. */
-int pl_autopin_route(pl_copy *c, pl_pin_use *use);
-
-/* After c took the route pl_autopin_route gave it (staged or passed):
- * ask for the registration the route decided on, if any; c->why says
- * BUDGET when it could not be queued. */
-void pl_autopin_after(pl_copy *c, pl_pin_use *use);
-
-/* Run c through the registration in *use, keeping the contract: the
- * bytes outside the registered interior (the allocation's partial first and
- * last pages) go through the native call, in stream order; a
- * host-to-device copy returns once the DMA has read the source (unless
- * PAGELOCK_H2D=async), a device-to-host copy once the data is in the buffer
- * (unless PAGELOCK_D2H=async).  Releases *use.  *r is what the program
- * must see. */
-void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r);
-
-/* After a native or staged asynchronous copy c whose host side is
- * [host, host+n): if a shim registration (live or in flight) overlaps it,
- * the driver may still be reading or writing those bytes, which a pageable
- * copy never does after returning; wait as pl_autopin_copy does (or, on a
- * capturing stream, pin the registration for the graph). */
-void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n);
-
-/* Read PAGELOCK_MODE, PAGELOCK_HUGEPAGES and the kernel's transparent
- * huge page mode, once, before allocations are tracked (hook_alloc.c). */
-void pl_autopin_advise_init(void);
-/* A tracked block [p, p+n) of the malloc family that is a mapping of its
- * own (a glibc chunk served by mmap) was just made: in register and auto
- * modes, under the kernel's `madvise` mode, advise transparent huge pages
- * on its 2 MiB-aligned interior when it is at least PAGELOCK_HUGEPAGES
- * bytes, so that a later registration of it costs less.  One system
- * call, no lock, no allocation: safe inside the allocation hooks.  Keeps
- * errno. */
-void pl_autopin_advise(void *p, size_t n);
-
-/* The program's thread is about to wait for the GPU (a synchronize call,
- * hook_sync.c): returns the time to hand to pl_autopin_wait_end, or 0 when
- * no upload of the thread's may still be running its tail. */
-uint64_t pl_autopin_wait_begin(void);
-/* The wait that began at t0 (pl_autopin_wait_begin, or a copy call's
- * start) is over: it is left out of the thread's turnaround. */
-void pl_autopin_wait_end(uint64_t t0);
-
-/* Tests: forget every allocation's heat, and the calling thread's
- * turnaround (the tail's size). */
-void pl_autopin_reset_for_test(void);
-/* Tests: how long a copy waits for the next piece of a registration it
- * follows (0: the default). */
-void pl_autopin_set_follow_wait_for_test(uint64_t ns);
 
 #endif

@@ -47,8 +47,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pinreg.h"
 #include "pool.h"
+#include "pinreg.h"
 
 /* Most chunks one slab holds (one event each is made up front). */
 #define PL_SLAB_MAX 64u

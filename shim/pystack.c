@@ -79,7 +79,9 @@
 #include <unistd.h>
 
 #include "pl_internal.h"
+#include "pystack.h"
 #include "pystack_layout.h"
+#include "trace.h"
 
 enum { PL_PY_OFF = 0, PL_PY_ON, PL_PY_UNSUPPORTED };
 

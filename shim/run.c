@@ -15,6 +15,9 @@
 #include "pl_internal.h"
 #include "run.h"
 
+/* What an empty check reads (run.h, pl_stack_check_empty). */
+const uintptr_t pl_check_pad = 0;
+
 /* The record for the part of run r between tallies from and to: the
  * copies counted in `to` and not in `from`.  A part's start is its first
  * copy's own when the owner marked that copy (mark, read after `to`);

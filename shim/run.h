@@ -27,6 +27,65 @@
                                again (hostmem.c), and so does a run */
 #define PL_RUN_TIME_EVERY 8 /* one copy in 8 is timed */
 
+/* How a run tells its call path again without unwinding: where the frames
+ * above the hook keep their return addresses, in this thread's own stack,
+ * and what they held.  Here, with the run that holds one, though stack.c
+ * makes it: pl_stack_check_empty or pl_stack_capture_at, never zeroed:
+ * f[0] is always read. */
+#define PL_CHECK_FRAMES (PAGELOCK_MAX_FRAMES - 1)
+#define PL_CHECK_NONE UINT32_MAX /* a stack was taken that cannot be told again */
+typedef struct pl_stack_check {
+  uint32_t n;
+  struct {
+    const uintptr_t *at;
+    uintptr_t val;
+  } f[PL_CHECK_FRAMES];
+} pl_stack_check;
+/* A check of no frames (a copy with no stack): its first entry reads a
+ * word that holds what it expects, so the nearest frame's read below
+ * needs no test of n. */
+extern const uintptr_t pl_check_pad;
+static inline void pl_stack_check_empty(pl_stack_check *k) {
+  k->n = 0;
+  k->f[0].at = &pl_check_pad;
+  k->f[0].val = pl_check_pad;
+}
+/* Whether the call path is still the one check k was made from (k->n is
+ * not PL_CHECK_NONE), in two parts: the nearest frame, where two paths of
+ * one run key part most often (two lines of main: the run looked at first
+ * may be the other line's), and the rest.  On every repeat of a run, so
+ * the rest is unrolled: four instructions a frame (a loop spent seven). */
+static inline bool pl_stack_check_near(const pl_stack_check *k) {
+  return *k->f[0].at == k->f[0].val;
+}
+static inline bool pl_stack_check_far(const pl_stack_check *k) {
+#define PL_FRAME_DIFF(i) (*k->f[i].at ^ k->f[i].val)
+  _Static_assert(PL_CHECK_FRAMES == 15, "one case per frame below");
+  uintptr_t d = 0;
+  switch (k->n) {
+    case 15: d |= PL_FRAME_DIFF(14); /* fall through */
+    case 14: d |= PL_FRAME_DIFF(13); /* fall through */
+    case 13: d |= PL_FRAME_DIFF(12); /* fall through */
+    case 12: d |= PL_FRAME_DIFF(11); /* fall through */
+    case 11: d |= PL_FRAME_DIFF(10); /* fall through */
+    case 10: d |= PL_FRAME_DIFF(9);  /* fall through */
+    case 9: d |= PL_FRAME_DIFF(8);   /* fall through */
+    case 8: d |= PL_FRAME_DIFF(7);   /* fall through */
+    case 7: d |= PL_FRAME_DIFF(6);   /* fall through */
+    case 6: d |= PL_FRAME_DIFF(5);   /* fall through */
+    case 5: d |= PL_FRAME_DIFF(4);   /* fall through */
+    case 4: d |= PL_FRAME_DIFF(3);   /* fall through */
+    case 3: d |= PL_FRAME_DIFF(2);   /* fall through */
+    case 2: d |= PL_FRAME_DIFF(1);   /* fall through */
+    case 1:                          /* fall through */
+    case 0: break;
+    /* A run's check has at most PL_CHECK_FRAMES (never PL_CHECK_NONE: no
+     * run opens then), so the jump needs no test of its bounds. */
+    default: __builtin_unreachable();
+  }
+#undef PL_FRAME_DIFF
+  return d == 0;
+}
 /* What makes a copy a repeat of the run's first: the same call (entry
  * point, flags, pointers, size, stream, return address, stack depth and
  * the frames above) while nothing that decided its record has moved (the

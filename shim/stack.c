@@ -27,6 +27,9 @@
 #include <unwind.h>
 
 #include "pl_internal.h"
+#include "stack.h"
+#include "pystack.h"
+#include "trace.h"
 
 /* A stack's id is its slot in a dense table, handed out in order and
  * filled before it is published (ready, release), so memory grows with
@@ -262,8 +265,6 @@ static bool pl_own_holds(const uint16_t *w, int n, uintptr_t p) {
   }
   return p + 8u * far + sizeof(uintptr_t) <= pl_own_hi;
 }
-
-const uintptr_t pl_check_pad = 0;
 
 /* Whether the frames above the hook at stack pointer p are still those of
  * stack s (an entry's: pl_own_holds was true of them). */

@@ -33,8 +33,11 @@
 #include <unistd.h>
 
 #include "stage.h"
+#include "autopin.h"
 #include "cpuload.h"
+#include "cupti.h"
 #include "pinreg.h"
+#include "trace.h"
 
 /* DMAs queued ahead of the copy-out, so the copy engine never idles while
  * a chunk is being copied out. */

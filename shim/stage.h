@@ -6,11 +6,36 @@
 #ifndef PL_STAGE_H
 #define PL_STAGE_H
 
-#include "pl_internal.h"
+#include "copycall.h"
 #include "pool.h"
 #include "workers.h"
 
 /* ---- stage.c ---------------------------------------------------------------- */
+
+/* Move copy `c` (pageable host side, H2D or D2H, 1D) through the shim's
+ * pinned pool, keeping the contract (docs/design.md).  Returns true when it
+ * handled the copy: *r is what the program must see and c->flags gained
+ * PAGELOCK_COPY_STAGED and/or PAGELOCK_COPY_FALLBACK.  Returns false, having
+ * enqueued nothing, when the caller must run the native call itself
+ * (capturing stream, no context, engine disabled...); it may set
+ * PAGELOCK_COPY_CAPTURE in c->flags. */
+bool pl_stage_copy(pl_copy *c, CUresult *r);
+/* The driver is initialized (cuInit succeeded): in the modes that stage,
+ * the pool's first memory is prepared (pool.c). */
+void pl_stage_note_driver_init(void);
+/* The program allocated device memory in the current context: in the
+ * modes that stage, the context's pool starts building (pool.c). */
+void pl_stage_note_device_alloc(void);
+/* A teardown is about to end `ctx` (hook_ctx.c): the shim's thread
+ * finishes what it does there first.  Then, once it has ended, what the
+ * engines made in it is forgotten without a driver call: the pools'
+ * chunks, cached events, registrations (pool.c, autopin.c, pinreg.c). */
+void pl_stage_note_ctx_ending(CUcontext ctx);
+void pl_stage_note_ctx_gone(CUcontext ctx);
+/* Write the engine's COUNTERS record (at exit, before END). */
+void pl_stage_write_counters(void);
+/* A forked child: CUDA is unusable there; the engine turns itself off. */
+void pl_stage_atfork_child(void);
 
 /* Whether a download of n bytes is copied out of the chunks with streaming
  * stores (stage.c): when n is at least a quarter of the last-level cache

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "pl_internal.h"
+#include "trace.h"
 #include "run.h"
 
 /* The trace's own descriptors close with the system call: close(3) in the

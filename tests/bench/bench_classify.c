@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "pl_internal.h"
+#include "hostmem.h"
 
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -19,6 +19,8 @@
 
 #include "pl_internal.h"
 #include "clock.h"
+#include "copy.h"
+#include "hostmem.h"
 #define BENCH_NAME "bench_path"
 #include "bench_util.h"
 

@@ -20,6 +20,8 @@
 #include <time.h>
 
 #include "pl_internal.h"
+#include "pystack.h"
+#include "stack.h"
 
 static int reps = 7;
 

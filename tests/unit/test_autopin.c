@@ -33,9 +33,14 @@
 #include <cmocka.h>
 
 #include "fakecuda.h"
+#include "autopin.h"
+#include "copy.h"
+#include "hostmem.h"
+#include "init.h"
 #include "pinreg.h"
 #include "pl_internal.h"
 #include "stage.h"
+#include "trace.h"
 #include "trace_read.h"
 
 #if defined(__SANITIZE_THREAD__)

@@ -28,6 +28,7 @@
 
 #include "fakecuda.h"
 #include "pl_internal.h"
+#include "hostmem.h"
 #include "pinreg.h"
 
 #include <cuda_runtime_api.h>

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "pl_internal.h"
+#include "hostmem.h"
 #include "granmap.h"
 #include "rangemap.h"
 

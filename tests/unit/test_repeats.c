@@ -23,7 +23,12 @@
 #include <cmocka.h>
 
 #include "pl_internal.h"
+#include "copy.h"
+#include "hostmem.h"
+#include "init.h"
 #include "run.h"
+#include "stack.h"
+#include "trace.h"
 #include "trace_read.h"
 
 static char tmpdir[256];

@@ -24,6 +24,11 @@
 
 #include "pl_internal.h"
 #include "clock.h"
+#include "hostmem.h"
+#include "init.h"
+#include "pystack.h"
+#include "stack.h"
+#include "trace.h"
 #include "trace_read.h"
 
 static void test_parse_size(void **state) {

@@ -29,10 +29,13 @@
 #include <cmocka.h>
 
 #include "cpuload.h"
+#include "copy.h"
+#include "init.h"
 #include "fakecuda.h"
 #include "pinreg.h"
 #include "pl_internal.h"
 #include "stage.h"
+#include "trace.h"
 #include "trace_read.h"
 
 #if defined(__SANITIZE_THREAD__)
