@@ -194,7 +194,7 @@ sigkill_case() {
 # ---- staged stress under ThreadSanitizer --------------------------------------
 stress_case() {
   begin "staged stress (TSan)"
-  if [ -z "$TB" ] || [ ! -x "$TB/test_stage_tsan" ]; then
+  if [ -z "$TB" ] || [ ! -x "$TB/test_stage_concurrent_tsan" ]; then
     rows+=("$(printf '%-22s %6s %6s %15s %14s  %s' "staged stress (TSan)" 0 0 "-" "-" "skipped: no TSan build given")")
     say "staged stress (TSan): skipped, no TSan build given"
     return
@@ -202,7 +202,7 @@ stress_case() {
   local log="$T/stress.log"
   if TSAN_OPTIONS="halt_on_error=1 suppressions=$ROOT/tests/unit/tsan.supp" \
      LD_LIBRARY_PATH="$TB/fakecuda" ticking timeout $((STRESS_SECONDS + 240)) \
-     "$TB/test_stage_tsan" --stress "$STRESS_SECONDS" >"$log" 2>&1; then
+     "$TB/test_stage_concurrent_tsan" --stress "$STRESS_SECONDS" >"$log" 2>&1; then
     row "staged stress (TSan)" 1 1 "-" "$(bytes_checked "$log")" "$(grep -o '^stress: [0-9]* copies, [0-9]* failed' "$log"), ${STRESS_SECONDS} s"
   else
     echo "robust: staged stress failed:" >&2

@@ -26,40 +26,12 @@
 
 #include <cmocka.h>
 
-#include "fakecuda.h"
+#include "fake_driver.h"
 #include "pl_internal.h"
 #include "hostmem.h"
 #include "pinreg.h"
 
 #include <cuda_runtime_api.h>
-
-/* ---- the fake driver, reached around the shim ----------------------------- */
-
-static void *g_cuda;
-static CUcontext g_ctx;
-
-#define DRV(name, ...) static CUresult (*f_##name)(__VA_ARGS__)
-DRV(cuInit, unsigned);
-DRV(cuDevicePrimaryCtxRetain, CUcontext *, CUdevice);
-DRV(cuCtxSetCurrent, CUcontext);
-DRV(cuPointerGetAttribute, void *, CUpointer_attribute, CUdeviceptr);
-DRV(cuPointerGetAttributes, unsigned, CUpointer_attribute *, void **, CUdeviceptr);
-DRV(cuMemHostGetFlags, unsigned *, void *);
-DRV(cuMemHostGetDevicePointer_v2, CUdeviceptr *, void *, unsigned);
-DRV(cuMemHostRegister_v2, void *, size_t, unsigned);
-DRV(cuMemHostUnregister, void *);
-static int (*f_is_registered)(const void *, size_t);
-static unsigned long (*f_call_count)(const char *);
-
-static void *sym(const char *name) {
-  void *p = pl_real_dlsym(g_cuda, name);
-  if (p == NULL) {
-    fprintf(stderr, "fake libcuda lacks %s\n", name);
-    abort();
-  }
-  return p;
-}
-#define LOAD(name) *(void **)&f_##name = sym(#name)
 
 /* What the preloaded shim's dlsym hands out for the driver's lookup entry
  * point: its own cuGetProcAddress_v2, which swaps every answer it wraps. */
@@ -147,25 +119,7 @@ static char tmpdir[64];
 
 static int setup(void **state) {
   (void)state;
-  g_cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (g_cuda == NULL) {
-    fprintf(stderr, "fake libcuda not found (LD_LIBRARY_PATH?): %s\n", dlerror());
-    return -1;
-  }
-  LOAD(cuInit);
-  LOAD(cuDevicePrimaryCtxRetain);
-  LOAD(cuCtxSetCurrent);
-  LOAD(cuPointerGetAttribute);
-  LOAD(cuPointerGetAttributes);
-  LOAD(cuMemHostGetFlags);
-  LOAD(cuMemHostGetDevicePointer_v2);
-  LOAD(cuMemHostRegister_v2);
-  LOAD(cuMemHostUnregister);
-  *(void **)&f_is_registered = sym("fakecuda_is_registered");
-  *(void **)&f_call_count = sym("fakecuda_call_count");
-  if (f_cuInit(0) != CUDA_SUCCESS || f_cuDevicePrimaryCtxRetain(&g_ctx, 0) != CUDA_SUCCESS ||
-      f_cuCtxSetCurrent(g_ctx) != CUDA_SUCCESS)
-    return -1;
+  if (load_driver() != 0) return -1;
   if (!pl_active()) {
     fprintf(stderr, "the shim is off: run with PAGELOCK_MODE=register\n");
     return -1;
