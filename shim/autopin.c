@@ -45,6 +45,7 @@
 #include "cupti.h"
 #include "hostmem.h"
 #include "pinreg.h"
+#include "route.h"
 #include "stage.h"
 
 /* ---- heat: bytes copied per allocation --------------------------------------- */
@@ -214,14 +215,11 @@ static bool pl_capturing(const pl_drv *d, const pl_copy *c) {
   return cap != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-/* ---- the route ------------------------------------------------------------------- */
+/* ---- the route's questions ------------------------------------------------------- */
 
-/* A copy of at least this much over a registration being made follows
- * its pieces (pl_pinreg_follow) rather than being staged beside it, and
- * waits this long at most for the shim's thread to make the next one (a
- * 16 MiB piece takes ~0.5 ms; longer, the thread is busy with another
- * buffer, and the rest is staged). */
-#define PL_FOLLOW_MIN ((size_t)4 << 20)
+/* How long a copy waits for the shim's thread to make the next piece of a
+ * registration it follows (a 16 MiB piece takes ~0.5 ms; longer, the
+ * thread is busy with another buffer, and the rest is staged). */
 #define PL_FOLLOW_WAIT_NS 3000000ull
 static uint64_t pl_follow_wait_ns = PL_FOLLOW_WAIT_NS;
 
@@ -229,83 +227,69 @@ void pl_autopin_set_follow_wait_for_test(uint64_t ns) {
   pl_follow_wait_ns = ns ? ns : PL_FOLLOW_WAIT_NS;
 }
 
-/* A large copy whose registration is being made (asked for by an earlier
- * copy: the copy that asks is staged, so that a buffer's first copy, and
- * the only one of a buffer allocated per step, is as fast as under stage)
- * waits for its first pieces and follows them (pl_autopin_copy) instead
- * of taking `route`. */
-static int pl_follow(pl_copy *c, uintptr_t h, size_t n, pl_pin_use *use, int route) {
-  if (n < PL_FOLLOW_MIN || !pl_pinreg_hold_wait(h, n, use, pl_follow_wait_ns)) return route;
-  c->why = PAGELOCK_WHY_NONE;
-  return PL_ROUTE_REGISTER;
+void pl_autopin_probe_begin(pl_autopin_probe *p, uintptr_t h) {
+  p->use.slot = 0;
+  p->use.ask.len = 0;
+  p->h = h;
 }
 
-int pl_autopin_route(pl_copy *c, pl_pin_use *use) {
-  use->slot = 0;
-  use->ask.len = 0;
-  uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_H2D ? c->src : c->dst);
+static uint8_t pl_ans(bool yes) { return yes ? PL_ANS_YES : PL_ANS_NO; }
+
+void pl_autopin_answer(pl_route_in *in, int ask, const pl_copy *c, pl_autopin_probe *p) {
+  uintptr_t h = p->h;
   size_t n = c->bytes;
-  bool big = n >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN);
-  int fallback = big ? PL_ROUTE_STAGE : PL_ROUTE_PASS;
-  long mode = pl_opt_long(PL_OPT_MODE);
-  /* Small, and no registration anywhere for them to run over: they pass
-   * through (those inside one page never get here, see copy.c), cut by
-   * pl_pinreg_native at edges where one may appear meanwhile. */
-  if (n == 0 || (mode == PAGELOCK_MODE_AUTO && !big && !pl_pinreg_any())) {
-    c->why = PAGELOCK_WHY_SMALL;
-    return PL_ROUTE_PASS;
+  if (ask == PL_ASK_ANY) { /* pl_copy_route answers it itself: one atomic load */
+    in->any = pl_ans(pl_pinreg_any());
+    return;
   }
   pl_shim_enter();
-  int route = fallback;
-  uintptr_t abase, lo, hi;
-  size_t alen;
-  int kind;
-  if (pl_pinreg_hold(h, n, use)) {
-    c->why = PAGELOCK_WHY_NONE;
-    route = PL_ROUTE_REGISTER;
-  } else if (mode == PAGELOCK_MODE_AUTO && !big) {
-    c->why = PAGELOCK_WHY_SMALL;
-  } else if (!pl_hostmem_lookup(h, &abase, &alen, &kind) ||
-             (kind & PL_ORIGIN_MASK) == PL_ORIGIN_MAPONLY) {
-    c->why = PAGELOCK_WHY_UNTRACKED;
-  } else if ((kind & PL_ORIGIN_MASK) == PL_ORIGIN_SHARED) {
-    c->why = PAGELOCK_WHY_SHARED;
-  } else if (kind & PL_ALLOC_REG_FAILED) {
-    c->why = PAGELOCK_WHY_FAILED;
-  } else if ((pl_reg_span(abase, alen, kind, &lo, &hi), lo >= hi) || h + n <= lo || h >= hi) {
-    c->why = PAGELOCK_WHY_EDGE; /* the allocation's partial pages only */
-  } else if (pl_pinreg_busy(lo, hi - lo)) {
-    c->why = PAGELOCK_WHY_PENDING;
-    route = pl_follow(c, h, n, use, route);
-  } else {
-    uintptr_t a = h > abase ? h : abase, b = h + n < abase + alen ? h + n : abase + alen;
-    uint64_t heat = mode == PAGELOCK_MODE_AUTO ? pl_heat_add(abase, alen, b - a) : 0;
-    const pl_drv *d = pl_drv_engines();
-    CUcontext ctx = NULL;
-    if (mode == PAGELOCK_MODE_AUTO &&
-        heat * 100 < (uint64_t)pl_opt_long(PL_OPT_REGISTER_HOT) * alen) {
-      c->why = PAGELOCK_WHY_COLD;
-    } else if (d == NULL || d->CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) {
-      c->why = PAGELOCK_WHY_FAILED; /* no context: the native call reports it */
-    } else if (pl_capturing(d, c)) {
-      c->why = PAGELOCK_WHY_CAPTURE; /* never registers during a capture */
-    } else if (pl_pinreg_make_room(hi - lo)) {
-      /* Asked for once this copy is done (pl_autopin_after): registered
-       * beside it, the driver held back its staged DMAs for every piece,
-       * and a buffer's first copy ran 1.2-1.5x slower than under stage
-       * (H200, tests/gpu/speed_real.sh). */
-      use->ask.base = lo;
-      use->ask.len = hi - lo;
-      use->ask.abase = abase;
-      use->ask.alen = alen;
-      use->ask.ctx = ctx;
-      c->why = PAGELOCK_WHY_PENDING;
-    } else {
-      c->why = PAGELOCK_WHY_BUDGET;
+  switch (ask) {
+    case PL_ASK_HOLD: in->hold = pl_ans(pl_pinreg_hold(h, n, &p->use)); break;
+    case PL_ASK_SPAN: {
+      int kind;
+      if (!pl_hostmem_lookup(h, &p->abase, &p->alen, &kind) ||
+          (kind & PL_ORIGIN_MASK) == PL_ORIGIN_MAPONLY) {
+        in->span = PL_SPAN_UNTRACKED;
+      } else if ((kind & PL_ORIGIN_MASK) == PL_ORIGIN_SHARED) {
+        in->span = PL_SPAN_SHARED;
+      } else if (kind & PL_ALLOC_REG_FAILED) {
+        in->span = PL_SPAN_REFUSED;
+      } else {
+        pl_reg_span(p->abase, p->alen, kind, &p->lo, &p->hi);
+        in->span = p->lo >= p->hi || h + n <= p->lo || h >= p->hi ? PL_SPAN_EDGE : PL_SPAN_IN;
+      }
+      break;
     }
+    case PL_ASK_BUSY: in->busy = pl_ans(pl_pinreg_busy(p->lo, p->hi - p->lo)); break;
+    case PL_ASK_FOLLOW:
+      in->follow = pl_ans(pl_pinreg_hold_wait(h, n, &p->use, pl_follow_wait_ns));
+      break;
+    case PL_ASK_HOT: {
+      uintptr_t a = h > p->abase ? h : p->abase,
+                b = h + n < p->abase + p->alen ? h + n : p->abase + p->alen;
+      uint64_t heat = pl_heat_add(p->abase, p->alen, b - a);
+      in->hot = pl_ans(heat * 100 >= (uint64_t)pl_opt_long(PL_OPT_REGISTER_HOT) * p->alen);
+      break;
+    }
+    case PL_ASK_CTX:
+      p->d = pl_drv_engines();
+      p->ctx = NULL;
+      in->ctx =
+          pl_ans(p->d != NULL && p->d->CtxGetCurrent(&p->ctx) == CUDA_SUCCESS && p->ctx != NULL);
+      break;
+    case PL_ASK_CAPTURE: in->capture = pl_ans(pl_capturing(p->d, c)); break;
+    case PL_ASK_ROOM:
+      in->room = pl_ans(pl_pinreg_make_room(p->hi - p->lo));
+      if (in->room == PL_ANS_YES) {
+        p->use.ask.base = p->lo;
+        p->use.ask.len = p->hi - p->lo;
+        p->use.ask.abase = p->abase;
+        p->use.ask.alen = p->alen;
+        p->use.ask.ctx = p->ctx;
+      }
+      break;
   }
   pl_shim_leave();
-  return route;
 }
 
 void pl_autopin_after(pl_copy *c, pl_pin_use *use) {

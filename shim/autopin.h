@@ -6,23 +6,35 @@
 #define PL_AUTOPIN_H
 
 #include "pinreg.h"
+#include "route.h"
 
 /* `ctx` has ended: the events kept for it died with it, and so did its
  * registrations (pl_pinreg_ctx_gone). */
 void pl_autopin_ctx_gone(CUcontext ctx);
 
-enum pl_route { PL_ROUTE_PASS = 0, PL_ROUTE_STAGE = 1, PL_ROUTE_REGISTER = 2 };
+/* What the route (route.h) found out about one copy by asking the
+ * engines, and what the asking took: the hold of a registration (HOLD,
+ * FOLLOW), and the registration to ask for once the copy is done (ROOM). */
+typedef struct pl_autopin_probe {
+  pl_pin_use use;
+  uintptr_t h;             /* the copy's host bytes */
+  uintptr_t abase, lo, hi; /* SPAN: their allocation, and the part of it a
+                              registration covers (pl_reg_span) */
+  size_t alen;
+  const pl_drv *d; /* CTX */
+  CUcontext ctx;
+} pl_autopin_probe;
+/* Before the first question about a copy whose host bytes start at h. */
+void pl_autopin_probe_begin(pl_autopin_probe *p, uintptr_t h);
+/* Answer the route's question `ask` (PL_ASK_*) about copy c into *in.
+ * HOLD and FOLLOW may hold a registration (p->use), HOT adds the copy's
+ * bytes to its allocation's heat, ROOM may evict, FOLLOW waits up to 3 ms
+ * for a registration's first pieces. */
+void pl_autopin_answer(pl_route_in *in, int ask, const pl_copy *c, pl_autopin_probe *p);
 
-/* The route of a pageable 1D host<->device copy c under register/auto:
- * PL_ROUTE_REGISTER with *use held when the host side lies in a live
- * registration; otherwise it counts the copy towards its allocation's heat
- * (and may request a registration), sets c->why, and answers STAGE (at
- * least PAGELOCK_STAGE_MIN) or PASS. */
-int pl_autopin_route(pl_copy *c, pl_pin_use *use);
-
-/* After c took the route pl_autopin_route gave it (staged or passed):
- * ask for the registration the route decided on, if any; c->why says
- * BUDGET when it could not be queued. */
+/* After c took a route that asks for a registration (pl_route's
+ * `request`), staged or passed: ask for it; c->why says BUDGET when it
+ * could not be queued. */
 void pl_autopin_after(pl_copy *c, pl_pin_use *use);
 
 /* Run c through the registration in *use, keeping the contract: the

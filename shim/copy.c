@@ -1,14 +1,14 @@
-/* copy.c - where every host<->device copy is decided.
+/* copy.c - the copy funnel: where every wrapper hands its copy.
  *
  * All wrappers (runtime-level calls arrive here through the driver symbols
- * cudart resolved) funnel into pl_copy_exec(): classify the host side,
- * choose the route, run it, record what happened.  Every copy takes one of
- * three routes: pass through (the exact original call), stage (the pinned
- * pool, stage.c) or register (a registration of the shim's own over the
- * program's buffer, autopin.c and pinreg.c).  The route is chosen here and
- * only here, so a reader finds every policy for a copy in this one file;
- * the COPY record carries the route (its flags) and why a pageable copy
- * was not registered. */
+ * cudart resolved) funnel into pl_copy_exec(): an exact repeat of a copy
+ * the thread made before only adds to its run (repeat.c); any other takes
+ * the whole way here: classify the host side, capture the stack of a
+ * pageable copy, decide the route (route.h: one pure function, asking the
+ * engines what it needs to know), run it (the native call, cut or not;
+ * the pinned pool, stage.c; a registration of the shim's own, autopin.c
+ * and pinreg.c), record what happened.  The COPY record carries the route
+ * (its flags) and why a pageable copy was not registered. */
 #define _GNU_SOURCE
 #include <string.h>
 
@@ -20,6 +20,8 @@
 #include "hostmem.h"
 #include "pinreg.h"
 #include "pystack.h"
+#include "repeat.h"
+#include "route.h"
 #include "run.h"
 #include "stack.h"
 #include "stage.h"
@@ -157,26 +159,53 @@ static bool pl_registers(long mode) {
   return mode == PAGELOCK_MODE_REGISTER || mode == PAGELOCK_MODE_AUTO;
 }
 
-/* Most copies under auto: small, inside one page, and no registration
- * anywhere to run over.  Such a copy passes through as it is: no edge of
- * a registration can fall inside one page (edges are page boundaries, see
- * pl_pinreg_native), and one made while the call runs is caught by
- * pl_autopin_settle after it.  Asking the route and the cutter instead
- * cost 40 of the ~570 instructions the shim adds to a 256-byte copy. */
-static bool pl_small_alone(const pl_copy *c, uintptr_t h, long mode) {
-  uintptr_t pg = pl_page_size();
-  return mode == PAGELOCK_MODE_AUTO && c->bytes != 0 &&
-         c->bytes < (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN) &&
-         (h & ~(pg - 1)) == ((h + c->bytes - 1) & ~(pg - 1)) && !pl_pinreg_any();
+/* The decision's view of copy c (route.h), its host bytes starting at h;
+ * nothing asked of the engines yet. */
+static PL_ALWAYS_INLINE pl_route_in pl_route_view(const pl_copy *c, long mode, uintptr_t h) {
+  return (pl_route_in){.mode = mode,
+                       .dir = (uint8_t)c->dir,
+                       .host = pl_host_side(c->dir, c->src_mem, c->dst_mem),
+                       .shaped = c->args != NULL,
+                       .host_ptr = h,
+                       .page = pl_page_size(),
+                       .bytes = c->bytes,
+                       .stage_min = (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN)};
 }
 
-/* Why a pageable host<->device copy of a shape the engines do not take
- * (2D, 3D, batch) was not registered; 0 for any other copy. */
-static uint8_t pl_why_shape(const pl_copy *c, long mode) {
-  uint8_t host = pl_host_side(c->dir, c->src_mem, c->dst_mem);
-  if (host != PAGELOCK_MEM_PAGEABLE || (c->dir != PAGELOCK_DIR_H2D && c->dir != PAGELOCK_DIR_D2H))
-    return 0;
-  return pl_registers(mode) ? PAGELOCK_WHY_SHAPE : PAGELOCK_WHY_MODE;
+/* The route of copy c when it asks the engines more than whether any
+ * registration exists (most copies ask nothing, most small ones under auto
+ * only that): apart, so that those build no answers in memory.  It
+ * decides again from the start, which costs only the checks: the decision
+ * is pure. */
+static __attribute__((noinline)) pl_route pl_route_asking(pl_copy *c, long mode, uintptr_t h,
+                                                          uint8_t any, pl_autopin_probe *p) {
+  pl_route_in in = pl_route_view(c, mode, h);
+  in.any = any;
+  pl_route v;
+  while ((v = pl_route_decide(&in)).ask != PL_ASK_NONE) pl_autopin_answer(&in, v.ask, c, p);
+  return v;
+}
+
+pl_route pl_copy_route(pl_copy *c, long mode, pl_autopin_probe *p) {
+  uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_D2H ? c->dst : c->src);
+  pl_autopin_probe_begin(p, h);
+  pl_route_in in = pl_route_view(c, mode, h);
+  pl_route v = pl_route_decide(&in);
+  if (v.ask == PL_ASK_ANY) { /* one atomic load, with no effect */
+    in.any = pl_pinreg_any() ? PL_ANS_YES : PL_ANS_NO;
+    v = pl_route_decide(&in);
+  }
+  if (PL_UNLIKELY(v.ask != PL_ASK_NONE)) v = pl_route_asking(c, mode, h, in.any, p);
+  c->why = v.why;
+  return v;
+}
+
+/* Why a copy recorded without taking a route (a batch's entries, a graph
+ * node) was not registered. */
+static uint8_t pl_why_unrouted(const pl_copy *c, long mode) {
+  pl_route_in in = pl_route_view(c, mode, 0);
+  in.shaped = true;
+  return pl_route_decide(&in).why;
 }
 
 /* The host bytes a 2D/3D copy reads or writes lie within [*p, *p+*n). */
@@ -260,176 +289,26 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
     e.src_mem = e.dst_mem = PAGELOCK_MEM_UNKNOWN;
     e.dir = PAGELOCK_DIR_UNKNOWN;
     pl_classify(&e);
-    e.why = pl_why_shape(&e, mode);
+    e.why = pl_why_unrouted(&e, mode);
     pl_record(&e, t0, dt / n, r, stack, corr, gpu_corr, NULL);
   }
   pl_shim_leave();
   return r;
 }
 
-/* ---- repeats: one record for a run of the same copy (run.h) ------------- */
-
-/* Larger copies are each recorded: a 256 KiB pageable copy takes ~35 us
- * on the GPU hosts, of which the whole path's ~0.2 us is 0.6%. */
-#define PL_RUN_BYTES (256u << 10)
-
-/* The hash of the calling thread's Python frames (0: none). */
-static uint64_t pl_run_py(void) {
-  pl_pystack py;
-  pl_py_capture(&py);
-  return pl_py_hash(&py);
-}
-
-/* Write what run r gathered (the owner).  Its copies each relied on the
- * registry's memo of their host page as the first did: they spend its
- * uses, so a registration the hooks never saw is still noticed within
- * PL_NEG_USES copies, run or not (hostmem.c). */
-static void pl_run_end(pl_run *r) {
-  pagelock_rec_copy rec;
-  pl_shim_enter();
-  if (r->proto.host_mem == PAGELOCK_MEM_PAGEABLE)
-    pl_hostmem_spend((CUdeviceptr)r->proto.host_ptr, pl_run_count(r));
-  if (pl_run_close(r, &rec)) pl_trace_copy_put(&rec);
-  pl_shim_leave();
-}
-
-/* Write full run r and begin it again from the same key and record.  Its
- * copies spent the registry's memo of a pageable host page (pl_run_end),
- * so the page is asked again here, as the whole way would: a page that is
- * no longer pageable, or a registry that moved meanwhile, ends the run
- * and the copy takes the whole way.  Why not let it: the whole way once
- * per PL_RUN_MAX copies (stack, record, classification, a new run) was
- * ~30 of the shim's ~250 instructions per repeated 256-byte copy
- * (callgrind over fakecuda, docs/benchmarks.md). */
-static bool pl_run_roll(pl_run *r) {
-  pl_run_key k = r->key;
-  pagelock_rec_copy proto = r->proto;
-  pl_run_end(r);
-  if (proto.host_mem == PAGELOCK_MEM_PAGEABLE) {
-    pl_shim_enter();
-    int now = pl_hostmem_classify((CUdeviceptr)proto.host_ptr);
-    pl_shim_leave();
-    if (now != PAGELOCK_MEM_PAGEABLE || pl_hostmem_stamp() != k.hm_stamp) return false;
-  }
-  pl_run_open(r, &k, &proto);
-  return true;
-}
-
-/* The run copy c repeats, if this thread has one open; a run that c
- * matches but that cannot take it is written and closed, and c takes the
- * whole way.  Every field is compared, the cheapest-to-differ first: a
- * loop's upload and download differ in the return address.  A run whose
- * copy is in the driver is left alone: a copy the driver call itself
- * makes on this thread (a CUPTI subscriber's, another interposer's) is
- * not one of its repeats, and must not close it. */
-static pl_run *pl_run_find(const pl_copy *c) {
-  pl_run *runs = pl_my_runs;
-  if (runs == NULL) return NULL;
-  pl_run *r = runs;
-  /* Two paths that share all the rest (two lines of main with the same
-   * copy) each keep a run: the frames above pick this path's, the nearest
-   * before the rest of the key, as it tells the other path's run soonest. */
-  for (;; r++) {
-    if (r == runs + PL_RUN_SLOTS) return NULL;
-    const pl_run_key *k = &r->key;
-    if (k->callsite == (uintptr_t)c->callsite && k->sp == (uintptr_t)c &&
-        pl_stack_check_near(&k->check) && k->src == c->src && k->dst == c->dst &&
-        k->bytes == c->bytes && k->stream == (uintptr_t)c->stream && k->api == (uint32_t)c->api &&
-        k->flags == c->flags && !r->busy && pl_stack_check_far(&k->check))
-      break;
-  }
-  /* Still the same answers: no registry change, no teardown, the same
-   * current context behind a default stream, no CUPTI tracing (a traced
-   * copy needs its own record to join its GPU record to), under auto no
-   * registration it could run over (pl_small_alone), and the same Python
-   * line (frames read now if and only if they were then). */
-  if (r->key.hm_stamp != pl_hostmem_stamp() || r->key.dev_gen != pl_copy_device_gen() ||
-      (r->key.ctx != 0 && r->key.ctx != pl_copy_device_ctx(c->stream)) || pl_cupti_tracing() ||
-      (r->key.autopin && pl_pinreg_any()) ||
-      (r->key.py_on ? pl_run_py() != r->key.py : pl_py_walking())) {
-    pl_run_end(r);
-    return NULL;
-  }
-  if (PL_UNLIKELY(pl_run_count(r) >= PL_RUN_MAX) && !pl_run_roll(r)) return NULL;
-  return r;
-}
-
-/* Copy c as one more of run r: the call, timed when pl_run_times says.
- * A call that fails, or that CUPTI began tracing meanwhile, is no repeat:
- * the run is written and the call gets a record of its own (untimed, it
- * carries the time it ended and no duration). */
-static CUresult pl_run_copy(pl_copy *c, pl_run *r) {
-  unsigned how = pl_run_times(r);
-  bool timed = how != PL_RUN_UNTIMED;
-  pl_stamp st = {0};
-  uint64_t dt = 0;
-  pl_cupti_corr_begin();
-  CUresult res;
-  r->busy = true;
-  if (timed) {
-    pl_stamp_start(&st);
-    res = c->native(c);
-    dt = pl_stamp_elapsed(&st);
-  } else {
-    res = c->native(c);
-  }
-  r->busy = false;
-  uint32_t gpu_corr = pl_cupti_corr_end();
-  if (r->key.autopin && pl_pinreg_any())
-    pl_autopin_settle(c, (uintptr_t)(r->proto.dir == PAGELOCK_DIR_D2H ? c->dst : c->src), c->bytes);
-  if (PL_LIKELY(res == CUDA_SUCCESS && gpu_corr == 0)) {
-    pl_run_add(r, how, st.ns, dt);
-    return res;
-  }
-  pl_shim_enter();
-  pagelock_rec_copy rec = r->proto;
-  pl_run_end(r);
-  rec.start_ns = timed ? st.ns : pl_now_ns();
-  rec.host_ns = dt;
-  rec.result = (int32_t)res;
-  rec.gpu_correlation = gpu_corr;
-  rec.correlation = pl_next_correlation();
-  rec.count = 1;
-  rec.timed = timed;
-  pl_trace_copy_put(&rec);
-  pl_shim_leave();
-  return res;
-}
-
-/* A slot for a run of the copy that just took the whole way: a closed
- * one, or the one next in turn, written and closed first. */
-static pl_run *pl_run_slot(void) {
-  static PL_TLS unsigned next;
-  pl_run *runs = pl_my_runs;
-  if (runs == NULL) return NULL;
-  for (int i = 0; i < PL_RUN_SLOTS; i++)
-    if (runs[i].key.callsite == 0) return &runs[i];
-  for (int i = 0; i < PL_RUN_SLOTS; i++) {
-    pl_run *r = &runs[next++ % PL_RUN_SLOTS];
-    if (r->busy) continue;
-    pl_run_end(r);
-    return r;
-  }
-  return NULL;
-}
-
-CUresult pl_copy_exec(pl_copy *c) {
-  /* Our own driver calls, and everything while disabled, go straight
-   * through: the program must see exactly the native behaviour. */
-  if (PL_UNLIKELY(pl_shim_inside() || !pl_active())) return c->native(c);
-  if (c->flags & PAGELOCK_COPY_BATCH) return pl_copy_exec_batch(c);
-  uint32_t flags = c->flags; /* as the entry point set them: a run's key */
-  /* pl_my_runs is NULL without a ring, and under PAGELOCK_REPEATS=each. */
-  bool repeats = pl_my_runs != NULL && c->args == NULL && c->bytes <= PL_RUN_BYTES;
-  if (repeats) {
-    pl_run *run = pl_run_find(c);
-    if (run) return pl_run_copy(c, run);
-  }
+/* The whole way: classify, stack, route, run, record, and open a run for
+ * the copy's repeats when it may have some.  Apart from pl_copy_exec, so
+ * that a repeat's path there is compiled for itself (sharing one body,
+ * its registers spilled around this path's). */
+static __attribute__((noinline)) CUresult pl_copy_whole(pl_copy *c, bool repeats) {
   long mode = pl_opt_long(PL_OPT_MODE);
   /* What the answers below rest on, read before they are asked: a change
    * while they are asked leaves a run opened from them already stale. */
-  uint64_t hm_stamp = repeats ? pl_hostmem_stamp() : 0;
-  unsigned dev_gen = repeats ? pl_copy_device_gen() : 0;
+  pl_repeat_basis basis; /* not zeroed: its check alone is 248 bytes */
+  basis.hm_stamp = repeats ? pl_hostmem_stamp() : 0;
+  basis.dev_gen = repeats ? pl_copy_device_gen() : 0;
+  basis.flags = c->flags; /* as the entry point set them */
+  basis.autopin = pl_registers(mode);
 
   pl_shim_enter();
   pl_classify(c);
@@ -438,114 +317,89 @@ CUresult pl_copy_exec(pl_copy *c) {
   /* The wrapper's pl_copy lives in its frame: its address stands for the
    * caller's stack depth in the memo key.  What tells the call path again
    * is wanted only for a run. */
-  pl_stack_check check;
-  pl_stack_check_empty(&check);
+  pl_stack_check_empty(&basis.check);
   uint32_t stack = host == PAGELOCK_MEM_PAGEABLE
-                       ? pl_stack_capture_at(2, c->callsite, c, repeats ? &check : NULL)
+                       ? pl_stack_capture_at(2, c->callsite, c, repeats ? &basis.check : NULL)
                        : 0;
   c->seq = pl_next_correlation();
   pl_shim_leave();
 
-  /* The decision point, for a pageable host<->device copy (anything else
-   * passes through).  observe: pass through.  stage: a 1D copy of at least
-   * PAGELOCK_STAGE_MIN goes through the pinned pool.  register, auto: a
-   * 1D copy over a live registration goes through it; any other is counted
-   * towards its buffer's registration (autopin.c) and staged or passed
-   * through meanwhile.  2D/3D copies always pass through.  An engine may
-   * still decline (capturing stream, no context), and then the original
-   * call runs. */
-  bool onedim =
-      host == PAGELOCK_MEM_PAGEABLE && (c->dir == PAGELOCK_DIR_H2D || c->dir == PAGELOCK_DIR_D2H);
-  c->why = pl_why_shape(c, mode);
   pl_cupti_corr_begin();
   pl_stamp st;
   pl_stamp_start(&st);
-  CUresult r;
-  bool done = false;
+  /* The route's questions (a hold, heat, evictions, a wait for a
+   * registration's first pieces) are part of the call's time. */
+  pl_autopin_probe q;
+  pl_route v = pl_copy_route(c, mode, &q);
   uintptr_t hp = (uintptr_t)(c->dir == PAGELOCK_DIR_D2H ? c->dst : c->src);
   size_t hn = c->bytes;
-  /* Under auto, a small copy that the route let pass, in one call: its
-   * repeats may go straight to the driver (a run), as they would take the
-   * same way; see `plain` below. */
-  bool passed = false;
-  if (onedim && c->args == NULL) {
-    if (mode == PAGELOCK_MODE_STAGE) {
-      if (c->bytes >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN)) done = pl_stage_copy(c, &r);
-    } else if (pl_registers(mode) && pl_small_alone(c, hp, mode)) {
-      c->why = PAGELOCK_WHY_SMALL; /* the native call below, then the settle */
-    } else if (pl_registers(mode)) {
-      pl_pin_use use;
-      int route = pl_autopin_route(c, &use);
-      if (route == PL_ROUTE_REGISTER) {
-        pl_autopin_copy(c, &use, &r);
-        done = true;
-        hn = 0; /* it keeps the contract itself */
-      } else if (route == PL_ROUTE_STAGE) {
-        done = pl_stage_copy(c, &r);
-      }
-      if (!done) {
-        passed = route == PL_ROUTE_PASS && c->why == PAGELOCK_WHY_SMALL && pl_pinreg_whole(hp, hn);
-        r = pl_pinreg_native(c);
-        done = true;
-      }
-      pl_autopin_after(c, &use);
-    }
-  } else if (onedim && !pl_host_extent(c, &hp, &hn)) {
-    hn = 0;
+  /* A 2D or 3D copy over a registration is waited for as a 1D one is. */
+  if (v.why == PAGELOCK_WHY_SHAPE && !pl_host_extent(c, &hp, &hn)) hn = 0;
+  CUresult r;
+  /* A copy that took the plain way, and would again, opens a run: its
+   * repeats are counted into one record (run.h).  Not one that staging
+   * declined (a capture, a full pool): its repeat may be staged.  Under
+   * auto, a small copy across a page boundary that the route let pass (no
+   * registration anywhere, so no heat counted) in one native call (no edge
+   * inside it) is plain too: PyTorch's CPU tensors are only 64-byte
+   * aligned, so its 4 KiB copies otherwise each took the whole way, a
+   * Python stack and a record, where observe counted them in runs.  The
+   * run ends once any registration exists (pl_repeat_find). */
+  bool plain = v.kind == PL_ROUTE_PASS;
+  switch (v.kind) {
+    case PL_ROUTE_PASS: r = c->native(c); break;
+    case PL_ROUTE_PASS_CUT:
+      plain = v.why == PAGELOCK_WHY_SMALL && pl_pinreg_whole(hp, hn);
+      r = pl_pinreg_native(c);
+      break;
+    case PL_ROUTE_STAGE:
+      if (!pl_stage_copy(c, &r))
+        r = v.fallback == PL_ROUTE_PASS_CUT ? pl_pinreg_native(c) : c->native(c);
+      break;
+    default:
+      pl_autopin_copy(c, &q.use, &r);
+      hn = 0; /* it keeps the contract itself */
+      break;
   }
-  if (!done) r = c->native(c);
-  if (pl_registers(mode) && hn) pl_autopin_settle(c, hp, hn);
-  if (pl_registers(mode) && (c->flags & PAGELOCK_COPY_CAPTURE) && c->why != PAGELOCK_WHY_NONE)
+  if (v.request) pl_autopin_after(c, &q.use);
+  if (basis.autopin && hn) pl_autopin_settle(c, hp, hn);
+  if (basis.autopin && (c->flags & PAGELOCK_COPY_CAPTURE) && c->why != PAGELOCK_WHY_NONE)
     c->why = PAGELOCK_WHY_CAPTURE;
   uint64_t dt = pl_stamp_elapsed(&st);
   uint32_t gpu_corr = pl_cupti_corr_end();
   /* A copy call between two uploads may wait for the GPU (a loss value's
    * download): not part of the thread's turnaround (autopin.c). */
-  if (pl_registers(mode)) pl_autopin_wait_end(st.ns);
+  if (basis.autopin) pl_autopin_wait_end(st.ns);
 
   pl_shim_enter();
-  /* A copy that took the plain way, and would again, opens a run: its
-   * repeats are counted into one record (run.h).  Not one that staging
-   * declined (a capture, a full pool): its repeat may be staged.  Nor one
-   * whose call path cannot be told again without unwinding (a copy on a
-   * coroutine's stack or a signal stack): its repeats each take it.
-   * Under auto, a small copy across a page boundary that the route let
-   * pass (no registration anywhere, so no heat counted) in one native call
-   * (no edge inside it) is plain too: PyTorch's CPU tensors are only
-   * 64-byte aligned, so its 4 KiB copies otherwise each took the whole way,
-   * a Python stack and a record, where observe counted them in runs.  The
-   * run ends once any registration exists (pl_run_find). */
-  bool plain = (!done || passed) && !(onedim && mode == PAGELOCK_MODE_STAGE &&
-                                      c->bytes >= (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN));
+  /* Nor does a copy whose call path cannot be told again without
+   * unwinding (a copy on a coroutine's stack or a signal stack) open a
+   * run: its repeats each take the whole way. */
   pl_run *slot = repeats && plain && r == CUDA_SUCCESS && gpu_corr == 0 &&
-                         check.n != PL_CHECK_NONE && !(c->flags & PAGELOCK_COPY_CAPTURE) &&
+                         basis.check.n != PL_CHECK_NONE && !(c->flags & PAGELOCK_COPY_CAPTURE) &&
                          !pl_cupti_tracing()
-                     ? pl_run_slot()
+                     ? pl_repeat_slot()
                      : NULL;
   pagelock_rec_copy proto;
   /* No record (the trace stopped, or the shim's own thread copies): no
    * run either, as there is nothing to repeat. */
-  if (pl_record(c, st.ns, dt, r, stack, c->seq, gpu_corr, slot ? &proto : NULL) && slot) {
-    proto.flags &= ~(uint32_t)PAGELOCK_COPY_FIRST_USE; /* its repeats are not */
-    pl_run_key k = {.callsite = (uintptr_t)c->callsite,
-                    .sp = (uintptr_t)c,
-                    .src = c->src,
-                    .dst = c->dst,
-                    .stream = (uintptr_t)c->stream,
-                    .ctx = pl_copy_device_ctx(c->stream),
-                    .bytes = c->bytes,
-                    .hm_stamp = hm_stamp,
-                    .py_on = pl_py_walking(),
-                    .autopin = pl_registers(mode),
-                    .api = (uint32_t)c->api,
-                    .flags = flags,
-                    .dev_gen = dev_gen,
-                    .check = check};
-    if (k.py_on) k.py = pl_run_py();
-    pl_run_open(slot, &k, &proto);
-  }
+  if (pl_record(c, st.ns, dt, r, stack, c->seq, gpu_corr, slot ? &proto : NULL) && slot)
+    pl_repeat_open(slot, c, &basis, &proto);
   pl_shim_leave();
   return r;
+}
+
+CUresult pl_copy_exec(pl_copy *c) {
+  /* Our own driver calls, and everything while disabled, go straight
+   * through: the program must see exactly the native behaviour. */
+  if (PL_UNLIKELY(pl_shim_inside() || !pl_active())) return c->native(c);
+  if (c->flags & PAGELOCK_COPY_BATCH) return pl_copy_exec_batch(c);
+  bool repeats = pl_repeat_may(c);
+  if (repeats) {
+    pl_run *run = pl_repeat_find(c);
+    if (run) return pl_repeat_copy(c, run);
+  }
+  return pl_copy_whole(c, repeats);
 }
 
 void pl_copy_note_graph(int api, const CUDA_MEMCPY3D *p, CUresult r, void *callsite) {
@@ -556,7 +410,7 @@ void pl_copy_note_graph(int api, const CUDA_MEMCPY3D *p, CUresult r, void *calls
   pl_classify(&c);
   uint8_t host = pl_host_side(c.dir, c.src_mem, c.dst_mem);
   long mode = pl_opt_long(PL_OPT_MODE);
-  c.why = pl_why_shape(&c, mode);
+  c.why = pl_why_unrouted(&c, mode);
   if (c.why && pl_registers(mode)) {
     /* The node copies from or into a registration of ours as page-locked
      * memory for as long as the graph lives: keep it. */

@@ -3,8 +3,15 @@
 #ifndef PL_COPY_H
 #define PL_COPY_H
 
+#include "autopin.h"
 #include "copycall.h"
+#include "route.h"
 
+/* The route of copy c (route.c), asking the engines what it needs to know
+ * (pl_autopin_answer) as it goes; sets c->why.  *p holds what the
+ * questions took (a hold, a registration to ask for after the copy).
+ * Nothing is executed. */
+pl_route pl_copy_route(pl_copy *c, long mode, pl_autopin_probe *p);
 /* Every wrapper ends here: classify, decide (observe/stage/...), run, record.
  * Returns exactly what the program must see. */
 CUresult pl_copy_exec(pl_copy *c);

@@ -55,10 +55,10 @@ static inline void pl_stack_check_empty(pl_stack_check *k) {
  * one run key part most often (two lines of main: the run looked at first
  * may be the other line's), and the rest.  On every repeat of a run, so
  * the rest is unrolled: four instructions a frame (a loop spent seven). */
-static inline bool pl_stack_check_near(const pl_stack_check *k) {
+static PL_ALWAYS_INLINE bool pl_stack_check_near(const pl_stack_check *k) {
   return *k->f[0].at == k->f[0].val;
 }
-static inline bool pl_stack_check_far(const pl_stack_check *k) {
+static PL_ALWAYS_INLINE bool pl_stack_check_far(const pl_stack_check *k) {
 #define PL_FRAME_DIFF(i) (*k->f[i].at ^ k->f[i].val)
   _Static_assert(PL_CHECK_FRAMES == 15, "one case per frame below");
   uintptr_t d = 0;

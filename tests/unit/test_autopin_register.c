@@ -155,12 +155,15 @@ static void test_ask_after(void **state) {
   c.dir = PAGELOCK_DIR_H2D;
   c.src = HP(b.p);
   c.bytes = n;
-  pl_pin_use use;
-  assert_int_equal(pl_autopin_route(&c, &use), PL_ROUTE_STAGE);
+  c.src_mem = PAGELOCK_MEM_PAGEABLE;
+  pl_autopin_probe q;
+  pl_route v = pl_copy_route(&c, PAGELOCK_MODE_REGISTER, &q);
+  assert_int_equal(v.kind, PL_ROUTE_STAGE);
+  assert_true(v.request);
   assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
-  assert_true(use.ask.len > 0);
+  assert_true(q.use.ask.len > 0);
   assert_false(pl_pinreg_busy(lo_of(b.p), interior_len(&b))); /* nothing asked yet */
-  pl_autopin_after(&c, &use);
+  pl_autopin_after(&c, &q.use);
   assert_int_equal(c.why, PAGELOCK_WHY_PENDING);
   assert_true(pl_pinreg_touches(lo_of(b.p), interior_len(&b)));
   pl_pinreg_quiesce_for_test();
