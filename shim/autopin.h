@@ -1,7 +1,6 @@
 /* autopin.h - which copies go through a registration of the shim's own
  * (autopin.c, over pinreg.c), for PAGELOCK_MODE register and auto, and how
- * such a copy keeps the contract; the advice of huge pages to blocks that
- * may be registered. */
+ * such a copy keeps the contract. */
 #ifndef PL_AUTOPIN_H
 #define PL_AUTOPIN_H
 
@@ -52,18 +51,6 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r);
  * copy never does after returning; wait as pl_autopin_copy does (or, on a
  * capturing stream, pin the registration for the graph). */
 void pl_autopin_settle(pl_copy *c, uintptr_t host, size_t n);
-
-/* Read PAGELOCK_MODE, PAGELOCK_HUGEPAGES and the kernel's transparent
- * huge page mode, once, before allocations are tracked (hook_alloc.c). */
-void pl_autopin_advise_init(void);
-/* A tracked block [p, p+n) of the malloc family that is a mapping of its
- * own (a glibc chunk served by mmap) was just made: in register and auto
- * modes, under the kernel's `madvise` mode, advise transparent huge pages
- * on its 2 MiB-aligned interior when it is at least PAGELOCK_HUGEPAGES
- * bytes, so that a later registration of it costs less.  One system
- * call, no lock, no allocation: safe inside the allocation hooks.  Keeps
- * errno. */
-void pl_autopin_advise(void *p, size_t n);
 
 /* The program's thread is about to wait for the GPU (a synchronize call,
  * hook_sync.c): returns the time to hand to pl_autopin_wait_end, or 0 when

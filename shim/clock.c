@@ -24,8 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pl_internal.h"
 #include "clock.h"
+#include "log.h"
+#include "state.h"
 
 #define PL_CLK_PERIOD_NS 100000000ull /* 100 ms: a 0.1 ppm rate error is 10 ns */
 #define PL_CLK_BASE_NS 10000000ull    /* the shortest span a rate is measured over */

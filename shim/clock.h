@@ -1,11 +1,17 @@
-/* clock.h - timing one call from the TSC (clock.c), for the copy path.
- *
- * Apart from pl_internal.h because the end of a timing is inline and reads
- * clock.c's map: only the files that time calls include it. */
+/* clock.h - time (clock.c): CLOCK_MONOTONIC read from the TSC where the
+ * kernel's own clock is, and timing one call for the copy path (its end is
+ * inline and reads clock.c's map). */
 #ifndef PL_CLOCK_H
 #define PL_CLOCK_H
 
-#include "pl_internal.h"
+#include "pl_defs.h"
+
+/* Decide once, at load, how pl_now_ns reads the clock. */
+void pl_clock_init(void);
+/* CLOCK_MONOTONIC in nanoseconds, from the TSC when the kernel's own clock
+ * is (a few ns per read instead of a clock_gettime).  Never steps back on
+ * one thread; across threads, reads agree to within a few tens of ns. */
+uint64_t pl_now_ns(void);
 
 #if defined(__x86_64__)
 static inline uint64_t pl_rdtsc(void) {

@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pl_internal.h"
+#include "config.h"
+#include "logline.h"
 
 typedef enum { PL_T_CHOICE, PL_T_LONG, PL_T_SIZE, PL_T_STRING, PL_T_CLI } pl_opt_type;
 

@@ -10,7 +10,9 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#include "pl_internal.h"
+#include "driver.h"
+#include "log.h"
+#include "state.h"
 
 /* ---- the real dlsym ------------------------------------------------------ */
 

@@ -77,10 +77,10 @@
 #include <unistd.h>
 
 #include "pl_internal.h"
-#include "autopin.h"
 #include "granmap.h"
 #include "hooks.h"
 #include "hostmem.h"
+#include "hugepages.h"
 #include "pinreg.h"
 #include "stack.h"
 
@@ -169,7 +169,7 @@ static inline bool pl_glibc_small(const void *p) {
 
 /* A glibc block that is a mapping of its own: the IS_MMAPPED bit (2) of
  * its chunk header.  Such a block is unmapped when freed, so whatever the
- * shim advised on it ends with it (pl_autopin_advise). */
+ * shim advised on it ends with it (pl_huge_advise). */
 static inline bool pl_glibc_mmapped(const void *p) {
   return pl_next_is_glibc && (((const size_t *)p)[-1] & 2) != 0;
 }
@@ -371,7 +371,7 @@ void pl_alloc_enable(void) {
     if (libc) dlclose(libc);
   }
   pl_fast_lim = pl_next_is_glibc ? pl_track_min : 0;
-  pl_autopin_advise_init();
+  pl_huge_init();
   pl_foreign_heap = pl_foreign_heap || !pl_next_is_glibc;
   atomic_store_explicit(&pl_tracking, true, memory_order_release);
 }
@@ -390,7 +390,7 @@ static void pl_track(void *p, size_t n, const void *ra, const void *sp) {
   uint32_t site = pl_stack_capture_at(2, ra, sp, NULL);
   bool own = pl_glibc_mmapped(p);
   pl_hostmem_track_as(p, n, site, PL_ORIGIN_HEAP | (own ? PL_ALLOC_OWN_PAGES : 0));
-  if (own) pl_autopin_advise(p, n);
+  if (own) pl_huge_advise(p, n);
   pl_shim_leave();
 }
 

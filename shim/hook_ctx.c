@@ -15,11 +15,11 @@
  * shim next used one of those events (docs/bench/2026-11-27-a-context-that-ends.md).  So the
  * engines are told, before the call, to finish what their thread does in
  * that context, and after it, to forget what they made there
- * (pl_stage_note_ctx_ending, pl_stage_note_ctx_gone).  In observe mode
+ * (pl_engines_ctx_ending, pl_engines_ctx_gone).  In observe mode
  * both return at once: the call costs one atomic add more. */
 #define _GNU_SOURCE
 #include "pl_internal.h"
-#include "stage.h"
+#include "engines.h"
 
 /* The real call, then the device memo told.  After the call, not before:
  * a thread asking between a bump and the destruction would keep an answer
@@ -39,7 +39,7 @@
 PL_WRAP_STREAM(cuStreamDestroy)
 PL_WRAP_STREAM(cuStreamDestroy_v2)
 
-static bool pl_engines_on(void) { return pl_opt_long(PL_OPT_MODE) != PAGELOCK_MODE_OBSERVE; }
+static bool pl_ctx_noted(void) { return pl_opt_long(PL_OPT_MODE) != PAGELOCK_MODE_OBSERVE; }
 
 /* The primary context of `dev` while it is active, else NULL.  There is no
  * getter for it: a retain hands the handle, and the release right after
@@ -69,13 +69,13 @@ static bool pl_primary_ended(CUdevice dev) {
 }
 
 /* A context destroyed outright. */
-#define PL_WRAP_DESTROY(name)                               \
-  PL_EXPORT CUresult name(CUcontext c) {                    \
-    bool on = pl_engines_on() && c != NULL;                 \
-    if (on) pl_stage_note_ctx_ending(c);                    \
-    PL_REAL(name, (CUcontext), (c));                        \
-    if (on && r == CUDA_SUCCESS) pl_stage_note_ctx_gone(c); \
-    return r;                                               \
+#define PL_WRAP_DESTROY(name)                            \
+  PL_EXPORT CUresult name(CUcontext c) {                 \
+    bool on = pl_ctx_noted() && c != NULL;               \
+    if (on) pl_engines_ctx_ending(c);                    \
+    PL_REAL(name, (CUcontext), (c));                     \
+    if (on && r == CUDA_SUCCESS) pl_engines_ctx_gone(c); \
+    return r;                                            \
   }
 
 PL_WRAP_DESTROY(cuCtxDestroy)
@@ -85,11 +85,11 @@ PL_WRAP_DESTROY(cuCtxDestroy_v2)
  * when it was the last. */
 #define PL_WRAP_PRIMARY(name, always)                                          \
   PL_EXPORT CUresult name(CUdevice dev) {                                      \
-    CUcontext c = pl_engines_on() ? pl_primary_of(dev) : NULL;                 \
-    if (c != NULL) pl_stage_note_ctx_ending(c);                                \
+    CUcontext c = pl_ctx_noted() ? pl_primary_of(dev) : NULL;                  \
+    if (c != NULL) pl_engines_ctx_ending(c);                                   \
     PL_REAL(name, (CUdevice), (dev));                                          \
     if (c != NULL && r == CUDA_SUCCESS && ((always) || pl_primary_ended(dev))) \
-      pl_stage_note_ctx_gone(c);                                               \
+      pl_engines_ctx_gone(c);                                                  \
     return r;                                                                  \
   }
 
@@ -99,12 +99,12 @@ PL_WRAP_PRIMARY(cuDevicePrimaryCtxReset, true)
 PL_WRAP_PRIMARY(cuDevicePrimaryCtxReset_v2, true)
 
 PL_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx g) {
-  const pl_drv *d = pl_engines_on() ? pl_drv_engines() : NULL;
+  const pl_drv *d = pl_ctx_noted() ? pl_drv_engines() : NULL;
   CUcontext c = NULL;
   if (d != NULL && d->CtxFromGreenCtx != NULL && d->CtxFromGreenCtx(&c, g) != CUDA_SUCCESS)
     c = NULL;
-  if (c != NULL) pl_stage_note_ctx_ending(c);
+  if (c != NULL) pl_engines_ctx_ending(c);
   PL_REAL(cuGreenCtxDestroy, (CUgreenCtx), (g));
-  if (c != NULL && r == CUDA_SUCCESS) pl_stage_note_ctx_gone(c);
+  if (c != NULL && r == CUDA_SUCCESS) pl_engines_ctx_gone(c);
   return r;
 }

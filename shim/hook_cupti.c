@@ -10,8 +10,8 @@
 
 #include "pl_internal.h"
 #include "cupti.h"
+#include "engines.h"
 #include "hooks.h"
-#include "stage.h"
 
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
@@ -26,7 +26,7 @@ PL_EXPORT CUresult cuInit(unsigned int flags) {
   CUresult r = f(flags);
   if (r == CUDA_SUCCESS) {
     pl_cupti_driver_ready();
-    if (!pl_shim_inside() && pl_active()) pl_stage_note_driver_init();
+    if (!pl_shim_inside() && pl_active()) pl_engines_driver_init();
   }
   return r;
 }

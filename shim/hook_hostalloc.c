@@ -25,10 +25,10 @@
 #include <sys/auxv.h>
 
 #include "pl_internal.h"
+#include "engines.h"
 #include "hooks.h"
 #include "hostmem.h"
 #include "pinreg.h"
-#include "stage.h"
 
 typedef CUresult (*pl_hostalloc_t)(void **, size_t, unsigned int);
 typedef CUresult (*pl_allochost_t)(void **, size_t);
@@ -266,7 +266,7 @@ PL_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dp, size_t n) {
   pl_memalloc_t f = (pl_memalloc_t)pl_hook_real(PL_HOOK_cuMemAlloc_v2);
   if (f == NULL) return CUDA_ERROR_NOT_FOUND;
   CUresult r = f(dp, n);
-  if (r == CUDA_SUCCESS && !pl_shim_inside() && pl_active()) pl_stage_note_device_alloc();
+  if (r == CUDA_SUCCESS && !pl_shim_inside() && pl_active()) pl_engines_device_alloc();
   return r;
 }
 

@@ -11,21 +11,20 @@
 #include <unistd.h>
 
 #include "pl_internal.h"
-#include "init.h"
 #include "cupti.h"
+#include "engines.h"
 #include "hooks.h"
 #include "hostmem.h"
-#include "pinreg.h"
+#include "init.h"
 #include "pystack.h"
 #include "stack.h"
-#include "stage.h"
 #include "trace.h"
 
 /* Every shim lock is held across fork, in the one order the shim takes
  * them (stack -> trace; registry alone; registrations alone), so the child
  * never inherits a lock some vanished thread held. */
 static void pl_atfork_prepare(void) {
-  pl_pinreg_atfork_prepare();
+  pl_engines_atfork_prepare();
   pl_stack_atfork_prepare();
   pl_trace_atfork_prepare();
   pl_hostmem_atfork_prepare();
@@ -35,15 +34,14 @@ static void pl_atfork_parent(void) {
   pl_hostmem_atfork_parent();
   pl_trace_atfork_parent();
   pl_stack_atfork_parent();
-  pl_pinreg_atfork_parent();
+  pl_engines_atfork_parent();
 }
 
 static void pl_atfork_child(void) {
   pl_state_atfork_child();
   pl_hostmem_atfork_child();
   pl_stack_reset();
-  pl_stage_atfork_child();
-  pl_pinreg_atfork_child();
+  pl_engines_atfork_child();
   pl_cupti_atfork_child();
   pl_trace_atfork_child();
 }
@@ -53,7 +51,7 @@ void pl_exit_trace(void) {
    * stack table know goes in between its first and last records. */
   if (!pl_trace_finish_begin()) return;
   pl_stack_write_symbols();
-  pl_stage_write_counters();
+  pl_engines_write_counters();
   pl_trace_finish_end();
 }
 
@@ -88,7 +86,7 @@ __attribute__((destructor)) static void pl_fini(void) {
   pl_shim_enter();
   /* Registrations stay: the process is ending, and an undo may wait on
    * GPU work. */
-  pl_pinreg_stop();
+  pl_engines_stop();
   pl_exit_trace();
   pl_shim_leave();
 }

@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <stdarg.h>
 
-#include "pl_internal.h"
+#include "log.h"
+#include "config.h"
+#include "logline.h"
 
 static atomic_uint pl_logged_kinds;
 

@@ -34,7 +34,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "pl_internal.h"
+#include "logline.h"
 
 /* One line being put together: up to PL_LOG_IOV pieces, numbers in
  * scratch.  A message has a dozen pieces; more than PL_LOG_IOV (or more

@@ -861,41 +861,9 @@ static bool pl_stage_run(pl_copy *c, CUresult *r) {
   return done;
 }
 
-void pl_stage_note_driver_init(void) {
-  if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OBSERVE ||
-      atomic_load_explicit(&pl_stage_off, memory_order_relaxed))
-    return;
-  pl_shim_enter();
-  pl_pool_premap();
-  pl_shim_leave();
-}
+bool pl_stage_usable(void) { return !atomic_load_explicit(&pl_stage_off, memory_order_relaxed); }
 
-void pl_stage_note_device_alloc(void) {
-  long mode = pl_opt_long(PL_OPT_MODE);
-  if (mode == PAGELOCK_MODE_OBSERVE || atomic_load_explicit(&pl_stage_off, memory_order_relaxed))
-    return;
-  const pl_drv *d = pl_drv_engines();
-  CUcontext ctx = NULL;
-  if (d == NULL || d->CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL) return;
-  pl_shim_enter();
-  pl_pool_prewarm(ctx);
-  pl_shim_leave();
-}
-
-void pl_stage_note_ctx_ending(CUcontext ctx) {
-  if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OBSERVE) return;
-  pl_shim_enter();
-  pl_pinreg_ctx_ending(ctx);
-  pl_shim_leave();
-}
-
-void pl_stage_note_ctx_gone(CUcontext ctx) {
-  if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OBSERVE) return;
-  pl_shim_enter();
-  pl_pool_ctx_gone(ctx);
-  pl_autopin_ctx_gone(ctx);
-  pl_shim_leave();
-}
+bool pl_stage_ran(void) { return atomic_load(&pl_stage_used); }
 
 bool pl_stage_copy(pl_copy *c, CUresult *r) {
   if (atomic_load_explicit(&pl_stage_off, memory_order_relaxed)) return false;
@@ -963,7 +931,7 @@ void pl_stage_mixed_for_test(void) { atomic_store(&pl_mixed_at, pl_now_ns()); }
 
 /* The report's note on staged copies that found fewer idle CPUs than copy
  * threads (cpuload.c says why that matters and what causes it). */
-static void pl_stage_note_crowded(const pl_stage_stats *s) {
+void pl_stage_note_crowded(const pl_stage_stats *s) {
   char text[640];
   snprintf(
       text, sizeof text,
@@ -979,25 +947,14 @@ static void pl_stage_note_crowded(const pl_stage_stats *s) {
   pl_trace_note(PAGELOCK_NOTE_WARNING, text);
 }
 
-void pl_stage_write_counters(void) {
-  if (!atomic_load(&pl_stage_used) && !pl_pinreg_used()) return;
-  pl_stage_stats s;
-  pl_stage_get_stats(&s);
-  pagelock_rec_counters rec;
-  memset(&rec, 0, sizeof rec);
-  rec.h.type = PAGELOCK_REC_COUNTERS;
-  rec.h.size = sizeof rec;
-  rec.bytes_staged = s.bytes_staged;
-  rec.bytes_passthrough = s.bytes_passthrough;
-  rec.fallbacks = s.fallbacks;
-  rec.waits = s.waits;
-  rec.wait_ns = s.wait_ns;
-  rec.pool_high_water = s.pool.high_water;
-  rec.pool_bytes = s.pool.bound;
-  /* The registration engine's, in the same record (pinreg.c). */
-  if (pl_pinreg_used()) pl_pinreg_counters(&rec);
-  pl_trace_write(&rec, sizeof rec);
-  if (s.copies_crowded) pl_stage_note_crowded(&s);
+void pl_stage_counters(const pl_stage_stats *s, pagelock_rec_counters *rec) {
+  rec->bytes_staged = s->bytes_staged;
+  rec->bytes_passthrough = s->bytes_passthrough;
+  rec->fallbacks = s->fallbacks;
+  rec->waits = s->waits;
+  rec->wait_ns = s->wait_ns;
+  rec->pool_high_water = s->pool.high_water;
+  rec->pool_bytes = s->pool.bound;
 }
 
 void pl_stage_atfork_child(void) { atomic_store(&pl_stage_off, true); }

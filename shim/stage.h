@@ -1,8 +1,11 @@
 /* stage.h - the staging engine's internal interface: stage.c over its two
  * parts below it, the pinned pool (pool.h) and the copy threads
- * (workers.h).  Nothing here leaves the engine except the test hooks at
- * the end, which tests/unit/test_stage.c uses to check the pool bound.
- * The driver entry points it calls are driver.c's (pl_drv_engines). */
+ * (workers.h), for the copy funnel (copy.c), the registration engine
+ * (autopin.c, a registered upload's tail) and the engines' face
+ * (engines.c: context events, the counters); the hooks and start-up reach
+ * it only through that face.  The test hooks at the end are
+ * tests/unit/test_stage_*.c's.  The driver entry points it calls are
+ * driver.c's (pl_drv_engines). */
 #ifndef PL_STAGE_H
 #define PL_STAGE_H
 
@@ -20,20 +23,11 @@
  * (capturing stream, no context, engine disabled...); it may set
  * PAGELOCK_COPY_CAPTURE in c->flags. */
 bool pl_stage_copy(pl_copy *c, CUresult *r);
-/* The driver is initialized (cuInit succeeded): in the modes that stage,
- * the pool's first memory is prepared (pool.c). */
-void pl_stage_note_driver_init(void);
-/* The program allocated device memory in the current context: in the
- * modes that stage, the context's pool starts building (pool.c). */
-void pl_stage_note_device_alloc(void);
-/* A teardown is about to end `ctx` (hook_ctx.c): the shim's thread
- * finishes what it does there first.  Then, once it has ended, what the
- * engines made in it is forgotten without a driver call: the pools'
- * chunks, cached events, registrations (pool.c, autopin.c, pinreg.c). */
-void pl_stage_note_ctx_ending(CUcontext ctx);
-void pl_stage_note_ctx_gone(CUcontext ctx);
-/* Write the engine's COUNTERS record (at exit, before END). */
-void pl_stage_write_counters(void);
+/* Not a forked child's engine (pl_stage_atfork_child): the pool may be
+ * built and used. */
+bool pl_stage_usable(void);
+/* A copy was ever handed to the engine (its counters are worth writing). */
+bool pl_stage_ran(void);
 /* A forked child: CUDA is unusable there; the engine turns itself off. */
 void pl_stage_atfork_child(void);
 
@@ -55,7 +49,7 @@ bool pl_stage_out_stream(size_t n);
  * idle CPU, at most pl_workers_parallelism. */
 unsigned pl_stage_threads(bool wide, unsigned idle);
 
-/* ---- test hooks ------------------------------------------------------------ */
+/* ---- counters and test hooks ------------------------------------------------ */
 
 /* Replace the cache-derived threshold of pl_stage_out_stream (0: derive
  * it again). */
@@ -80,6 +74,12 @@ typedef struct pl_stage_stats {
   pl_pool_stats pool;
 } pl_stage_stats;
 void pl_stage_get_stats(pl_stage_stats *s);
+/* The engine's fields of the COUNTERS record, from *s (engines.c writes
+ * the record). */
+void pl_stage_counters(const pl_stage_stats *s, pagelock_rec_counters *rec);
+/* The trace's note on staged copies that found fewer idle CPUs than their
+ * copy threads (s->copies_crowded of them, not 0). */
+void pl_stage_note_crowded(const pl_stage_stats *s);
 /* Tests only: zero the counters, reset the pool (see
  * pl_pool_reset_for_test) and re-enable the engine. */
 void pl_stage_reset_for_test(void);

@@ -11,7 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "pl_internal.h"
+#include "state.h"
 
 PL_TLS int pl_in_shim;
 static bool pl_enabled;

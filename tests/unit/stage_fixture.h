@@ -20,6 +20,7 @@
 
 #include "copy.h"
 #include "cpuload.h"
+#include "engines.h"
 #include "fake_driver.h"
 #include "init.h"
 #include "pinreg.h"

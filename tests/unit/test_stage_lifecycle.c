@@ -154,9 +154,9 @@ static void test_context_ends(void **state) {
   assert_int_equal(s.pool.bytes, POOL);
   uint64_t a_free = s.pool.free_bytes;
 
-  pl_stage_note_ctx_ending(b_ctx);
+  pl_engines_ctx_ending(b_ctx);
   assert_int_equal(f_cuCtxDestroy_v2(b_ctx), CUDA_SUCCESS);
-  pl_stage_note_ctx_gone(b_ctx);
+  pl_engines_ctx_gone(b_ctx);
   assert_int_equal(f_cuCtxSetCurrent(g_ctx), CUDA_SUCCESS);
   pl_stage_get_stats(&s);
   assert_int_equal(s.pool.bytes, POOL); /* home again, nothing freed */

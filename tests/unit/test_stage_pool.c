@@ -141,7 +141,7 @@ static void test_prewarm_premapped(void **state) {
   stage_env(POOL, CHUNK, 2000, "sync");
   f_reset_stats();
   assert_int_equal(pl_pool_spare_for_test(), 0);
-  pl_stage_note_driver_init();
+  pl_engines_driver_init();
   pl_pinreg_quiesce_for_test();
   assert_int_equal(pl_pool_spare_for_test(), POOL); /* the prewarm's size */
   CUdeviceptr dev;
@@ -158,7 +158,7 @@ static void test_prewarm_premapped(void **state) {
    * slab, which the prewarm then takes. */
   stage_env(16 * MB, 64 * KB, 2000, "sync");
   f_reset_stats();
-  pl_stage_note_driver_init();
+  pl_engines_driver_init();
   pl_pinreg_quiesce_for_test();
   assert_int_equal(pl_pool_spare_for_test(), 64 * 64 * KB);
   assert_int_equal(cuMemAlloc_v2(&dev, POOL), CUDA_SUCCESS);
@@ -171,7 +171,7 @@ static void test_prewarm_premapped(void **state) {
   stage_env(POOL, CHUNK, 2000, "sync");
   setenv("PAGELOCK_MODE", "observe", 1);
   pl_config_reset_for_test();
-  pl_stage_note_driver_init();
+  pl_engines_driver_init();
   pl_pinreg_quiesce_for_test();
   assert_int_equal(pl_pool_spare_for_test(), 0);
   assert_int_equal(f_cuMemFree_v2(dev), CUDA_SUCCESS);
@@ -187,7 +187,7 @@ static void test_prewarm_spare_taken_by_copy(void **state) {
   (void)state;
   stage_env(POOL, CHUNK, 2000, "sync");
   f_reset_stats();
-  pl_stage_note_driver_init();
+  pl_engines_driver_init();
   pl_pinreg_quiesce_for_test();
   assert_int_equal(pl_pool_spare_for_test(), POOL);
   CUdeviceptr dev;
