@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include "pl_internal.h"
-#include "cupti.h"
+#include "init.h"
 #include "engines.h"
 #include "hooks.h"
 #include "hostmem.h"
-#include "init.h"
+#include "pl_cupti.h"
 #include "pystack.h"
 #include "stack.h"
 #include "trace.h"

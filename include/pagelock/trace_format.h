@@ -451,7 +451,7 @@ typedef struct pagelock_rec_gpu_status {
 
 /* The shim pauses CUPTI's tracing while the program issues more GPU
  * operations a second than PAGELOCK_CUPTI_MAX_RATE, and opens one short
- * window a period to sample them (shim/cupti.c).  Between a pause and the
+ * window a period to sample them (shim/record/cupti.c).  Between a pause and the
  * next resume, or the end of the trace, GPU records and COPY correlations
  * are missing by design: the report judges overlap inside the windows and
  * never counts a paused stretch as idle GPU time. */

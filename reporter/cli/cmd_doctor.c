@@ -126,7 +126,7 @@ static int plr_probe_gpu(void *arg) {
 
 /* ---- CUPTI -------------------------------------------------------------- */
 
-/* The shim's search (shim/cupti.c, pl_cupti_open): PAGELOCK_CUPTI_LIB, the
+/* The shim's search (shim/record/cupti.c, pl_cupti_open): PAGELOCK_CUPTI_LIB, the
  * loader's path, then the toolkit's directories.  The shim also looks next
  * to a libcudart the program has loaded (Python wheels), which only the
  * program itself can tell. */

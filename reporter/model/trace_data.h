@@ -26,7 +26,7 @@
 #include "trace_read.h"
 
 #define PLR_MAX_NOTES 64
-/* The shim's default PAGELOCK_STAGE_MIN (shim/config.c): the smallest copy
+/* The shim's default PAGELOCK_STAGE_MIN (shim/base/config.c): the smallest copy
  * --mode=stage and --mode=auto move; smaller ones pass through. */
 #define PLR_STAGE_MIN_DEFAULT (1ull << 20)
 

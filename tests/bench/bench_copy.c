@@ -360,7 +360,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) (void)cuStreamQuery((CUstream)s);
     double query_ns = (now_s() - t0) / n * 1e9;
     /* The getters the shim asks per copy for the device it ran on
-     * (shim/driver.c pl_copy_device). */
+     * (shim/base/driver.c pl_copy_device). */
     CUcontext sc;
     CUdevice dv;
     t0 = now_s();

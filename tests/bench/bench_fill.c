@@ -1,7 +1,7 @@
 /* bench_fill.c - how fast THREADS threads fill a ring of chunks from a
  * large pageable source, without a GPU: the host side of a staged upload
  * larger than the pool, alone.  The source is cut into 256 KiB pieces (the
- * copy threads' piece, shim/workers.c) claimed with one atomic counter and
+ * copy threads' piece, shim/engines/workers.c) claimed with one atomic counter and
  * copied into a 64 MiB ring, with plain stores (memcpy) or streaming
  * stores.  It tells whether one thread is bound by memory latency (the
  * total grows with threads) or the host by bandwidth (it does not): on the

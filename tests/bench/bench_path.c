@@ -29,7 +29,7 @@ static CUresult bench_native(const pl_copy *c) {
   return CUDA_SUCCESS;
 }
 
-/* As PL_WRAP_HTOD_ASYNC builds it (shim/hook_copy.c). */
+/* As PL_WRAP_HTOD_ASYNC builds it (shim/hooks/hook_copy.c). */
 __attribute__((noinline)) static CUresult bench_wrapper(const void *src) {
   pl_copy c = {.api = PAGELOCK_API_cuMemcpyHtoDAsync_v2,
                .flags = PAGELOCK_COPY_ASYNC,

@@ -2,7 +2,7 @@
 # tests/bench/diag_threads.sh BUILD_DIR [ROUNDS] [COUNTS] - the copy
 # threads' count against the staged uploads: per round, pinned references,
 # then the default policy (at most 5 threads for an upload queued behind
-# earlier ones, shim/stage.c PL_NT_HELPERS) and each fixed
+# earlier ones, shim/engines/stage.c PL_NT_HELPERS) and each fixed
 # PAGELOCK_COPY_THREADS in COUNTS (default "4 5 6 8"), each printing
 # overlap ms, H2D 64 / 16 / 256 MiB GB/s.
 set -u

@@ -3,7 +3,7 @@
 # tracing costs a program (patterns.py PATTERN, default small: many small
 # copies and kernels), by piece:
 # a diagnostic build (-DPL_DIAG_CUPTI) leaves out the activity kinds or
-# callbacks PL_DIAG_CUPTI_OFF names (positions in shim/cupti.c's pl_kinds:
+# callbacks PL_DIAG_CUPTI_OFF names (positions in shim/record/cupti.c's pl_kinds:
 # 0 MEMCPY, 1 MEMCPY2, 2 MEMSET, 3 CONCURRENT_KERNEL, 4 OVERHEAD,
 # 5 EXTERNAL_CORRELATION; cb: the copy callbacks), all traced throughout
 # (PAGELOCK_CUPTI_MAX_RATE=0); "sampled" is the default, which pauses

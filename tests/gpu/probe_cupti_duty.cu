@@ -1,6 +1,6 @@
 /* probe_cupti_duty.cu - what CUPTI costs a loop of small copies and tiny
  * kernels in each state it can be in, and what moving between the states
- * costs: the measurements behind shim/cupti.c's duty cycle (issue 22).
+ * costs: the measurements behind shim/record/cupti.c's duty cycle (issue 22).
  *
  * The loop is patterns.py small's, in C: 4 KiB up from pageable memory, a
  * one-thread kernel, 8 bytes down, a stream synchronize.  Usage:

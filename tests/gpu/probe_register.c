@@ -1,6 +1,6 @@
 /* probe_register.c - what a registration (cudaHostRegister) costs the other
  * threads of the process while it runs.  The registration engine
- * (shim/pinreg.c) registers a hot buffer on the shim's own thread and
+ * (shim/engines/pinreg.c) registers a hot buffer on the shim's own thread and
  * stages the copies that arrive meanwhile; how much those copies lose
  * depends on whether the driver serialises them behind the registration
  * and on how the registration's size is cut.  Prints one line per case:

@@ -71,7 +71,7 @@ int main(void) {
   up = malloc(4096);
   down = malloc(4096);
   memset(up, 1, 4096);
-  /* The pool's slab, as shim/pool.c makes it: 2 MiB aligned, huge pages. */
+  /* The pool's slab, as shim/engines/pool.c makes it: 2 MiB aligned, huge pages. */
   char *m = mmap(NULL, SLAB + 2 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return 1;
   char *slab = (char *)(((uintptr_t)m + 2 * MIB - 1) & ~(uintptr_t)(2 * MIB - 1));

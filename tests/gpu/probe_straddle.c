@@ -1,7 +1,7 @@
 /* probe_straddle.c - what the real driver does with a copy whose host range
  * crosses the edge of a registered range (cudaHostRegister).  The shim's
  * registration engine cuts pass-through copies at those edges
- * (shim/pinreg.c, pl_pinreg_native) and fakecuda models the answer
+ * (shim/engines/pinreg.c, pl_pinreg_native) and fakecuda models the answer
  * (tests/fakecuda/fc_copy.c); this program is where the answer comes from.
  * Prints one line per case: the error each copy returned, sync and async.
  * Build: nvcc -o probe_straddle probe_straddle.c (tests/gpu/run.sh). */

@@ -30,7 +30,7 @@ nvcc -O2 -o "$B/probe_straddle" "$ROOT/tests/gpu/probe_straddle.c" >>"$OUT/build
   "$B/probe_straddle" >"$OUT/probe_straddle.txt" 2>&1
 row "driver: copies across a registration edge" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -c . "$OUT/probe_straddle.txt") cases: probe_straddle.txt"
 # What one registration call costs the process's other threads (why the
-# shim registers in pieces, shim/pinreg.h).
+# shim registers in pieces, shim/engines/pinreg.h).
 nvcc -O2 -o "$B/probe_register" "$ROOT/tests/gpu/probe_register.c" -lpthread >>"$OUT/build.log" 2>&1 &&
   timeout 120 "$B/probe_register" >"$OUT/probe_register.txt" 2>&1
 row "driver: uploads beside a registration" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep -m1 'whole, uploads' "$OUT/probe_register.txt" | grep -o 'worst [0-9.]* ms' | head -1) whole, $(grep -m1 '16 MiB pieces 50us apart' "$OUT/probe_register.txt" | grep -o 'worst [0-9.]* ms' | head -1) in pieces: probe_register.txt"

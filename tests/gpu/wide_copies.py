@@ -4,7 +4,7 @@ operation, compared whole (tests/gpu/run.sh).
 
 Such a copy starts with PyTorch's OpenMP threads still spinning, so it
 starts with the base count of copy threads and takes more as CPUs become
-idle, chunk by chunk (shim/stage.c, pl_run_widen): the bytes must not
+idle, chunk by chunk (shim/engines/stage.c, pl_run_widen): the bytes must not
 care. Uploads and downloads of 300 MiB and of 256 MiB + 48 KiB (an odd
 tail), three times each. Prints "wide_copies ok=1" when every byte
 arrived; exit 1 otherwise."""

@@ -13,7 +13,7 @@
  * subscribe-only stops after the subscription (for runs where CUPTI's
  * activity API is made to fail).  sampled first copies 4 KiB of pageable
  * memory up and down 2000 times, so that pagelock's GPU timing pauses
- * (shim/cupti.c), and after subscribing goes on for 300 ms with memsets
+ * (shim/record/cupti.c), and after subscribing goes on for 300 ms with memsets
  * among its copies: a sampling window of pagelock's opening inside the
  * program's session would hand it records of kinds it never enabled
  * (counted as "other").  Every mode also checks that no two of its

@@ -1,5 +1,5 @@
 /* repeats.c - programs of repeated small copies, for the runs of repeated
- * copies (docs/design.md, "Runs of repeated copies"; shim/run.c).
+ * copies (docs/design.md, "Runs of repeated copies"; shim/record/run.c).
  *
  * Each scenario makes copies the shim counts into runs (the same call, the
  * same pointers, size and stream, again and again on one thread) and

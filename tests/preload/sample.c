@@ -1,5 +1,5 @@
 /* sample.c - a program of many small copies, for the GPU-timing sampler
- * (shim/cupti.c, PAGELOCK_CUPTI_MAX_RATE).
+ * (shim/record/cupti.c, PAGELOCK_CUPTI_MAX_RATE).
  *
  * usage: test_sample MS [GAP_US]
  * Copies 4 KiB up and 8 bytes back down on a stream, a synchronize after

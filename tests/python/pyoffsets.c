@@ -1,4 +1,4 @@
-/* pyoffsets.c - shim/pystack_layout.h against one CPython's own headers.
+/* pyoffsets.c - shim/where/pystack_layout.h against one CPython's own headers.
  * tests/python/pyoffsets.sh compiles it once per installed version (with
  * that version's include directory and Py_BUILD_CORE, for the internal
  * frame header) and runs it: every offset pystack.c reads must be the

@@ -1,4 +1,4 @@
-/* test_repeats.c - runs of repeated copies, one record each (shim/run.c).
+/* test_repeats.c - runs of repeated copies, one record each (shim/record/run.c).
  *
  * Copies go through the shim's entry points (pagelock_core) over fakecuda.
  * What is checked is the trace as the reporter's reader sees it: every

@@ -1,4 +1,4 @@
-/* test_route.c - the one route decision (shim/route.h) over its inputs.
+/* test_route.c - the one route decision (shim/engines/route.h) over its inputs.
  *
  * The decision is pure: these tests hand it a classified copy and the
  * engines' answers, and check the route, its fallback, the reason and

@@ -9,9 +9,9 @@
 #include "repeat.h"
 #include "autopin.h"
 #include "clock.h"
-#include "cupti.h"
 #include "hostmem.h"
 #include "pinreg.h"
+#include "pl_cupti.h"
 #include "pystack.h"
 #include "trace.h"
 

@@ -1,4 +1,5 @@
-/* cupti.h - GPU timestamps through CUPTI (cupti.c). */
+/* pl_cupti.h - GPU timestamps through CUPTI (cupti.c); pl_ because CUDA
+ * has a cupti.h of its own. */
 #ifndef PL_CUPTI_H
 #define PL_CUPTI_H
 

@@ -9,9 +9,9 @@
 #include <dlfcn.h>
 
 #include "pl_internal.h"
-#include "cupti.h"
 #include "engines.h"
 #include "hooks.h"
+#include "pl_cupti.h"
 
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>

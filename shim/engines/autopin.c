@@ -38,9 +38,9 @@
 #include <string.h>
 
 #include "autopin.h"
-#include "cupti.h"
 #include "hostmem.h"
 #include "pinreg.h"
+#include "pl_cupti.h"
 #include "route.h"
 #include "stage.h"
 

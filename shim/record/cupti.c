@@ -35,7 +35,7 @@
 /* pl_internal.h first: it includes cuda.h without the _v2 renames, which
  * cupti.h would otherwise apply. */
 #include "pl_internal.h"
-#include "cupti.h"
+#include "pl_cupti.h"
 #include "trace.h"
 
 #include <cupti_activity.h>

@@ -35,8 +35,8 @@
 #include "stage.h"
 #include "autopin.h"
 #include "cpuload.h"
-#include "cupti.h"
 #include "pinreg.h"
+#include "pl_cupti.h"
 #include "trace.h"
 
 /* DMAs queued ahead of the copy-out, so the copy engine never idles while
