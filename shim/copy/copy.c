@@ -112,7 +112,8 @@ static void pl_classify(pl_copy *c) {
 
 /* Write one COPY record, built in place in the trace buffer: this runs
  * once per copy of the program, pinned ones included, and a copy through
- * a stack buffer cost as much as the rest (docs/benchmarks.md). */
+ * a stack buffer cost as much as the rest
+ * (docs/bench/2026-11-23-fewer-copy-threads.md). */
 static bool pl_record(const pl_copy *c, uint64_t t0, uint64_t host_ns, CUresult r,
                       uint32_t stack_id, uint64_t corr, uint32_t gpu_corr,
                       pagelock_rec_copy *keep) {

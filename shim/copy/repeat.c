@@ -42,7 +42,7 @@ static void pl_run_end(pl_run *r) {
  * and the copy takes the whole way.  Why not let it: the whole way once
  * per PL_RUN_MAX copies (stack, record, classification, a new run) was
  * ~30 of the shim's ~250 instructions per repeated 256-byte copy
- * (callgrind over fakecuda, docs/benchmarks.md). */
+ * (callgrind over fakecuda, docs/bench/2026-11-27-first-upload-and-spare-memory.md). */
 static bool pl_run_roll(pl_run *r) {
   pl_run_key k = r->key;
   pagelock_rec_copy proto = r->proto;

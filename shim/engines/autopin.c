@@ -12,9 +12,9 @@
  * (pl_reg_span).  `register` asks for a registration at an
  * allocation's first copy; `auto` once the bytes copied to or from it reach
  * PAGELOCK_REGISTER_HOT percent of its size (default 100: the second full
- * upload of a buffer goes registered).  Registering 1 GiB costs ~65 ms and
- * undoing it ~21 ms on the H100 host, against ~18 ms saved per GiB and per
- * upload over staging and ~130 ms over a pageable one; the registration
+ * upload of a buffer goes registered): a registration and its undo cost
+ * about what four uploads through it save over staging
+ * (docs/bench/2026-11-25-hardening-and-registration.md); the registration
  * runs on the shim's thread, and a large copy meanwhile follows its pieces
  * as they are made (pl_pinreg_follow), a small one is staged.
  *
@@ -271,17 +271,15 @@ static bool pl_must_wait(const pl_copy *c) {
  * own: from the return of its last waited upload to its next copy over a
  * registration, less the time it spent waiting for the GPU meanwhile (the
  * turnaround), smoothed over a few calls.  The tail is what the DMA moves
- * in that time at ~50 GB/s.  A PyTorch prefetch loop came back after
- * 0.36-0.48 ms, which a fixed eighth of a 64 MiB span (8 MiB, 0.17 ms of
- * DMA) covered less than half of: the offload pattern ran at 0.86-0.88 of
- * pinned (H100 host, docs/benchmarks.md).  A copy-kernel-copy loop comes
- * back within tens of microseconds, and a larger tail there only delays
- * its kernel.  Bounds: none when the turnaround asks for less than 1 MiB
- * (the staging engine's own start costs about what it would cover), and
- * at most a quarter of the span and 32 MiB: the copy threads must fill it
- * while the other three quarters' DMA runs (~18 GB/s against the DMA's
- * 55; three eighths made two threads uploading side by side 9% slower).
- * A thread's first upload, before it has a turnaround, takes an eighth. */
+ * in that time at ~50 GB/s: a fixed share of the span covered less than
+ * half of a PyTorch prefetch loop's gap, while a copy-kernel-copy loop's
+ * kernel only waits longer behind a larger one
+ * (docs/bench/2026-11-27-pool-at-cuinit.md).  Bounds: none when the
+ * turnaround asks for less than 1 MiB (the staging engine's own start
+ * costs about what it would cover), and at most a quarter of the span and
+ * 32 MiB, which the copy threads can fill while the other three quarters'
+ * DMA runs.  A thread's first upload, before it has a turnaround, takes
+ * an eighth. */
 #define PL_TAIL_MIN_SPAN (4u << 20)
 #define PL_TAIL_MIN ((size_t)1 << 20)
 #define PL_TAIL_MAX ((size_t)32 << 20)
@@ -463,10 +461,9 @@ void pl_autopin_copy(pl_copy *c, pl_pin_use *use, CUresult *r) {
       size_t at = pl_reg_part(d, c, use->base, lo, mid, s, pt, &e);
       /* Why follow instead of staging the rest at once: while a piece is
        * being registered the driver holds back every other thread's copy
-       * submissions, so a staged copy beside a registration crawled (3
-       * staged 256 MiB uploads took 72.8 ms, 4.4x stage mode's, H200,
-       * issue 42), while each piece's DMA here runs under the next
-       * piece's registration. */
+       * submissions, so a staged copy beside a registration crawled,
+       * while each piece's DMA here runs under the next piece's
+       * registration (docs/bench/2026-11-28-real-programs.md). */
       while (following && at == mid && mid < span && pl_pinreg_follow(use, pl_follow_wait_ns)) {
         hi = h + c->bytes > use->end ? use->end - h : c->bytes;
         at = pl_reg_part(d, c, use->base, mid, hi, s, pt, &e);
