@@ -163,14 +163,17 @@ static bool pl_registers(long mode) {
 /* The decision's view of copy c (route.h), its host bytes starting at h;
  * nothing asked of the engines yet. */
 static PL_ALWAYS_INLINE pl_route_in pl_route_view(const pl_copy *c, long mode, uintptr_t h) {
+  /* Observe's decision reads neither the page size nor the staging
+   * threshold: not asked for, they cost a copy there nothing. */
+  bool observe = mode == PAGELOCK_MODE_OBSERVE;
   return (pl_route_in){.mode = mode,
                        .dir = (uint8_t)c->dir,
                        .host = pl_host_side(c->dir, c->src_mem, c->dst_mem),
                        .shaped = c->args != NULL,
                        .host_ptr = h,
-                       .page = pl_page_size(),
+                       .page = observe ? 0 : pl_page_size(),
                        .bytes = c->bytes,
-                       .stage_min = (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN)};
+                       .stage_min = observe ? UINT64_MAX : (uint64_t)pl_opt_long(PL_OPT_STAGE_MIN)};
 }
 
 /* The route of copy c when it asks the engines more than whether any
@@ -180,6 +183,7 @@ static PL_ALWAYS_INLINE pl_route_in pl_route_view(const pl_copy *c, long mode, u
  * is pure. */
 static __attribute__((noinline)) pl_route pl_route_asking(pl_copy *c, long mode, uintptr_t h,
                                                           uint8_t any, pl_autopin_probe *p) {
+  pl_autopin_probe_begin(p, h);
   pl_route_in in = pl_route_view(c, mode, h);
   in.any = any;
   pl_route v;
@@ -189,7 +193,8 @@ static __attribute__((noinline)) pl_route pl_route_asking(pl_copy *c, long mode,
 
 pl_route pl_copy_route(pl_copy *c, long mode, pl_autopin_probe *p) {
   uintptr_t h = (uintptr_t)(c->dir == PAGELOCK_DIR_D2H ? c->dst : c->src);
-  pl_autopin_probe_begin(p, h);
+  /* The probe (p) is begun only where a question is asked: a route that
+   * registers, or asks for a registration, went through the questions. */
   pl_route_in in = pl_route_view(c, mode, h);
   pl_route v = pl_route_decide(&in);
   if (v.ask == PL_ASK_ANY) { /* one atomic load, with no effect */
@@ -301,7 +306,7 @@ static CUresult pl_copy_exec_batch(pl_copy *c) {
  * the copy's repeats when it may have some.  Apart from pl_copy_exec, so
  * that a repeat's path there is compiled for itself (sharing one body,
  * its registers spilled around this path's). */
-static __attribute__((noinline)) CUresult pl_copy_whole(pl_copy *c, bool repeats) {
+static inline __attribute__((always_inline)) CUresult pl_copy_whole(pl_copy *c, bool repeats) {
   long mode = pl_opt_long(PL_OPT_MODE);
   /* What the answers below rest on, read before they are asked: a change
    * while they are asked leaves a run opened from them already stale. */
