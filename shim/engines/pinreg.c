@@ -1106,6 +1106,17 @@ bool pl_pinreg_unmap(uintptr_t p, size_t n, int *rc) {
  * (what a discarded private anonymous page reads as; the pages stay, so
  * the registration still names them), the rest advised now.  MADV_FREE
  * may keep the old bytes, so it leaves registered parts alone. */
+/* Zero the writable pages of [b, e): a page the program made read-only
+ * (or PROT_NONE) would fault the memset, so each is asked first with a
+ * system call that writes 16 bytes there or fails with EFAULT.  Such a
+ * page keeps its bytes: wrong for a discard, but neither a crash nor a
+ * stale registration. */
+static void pl_zero_writable(uintptr_t b, uintptr_t e) {
+  uintptr_t pg = pl_page_size();
+  for (uintptr_t at = b; at < e; at += pg)
+    if (syscall(SYS_clock_gettime, CLOCK_MONOTONIC, (void *)at) == 0) memset((void *)at, 0, pg);
+}
+
 static int pl_discard_nowait(uintptr_t p, uintptr_t end, int advice) {
   int rc = 0, err = errno;
   uintptr_t sb, se;
@@ -1115,7 +1126,7 @@ static int pl_discard_nowait(uintptr_t p, uintptr_t end, int advice) {
       rc = -1;
       err = errno;
     }
-    if (se > sb && advice != MADV_FREE) memset((void *)sb, 0, se - sb);
+    if (se > sb && advice != MADV_FREE) pl_zero_writable(sb, se);
   }
   errno = err;
   return rc;

@@ -29,7 +29,8 @@
  *   autopin fork          fork after registration: the child reads the
  *                         parent's buffers, the parent's copies stay right
  *   autopin hostfn KIND   a host function releases a registered buffer
- *                         (KIND munmap, madvise, mremap, free), where the
+ *                         (KIND munmap, madvise, madvise_ro: of a read-only
+ *                         part, mremap, free), where the
  *                         driver refuses calls: gone for the program, never
  *                         left registered, no hang
  *   autopin signal        a 20 kHz signal handler maps and unmaps memory of
@@ -1280,7 +1281,7 @@ static void CUDART_CB hf_release(void *arg) {
   if (!strcmp(j->kind, "munmap")) {
     j->rc = munmap(j->p, j->n);
     j->reads = readable_now(j->p);
-  } else if (!strcmp(j->kind, "madvise")) {
+  } else if (!strcmp(j->kind, "madvise") || !strcmp(j->kind, "madvise_ro")) {
     j->rc = madvise(j->p + j->n / 4, j->n / 2, MADV_DONTNEED);
   } else if (!strcmp(j->kind, "mremap")) {
     j->moved = mremap(j->p, j->n, 2 * j->n, MREMAP_MAYMOVE);
@@ -1299,9 +1300,10 @@ static void CUDART_CB hf_release(void *arg) {
  * memory reads zero, moved memory keeps its bytes at the new address; and
  * the registration is undone, the old addresses freed, soon after. */
 static int cmd_hostfn(const char *kind) {
-  if (strcmp(kind, "munmap") && strcmp(kind, "madvise") && strcmp(kind, "mremap") &&
-      strcmp(kind, "free")) {
-    fprintf(stderr, "autopin: hostfn KIND: KIND is one of munmap, madvise, mremap, free\n");
+  if (strcmp(kind, "munmap") && strcmp(kind, "madvise") && strcmp(kind, "madvise_ro") &&
+      strcmp(kind, "mremap") && strcmp(kind, "free")) {
+    fprintf(stderr,
+            "autopin: hostfn KIND: KIND is one of munmap, madvise, madvise_ro, mremap, free\n");
     return 2;
   }
   const size_t n = 8 * MB;
@@ -1319,6 +1321,11 @@ static int cmd_hostfn(const char *kind) {
   CK(cudaStreamCreate(&s));
   fill(p, n, 0, 60);
   int bad = need_registered("the buffer", warm(p, n, dev, s));
+  /* madvise_ro: the part discarded is read-only first, so that the shim's
+   * zeroing of it (it cannot discard registered pages there) must not
+   * fault. */
+  int ro = !strcmp(kind, "madvise_ro");
+  if (ro && mprotect(p + n / 4, n / 2, PROT_READ) != 0) perror("autopin: hostfn: mprotect");
   hf_job j = {.kind = kind, .p = p, .n = n, .rc = -2};
   CK(cudaLaunchHostFunc(s, hf_release, &j));
   CK(cudaStreamSynchronize(s));
@@ -1339,6 +1346,12 @@ static int cmd_hostfn(const char *kind) {
       fprintf(stderr, "autopin: hostfn munmap: still registered or mapped 5 s later\n");
       bad = 1;
     }
+  } else if (ro) {
+    /* Survived; the bytes around the discarded part are the program's. */
+    wrong += wrong_bytes("hostfn madvise_ro: kept bytes", p, n / 4, 0, 60);
+    wrong += wrong_bytes("hostfn madvise_ro: kept bytes", p + 3 * n / 4, n / 4, 3 * n / 4, 60);
+    mprotect(p + n / 4, n / 2, PROT_READ | PROT_WRITE);
+    munmap(p, n);
   } else if (!strcmp(kind, "madvise")) {
     for (size_t i = n / 4; i < n / 4 + n / 2; i++)
       if (p[i] != 0 && wrong++ == 0)

@@ -90,7 +90,8 @@ case_autopin_churn() {
 }
 
 # A host function releases a buffer the shim registered (munmap, a
-# discard of its middle, mremap, free) on the driver's thread, where the
+# discard of its middle, the same made read-only first, mremap, free) on
+# the driver's thread, where the
 # driver refuses calls: the guard sees no release of registered memory,
 # nothing hangs, and the program sees what it asked for (unmapped memory
 # faults, discarded memory reads zero, moved memory keeps its bytes).  The
@@ -98,7 +99,7 @@ case_autopin_churn() {
 case_autopin_hostfn() {
   ap_skip && return 0
   local k
-  for k in munmap madvise mremap free; do
+  for k in munmap madvise madvise_ro mremap free; do
     AP_GUARD=libpl_reg_guard_map.so ap2 "hostfn_$k" hostfn "$k" -- --registered-min 1 || return
   done
 }
