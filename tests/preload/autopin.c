@@ -33,9 +33,12 @@
  *                         part, mremap, free), where the
  *                         driver refuses calls: gone for the program, never
  *                         left registered, no hang
- *   autopin signal        a 20 kHz signal handler maps and unmaps memory of
+ *   autopin signal [heap] a 20 kHz signal handler maps and unmaps memory of
  *                         its own, and once unmaps a registered buffer, while
  *                         the main thread copies: no hang, right bytes
+ *                         (heap: no registered mapping to unmap, as when
+ *                         another allocator serves malloc and the shim
+ *                         registers no mapping)
  *   autopin stale KIND    for the guard's own test: page-lock part of a
  *                         buffer, then release it without unregistering
  *                         (KIND free, realloc, munmap, mremap, madvise, sbrk,
@@ -53,6 +56,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1442,17 +1446,20 @@ static void *sig_watchdog(void *arg) {
  * unmaps memory of its own, and once unmaps a buffer the shim registered,
  * while the main thread copies from and to registered buffers: the hooks
  * it runs must never wait on what the interrupted copy holds. */
-static int cmd_signal(void) {
+static int cmd_signal(bool victim) {
   const size_t n = 2 * MB + 77;
   uint8_t *a = malloc(n), *back = malloc(n);
-  sig_victim_n = 2 * MB;
-  sig_victim = mmap(NULL, sig_victim_n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   void *dev;
   cudaStream_t s;
   CK(cudaMalloc(&dev, n));
   CK(cudaStreamCreate(&s));
-  fill(sig_victim, sig_victim_n, 0, 70);
-  int bad = need_registered("the victim", warm(sig_victim, sig_victim_n, dev, s));
+  int bad = 0;
+  if (victim) {
+    sig_victim_n = 2 * MB;
+    sig_victim = mmap(NULL, sig_victim_n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    fill(sig_victim, sig_victim_n, 0, 70);
+    bad = need_registered("the victim", warm(sig_victim, sig_victim_n, dev, s));
+  }
   fill(a, n, 0, 71);
   bad |= need_registered("the buffer", warm(a, n, dev, s));
   pthread_t w;
@@ -1481,7 +1488,7 @@ static int cmd_signal(void) {
   }
   struct itimerval off = {{0, 0}, {0, 0}};
   setitimer(ITIMER_REAL, &off, NULL);
-  if (atomic_load(&sig_victim_reads) != 0 || !settles(sig_victim, sig_victim_n, 0)) {
+  if (victim && (atomic_load(&sig_victim_reads) != 0 || !settles(sig_victim, sig_victim_n, 0))) {
     fprintf(stderr, "autopin: signal: the buffer the handler unmapped is still there\n");
     bad = 1;
   }
@@ -1576,12 +1583,13 @@ int main(int argc, char **argv) {
   const char *cmd = argc > 1 ? argv[1] : "";
   static const char usage[] =
       "usage: autopin churn SECONDS THREADS [MAX] | overwrite | readback | neighbours | reuse | budget |"
-      " queries | fail | capture | fork | tail | hostfn KIND | signal | stale KIND\n";
+      " queries | fail | capture | fork | tail | hostfn KIND | signal [heap] | stale KIND\n";
   if (!strcmp(cmd, "churn") && argc != 4 && argc != 5) {
     fputs(usage, stderr);
     return 2;
   }
-  if ((!strcmp(cmd, "stale") || !strcmp(cmd, "hostfn")) && argc != 3) {
+  if (((!strcmp(cmd, "stale") || !strcmp(cmd, "hostfn")) && argc != 3) ||
+      (!strcmp(cmd, "signal") && argc > 2 && (argc > 3 || strcmp(argv[2], "heap")))) {
     fputs(usage, stderr);
     return 2;
   }
@@ -1600,7 +1608,7 @@ int main(int argc, char **argv) {
     return cmd_churn(atof(argv[2]), atoi(argv[3]),
                      argc > 4 ? (size_t)parse_size(argv[4]) : 768 * 1024);
   if (!strcmp(cmd, "hostfn")) return cmd_hostfn(argv[2]);
-  if (!strcmp(cmd, "signal")) return cmd_signal();
+  if (!strcmp(cmd, "signal")) return cmd_signal(argc == 2);
   if (!strcmp(cmd, "overwrite")) return cmd_overwrite();
   if (!strcmp(cmd, "readback")) return cmd_readback();
   if (!strcmp(cmd, "neighbours")) return cmd_neighbours();

@@ -119,7 +119,10 @@ case_stderr_takeover() {
   export FAKECUDA_FAIL=cuMemHostRegister_v2:0:2
   PAGELOCK_MODE=register LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/keep.trace" \
     "$B/test_stderr_takeover" keep "$d/keep.file" >"$d/keep.out" 2>"$d/keep.err" || { unset FAKECUDA_FAIL; fail "keep: exit $?: $(cat "$d/keep.out" "$d/keep.err")"; return; }
-  grep -q '^pagelock: could not page-lock' "$d/keep.err" && grep -q '^pagelock: cuMemHostRegister failed' "$d/keep.err" ||
+  # (an allocator preloaded before the shim serves malloc: the shim sees
+  # no buffer of the program to page-lock, only its staging pool fails)
+  { [ -n "${PL_TEST_PRELOAD_FIRST:-}" ] || grep -q '^pagelock: could not page-lock' "$d/keep.err"; } &&
+    grep -q '^pagelock: cuMemHostRegister failed' "$d/keep.err" ||
     { unset FAKECUDA_FAIL; fail "keep: the warnings this case relies on were not made: $(cat "$d/keep.err")"; return; }
   # one run's log agrees with itself: no copy is said to be staged where
   # another line says staging is off and copies pass through
