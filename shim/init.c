@@ -7,7 +7,9 @@
  * than libc already does.  Everything else starts lazily on the first hook. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pl_internal.h"
@@ -37,7 +39,15 @@ static void pl_atfork_parent(void) {
   pl_engines_atfork_parent();
 }
 
+/* The process whose memory this is: a vfork or posix_spawn child shares
+ * its parent's and must leave the parent's trace alone. */
+static pid_t pl_owner;
+/* The trace was finished (by the destructor or by _exit's hook). */
+static atomic_bool pl_finished;
+
 static void pl_atfork_child(void) {
+  pl_owner = (pid_t)syscall(SYS_getpid);
+  atomic_store(&pl_finished, false);
   pl_state_atfork_child();
   pl_hostmem_atfork_child();
   pl_stack_reset();
@@ -54,6 +64,27 @@ void pl_exit_trace(void) {
   pl_engines_write_counters();
   pl_trace_finish_end();
 }
+
+/* _exit or _Exit (hook_exit.c): the process ends without destructors
+ * (Python's os._exit, in multiprocessing's children and in scripts that
+ * skip their teardown), and the trace would lose its tail, its symbols
+ * and its END.  Finished as the destructor would, where that is safe: in
+ * the process whose memory this is, not inside the shim (a signal handler
+ * that interrupted it may hold the trace's lock), not on a host
+ * function's thread (CUPTI's flush calls the driver).  Elsewhere the
+ * trace reads as cut short.  Registrations and threads end with the
+ * process. */
+#ifndef PL_UNIT_TEST
+static void pl_finish_early(void) {
+  if (!pl_active() || (pid_t)syscall(SYS_getpid) != pl_owner || !pl_engines_may_wait() ||
+      atomic_exchange(&pl_finished, true))
+    return;
+  pl_shim_enter();
+  pl_cupti_finish();
+  pl_exit_trace();
+  pl_shim_leave();
+}
+#endif
 
 __attribute__((constructor)) static void pl_init(void) {
 #ifndef PL_UNIT_TEST
@@ -73,16 +104,18 @@ __attribute__((constructor)) static void pl_init(void) {
     return;
   }
   if (pl_opt_long(PL_OPT_MODE) == PAGELOCK_MODE_OFF) return;
+  pl_owner = (pid_t)syscall(SYS_getpid);
   pthread_atfork(pl_atfork_prepare, pl_atfork_parent, pl_atfork_child);
   pl_py_init();
   pl_state_enable();
 #ifndef PL_UNIT_TEST
   pl_alloc_enable();
+  pl_exit_hook_arm(pl_finish_early);
 #endif
 }
 
 __attribute__((destructor)) static void pl_fini(void) {
-  if (!pl_active()) return;
+  if (!pl_active() || atomic_exchange(&pl_finished, true)) return;
   pl_shim_enter();
   /* Registrations stay: the process is ending, and an undo may wait on
    * GPU work. */
@@ -90,3 +123,4 @@ __attribute__((destructor)) static void pl_fini(void) {
   pl_exit_trace();
   pl_shim_leave();
 }
+

@@ -62,6 +62,8 @@ void pl_engines_write_counters(void) {
 
 void pl_engines_stop(void) { pl_pinreg_stop(); }
 
+bool pl_engines_may_wait(void) { return pl_pinreg_may_wait(); }
+
 void pl_engines_atfork_prepare(void) { pl_pinreg_atfork_prepare(); }
 
 void pl_engines_atfork_parent(void) { pl_pinreg_atfork_parent(); }

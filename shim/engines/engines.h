@@ -28,6 +28,10 @@ void pl_engines_ctx_gone(CUcontext ctx);
 void pl_engines_write_counters(void);
 /* At exit: nothing new is registered, the shim's thread stops (pinreg.c). */
 void pl_engines_stop(void);
+/* Whether this thread may take the shim's locks and call the driver: not
+ * inside the shim (a signal handler that interrupted it), not on a host
+ * function's thread (pinreg.c). */
+bool pl_engines_may_wait(void);
 /* fork: the registrations' lock is held across it; a child turns the
  * engines off (CUDA is unusable there) and forgets the parent's
  * registrations without calling the driver. */

@@ -1010,6 +1010,8 @@ static bool pl_may_wait(void) {
 
 void pl_pinreg_note_hostfn(void) { pl_tls_nodriver = true; }
 
+bool pl_pinreg_may_wait(void) { return pl_may_wait(); }
+
 /* Hand a release to the shim's thread: lock-free, async-signal-safe. */
 static bool pl_defer_put(int op, uintptr_t base, size_t len, void *ptr, void (*fn)(void *)) {
   for (unsigned i = 0; i < PL_DEFERS; i++) {

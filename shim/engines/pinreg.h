@@ -130,6 +130,10 @@ void pl_pinreg_map_fixed(uintptr_t p, size_t n);
 /* This thread runs the program's host functions: the driver refuses its
  * calls, so its releases never wait for an undo (hook_hostfn.c). */
 void pl_pinreg_note_hostfn(void);
+/* Whether this thread may wait for a lock and call the driver: not inside
+ * the shim, not holding the registrations' lock, not running host
+ * functions. */
+bool pl_pinreg_may_wait(void);
 
 /* free() of a block whose registration may still be live: true when the
  * engine took the block and will hand it to `next_free` once its

@@ -34,4 +34,10 @@ void pl_alloc_init(void);
 /* Start tracking allocations (from the constructor, after the config). */
 void pl_alloc_enable(void);
 
+/* ---- hook_exit.c -------------------------------------------------------- */
+
+/* _exit and _Exit run `finish` (init.c's, which knows what ending the
+ * trace takes), then the next _exit; resolved in the constructor. */
+void pl_exit_hook_arm(void (*finish)(void));
+
 #endif

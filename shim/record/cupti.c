@@ -889,8 +889,8 @@ static void pl_start_thread(void) {
 
 /* At exit, before libcupti and the driver tear themselves down (this
  * handler is registered after libcupti was loaded, so it runs first): take
- * every record CUPTI still holds. */
-static void pl_cupti_exit(void) {
+ * every record CUPTI still holds.  (Once: it turns pl_cupti_on off.) */
+void pl_cupti_finish(void) {
   if (!atomic_load(&pl_cupti_on) || atomic_load(&pl_cupti_child)) return;
   pl_shim_enter();
   pthread_mutex_lock(&pl_flush_lock);
@@ -1031,7 +1031,7 @@ static void pl_cupti_start(void) {
   atomic_store(&pl_cupti_on, true);
   pl_write_clock();
   pl_write_status();
-  atexit(pl_cupti_exit);
+  atexit(pl_cupti_finish);
   pl_start_thread();
   pl_log(PL_LOG_INFO, PL_LK_CUPTI, "GPU timing from CUPTI %u", pl_cupti_version);
 }

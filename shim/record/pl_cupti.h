@@ -23,6 +23,9 @@ void pl_cupti_link_begin(uint64_t seq);
 void pl_cupti_link_end(void);
 /* A forked child: CUPTI is not usable there. */
 void pl_cupti_atfork_child(void);
+/* At exit (atexit, or _exit's hook in init.c): take every record CUPTI
+ * still holds, once. */
+void pl_cupti_finish(void);
 /* The real cuInit succeeded: write one DEVICE record per device, once. */
 void pl_cupti_driver_ready(void);
 /* The program subscribes to CUPTI itself, or registers activity buffers

@@ -16,6 +16,32 @@ case_fork_exec() {
   [ "$exact" = 5 ] || fail "expected 5 child traces with exact counts, got $exact"
 }
 
+# Processes that end by _exit or _Exit (Python's os._exit) run no
+# destructor: their traces are finished there all the same, a forked
+# child's too; a vfork child's _exit leaves its parent's trace alone; and
+# _exit from a signal handler that may have interrupted the shim ends the
+# process with its status, without a hang.
+case_exit_paths() {
+  local d="$T/ex" st f n
+  mkdir -p "$d"
+  ex() { LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$d/$1.%p.trace" timeout -k 5 60 "$B/test_exit_paths" "$1" >"$d/$1.out" 2>"$d/$1.err"; }
+  ex child || fail "child: exit $?: $(cat "$d/child.err")" || return
+  n=$(ls "$d"/child.*.trace | wc -l)
+  [ "$n" = 2 ] || fail "child: expected 2 traces, got $n: $(ls "$d")" || return
+  f="$d/child.$(sed -n 's/^exit_paths: child //p' "$d/child.out").trace"
+  "$B/trace_check" "$f" --complete --pageable 4 >&2 || fail "child: the child's trace, ended by _exit" || return
+  ex self; st=$?
+  [ $st = 5 ] || fail "self: exit $st, expected 5: $(cat "$d/self.err")" || return
+  "$B/trace_check" "$d"/self.*.trace --complete --pageable 3 >&2 || fail "self: the trace, ended by _Exit" || return
+  ex vfork || fail "vfork: exit $?: $(cat "$d/vfork.err")" || return
+  n=$(ls "$d"/vfork.*.trace | wc -l)
+  [ "$n" = 1 ] || fail "vfork: expected the parent's trace only, got $n" || return
+  "$B/trace_check" "$d"/vfork.*.trace --complete --pageable 4 >&2 || fail "vfork: the parent's trace" || return
+  ex handler; st=$?
+  [ $st = 7 ] || fail "handler: exit $st, expected 7 (124: hung): $(cat "$d/handler.err")" || return
+  [ ! -s "$d/handler.err" ] || fail "handler: the shim said: $(cat "$d/handler.err")"
+}
+
 case_stress() {
   LD_PRELOAD="$SHIM" PAGELOCK_OUTPUT="$T/stress.%p.trace" timeout 120 "$B/test_stress" 3 >"$T/stress.out" 2>&1 || fail "stress: $(cat "$T/stress.out")" || return
   grep -q "registry=consistent" "$T/stress.out" || fail "registry not checked: $(cat "$T/stress.out")"
