@@ -123,4 +123,3 @@ __attribute__((destructor)) static void pl_fini(void) {
   pl_exit_trace();
   pl_shim_leave();
 }
-

@@ -1456,7 +1456,8 @@ static int cmd_signal(bool victim) {
   int bad = 0;
   if (victim) {
     sig_victim_n = 2 * MB;
-    sig_victim = mmap(NULL, sig_victim_n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    sig_victim =
+        mmap(NULL, sig_victim_n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     fill(sig_victim, sig_victim_n, 0, 70);
     bad = need_registered("the victim", warm(sig_victim, sig_victim_n, dev, s));
   }
