@@ -1104,10 +1104,6 @@ bool pl_pinreg_unmap(uintptr_t p, size_t n, int *rc) {
   return true;
 }
 
-/* madvise [p, end) discarding without waiting: registered parts zeroed
- * (what a discarded private anonymous page reads as; the pages stay, so
- * the registration still names them), the rest advised now.  MADV_FREE
- * may keep the old bytes, so it leaves registered parts alone. */
 /* Zero the writable pages of [b, e): a page the program made read-only
  * (or PROT_NONE) would fault the memset, so each is asked first with a
  * system call that writes 16 bytes there or fails with EFAULT.  Such a
@@ -1119,6 +1115,10 @@ static void pl_zero_writable(uintptr_t b, uintptr_t e) {
     if (syscall(SYS_clock_gettime, CLOCK_MONOTONIC, (void *)at) == 0) memset((void *)at, 0, pg);
 }
 
+/* madvise [p, end) discarding without waiting: registered parts zeroed
+ * (what a discarded private anonymous page reads as; the pages stay, so
+ * the registration still names them), the rest advised now.  MADV_FREE
+ * may keep the old bytes, so it leaves registered parts alone. */
 static int pl_discard_nowait(uintptr_t p, uintptr_t end, int advice) {
   int rc = 0, err = errno;
   uintptr_t sb, se;
@@ -1144,6 +1144,20 @@ bool pl_pinreg_discard(uintptr_t p, size_t n, int advice, int *rc) {
   return true;
 }
 
+/* Whether every page of [b, e) can be read, asked with a system call that
+ * reads 8 bytes of each or fails with EFAULT (rt_sigprocmask with an
+ * invalid `how`: pystack.c says why this one).  A refusal of the call
+ * itself (a seccomp filter) counts as readable. */
+static bool pl_pages_read(uintptr_t b, uintptr_t e) {
+  uintptr_t pg = pl_page_size();
+  int saved = errno;
+  bool ok = true;
+  for (uintptr_t at = b; at < e && ok; at += pg)
+    ok = !(syscall(SYS_rt_sigprocmask, -1L, (void *)at, (void *)0, 8L) == -1 && errno == EFAULT);
+  errno = saved;
+  return ok;
+}
+
 bool pl_pinreg_remap(uintptr_t old, size_t old_len, size_t new_len, int flags, void *new_addr,
                      void **out) {
   uintptr_t end, sb, se, pg = pl_page_size();
@@ -1162,15 +1176,25 @@ bool pl_pinreg_remap(uintptr_t old, size_t old_len, size_t new_len, int flags, v
     return true;
   }
   if (!move) {
-    /* Growing in place releases nothing. */
+    /* Growing in place releases nothing.  Only ENOMEM (no room there)
+     * lets it move: anything else (EFAULT: the range is not one mapping,
+     * part of it unmapped or of another protection) the move gets too. */
     void *p = (void *)syscall(SYS_mremap, old, old_len, new_len, 0, NULL);
-    if (p != MAP_FAILED || !(flags & MREMAP_MAYMOVE)) {
+    if (p != MAP_FAILED || !(flags & MREMAP_MAYMOVE) || errno != ENOMEM) {
       *out = p;
       return true;
     }
   }
   /* Moving: the bytes to new memory, and the old range released as
-   * munmap (or, kept mapped and empty, as a discard) would. */
+   * munmap (or, kept mapped and empty, as a discard) would.  A page that
+   * cannot be read (PROT_NONE, or released already and kept inaccessible
+   * until its registration is undone) would fault the copy: EFAULT, as the
+   * kernel says of a range that is not one readable mapping. */
+  if (!pl_pages_read(old, end)) {
+    *out = MAP_FAILED;
+    errno = EFAULT;
+    return true;
+  }
   int fixed = (flags & MREMAP_FIXED) ? MAP_FIXED : 0;
   void *p = (void *)syscall(SYS_mmap, fixed ? new_addr : NULL, new_len, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | fixed, -1, 0);

@@ -23,7 +23,7 @@ grep -m1 '^routes:' "$OUT/autopin_fork.err" | sed 's/^/autopin:   /'
 # copies in between (sources overwritten on return, destinations read on
 # return), bytes checked.  Over the real driver.
 for m in register auto; do
-  for k in munmap madvise madvise_ro mremap free; do
+  for k in munmap madvise madvise_ro mremap mremap_none free; do
     timeout 120 "$B/pagelock" run --mode $m -o "$d/hf.%p.trace" -- "$B/test_autopin_prog" hostfn $k \
       >"$OUT/autopin_hostfn_${k}_$m.txt" 2>"$OUT/autopin_hostfn_${k}_$m.err"
     rc=$?

@@ -30,7 +30,8 @@
  *                         parent's buffers, the parent's copies stay right
  *   autopin hostfn KIND   a host function releases a registered buffer
  *                         (KIND munmap, madvise, madvise_ro: of a read-only
- *                         part, mremap, free), where the
+ *                         part, mremap, mremap_none: with an inaccessible
+ *                         part, which the kernel refuses, free), where the
  *                         driver refuses calls: gone for the program, never
  *                         left registered, no hang
  *   autopin signal [heap] a 20 kHz signal handler maps and unmaps memory of
@@ -1275,8 +1276,10 @@ typedef struct hf_job {
   const char *kind;
   uint8_t *p;
   size_t n;
-  void *moved; /* mremap's result */
-  int rc;
+  void *moved;         /* mremap's result */
+  int rc, err;         /* err: mremap's errno */
+  void *to, *moved_to; /* mremap_none: a fixed target, and the result */
+  int err_to;
   int reads; /* 1: the released range still read right after the release */
 } hf_job;
 
@@ -1287,10 +1290,16 @@ static void CUDART_CB hf_release(void *arg) {
     j->reads = readable_now(j->p);
   } else if (!strcmp(j->kind, "madvise") || !strcmp(j->kind, "madvise_ro")) {
     j->rc = madvise(j->p + j->n / 4, j->n / 2, MADV_DONTNEED);
-  } else if (!strcmp(j->kind, "mremap")) {
+  } else if (!strcmp(j->kind, "mremap") || !strcmp(j->kind, "mremap_none")) {
     j->moved = mremap(j->p, j->n, 2 * j->n, MREMAP_MAYMOVE);
     j->rc = j->moved == MAP_FAILED ? -1 : 0;
-    j->reads = j->moved != j->p && readable_now(j->p);
+    j->err = errno;
+    /* Once more to a place of its choosing, which never tries in place. */
+    if (j->to != NULL) {
+      j->moved_to = mremap(j->p, j->n, 2 * j->n, MREMAP_MAYMOVE | MREMAP_FIXED, j->to);
+      j->err_to = errno;
+    }
+    j->reads = j->moved != MAP_FAILED && j->moved != j->p && readable_now(j->p);
   } else {
     free(j->p);
     j->rc = 0;
@@ -1305,9 +1314,10 @@ static void CUDART_CB hf_release(void *arg) {
  * the registration is undone, the old addresses freed, soon after. */
 static int cmd_hostfn(const char *kind) {
   if (strcmp(kind, "munmap") && strcmp(kind, "madvise") && strcmp(kind, "madvise_ro") &&
-      strcmp(kind, "mremap") && strcmp(kind, "free")) {
+      strcmp(kind, "mremap") && strcmp(kind, "mremap_none") && strcmp(kind, "free")) {
     fprintf(stderr,
-            "autopin: hostfn KIND: KIND is one of munmap, madvise, madvise_ro, mremap, free\n");
+            "autopin: hostfn KIND: KIND is one of munmap, madvise, madvise_ro, mremap, "
+            "mremap_none, free\n");
     return 2;
   }
   const size_t n = 8 * MB;
@@ -1330,16 +1340,42 @@ static int cmd_hostfn(const char *kind) {
    * fault. */
   int ro = !strcmp(kind, "madvise_ro");
   if (ro && mprotect(p + n / 4, n / 2, PROT_READ) != 0) perror("autopin: hostfn: mprotect");
+  /* mremap_none: part of it inaccessible first, so that it is no longer
+   * one mapping: the kernel refuses to move it (EFAULT), and so must the
+   * shim's emulation, whose copy must not fault on that part. */
+  int none = !strcmp(kind, "mremap_none");
+  if (none && mprotect(p + n / 4, n / 2, PROT_NONE) != 0) perror("autopin: hostfn: mprotect");
   hf_job j = {.kind = kind, .p = p, .n = n, .rc = -2};
+  if (none) j.to = mmap(NULL, 2 * n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CK(cudaLaunchHostFunc(s, hf_release, &j));
   CK(cudaStreamSynchronize(s));
   size_t wrong = 0;
   const char *what = "ok";
-  if (j.rc != 0) {
+  if (j.rc != 0 && !none) {
     fprintf(stderr, "autopin: hostfn %s: the release failed (%d, errno %d)\n", kind, j.rc, errno);
     bad = 1;
   }
-  if (!strcmp(kind, "munmap")) {
+  if (none) {
+    if (j.rc != -1 || j.err != EFAULT || j.moved_to != MAP_FAILED || j.err_to != EFAULT) {
+      fprintf(stderr,
+              "autopin: hostfn mremap_none: rc %d errno %d, to a fixed place %s errno %d, "
+              "expected -1 and EFAULT both\n",
+              j.rc, j.err, j.moved_to == MAP_FAILED ? "failed" : "moved", j.err_to);
+      bad = 1;
+    }
+    if (j.to != MAP_FAILED) munmap(j.to, 2 * n);
+    /* Nothing moved: the bytes are where they were, and uploads from them
+     * still right. */
+    mprotect(p + n / 4, n / 2, PROT_READ | PROT_WRITE);
+    wrong += wrong_bytes("hostfn mremap_none: kept bytes", p, n / 4, 0, 60);
+    wrong += wrong_bytes("hostfn mremap_none: kept bytes", p + 3 * n / 4, n / 4, 3 * n / 4, 60);
+    fill(p, n, 0, 62);
+    CK(cudaMemcpy(dev, p, n, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(back, dev, n, cudaMemcpyDeviceToHost));
+    wrong += wrong_bytes("hostfn mremap_none: upload", back, n, 0, 62);
+    munmap(p, n);
+    what = "refused";
+  } else if (!strcmp(kind, "munmap")) {
     /* Asked right after the munmap: by now a driver's own mapping may have
      * taken the addresses (the shim's thread unmapped them soon after). */
     if (j.reads) {

@@ -288,7 +288,7 @@ cases "$ROOT/tests/preload/run.sh" "signal masks" \
 # Each program prints bytes_checked=N for what it compared (see
 # bytes_checked above).
 cases "$ROOT/tests/preload/run.sh" "host-function releases" \
-  "munmap, madvise, mremap, free of a registered buffer in a host function, register and auto: no stale registration, no hang" \
+  "munmap, madvise, mremap (also of a range not one mapping), free of a registered buffer in a host function, register and auto: no stale registration, no hang" \
   autopin_hostfn
 cases "$ROOT/tests/preload/run.sh" "signal-handler releases" \
   "a 20 kHz handler maps and unmaps, and unmaps a registered buffer, while copies run, register and auto" \

@@ -102,11 +102,12 @@ case_autopin_churn() {
 # the driver's thread, where the
 # driver refuses calls: the guard sees no release of registered memory,
 # nothing hangs, and the program sees what it asked for (unmapped memory
-# faults, discarded memory reads zero, moved memory keeps its bytes).  The
+# faults, discarded memory reads zero, moved memory keeps its bytes, a
+# move of a range with an inaccessible part fails with EFAULT).  The
 # guard that leaves free to glibc, so that mappings are registered.
 case_autopin_hostfn() {
   ap_skip && return 0
-  local k kinds="munmap madvise madvise_ro mremap free"
+  local k kinds="munmap madvise madvise_ro mremap mremap_none free"
   ap_mapped || kinds=free
   for k in $kinds; do
     AP_GUARD=libpl_reg_guard_map.so ap2 "hostfn_$k" hostfn "$k" -- --registered-min 1 || return
