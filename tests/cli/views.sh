@@ -431,6 +431,17 @@ compare_verdict)
     fail "simulated: $(sed -n 2p out)"
   run_pl 0 compare sim.trace sim.trace
   has_out "simulated timings in both runs (fake CUDA, no GPU)"
+  ! grep -q "slower in simulation" out || fail "equal simulated runs called slower: $(cat out)"
+  # A fix that made a simulated run slower says so (issue 42): the fake
+  # CUDA is no GPU.
+  "$MK" sim100.trace --copies 100 --simulated >/dev/null || fail "mktrace failed"
+  run_pl 0 compare sim.trace sim100.trace
+  [ "$(sed -n 3p out)" = "the after run is slower in simulation: the fake CUDA gives each kind of copy its speed on a GPU host, but staging and registering take this machine's CPU beside the program; compare on a GPU before judging the fix" ] ||
+    fail "simulated and slower: $(sed -n 3p out)"
+  run_pl 0 compare --format json sim.trace sim100.trace
+  py 'import json, sys; v = json.load(open(sys.argv[1]))["verdict"]; assert v["slower"] and v["simulated_slower"], v'
+  run_pl 0 compare --format json sim100.trace sim.trace
+  py 'import json, sys; v = json.load(open(sys.argv[1]))["verdict"]; assert not v["simulated_slower"], v'
   run_pl 0 compare --format json sim.trace after.trace
   py '
 import json, sys
