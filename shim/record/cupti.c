@@ -784,21 +784,18 @@ static bool pl_sample_attach(void) {
 static void pl_sample_step(pl_sampler *s, uint64_t now) {
   if (s->state == PL_SAMPLE_TRACING || s->state == PL_SAMPLE_WINDOW) {
     if (now - s->since < s->window_ns) return;
-    uint64_t calls = atomic_load(&pl_n_calls) - s->calls, ops = calls;
-    if (s->state == PL_SAMPLE_WINDOW) {
-      /* A window judges everything it traced. */
-      pl_cu.ActivityFlushAll(0);
-      uint64_t recs = atomic_load(&pl_n_records) - s->records;
-      if (recs > ops) ops = recs;
-    }
+    /* Each window judges everything it traced: the copy calls, and CUPTI's
+     * records (kernels among them) flushed for it.  Records judged only at
+     * the flush period left a program's first second traced in full
+     * whatever its rate: every forward of a short accelerate offload run
+     * (docs/bench/2026-11-28-real-programs.md, PAGELOCK_CUPTI=0). */
+    pl_cu.ActivityFlushAll(0);
+    uint64_t ops = atomic_load(&pl_n_calls) - s->calls;
+    uint64_t recs = atomic_load(&pl_n_records) - s->records;
+    if (recs > ops) ops = recs;
     if (pl_sample_pause(s, now, ops, pl_per_s(ops, s->since, now))) return;
-    if (s->state == PL_SAMPLE_WINDOW) {
-      s->state = PL_SAMPLE_TRACING;
-      pl_sample_restart(s, now);
-    } else {
-      s->since = now;
-      s->calls += calls;
-    }
+    s->state = PL_SAMPLE_TRACING;
+    pl_sample_restart(s, now);
   } else if (s->state == PL_SAMPLE_PAUSED) {
     if (s->detach && now - s->since >= s->window_ns * PL_DETACH_AFTER && pl_sample_detach(s, now))
       return;

@@ -1,11 +1,13 @@
 /* sample.c - a program of many small copies, for the GPU-timing sampler
  * (shim/record/cupti.c, PAGELOCK_CUPTI_MAX_RATE).
  *
- * usage: test_sample MS [GAP_US]
+ * usage: test_sample MS [GAP_US [MEMSETS]]
  * Copies 4 KiB up and 8 bytes back down on a stream, a synchronize after
  * each pair, for MS milliseconds, GAP_US microseconds of sleep between
- * pairs (0: none), and checks every byte that came back.  Prints
- * "sample: iters=N wrong=W". */
+ * pairs (0: none), and checks every byte that came back.  MEMSETS: that
+ * many cudaMemsetAsync of 64 bytes after each pair (GPU operations that
+ * are not copy calls, as kernels are).  Prints "sample: iters=N
+ * wrong=W". */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +33,12 @@ static double now_ms(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_sample MS [GAP_US]\n");
+    fprintf(stderr, "usage: test_sample MS [GAP_US [MEMSETS]]\n");
     return 2;
   }
   double ms = atof(argv[1]);
   long gap_us = argc > 2 ? atol(argv[2]) : 0;
+  int memsets = argc > 3 ? atoi(argv[3]) : 0;
   unsigned char *up = malloc(4096), *down = malloc(8);
   void *dev;
   cudaStream_t s;
@@ -48,6 +51,7 @@ int main(int argc, char **argv) {
     memset(down, 0, 8);
     CHECK(cudaMemcpyAsync(dev, up, 4096, cudaMemcpyHostToDevice, s));
     CHECK(cudaMemcpyAsync(down, (char *)dev + 100, 8, cudaMemcpyDeviceToHost, s));
+    for (int k = 0; k < memsets; k++) CHECK(cudaMemsetAsync((char *)dev + 1024, k, 64, s));
     CHECK(cudaStreamSynchronize(s));
     if (memcmp(down, up + 100, 8) != 0) wrong++;
     iters++;

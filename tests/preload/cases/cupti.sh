@@ -85,6 +85,20 @@ case_cupti_sample() {
   "$B/trace_check" "$d"/slow.*.trace --complete --gpu-pauses-max 0 --gpu-joined >&2
 }
 
+# GPU operations that are not copy calls (kernels; memsets here) count
+# from the first window: a loop of 1,000 copy calls a second and 10,000
+# memsets pauses tracing within its first windows (10 ms here), not at
+# the first flush a second in, which left a short program traced in full.
+case_cupti_sample_records() {
+  local d="$T/csr" at; mkdir -p "$d"
+  LD_PRELOAD="$SHIM" PAGELOCK_CUPTI_WINDOW_MS=10 PAGELOCK_LOG=debug PAGELOCK_OUTPUT="$d/t.%p.trace" \
+    "$B/test_sample" 600 2000 10 >"$d/out" 2>"$d/err" || fail "the loop failed: $(cat "$d/out" "$d/err")" || return
+  at=$(sed -n 's/^pagelock: GPU timing paused at [0-9]* GPU operations a second at \([0-9.]*\) s$/\1/p' "$d/err" | head -1)
+  [ -n "$at" ] || fail "tracing never paused: $(grep '^pagelock: GPU' "$d/err" | head -3)" || return
+  awk -v t="$at" 'BEGIN { exit !(t < 0.3) }' || fail "tracing paused only at $at s" || return
+  "$B/trace_check" "$d"/t.*.trace --complete --gpu-status 0 --gpu-pauses-min 1 --gpu-sampled >&2
+}
+
 # The same loop with CUPTI detached between windows (the default): a pause
 # detaches it 4 windows in, and each window attaches it again first
 # (5 ms windows: one every 800 ms).  No CUPTI call is made while detached
