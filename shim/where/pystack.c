@@ -49,8 +49,8 @@
  *    into the slot: the trace's PYCODE record is written later, when the
  *    code object may be gone.  Lines are memoised per (code, offset).
  *
- * Pages known readable: a cache of pages probed once each, forgotten
- * whenever the program unmaps anything.  The probe is a system call that
+ * Pages known readable: a cache of pages probed once each, each forgotten
+ * when the program unmaps it (below).  The probe is a system call that
  * reads 8 bytes of the page inside the kernel, where an unreadable page
  * fails (EFAULT) instead of faulting: rt_sigprocmask with an invalid
  * `how`, which copies the new mask in before it looks at `how`, then
@@ -98,39 +98,35 @@ static uintptr_t pl_py_runtime; /* &_PyRuntime, read on 3.10-3.11 only */
 
 /* ---- pages known readable ------------------------------------------------- */
 
-/* Key: page number (45 bits: 57-bit addresses) | generation (19 bits) << 45.
- * An unmap of up to PL_PY_FORGET pages forgets those pages' entries; a
- * larger one moves the generation, which forgets them all, and the table
- * is cleared every 2^18 moves, so a surviving key is never mistaken for
- * one of a generation 2^19 later.  Why not move it on every unmap: a
- * Python program maps and unmaps its object arenas (pymalloc) all the
- * time, and every walk then probed each of its pages again with a system
- * call: under accelerate's offload, a walk and its native unwind cost a
- * forward 1.5x its pinned time (H200, docs/bench/). */
+/* Key: the page number (page 0 is never asked: 0 is an empty entry).  An
+ * unmap forgets the entries of the pages it unmaps: page by page when it
+ * is small, else by one pass over the table.  Never all of them: a CUDA
+ * program unmaps large ranges all the time (the driver, CUPTI's buffers,
+ * a framework's host tensors), and a walk after each asked the kernel
+ * about each of its pages again, hundreds of system calls a copy.  Nor
+ * on every unmap of pymalloc's arenas, for the same reason: under
+ * accelerate's offload a walk and its native unwind cost a forward 1.5x
+ * its pinned time (H200, docs/bench/). */
 #define PL_PY_PAGES 4096
-#define PL_PY_FORGET 1024
 static _Atomic uint64_t pl_py_pages[PL_PY_PAGES];
-static atomic_uint pl_py_gen;
 
 static size_t pl_py_slot(uint64_t page) { return (size_t)((page * 0x9E3779B97F4A7C15ull) >> 54); }
 
+static void pl_py_forget(_Atomic uint64_t *e, uint64_t first, uint64_t last) {
+  uint64_t k = atomic_load_explicit(e, memory_order_relaxed);
+  if (k >= first && k <= last) atomic_compare_exchange_strong(e, &k, 0);
+}
+
 void pl_py_unmapped(uintptr_t p, size_t n) {
-  uint64_t first = p >> 12, last = (p + n - 1) >> 12;
-  if (n && p + n > p && last - first < PL_PY_FORGET) {
-    for (uint64_t page = first; page <= last; page++) {
-      size_t h = pl_py_slot(page);
-      for (size_t i = 0; i < 4; i++) {
-        _Atomic uint64_t *e = &pl_py_pages[(h + i) & (PL_PY_PAGES - 1)];
-        uint64_t k = atomic_load_explicit(e, memory_order_relaxed);
-        if ((k & ((UINT64_C(1) << 45) - 1)) == page) atomic_compare_exchange_strong(e, &k, 0);
-      }
-    }
+  if (n == 0) return;
+  uint64_t first = p >> 12, last = (p + n < p ? UINTPTR_MAX : p + n - 1) >> 12;
+  if (last - first < PL_PY_PAGES / 4) {
+    for (uint64_t page = first; page <= last; page++)
+      for (size_t h = pl_py_slot(page), i = 0; i < 4; i++)
+        pl_py_forget(&pl_py_pages[(h + i) & (PL_PY_PAGES - 1)], page, page);
     return;
   }
-  unsigned g = atomic_fetch_add_explicit(&pl_py_gen, 1, memory_order_acq_rel) + 1;
-  if ((g & ((1u << 18) - 1)) == 0)
-    for (size_t i = 0; i < PL_PY_PAGES; i++)
-      atomic_store_explicit(&pl_py_pages[i], 0, memory_order_relaxed);
+  for (size_t i = 0; i < PL_PY_PAGES; i++) pl_py_forget(&pl_py_pages[i], first, last);
 }
 
 enum { PL_PROBE_READABLE, PL_PROBE_FAULT, PL_PROBE_REFUSED };
@@ -168,12 +164,10 @@ static void pl_py_refused(int err) {
 }
 
 static bool pl_py_page_ok(uint64_t page) {
-  uint64_t gen = atomic_load_explicit(&pl_py_gen, memory_order_acquire) & ((1u << 19) - 1);
-  uint64_t key = page | (gen << 45);
   size_t h = pl_py_slot(page);
   for (size_t i = 0; i < 4; i++)
     if (atomic_load_explicit(&pl_py_pages[(h + i) & (PL_PY_PAGES - 1)], memory_order_relaxed) ==
-        key)
+        page)
       return true;
   int err;
   int r = pl_py_probe((uintptr_t)(page << 12), &err);
@@ -181,7 +175,7 @@ static bool pl_py_page_ok(uint64_t page) {
     if (r == PL_PROBE_REFUSED) pl_py_refused(err);
     return false;
   }
-  atomic_store_explicit(&pl_py_pages[(h + (page & 3)) & (PL_PY_PAGES - 1)], key,
+  atomic_store_explicit(&pl_py_pages[(h + (page & 3)) & (PL_PY_PAGES - 1)], page,
                         memory_order_relaxed);
   return true;
 }
@@ -189,10 +183,10 @@ static bool pl_py_page_ok(uint64_t page) {
 bool pl_py_page_ok_for_test(uintptr_t p) { return pl_py_page_ok(p >> 12); }
 
 bool pl_py_page_known_for_test(uintptr_t p) {
-  uint64_t page = p >> 12, gen = atomic_load(&pl_py_gen) & ((1u << 19) - 1);
+  uint64_t page = p >> 12;
   size_t h = pl_py_slot(page);
   for (size_t i = 0; i < 4; i++)
-    if (atomic_load(&pl_py_pages[(h + i) & (PL_PY_PAGES - 1)]) == (page | (gen << 45))) return true;
+    if (atomic_load(&pl_py_pages[(h + i) & (PL_PY_PAGES - 1)]) == page) return true;
   return false;
 }
 

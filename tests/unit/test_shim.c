@@ -910,8 +910,8 @@ static void test_copy_device(void **state) {
 
 /* The Python walk's cache of pages known readable: an unmap forgets the
  * pages it unmaps, not every page (a Python program maps and unmaps its
- * object arenas all the time, and each walk then asked the kernel about
- * every page again); a large one forgets all. */
+ * object arenas all the time, a CUDA program large ranges, and each walk
+ * then asked the kernel about every page again), small or large. */
 static void test_py_page_cache(void **state) {
   (void)state;
   size_t pg = 4096;
@@ -928,8 +928,15 @@ static void test_py_page_cache(void **state) {
   assert_false(pl_py_page_known_for_test((uintptr_t)b));
   assert_int_equal(munmap(b, 4 * pg), 0);
   assert_false(pl_py_page_ok_for_test((uintptr_t)b)); /* asked again: gone */
-  pl_py_unmapped((uintptr_t)b, (size_t)64 << 20);     /* too large to forget page by page */
+  /* too large to forget page by page: a pass over the table, which
+   * forgets what lies in the range and nothing else */
+  pl_py_unmapped((uintptr_t)a + ((size_t)1 << 40), (size_t)64 << 20);
+  assert_true(pl_py_page_known_for_test((uintptr_t)a));
+  pl_py_unmapped((uintptr_t)a - ((size_t)32 << 20), (size_t)64 << 20);
   assert_false(pl_py_page_known_for_test((uintptr_t)a));
+  assert_true(pl_py_page_ok_for_test((uintptr_t)a));
+  pl_py_unmapped(UINTPTR_MAX - ((size_t)64 << 20), (size_t)128 << 20); /* wraps: to the top */
+  assert_true(pl_py_page_known_for_test((uintptr_t)a));
   assert_int_equal(munmap(a, 4 * pg), 0);
 }
 
