@@ -61,6 +61,7 @@ void pl_exit_trace(void) {
    * stack table know goes in between its first and last records. */
   if (!pl_trace_finish_begin()) return;
   pl_stack_write_symbols();
+  pl_stack_write_cost();
   pl_engines_write_counters();
   pl_trace_finish_end();
 }

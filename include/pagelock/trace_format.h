@@ -78,6 +78,8 @@ enum pagelock_rec_type {
   /* GPU timing sampled (optional, like PYSTACK: a reader that predates it
    * skips it). */
   PAGELOCK_REC_GPU_SAMPLE = 18, /* CUPTI's tracing paused or resumed */
+  /* What finding call sites cost the program (optional, like GPU_SAMPLE). */
+  PAGELOCK_REC_COST = 19, /* at exit, before END */
 };
 
 /* Strings follow fixed parts as NUL-terminated bytes, padded to 8. */
@@ -461,6 +463,21 @@ typedef struct pagelock_rec_gpu_sample {
   uint32_t on;        /* 0 paused, 1 resumed */
   uint32_t ops_per_s; /* pause: the rate that made it pause; resume: 0 */
 } pagelock_rec_gpu_sample;
+
+/* What finding call sites cost the program's own threads, all told: the
+ * shim's share of its time that observing adds, the unwinds and Python
+ * walks it took, and the pages those walks asked the kernel about. */
+typedef struct pagelock_rec_cost {
+  pagelock_rec_hdr h;
+  uint64_t captures;   /* call stacks asked for, of copies and allocations */
+  uint64_t capture_ns; /* their time, the two below included */
+  uint64_t unwinds;    /* native unwinds: captures the per-thread memo did not answer */
+  uint64_t unwind_ns;
+  uint64_t py_walks; /* Python walks (0: no Python, or its frames are off) */
+  uint64_t py_walk_ns;
+  uint64_t py_probes; /* pages the walks asked the kernel about (a system call each) */
+  uint64_t reserved;
+} pagelock_rec_cost;
 
 /* Exact driver entry points the shim wraps.  The trace stores the id; the
  * names (pagelock_api_names in the reporter and shim) must stay in this

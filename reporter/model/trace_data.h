@@ -313,6 +313,8 @@ typedef struct plr_trace {
 
   int have_counters;
   pagelock_rec_counters counters;
+  int have_cost; /* what finding call sites cost the program (COST) */
+  pagelock_rec_cost cost;
   int have_end;
   pagelock_rec_end end;
 

@@ -302,6 +302,10 @@ int plr_trace_load_stream(plr_trace *t, FILE *f, const char *path, char *msg, si
           memset(&t->counters.register_budget, 0,
                  sizeof t->counters - offsetof(pagelock_rec_counters, register_budget));
         break;
+      case PAGELOCK_REC_COST:
+        t->have_cost = 1;
+        memcpy(&t->cost, rec.u.cost, sizeof t->cost);
+        break;
       case PAGELOCK_REC_NOTE: rc = plr_fold_note(t, &rec); break;
       case PAGELOCK_REC_END:
         t->have_end = 1;

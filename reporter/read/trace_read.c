@@ -315,6 +315,7 @@ static int plr_decode(unsigned char *b, uint32_t type, uint32_t size, uint32_t v
       rec->str1 = plr_str_at(b, sizeof(pagelock_rec_symbol), size);
       return rec->str1 ? 1 : -1;
     case PAGELOCK_REC_COUNTERS: return size >= sizeof(pagelock_rec_counters) ? 1 : -1;
+    case PAGELOCK_REC_COST: return size >= sizeof(pagelock_rec_cost) ? 1 : -1;
     case PAGELOCK_REC_NOTE:
       if (size < sizeof(pagelock_rec_note)) return -1;
       rec->str1 = plr_str_at(b, sizeof(pagelock_rec_note), size);

@@ -133,6 +133,8 @@ typedef struct plr_record {
     const pagelock_rec_pycode *pycode;
     /* Sampled GPU timing (optional): on is 0 or 1, mono_ns not 0. */
     const pagelock_rec_gpu_sample *gpu_sample;
+    /* What finding call sites cost (optional). */
+    const pagelock_rec_cost *cost;
   } u;
   /* exe, module path, symbol name, note text, kernel name (NAME), device
    * name (DEVICE), reason (GPU_STATUS), file name (PYCODE) */

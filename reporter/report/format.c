@@ -42,6 +42,27 @@ void plr_fmt_counters(const pagelock_rec_counters *c, char *buf, size_t len) {
            staged, pass, c->fallbacks, c->waits, ms, hw, pool);
 }
 
+void plr_fmt_cost(const pagelock_rec_cost *c, uint64_t span_ns, char *buf, size_t len) {
+  char ms[32], uw[32], py[32], share[48] = "";
+  plr_fmt_ms(c->capture_ns, ms, sizeof ms);
+  plr_fmt_ms(c->unwind_ns, uw, sizeof uw);
+  if (span_ns > 0)
+    snprintf(share, sizeof share, ", %.2f%% of the run",
+             100.0 * (double)c->capture_ns / (double)span_ns);
+  int n = snprintf(
+      buf, len,
+      "%" PRIu64 " call stacks, %s ms on the program's threads (%.1f us each%s): %" PRIu64
+      " native unwinds (%s ms)",
+      c->captures, ms, c->captures ? (double)c->capture_ns / 1e3 / (double)c->captures : 0.0, share,
+      c->unwinds, uw);
+  if (c->py_walks && n > 0 && (size_t)n < len) {
+    plr_fmt_ms(c->py_walk_ns, py, sizeof py);
+    snprintf(buf + n, len - (size_t)n,
+             ", %" PRIu64 " Python walks (%s ms, %" PRIu64 " page probes)", c->py_walks, py,
+             c->py_probes);
+  }
+}
+
 int plr_counters_staging(const pagelock_rec_counters *c) { return c->bytes_staged || c->fallbacks; }
 
 int plr_counters_registration(const pagelock_rec_counters *c) {

@@ -12,6 +12,10 @@
  * shared by the text and HTML reports. */
 struct pagelock_rec_counters;
 void plr_fmt_counters(const struct pagelock_rec_counters *c, char *buf, size_t len);
+/* What finding call sites cost (COST), in one line: stacks, their time and
+ * share of the run (span_ns, 0: unknown), unwinds, Python walks. */
+struct pagelock_rec_cost;
+void plr_fmt_cost(const struct pagelock_rec_cost *c, uint64_t span_ns, char *buf, size_t len);
 
 /* Whether the counters show staging (bytes staged, fallbacks) and
  * registration (any count, time or byte figure of the registration

@@ -1139,6 +1139,12 @@ static void plr_ht_process(FILE *out, const plr_process *p, const plr_source *sr
   plr_ht_totals(out, &t->tot);
   if (plr_trace_shows_routes(t)) plr_ht_routes(out, &t->tot, plr_trace_shows_why(t));
   if (t->have_counters) plr_ht_counters(out, &t->counters);
+  if (t->have_cost) {
+    char line[512];
+    plr_fmt_cost(&t->cost, t->last_ns > t->first_ns ? t->last_ns - t->first_ns : 0, line,
+                 sizeof line);
+    fprintf(out, "<p>Call sites cost: %s.</p>\n", line);
+  }
   int gpu = g->records > 0;
   plr_ht_sites(out, "Pageable copies by call site (worst first)", "call site", &p->calls, gpu);
   plr_ht_sites(out, "Pageable copies by allocation site (worst first)", "allocation site",

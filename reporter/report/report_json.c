@@ -406,6 +406,18 @@ static void plr_json_process(FILE *out, const plr_process *p) {
   } else {
     fputs("null", out);
   }
+  fputs(",\n      \"call_site_cost\": ", out);
+  if (t->have_cost) {
+    const pagelock_rec_cost *c = &t->cost;
+    fprintf(out,
+            "{\"captures\": %" PRIu64 ", \"capture_ns\": %" PRIu64 ", \"unwinds\": %" PRIu64
+            ", \"unwind_ns\": %" PRIu64 ", \"py_walks\": %" PRIu64 ", \"py_walk_ns\": %" PRIu64
+            ", \"py_probes\": %" PRIu64 "}",
+            c->captures, c->capture_ns, c->unwinds, c->unwind_ns, c->py_walks, c->py_walk_ns,
+            c->py_probes);
+  } else {
+    fputs("null", out);
+  }
   fputs(",\n      \"gpu\": ", out);
   plr_json_gpu(out, &p->gpu);
   fputs("\n    }", out);

@@ -679,6 +679,13 @@ static void plr_print_process(FILE *out, const plr_process *p) {
   plr_print_table(out, "pageable copies by allocation site (worst first)", "allocation site",
                   &p->allocs, timed, moving);
   if (t->have_counters) plr_print_counters(out, &t->counters);
+  if (t->have_cost) {
+    char line[512];
+    plr_fmt_cost(&t->cost, t->last_ns > t->first_ns ? t->last_ns - t->first_ns : 0, line,
+                 sizeof line);
+    fputc('\n', out);
+    plr_text_wrapped(out, plr_width, "call sites cost: ", 17, 17, line);
+  }
   fputc('\n', out);
   plr_print_advice(out, p);
 }

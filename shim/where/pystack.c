@@ -109,6 +109,8 @@ static uintptr_t pl_py_runtime; /* &_PyRuntime, read on 3.10-3.11 only */
  * its pinned time (H200, docs/bench/). */
 #define PL_PY_PAGES 4096
 static _Atomic uint64_t pl_py_pages[PL_PY_PAGES];
+/* What the walks cost the program's threads (the trace's COST record). */
+static atomic_uint_fast64_t pl_py_walks, pl_py_walk_ns, pl_py_probes;
 
 static size_t pl_py_slot(uint64_t page) { return (size_t)((page * 0x9E3779B97F4A7C15ull) >> 54); }
 
@@ -171,6 +173,7 @@ static bool pl_py_page_ok(uint64_t page) {
       return true;
   int err;
   int r = pl_py_probe((uintptr_t)(page << 12), &err);
+  atomic_fetch_add_explicit(&pl_py_probes, 1, memory_order_relaxed);
   if (r != PL_PROBE_READABLE) {
     if (r == PL_PROBE_REFUSED) pl_py_refused(err);
     return false;
@@ -501,10 +504,26 @@ static pagelock_py_frame pl_py_frame_of(pl_py_at a) {
   return f;
 }
 
+void pl_py_cost(uint64_t *walks, uint64_t *ns, uint64_t *probes) {
+  *walks = atomic_load_explicit(&pl_py_walks, memory_order_relaxed);
+  *ns = atomic_load_explicit(&pl_py_walk_ns, memory_order_relaxed);
+  *probes = atomic_load_explicit(&pl_py_probes, memory_order_relaxed);
+}
+
+static bool pl_py_walk(pl_pystack *out);
+
 bool pl_py_capture(pl_pystack *out) {
   out->depth = 0;
   out->flags = 0;
   if (__atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) != PL_PY_ON) return false;
+  uint64_t t0 = pl_now_ns();
+  bool r = pl_py_walk(out);
+  atomic_fetch_add_explicit(&pl_py_walks, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&pl_py_walk_ns, pl_now_ns() - t0, memory_order_relaxed);
+  return r;
+}
+
+static bool pl_py_walk(pl_pystack *out) {
   const pl_py_layout *L = &pl_py_L;
   /* NULL before the interpreter starts and once it is gone; valid while
    * it finalizes. */
@@ -665,6 +684,9 @@ void pl_py_emit(uint32_t stack_id, const pl_pystack *s) {
 
 void pl_py_reset(void) {
   pl_py_note_written = false;
+  atomic_store(&pl_py_walks, 0);
+  atomic_store(&pl_py_walk_ns, 0);
+  atomic_store(&pl_py_probes, 0);
   /* Only the slots handed out: the rest of the table stays untouched. */
   unsigned n = atomic_load(&pl_py_ncodes);
   for (unsigned i = 1; i < n && i < PL_PY_CODES; i++) pl_py_codes[i].emitted = false;

@@ -106,6 +106,14 @@ typedef struct pl_stack_memo {
 } pl_stack_memo;
 static PL_TLS pl_stack_memo pl_memo[PL_MEMO];
 
+/* What the captures cost the program's threads (the COST record). */
+static atomic_uint_fast64_t pl_n_captures, pl_capture_ns, pl_n_unwinds, pl_unwind_ns;
+
+static inline void pl_cost_add(atomic_uint_fast64_t *n, atomic_uint_fast64_t *ns, uint64_t t0) {
+  atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(ns, pl_now_ns() - t0, memory_order_relaxed);
+}
+
 static unsigned pl_memo_index(uintptr_t r, uintptr_t p) {
   return (unsigned)(((r >> 4) ^ (p >> 4) ^ (p >> 12)) & (PL_MEMO - 1));
 }
@@ -398,10 +406,8 @@ static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py, con
  * every line of the script, at the same stack depth: the memo key holds
  * the Python frames' hash too, so the walk (pystack.c) runs on every call
  * and the unwind only once per (native path, Python frames). */
-uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp, pl_stack_check *check) {
-  if (check) pl_stack_check_empty(check);
-  int depth = (int)pl_opt_long(PL_OPT_BACKTRACE_DEPTH);
-  if (depth <= 0) return 0;
+static uint32_t pl_capture_at(int depth, int skip, const void *ra, const void *sp,
+                              pl_stack_check *check) {
   pl_pystack py;
   pl_py_capture(&py);
   uint64_t ph = pl_py_hash(&py);
@@ -416,7 +422,9 @@ uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp, pl_stack_
   }
   void *f[PAGELOCK_MAX_FRAMES];
   uintptr_t at[PAGELOCK_MAX_FRAMES];
+  uint64_t t0 = pl_now_ns();
   int n = pl_unwind_from(ra, skip, depth, f, at);
+  pl_cost_add(&pl_n_unwinds, &pl_unwind_ns, t0);
   if (n <= 0) return 0;
   /* Where this unwind found the frames, in words above p. */
   uint16_t w[PAGELOCK_MAX_FRAMES];
@@ -452,21 +460,46 @@ uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp, pl_stack_
   return id;
 }
 
+uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp, pl_stack_check *check) {
+  if (check) pl_stack_check_empty(check);
+  int depth = (int)pl_opt_long(PL_OPT_BACKTRACE_DEPTH);
+  if (depth <= 0) return 0;
+  uint64_t t0 = pl_now_ns();
+  uint32_t id = pl_capture_at(depth, skip, ra, sp, check);
+  pl_cost_add(&pl_n_captures, &pl_capture_ns, t0);
+  return id;
+}
+
 uint32_t pl_stack_capture(int skip) {
   int depth = (int)pl_opt_long(PL_OPT_BACKTRACE_DEPTH);
   if (depth <= 0) return 0;
   void *f[PAGELOCK_MAX_FRAMES];
   uintptr_t at[PAGELOCK_MAX_FRAMES];
+  uint64_t t0 = pl_now_ns();
   int n = pl_unwind_from(NULL, skip, depth, f, at);
-  if (n <= 0) return 0;
-  pl_pystack py;
-  pl_py_capture(&py);
-  const pl_stack_slot *s;
-  return pl_stack_intern(f, n, &py, NULL, &s);
+  pl_cost_add(&pl_n_unwinds, &pl_unwind_ns, t0);
+  uint32_t id = 0;
+  if (n > 0) {
+    pl_pystack py;
+    pl_py_capture(&py);
+    const pl_stack_slot *s;
+    id = pl_stack_intern(f, n, &py, NULL, &s);
+  }
+  pl_cost_add(&pl_n_captures, &pl_capture_ns, t0);
+  return id;
 }
+
+static uint32_t pl_capture_ra(const void *ra);
 
 uint32_t pl_stack_capture_ra(const void *ra) {
   if (ra == NULL || pl_opt_long(PL_OPT_BACKTRACE_DEPTH) <= 0) return 0;
+  uint64_t t0 = pl_now_ns();
+  uint32_t id = pl_capture_ra(ra);
+  pl_cost_add(&pl_n_captures, &pl_capture_ns, t0);
+  return id;
+}
+
+static uint32_t pl_capture_ra(const void *ra) {
   /* The Python frames too (a DataLoader batch's shared memory is mapped
    * below the loop's line): the walk only reads, allocates nothing and
    * takes no lock, so an allocator in the middle of its bookkeeping
@@ -585,9 +618,28 @@ void pl_stack_write_symbols(void) {
   }
 }
 
+void pl_stack_write_cost(void) {
+  pagelock_rec_cost c;
+  memset(&c, 0, sizeof c);
+  c.h.type = PAGELOCK_REC_COST;
+  c.h.size = sizeof c;
+  c.captures = atomic_load_explicit(&pl_n_captures, memory_order_relaxed);
+  if (c.captures == 0) return;
+  c.capture_ns = atomic_load_explicit(&pl_capture_ns, memory_order_relaxed);
+  c.unwinds = atomic_load_explicit(&pl_n_unwinds, memory_order_relaxed);
+  c.unwind_ns = atomic_load_explicit(&pl_unwind_ns, memory_order_relaxed);
+  pl_py_cost(&c.py_walks, &c.py_walk_ns, &c.py_probes);
+  pl_trace_write(&c, sizeof c);
+}
+
 void pl_stack_reset(void) {
   /* The child keeps the interned stacks (its allocations were made by the
-   * same code) but writes a new trace, so every record is due again. */
+   * same code) but writes a new trace, so every record is due again, and
+   * counts its own cost. */
+  atomic_store(&pl_n_captures, 0);
+  atomic_store(&pl_capture_ns, 0);
+  atomic_store(&pl_n_unwinds, 0);
+  atomic_store(&pl_unwind_ns, 0);
   pthread_mutex_init(&pl_emit_lock, NULL);
   pl_note_written = false;
   /* Only the slots handed out: the rest of the table stays untouched. */

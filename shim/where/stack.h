@@ -39,6 +39,9 @@ void pl_stack_atfork_prepare(void);
 void pl_stack_atfork_parent(void);
 /* Write SYMBOL records for every interned frame (at exit). */
 void pl_stack_write_symbols(void);
+/* At exit too: the COST record, what the captures cost the program's
+ * threads (none when nothing was captured). */
+void pl_stack_write_cost(void);
 /* Forget all stacks (a forked child starts a new trace). */
 void pl_stack_reset(void);
 

@@ -7,7 +7,7 @@
  *        mktrace OUT --big N [--late]
  *        mktrace OUT --hostile N
  *        mktrace OUT [--copies N] --copy N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED[:AT]] ...
- *                    [--counters NAME=V,...]
+ *                    [--counters NAME=V,...] [--cost NAME=V,... [--cost-short]]
  * Any of them but --big and --hostile also takes --checksums K (a CHECK
  * record after every K records, and the CHECKSUMS flag; prints
  * "blocks=S0 S1 ...", the file offset of each block), --flags X (OR X into
@@ -41,7 +41,10 @@
  * order, as the shim writes runs (when they close).  --counters
  * sets fields of the COUNTERS record by name (every field of
  * pagelock_rec_counters), e.g.
- * --counters registrations=3,registered_bytes_high_water=64M.
+ * --counters registrations=3,registered_bytes_high_water=64M.  --cost
+ * writes a COST record with the fields named (pagelock_rec_cost's), e.g.
+ * --cost captures=10,capture_ns=2M; --cost-short writes it 8 bytes short
+ * (malformed).
  *
  * --scenario writes a trace with GPU (CUPTI) records whose
  * numbers the CLI tests check exactly (times in CUPTI's clock, 500 ms
@@ -118,6 +121,8 @@ typedef struct extra_copy {
 static extra_copy extra[MAX_EXTRA];
 static size_t nextra;
 static pagelock_rec_counters counters;
+static pagelock_rec_cost cost;
+static int have_cost, cost_short;
 
 static const char *const why_names[PAGELOCK_WHY_COUNT] = {
     "none", "mode",    "small",  "shape",  "untracked", "shared",
@@ -232,6 +237,33 @@ static int parse_counters(const char *spec) {
   return 0;
 }
 
+/* Parses NAME=V,... into cost. */
+static int parse_cost(const char *spec) {
+  static const struct {
+    const char *name;
+    size_t off;
+  } fields[] = {
+#define F(x) {#x, offsetof(pagelock_rec_cost, x)}
+      F(captures), F(capture_ns), F(unwinds),   F(unwind_ns),
+      F(py_walks), F(py_walk_ns), F(py_probes),
+#undef F
+  };
+  char buf[1024], *save = NULL;
+  snprintf(buf, sizeof buf, "%s", spec);
+  for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(p, '=');
+    if (!eq) return -1;
+    *eq = 0;
+    size_t i = 0;
+    while (i < sizeof fields / sizeof fields[0] && strcmp(fields[i].name, p)) i++;
+    uint64_t v;
+    if (i == sizeof fields / sizeof fields[0] || parse_size(eq + 1, &v)) return -1;
+    memcpy((char *)&cost + fields[i].off, &v, sizeof v);
+  }
+  have_cost = 1;
+  return 0;
+}
+
 /* The classic trace: COPY records only (plus exit-time records). */
 static int mk_classic(tb *b, unsigned long copies, unsigned long sites, int end, int cut,
                       size_t *len, size_t *complete, int v1, int v3) {
@@ -303,6 +335,7 @@ static int mk_classic(tb *b, unsigned long copies, unsigned long sites, int end,
     tb_symbol(b, CUDART_BASE + 0x1000 + 0x10 * s, CUDART_BASE + 0x1000, "cudaMemcpyAsync");
   }
   tb_counters(b, &counters);
+  if (have_cost) tb_cost(b, &cost, cost_short ? sizeof cost - 8 : sizeof cost);
   *len = b->len;
   if (end) tb_end(b, t + 1000), *len = b->len;
   if (cut) {
@@ -787,7 +820,8 @@ int main(int argc, char **argv) {
             "[--cut-mid-record] [--simulated] [--mode M] [--pid P] [--rank R] "
             "[--host H] [--v1 | --v3] [--scenario NAME] [--big N] [--hostile N] "
             "[--checksums K] [--flags X] [--evil-names] [--module PATH] [--warning TEXT] "
-            "[--copy N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED[:AT]]] [--counters NAME=V,...]\n");
+            "[--copy N:DIR:MEM:ROUTE:WHY:BYTES:NS[:RUN:TIMED[:AT]]] [--counters NAME=V,...] "
+            "[--cost NAME=V,... [--cost-short]]\n");
     return 2;
   }
   const char *out = argv[1], *scenario = NULL, *host = "testhost";
@@ -833,6 +867,14 @@ int main(int argc, char **argv) {
         return 2;
       }
       i++;
+    } else if (!strcmp(a, "--cost")) {
+      if (parse_cost(v)) {
+        fprintf(stderr, "mktrace: bad --cost '%s' (NAME=V,...)\n", v);
+        return 2;
+      }
+      i++;
+    } else if (!strcmp(a, "--cost-short")) {
+      cost_short = 1;
     } else if (!strcmp(a, "--counters")) {
       if (parse_counters(v)) {
         fprintf(stderr, "mktrace: bad --counters '%s' (NAME=V,...)\n", v);

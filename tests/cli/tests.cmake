@@ -35,7 +35,7 @@ foreach(c chrome_basic chrome_staged chrome_multi chrome_no_gpu chrome_sampled h
     html_stdout_multi html_no_gpu html_large html_sampled report_output_errors compare_text
     compare_json compare_sampled compare_runs compare_errors report_bad_header report_damaged
     report_stop_flags report_escapes html_routes compare_routes gpu_bound chrome_copy_runs
-    compare_copy_runs chrome_run_lanes compare_verdict html_readable)
+    compare_copy_runs chrome_run_lanes compare_verdict html_readable call_site_cost)
   add_test(NAME cli_${c} COMMAND ${CMAKE_CURRENT_LIST_DIR}/views.sh ${CMAKE_BINARY_DIR} ${c})
   # sanitize: run again in the ASan+UBSan build, the writers on real inputs
   set_tests_properties(cli_${c} PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77)

@@ -318,6 +318,12 @@ static inline void tb_counters(tb *b, const pagelock_rec_counters *c) {
   tb_rec(b, PAGELOCK_REC_COUNTERS, &r, sizeof r, NULL, NULL);
 }
 
+/* A COST record of `size` bytes (sizeof: a whole one; less: malformed). */
+static inline void tb_cost(tb *b, const pagelock_rec_cost *c, size_t size) {
+  pagelock_rec_cost r = *c;
+  tb_rec(b, PAGELOCK_REC_COST, &r, size < sizeof r ? size : sizeof r, NULL, NULL);
+}
+
 static inline void tb_end(tb *b, uint64_t end_mono_ns) {
   pagelock_rec_end e;
   memset(&e, 0, sizeof e);

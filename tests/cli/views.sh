@@ -403,6 +403,31 @@ for svg in re.findall(r"<svg class=\"tl\".*?</svg>", h, re.S):
             assert re.match(r"stream \d+ \(\d+ ops?\)$", label), label
 '
   ;;
+call_site_cost)
+  # What finding call sites cost (COST): one line in the text report, an
+  # object in JSON, null without the record; a short record is malformed.
+  "$MK" cost.trace --copies 10 --cost captures=10,capture_ns=2M,unwinds=3,unwind_ns=1500K,py_walks=10,py_walk_ns=300K,py_probes=40 >/dev/null ||
+    fail "mktrace failed"
+  run_pl 0 report cost.trace
+  has_out "call sites cost: 10 call stacks, 2.097 ms on the program's threads (209.7 us each,"
+  has_out "3 native unwinds (1.536 ms), 10 Python walks (0.307 ms, 40 page probes)"
+  run_pl 0 report --format html cost.trace
+  has_out "<p>Call sites cost: 10 call stacks, 2.097 ms on the program's threads"
+  run_pl 0 report --format json cost.trace
+  py 'import json, sys
+c = json.load(open(sys.argv[1]))["processes"][0]["call_site_cost"]
+assert c == {"captures": 10, "capture_ns": 2097152, "unwinds": 3, "unwind_ns": 1536000, "py_walks": 10, "py_walk_ns": 307200, "py_probes": 40}, c'
+  "$MK" plain.trace --copies 10 >/dev/null || fail "mktrace failed"
+  run_pl 0 report plain.trace
+  ! grep -q "call sites cost" out || fail "a cost line without a COST record"
+  run_pl 0 report --format json plain.trace
+  py 'import json, sys; assert json.load(open(sys.argv[1]))["processes"][0]["call_site_cost"] is None'
+  "$MK" short.trace --copies 10 --cost captures=10 --cost-short >/dev/null || fail "mktrace failed"
+  run_pl 0 report --format json short.trace
+  py 'import json, sys
+p = json.load(open(sys.argv[1]))["processes"][0]
+assert p["call_site_cost"] is None and p["malformed_records"] == 1, p'
+  ;;
 compare_verdict)
   # One line first says which run is better and by how much; both runs'
   # simulated timings are named; --fail-if-worse=PCT exits 3.

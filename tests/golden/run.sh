@@ -14,7 +14,9 @@
 # Exit status: 0 all matched, 1 a difference, 77 no golden trace yet (ctest
 # reports the test as skipped).
 set -u
-B=$1
+# (absolute: the reports run from this directory, and an update from a
+# relative path once wrote every expected file empty)
+B=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd) || exit 1
 D=$(cd "$(dirname "$0")" && pwd) || exit 1
 PL="$B/pagelock"
 [ -x "$PL" ] || { echo "no pagelock in $B"; exit 1; }

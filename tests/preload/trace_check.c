@@ -25,6 +25,11 @@
  *                           registered for that reason (WHY: MODE, SMALL,
  *                           SHAPE, UNTRACKED, SHARED, COLD, PENDING, BUDGET,
  *                           FAILED, CAPTURE, EDGE)
+ *                         [--cost-min NAME=N] [--cost-max NAME=N] the COST
+ *                           record's (what finding call sites cost): captures,
+ *                           capture_ns, unwinds, unwind_ns, py_walks,
+ *                           py_walk_ns, py_probes; --cost-max
+ *                           captures=0 also passes when there is none
  *                         [--counter-min NAME=N] [--counter-max NAME=N]
  *                           the registration engine's COUNTERS (largest
  *                           value over the records): registrations,
@@ -132,6 +137,17 @@ static void tc_counters(const pagelock_rec_counters *c, uint64_t *v) {
     if (now[i] > v[i]) v[i] = now[i];
 }
 
+/* The COST record's fields, by name. */
+enum { TC_COST_N = 7 };
+static const char *const cost_names[TC_COST_N] = {
+    "captures", "capture_ns", "unwinds", "unwind_ns", "py_walks", "py_walk_ns", "py_probes",
+};
+static void tc_cost(const pagelock_rec_cost *c, uint64_t *v) {
+  const uint64_t now[TC_COST_N] = {c->captures, c->capture_ns, c->unwinds,  c->unwind_ns,
+                                   c->py_walks, c->py_walk_ns, c->py_probes};
+  for (int i = 0; i < TC_COST_N; i++) v[i] = now[i];
+}
+
 /* "NAME=N" against a table of names: its index (or -1) and N. */
 static int tc_named(const char *arg, const char *const *names, int count, unsigned long *n) {
   const char *eq = strchr(arg, '=');
@@ -173,7 +189,7 @@ int main(int argc, char **argv) {
   uint32_t tid_v[TC_TID_N];
   int32_t tid_dev[TC_TID_N];
   unsigned long tid_n = 0, tid_mixed = 0;
-  uint64_t ctr[TC_CTR_N] = {0};
+  uint64_t ctr[TC_CTR_N] = {0}, cost[TC_COST_N] = {0};
   int have_counters = 0;
   tc_copy *cv = NULL;
   tc_gpu *gv = NULL;
@@ -239,6 +255,7 @@ int main(int argc, char **argv) {
       tc_counters(rec.u.counters, ctr);
       have_counters = 1;
     }
+    if (rec.type == PAGELOCK_REC_COST) tc_cost(rec.u.cost, cost);
     if (rec.type == PAGELOCK_REC_END && rec.u.end->end_mono_ns > win_hi)
       win_hi = rec.u.end->end_mono_ns;
     if (rec.type != PAGELOCK_REC_COPY) continue;
@@ -433,6 +450,21 @@ int main(int argc, char **argv) {
         fprintf(stderr,
                 "trace_check: %s: %lu copies not registered because %s, expected at least %lu\n",
                 argv[1], why[k], why_names[k], want);
+        bad = 1;
+      }
+      i++;
+    } else if (!strcmp(a, "--cost-min") || !strcmp(a, "--cost-max")) {
+      unsigned long want;
+      int k = tc_named(v, cost_names, TC_COST_N, &want), min = !strcmp(a, "--cost-min");
+      if (k < 0) {
+        fprintf(stderr,
+                "trace_check: unknown cost %s (valid: captures, capture_ns, unwinds, unwind_ns, "
+                "py_walks, py_walk_ns, py_probes)\n",
+                v);
+        bad = 1;
+      } else if (min ? cost[k] < want : cost[k] > want) {
+        fprintf(stderr, "trace_check: %s: cost %s is %llu, expected %s %lu\n", argv[1],
+                cost_names[k], (unsigned long long)cost[k], min ? "at least" : "at most", want);
         bad = 1;
       }
       i++;

@@ -62,6 +62,11 @@ for minor in 10 11 12 13; do
     elif ! "$build/pagelock" report --format chrome "$out"/*.trace |
          grep -q '"python":"pysites.py:[0-9]* in inner","python_alloc":"pysites.py:[0-9]* in new_buffer"'; then
       echo "FAIL python3.$minor: the Chrome trace lacks the Python lines"; failed=$((failed + 1))
+    # what the walks cost is counted: walks, and the pages they asked about
+    elif ! "$py" -c 'import json, sys
+c = [p["call_site_cost"] for p in json.load(open(sys.argv[1]))["processes"]]
+assert any(x and x["py_walks"] > 0 and x["py_probes"] > 0 and x["py_walk_ns"] > 0 for x in c), c' "$out/r.json"; then
+      echo "FAIL python3.$minor: the Python walks' cost is not counted"; failed=$((failed + 1))
     else
       echo "ok python3.$minor ($py)"
     fi

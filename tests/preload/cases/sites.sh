@@ -79,3 +79,20 @@ case_coro_stacks() {
     done
   done
 }
+
+# What finding call sites cost the program (the COST record): the two
+# sites' stacks unwound at least once each, the time counted, the report's
+# line; none of it with the stacks off.
+case_site_cost() {
+  local d="$T/cost" n; mkdir -p "$d"
+  "$B/pagelock" run -o "$d/on.trace" -- "$B/test_two_sites" >/dev/null 2>"$d/err" ||
+    fail "two_sites failed: $(cat "$d/err")" || return
+  "$B/trace_check" "$d/on.trace" --cost-min captures=2 --cost-min unwinds=2 \
+    --cost-min capture_ns=1 --cost-min unwind_ns=1 >&2 || return
+  n=$(sed -n 's/^call sites cost: \([0-9]*\) call stacks, [0-9.]* ms on the program.s threads.*/\1/p' "$d/err")
+  [ -n "$n" ] && [ "$n" -ge 2 ] || fail "the report's cost line: $(grep -A1 '^call sites cost' "$d/err")" || return
+  PAGELOCK_BACKTRACE_DEPTH=0 "$B/pagelock" run -o "$d/off.trace" -- "$B/test_two_sites" >/dev/null 2>"$d/err" ||
+    fail "two_sites failed: $(cat "$d/err")" || return
+  "$B/trace_check" "$d/off.trace" --cost-max captures=0 >&2 || return
+  ! grep -q '^call sites cost' "$d/err" || fail "a cost line with the stacks off: $(grep '^call sites cost' "$d/err")"
+}
