@@ -7,7 +7,8 @@
 #               cudaMemcpy 100 times each way, averaged from the first copy
 #               (static cudart); and a buffer's first three copies
 #   accel       accelerate cpu_offload forward of a random 1.5 GB bf16 Llama
-# Prints "speed: ..." lines, one per row, and the raw lines in OUT.
+# Prints "speed: ..." lines, one per row (and what call sites cost the last
+# run of each traced variant), and the raw lines in OUT.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$1 OUT=$2 ROUNDS=${3:-3}
@@ -90,4 +91,10 @@ if acc:
     for v in ("native", "pinned", "auto"):
         print("speed: accel forwards ms, %s: %s" % (v, " | ".join(r[v]["first_ms"] for r in acc.values() if v in r)))
 PY
+# What call sites cost the last run of each traced variant (its report's
+# COST line): where observing spends the program's time.
+for v in observe stage auto; do
+  c=$(grep -A1 '^call sites cost' "$OUT/speed_$v.err" 2>/dev/null | tail -2 | tr -s ' \n' ' ')
+  [ -z "$c" ] || echo "speed: last $v run's $c"
+done
 rm -rf "$d"
