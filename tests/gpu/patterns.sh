@@ -12,7 +12,7 @@
 #   auto      pagelock run --mode=auto
 # and, where PL_PAT_VARIANTS names them, diagnostic variants of observe:
 #   preload   the shim preloaded by hand, CUPTI off (no launcher, no CUPTI)
-#   notrack   observe with PAGELOCK_TRACK_MIN=1T (no allocation tracked)
+#   notrack   observe with PAGELOCK_TRACK_MIN=1024G (no allocation tracked)
 #   nostack   observe with PAGELOCK_BACKTRACE_DEPTH=0 (no native or Python stacks)
 #   nocupti   observe with PAGELOCK_CUPTI=0 (no GPU timestamps)
 #   fulltrace observe with PAGELOCK_CUPTI_MAX_RATE=0 (GPU timing traced
@@ -51,7 +51,7 @@ one() { # pattern variant round
     byhand) timeout 300 python3 "$P" "$pat" --register ;;
     observe | stage | auto) timeout 300 "$B/pagelock" run --mode "$v" -o "$t" -- python3 "$P" "$pat" ;;
     preload) PAGELOCK_CUPTI=0 PAGELOCK_OUTPUT="$t" LD_PRELOAD="$B/libpagelock.so" timeout 300 python3 "$P" "$pat" ;;
-    notrack) PAGELOCK_TRACK_MIN=1T timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
+    notrack) PAGELOCK_TRACK_MIN=1024G timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     nostack) PAGELOCK_BACKTRACE_DEPTH=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     nocupti) PAGELOCK_CUPTI=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
     fulltrace) PAGELOCK_CUPTI_MAX_RATE=0 timeout 300 "$B/pagelock" run -o "$t" -- python3 "$P" "$pat" ;;
