@@ -619,6 +619,8 @@ static pthread_mutex_t pl_flush_lock = PTHREAD_MUTEX_INITIALIZER;
  * 25 ms): about 0.5% of the time in all. */
 #define PL_DETACH_AFTER 4
 #define PL_DETACHED_PERIOD 160
+/* CUPTI's records are judged over this many windows while tracing. */
+#define PL_RECORD_SPAN 4
 /* Fewer operations than this in a span say nothing about a rate: a burst
  * of a test's 40 copies inside one window must not look like 2000 a
  * second. */
@@ -784,18 +786,34 @@ static bool pl_sample_attach(void) {
 static void pl_sample_step(pl_sampler *s, uint64_t now) {
   if (s->state == PL_SAMPLE_TRACING || s->state == PL_SAMPLE_WINDOW) {
     if (now - s->since < s->window_ns) return;
-    /* Each window judges everything it traced: the copy calls, and CUPTI's
-     * records (kernels among them) flushed for it.  Records judged only at
-     * the flush period left a program's first second traced in full
-     * whatever its rate: every forward of a short accelerate offload run
-     * (docs/bench/2026-11-28-real-programs.md, PAGELOCK_CUPTI=0). */
-    pl_cu.ActivityFlushAll(0);
-    uint64_t ops = atomic_load(&pl_n_calls) - s->calls;
-    uint64_t recs = atomic_load(&pl_n_records) - s->records;
-    if (recs > ops) ops = recs;
-    if (pl_sample_pause(s, now, ops, pl_per_s(ops, s->since, now))) return;
-    s->state = PL_SAMPLE_TRACING;
-    pl_sample_restart(s, now);
+    uint64_t calls = atomic_load(&pl_n_calls) - s->calls;
+    if (s->state == PL_SAMPLE_WINDOW) {
+      /* A window judges everything it traced. */
+      pl_cu.ActivityFlushAll(0);
+      uint64_t recs = atomic_load(&pl_n_records) - s->records;
+      uint64_t ops = recs > calls ? recs : calls;
+      if (pl_sample_pause(s, now, ops, pl_per_s(ops, s->since, now))) return;
+      s->state = PL_SAMPLE_TRACING;
+      pl_sample_restart(s, now);
+      return;
+    }
+    /* Tracing: the copy calls every window, and CUPTI's records (kernels
+     * among them) every PL_RECORD_SPAN windows, flushed for it: they
+     * arrive late and in bursts, which one window would take for a rate.
+     * Judged only at the flush period, they left a program's first second
+     * traced in full whatever its rate: every forward of a short
+     * accelerate offload run (docs/bench/2026-11-28-real-programs.md,
+     * PAGELOCK_CUPTI=0). */
+    if (pl_sample_pause(s, now, calls, pl_per_s(calls, s->since, now))) return;
+    s->since = now;
+    s->calls += calls;
+    if (now - s->rec_since >= s->window_ns * PL_RECORD_SPAN) {
+      pl_cu.ActivityFlushAll(0);
+      uint64_t recs = atomic_load(&pl_n_records) - s->records;
+      if (pl_sample_pause(s, now, recs, pl_per_s(recs, s->rec_since, now))) return;
+      s->rec_since = now;
+      s->records += recs;
+    }
   } else if (s->state == PL_SAMPLE_PAUSED) {
     if (s->detach && now - s->since >= s->window_ns * PL_DETACH_AFTER && pl_sample_detach(s, now))
       return;
