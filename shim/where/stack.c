@@ -101,7 +101,7 @@ static uint64_t pl_hash_frames(void *const *f, int n) {
 #define PL_MEMO 16
 typedef struct pl_stack_memo {
   uintptr_t ra, sp;
-  uint64_t py; /* pl_py_hash of the Python frames: one call site, many lines */
+  uint64_t py; /* a one-frame site's (sp 1): pl_py_hash of its Python frames */
   const pl_stack_slot *s;
 } pl_stack_memo;
 static PL_TLS pl_stack_memo pl_memo[PL_MEMO];
@@ -403,22 +403,37 @@ static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py, con
 }
 
 /* In a Python program the same native path (ctypes, libtorch) serves
- * every line of the script, at the same stack depth: the memo key holds
- * the Python frames' hash too, so the walk (pystack.c) runs on every call
- * and the unwind only once per (native path, Python frames). */
+ * every line of the script, at the same stack depth: the walk (pystack.c)
+ * runs on every call, and the memo, keyed by the native path alone,
+ * spares the unwind once that path was seen from any line.  A hit from
+ * another line interns the memo's native frames with this call's Python
+ * frames (a lookup, or a new stack) and keeps that one.  Keyed by the
+ * Python frames too, 20 lines copying in turn through ctypes evicted each
+ * other from the 16 entries: every copy was unwound (130 unwinds for 100
+ * copies, preload case site_cost_lines). */
 static uint32_t pl_capture_at(int depth, int skip, const void *ra, const void *sp,
                               pl_stack_check *check) {
   pl_pystack py;
   pl_py_capture(&py);
-  uint64_t ph = pl_py_hash(&py);
   uintptr_t r = (uintptr_t)ra, p = (uintptr_t)sp;
-  unsigned i = pl_memo_index(r, p ^ ph);
+  unsigned i = pl_memo_index(r, p);
   for (unsigned k = 0; k < 2; k++) {
-    const pl_stack_memo *m = &pl_memo[i ^ k];
-    if (m->ra == r && m->sp == p && m->py == ph && m->s != NULL && pl_frames_hold(m->s, p)) {
-      if (check) pl_check_fill(check, m->s->at, m->s->frames, (int)m->s->depth, p);
-      return m->s->id;
+    pl_stack_memo *m = &pl_memo[i ^ k];
+    if (m->ra != r || m->sp != p || m->s == NULL || !pl_frames_hold(m->s, p)) continue;
+    const pl_stack_slot *s = m->s;
+    if (!pl_py_same(&s->py, &py)) {
+      const pl_stack_slot *t = NULL;
+      if (pl_stack_intern(s->frames, (int)s->depth, &py, s->at, &t) == 0) return 0;
+      /* Where t was first seen is where this call keeps its frames (they
+       * hold here): else it is not a stack the memo may answer with. */
+      if (memcmp(t->at + 1, s->at + 1, sizeof(uint16_t) * (s->depth - 1)) != 0) {
+        if (check) pl_check_fill(check, s->at, s->frames, (int)s->depth, p);
+        return t->id;
+      }
+      m->s = s = t;
     }
+    if (check) pl_check_fill(check, s->at, s->frames, (int)s->depth, p);
+    return s->id;
   }
   void *f[PAGELOCK_MAX_FRAMES];
   uintptr_t at[PAGELOCK_MAX_FRAMES];
@@ -452,10 +467,10 @@ static uint32_t pl_capture_at(int depth, int skip, const void *ra, const void *s
   if (memcmp(s->at + 1, w + 1, sizeof(uint16_t) * (size_t)(n - 1)) != 0) return id;
   /* The other way's entry when this one holds the other path of a pair. */
   pl_stack_memo *m = &pl_memo[i];
-  if (m->ra == r && m->sp == p && m->py == ph) m = &pl_memo[i ^ 1];
+  if (m->ra == r && m->sp == p) m = &pl_memo[i ^ 1];
   m->ra = r;
   m->sp = p;
-  m->py = ph;
+  m->py = 0;
   m->s = s;
   return id;
 }

@@ -96,3 +96,18 @@ case_site_cost() {
   "$B/trace_check" "$d/off.trace" --cost-max captures=0 >&2 || return
   ! grep -q '^call sites cost' "$d/err" || fail "a cost line with the stacks off: $(grep '^call sites cost' "$d/err")"
 }
+
+# Twenty Python lines copying in turn through one native path
+# (tests/python/lines.py, ctypes): each line its own call site, and the
+# native unwind made for the path, not for each line (the memo keys on
+# the native path alone; keyed by the Python frames too, every copy was
+# unwound: 130 unwinds for 100 copies).
+case_site_cost_lines() {
+  [ "$SIM" = 1 ] && command -v python3 >/dev/null || { echo "    (needs python3 and the fake runtime: skipped)" >&2; return 0; }
+  local d="$T/lines" n; mkdir -p "$d"
+  PL_CUDART="$B/fakecuda/libcudart.so" PAGELOCK_TRACK_MIN=1024G "$B/pagelock" run -o "$d/t.%p.trace" -- \
+    python3 "$(dirname "$0")/../python/lines.py" >/dev/null 2>"$d/err" || fail "lines.py failed: $(tail -3 "$d/err")" || return
+  n=$(grep -c ' lines.py:[0-9]* in step$' "$d/err")
+  [ "$n" = 20 ] || fail "expected 20 call sites in step, got $n" || return
+  "$B/trace_check" "$d"/t.*.trace --pageable 100 --cost-min captures=100 --cost-max unwinds=4 >&2
+}
