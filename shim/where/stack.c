@@ -409,8 +409,8 @@ static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py, con
  * another line interns the memo's native frames with this call's Python
  * frames (a lookup, or a new stack) and keeps that one.  Keyed by the
  * Python frames too, 20 lines copying in turn through ctypes evicted each
- * other from the 16 entries: every copy was unwound (130 unwinds for 100
- * copies, preload case site_cost_lines). */
+ * other from the 16 entries: 69 of their 100 copies were unwound (preload
+ * case site_cost_lines). */
 static uint32_t pl_capture_at(int depth, int skip, const void *ra, const void *sp,
                               pl_stack_check *check) {
   pl_pystack py;

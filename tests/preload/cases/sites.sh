@@ -101,7 +101,7 @@ case_site_cost() {
 # (tests/python/lines.py, ctypes): each line its own call site, and the
 # native unwind made for the path, not for each line (the memo keys on
 # the native path alone; keyed by the Python frames too, every copy was
-# unwound: 130 unwinds for 100 copies).
+# unwound: 69 unwinds for 100 copies).
 case_site_cost_lines() {
   [ "$SIM" = 1 ] && command -v python3 >/dev/null || { echo "    (needs python3 and the fake runtime: skipped)" >&2; return 0; }
   local d="$T/lines" n; mkdir -p "$d"
