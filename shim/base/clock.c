@@ -182,17 +182,34 @@ static bool pl_clk_rdtsc_cheaper(void) {
 
 /* Start mapping: no rate yet, so reads take the real clock until one is
  * measured over PL_CLK_BASE_NS. */
+bool pl_span_tsc;
+/* The TSC and the clock when the map started: a rate for pl_span_ns in a
+ * process too short for the map to have one. */
+static uint64_t pl_clk_t_load, pl_clk_n_load;
+
 static void pl_clk_start(void) {
   pl_clk_set(0, 0, 0, 0);
-  pl_clk_rt = pl_rdtsc();
-  pl_clk_rn = pl_clock_real();
+  pl_clk_rt = pl_clk_t_load = pl_rdtsc();
+  pl_clk_rn = pl_clk_n_load = pl_clock_real();
   pl_clk_tsc = true;
+}
+
+uint64_t pl_span_ns(uint64_t sum) {
+  if (!pl_span_tsc) return sum;
+  (void)pl_now_ns(); /* a rate, where the process has run long enough */
+  uint64_t m = atomic_load_explicit(&pl_clk.mult, memory_order_acquire);
+  if (atomic_load_explicit(&pl_clk.span, memory_order_acquire) != 0 && m != 0)
+    return pl_clk_map(sum, m);
+  uint64_t t = pl_rdtsc(), n = pl_clock_real();
+  if (t <= pl_clk_t_load || n <= pl_clk_n_load) return 0;
+  return (uint64_t)((unsigned __int128)sum * (n - pl_clk_n_load) / (t - pl_clk_t_load));
 }
 
 void pl_clock_init(void) {
 #if defined(__x86_64__)
   bool tsc = pl_clk_kernel_tsc();
   if (tsc && pl_clk_rdtsc_cheaper()) pl_clk_start();
+  pl_span_tsc = pl_clk_tsc;
   if (!tsc)
     pl_log(PL_LOG_DEBUG, PL_LK_CONFIG,
            "timing with clock_gettime: the kernel's clocksource is not the TSC");

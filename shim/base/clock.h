@@ -38,6 +38,13 @@ static inline uint64_t pl_stamp_elapsed(const pl_stamp *st) {
     return (uint64_t)(((unsigned __int128)(pl_rdtsc() - st->tick) * st->mult) >> 32);
   return pl_stamp_elapsed_slow(st);
 }
+/* Spans summed over many calls (what finding call sites cost): raw TSC
+ * ticks where the clock maps the TSC (chosen at load), so that a span
+ * costs two rdtsc, else nanoseconds; pl_span_ns turns a sum into
+ * nanoseconds when it is written. */
+extern bool pl_span_tsc;
+static inline uint64_t pl_span_now(void) { return pl_span_tsc ? pl_rdtsc() : pl_now_ns(); }
+uint64_t pl_span_ns(uint64_t sum);
 /* True when pl_now_ns maps the TSC; calibrated: and reads it (a rate is
  * known). */
 bool pl_clock_uses_tsc(void);

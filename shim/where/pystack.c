@@ -516,10 +516,10 @@ bool pl_py_capture(pl_pystack *out) {
   out->depth = 0;
   out->flags = 0;
   if (__atomic_load_n(&pl_py_state, __ATOMIC_ACQUIRE) != PL_PY_ON) return false;
-  uint64_t t0 = pl_now_ns();
+  uint64_t t0 = pl_span_now();
   bool r = pl_py_walk(out);
   atomic_fetch_add_explicit(&pl_py_walks, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&pl_py_walk_ns, pl_now_ns() - t0, memory_order_relaxed);
+  atomic_fetch_add_explicit(&pl_py_walk_ns, pl_span_now() - t0, memory_order_relaxed);
   return r;
 }
 

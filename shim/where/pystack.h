@@ -27,8 +27,8 @@ void pl_py_emit(uint32_t stack_id, const pl_pystack *s);
  * saying why Python frames are missing, when a Python was found that the
  * walk cannot read (free-threaded, another version). */
 void pl_py_note(void);
-/* What the walks cost so far: how many, their time, and the pages they
- * asked the kernel about. */
+/* What the walks cost so far: how many, their time (in pl_span_now's
+ * unit), and the pages they asked the kernel about. */
 void pl_py_cost(uint64_t *walks, uint64_t *ns, uint64_t *probes);
 /* The program unmaps, moves or replaces [p, p+n): the pages there that
  * were checked readable may be gone. */

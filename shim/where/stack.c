@@ -109,9 +109,11 @@ static PL_TLS pl_stack_memo pl_memo[PL_MEMO];
 /* What the captures cost the program's threads (the COST record). */
 static atomic_uint_fast64_t pl_n_captures, pl_capture_ns, pl_n_unwinds, pl_unwind_ns;
 
-static inline void pl_cost_add(atomic_uint_fast64_t *n, atomic_uint_fast64_t *ns, uint64_t t0) {
+/* Spans in pl_span_now's unit (TSC ticks, mostly), turned into ns when
+ * the record is written: two rdtsc a capture. */
+static inline void pl_cost_add(atomic_uint_fast64_t *n, atomic_uint_fast64_t *span, uint64_t t0) {
   atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(ns, pl_now_ns() - t0, memory_order_relaxed);
+  atomic_fetch_add_explicit(span, pl_span_now() - t0, memory_order_relaxed);
 }
 
 static unsigned pl_memo_index(uintptr_t r, uintptr_t p) {
@@ -411,8 +413,8 @@ static uint32_t pl_stack_intern(void *const *f, int n, const pl_pystack *py, con
  * Python frames too, 20 lines copying in turn through ctypes evicted each
  * other from the 16 entries: 69 of their 100 copies were unwound (preload
  * case site_cost_lines). */
-static uint32_t pl_capture_at(int depth, int skip, const void *ra, const void *sp,
-                              pl_stack_check *check) {
+static PL_ALWAYS_INLINE uint32_t pl_capture_at(int depth, int skip, const void *ra, const void *sp,
+                                               pl_stack_check *check) {
   pl_pystack py;
   pl_py_capture(&py);
   uintptr_t r = (uintptr_t)ra, p = (uintptr_t)sp;
@@ -437,7 +439,7 @@ static uint32_t pl_capture_at(int depth, int skip, const void *ra, const void *s
   }
   void *f[PAGELOCK_MAX_FRAMES];
   uintptr_t at[PAGELOCK_MAX_FRAMES];
-  uint64_t t0 = pl_now_ns();
+  uint64_t t0 = pl_span_now();
   int n = pl_unwind_from(ra, skip, depth, f, at);
   pl_cost_add(&pl_n_unwinds, &pl_unwind_ns, t0);
   if (n <= 0) return 0;
@@ -479,7 +481,7 @@ uint32_t pl_stack_capture_at(int skip, const void *ra, const void *sp, pl_stack_
   if (check) pl_stack_check_empty(check);
   int depth = (int)pl_opt_long(PL_OPT_BACKTRACE_DEPTH);
   if (depth <= 0) return 0;
-  uint64_t t0 = pl_now_ns();
+  uint64_t t0 = pl_span_now();
   uint32_t id = pl_capture_at(depth, skip, ra, sp, check);
   pl_cost_add(&pl_n_captures, &pl_capture_ns, t0);
   return id;
@@ -490,7 +492,7 @@ uint32_t pl_stack_capture(int skip) {
   if (depth <= 0) return 0;
   void *f[PAGELOCK_MAX_FRAMES];
   uintptr_t at[PAGELOCK_MAX_FRAMES];
-  uint64_t t0 = pl_now_ns();
+  uint64_t t0 = pl_span_now();
   int n = pl_unwind_from(NULL, skip, depth, f, at);
   pl_cost_add(&pl_n_unwinds, &pl_unwind_ns, t0);
   uint32_t id = 0;
@@ -508,7 +510,7 @@ static uint32_t pl_capture_ra(const void *ra);
 
 uint32_t pl_stack_capture_ra(const void *ra) {
   if (ra == NULL || pl_opt_long(PL_OPT_BACKTRACE_DEPTH) <= 0) return 0;
-  uint64_t t0 = pl_now_ns();
+  uint64_t t0 = pl_span_now();
   uint32_t id = pl_capture_ra(ra);
   pl_cost_add(&pl_n_captures, &pl_capture_ns, t0);
   return id;
@@ -640,10 +642,11 @@ void pl_stack_write_cost(void) {
   c.h.size = sizeof c;
   c.captures = atomic_load_explicit(&pl_n_captures, memory_order_relaxed);
   if (c.captures == 0) return;
-  c.capture_ns = atomic_load_explicit(&pl_capture_ns, memory_order_relaxed);
+  c.capture_ns = pl_span_ns(atomic_load_explicit(&pl_capture_ns, memory_order_relaxed));
   c.unwinds = atomic_load_explicit(&pl_n_unwinds, memory_order_relaxed);
-  c.unwind_ns = atomic_load_explicit(&pl_unwind_ns, memory_order_relaxed);
+  c.unwind_ns = pl_span_ns(atomic_load_explicit(&pl_unwind_ns, memory_order_relaxed));
   pl_py_cost(&c.py_walks, &c.py_walk_ns, &c.py_probes);
+  c.py_walk_ns = pl_span_ns(c.py_walk_ns);
   pl_trace_write(&c, sizeof c);
 }
 
