@@ -209,12 +209,31 @@ static int parse_copy(const char *spec) {
   return 0;
 }
 
-/* Parses NAME=V,... into counters. */
+/* A record's u64 field by name. */
+typedef struct mk_field {
+  const char *name;
+  size_t off;
+} mk_field;
+
+/* Parses NAME=V,... into the u64 fields of rec (names in fields[0..n)). */
+static int parse_fields(const char *spec, const mk_field *fields, size_t n, void *rec) {
+  char buf[1024], *save = NULL;
+  snprintf(buf, sizeof buf, "%s", spec);
+  for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(p, '=');
+    if (!eq) return -1;
+    *eq = 0;
+    size_t i = 0;
+    while (i < n && strcmp(fields[i].name, p)) i++;
+    uint64_t v;
+    if (i == n || parse_size(eq + 1, &v)) return -1;
+    memcpy((char *)rec + fields[i].off, &v, sizeof v);
+  }
+  return 0;
+}
+
 static int parse_counters(const char *spec) {
-  static const struct {
-    const char *name;
-    size_t off;
-  } fields[] = {
+  static const mk_field fields[] = {
 #define F(x) {#x, offsetof(pagelock_rec_counters, x)}
       F(bytes_staged),    F(bytes_passthrough), F(fallbacks),     F(waits),
       F(wait_ns),         F(pool_high_water),   F(pool_bytes),    F(registered_bytes_high_water),
@@ -222,46 +241,18 @@ static int parse_counters(const char *spec) {
       F(evictions),       F(register_failures), F(register_ns),   F(registered_bytes),
 #undef F
   };
-  char buf[1024], *save = NULL;
-  snprintf(buf, sizeof buf, "%s", spec);
-  for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-    char *eq = strchr(p, '=');
-    if (!eq) return -1;
-    *eq = 0;
-    size_t i = 0;
-    while (i < sizeof fields / sizeof fields[0] && strcmp(fields[i].name, p)) i++;
-    uint64_t v;
-    if (i == sizeof fields / sizeof fields[0] || parse_size(eq + 1, &v)) return -1;
-    memcpy((char *)&counters + fields[i].off, &v, sizeof v);
-  }
-  return 0;
+  return parse_fields(spec, fields, sizeof fields / sizeof fields[0], &counters);
 }
 
-/* Parses NAME=V,... into cost. */
 static int parse_cost(const char *spec) {
-  static const struct {
-    const char *name;
-    size_t off;
-  } fields[] = {
+  static const mk_field fields[] = {
 #define F(x) {#x, offsetof(pagelock_rec_cost, x)}
       F(captures), F(capture_ns), F(unwinds),   F(unwind_ns),
       F(py_walks), F(py_walk_ns), F(py_probes),
 #undef F
   };
-  char buf[1024], *save = NULL;
-  snprintf(buf, sizeof buf, "%s", spec);
-  for (char *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-    char *eq = strchr(p, '=');
-    if (!eq) return -1;
-    *eq = 0;
-    size_t i = 0;
-    while (i < sizeof fields / sizeof fields[0] && strcmp(fields[i].name, p)) i++;
-    uint64_t v;
-    if (i == sizeof fields / sizeof fields[0] || parse_size(eq + 1, &v)) return -1;
-    memcpy((char *)&cost + fields[i].off, &v, sizeof v);
-  }
   have_cost = 1;
-  return 0;
+  return parse_fields(spec, fields, sizeof fields / sizeof fields[0], &cost);
 }
 
 /* The classic trace: COPY records only (plus exit-time records). */

@@ -158,6 +158,31 @@ static int tc_named(const char *arg, const char *const *names, int count, unsign
   return -1;
 }
 
+/* --WHAT-min or --WHAT-max NAME=N (min: at least) against vals[] named by
+ * names[0..n); have: the record they come from was seen.  1 on a miss,
+ * said on stderr. */
+static int tc_bound(const char *file, const char *what, const char *spec, int min,
+                    const char *const *names, int n, const uint64_t *vals, int have) {
+  unsigned long want;
+  int k = tc_named(spec, names, n, &want);
+  if (k < 0) {
+    fprintf(stderr, "trace_check: unknown %s %s (valid:", what, spec);
+    for (int i = 0; i < n; i++) fprintf(stderr, "%s %s", i ? "," : "", names[i]);
+    fprintf(stderr, ")\n");
+    return 1;
+  }
+  if (!have) {
+    fprintf(stderr, "trace_check: %s: no record with the %s %s\n", file, what, names[k]);
+    return 1;
+  }
+  if (min ? vals[k] < want : vals[k] > want) {
+    fprintf(stderr, "trace_check: %s: %s %s is %llu, expected %s %lu\n", file, what, names[k],
+            (unsigned long long)vals[k], min ? "at least" : "at most", want);
+    return 1;
+  }
+  return 0;
+}
+
 static const char *const api_names[] = {
 #define N(n) #n,
     PAGELOCK_API_LIST(N)
@@ -454,37 +479,11 @@ int main(int argc, char **argv) {
       }
       i++;
     } else if (!strcmp(a, "--cost-min") || !strcmp(a, "--cost-max")) {
-      unsigned long want;
-      int k = tc_named(v, cost_names, TC_COST_N, &want), min = !strcmp(a, "--cost-min");
-      if (k < 0) {
-        fprintf(stderr,
-                "trace_check: unknown cost %s (valid: captures, capture_ns, unwinds, unwind_ns, "
-                "py_walks, py_walk_ns, py_probes)\n",
-                v);
-        bad = 1;
-      } else if (min ? cost[k] < want : cost[k] > want) {
-        fprintf(stderr, "trace_check: %s: cost %s is %llu, expected %s %lu\n", argv[1],
-                cost_names[k], (unsigned long long)cost[k], min ? "at least" : "at most", want);
-        bad = 1;
-      }
+      bad |= tc_bound(argv[1], "cost", v, !strcmp(a, "--cost-min"), cost_names, TC_COST_N, cost, 1);
       i++;
     } else if (!strcmp(a, "--counter-min") || !strcmp(a, "--counter-max")) {
-      unsigned long want;
-      int k = tc_named(v, ctr_names, TC_CTR_N, &want), min = !strcmp(a, "--counter-min");
-      if (k < 0) {
-        fprintf(
-            stderr,
-            "trace_check: unknown counter %s (valid: registrations, unregistrations, evictions, register_failures, registered_bytes, registered_bytes_high_water, register_budget)\n",
-            v);
-        bad = 1;
-      } else if (!have_counters) {
-        fprintf(stderr, "trace_check: %s: no COUNTERS record\n", argv[1]);
-        bad = 1;
-      } else if (min ? ctr[k] < want : ctr[k] > want) {
-        fprintf(stderr, "trace_check: %s: counter %s is %llu, expected %s %lu\n", argv[1],
-                ctr_names[k], (unsigned long long)ctr[k], min ? "at least" : "at most", want);
-        bad = 1;
-      }
+      bad |= tc_bound(argv[1], "counter", v, !strcmp(a, "--counter-min"), ctr_names, TC_CTR_N, ctr,
+                      have_counters);
       i++;
     } else if (!strcmp(a, "--simulated")) {
       EXPECT("simulated flag", (r.hdr.flags & PAGELOCK_FILE_SIMULATED) != 0, strtoul(v, 0, 10));
