@@ -180,13 +180,13 @@ static bool pl_clk_rdtsc_cheaper(void) {
   return best_tsc * 4 < best_clock * 3;
 }
 
-/* Start mapping: no rate yet, so reads take the real clock until one is
- * measured over PL_CLK_BASE_NS. */
 bool pl_span_tsc;
 /* The TSC and the clock when the map started: a rate for pl_span_ns in a
  * process too short for the map to have one. */
 static uint64_t pl_clk_t_load, pl_clk_n_load;
 
+/* Start mapping: no rate yet, so reads take the real clock until one is
+ * measured over PL_CLK_BASE_NS. */
 static void pl_clk_start(void) {
   pl_clk_set(0, 0, 0, 0);
   pl_clk_rt = pl_clk_t_load = pl_rdtsc();
