@@ -87,6 +87,11 @@ bool pl_parse_size(const char *s, uint64_t *out) {
       mul = 1ull << 30;
       end++;
       break;
+    case 't':
+    case 'T':
+      mul = 1ull << 40;
+      end++;
+      break;
     default: return false;
   }
   if (*end == 'i' || *end == 'I') end++; /* accept KiB/MiB spellings */
@@ -172,7 +177,7 @@ static void pl_option_load(pl_option *o) {
       else if (o->min > 0)
         snprintf(range, sizeof range, " of at least %ld bytes", o->min);
       pl_config_say(PL_LOG_ERROR,
-                    "invalid %s='%s' (valid: a size%s, like 4096, 64K, 16M, 2G); using %ld",
+                    "invalid %s='%s' (valid: a size%s, like 4096, 64K, 16M, 2G, 1T); using %ld",
                     o->name, v, range, o->def);
       return;
     }

@@ -42,6 +42,8 @@ static void test_parse_size(void **state) {
   assert_int_equal(v, 16 << 20);
   assert_true(pl_parse_size("2GiB", &v));
   assert_int_equal(v, 2ull << 30);
+  assert_true(pl_parse_size("1T", &v)); /* "no allocation tracked", as patterns.sh once wrote it */
+  assert_int_equal(v, 1ull << 40);
   assert_true(pl_parse_size("0", &v));
   assert_int_equal(v, 0);
   assert_false(pl_parse_size("", &v));
