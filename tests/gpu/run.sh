@@ -82,9 +82,12 @@ export PL_TEST_REAL_CUDA=1
 "$ROOT/tests/preload/run.sh" "$B" >"$OUT/preload.log" 2>&1
 row "preload tests (real CUDA)" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/preload.log")"
 
-# static cudart: the counts must be exact there too
+# static cudart: the counts must be exact there too.  The checks that every
+# copy joins its GPU record trace throughout (PAGELOCK_CUPTI_MAX_RATE=0):
+# they test the join, and a run of many GPU operations is sampled after
+# its first 100 ms (the sampler has its own cases).
 d=$(mktemp -d)
-"$B/pagelock" run -o "$d/s.%p.trace" -- "$B/test_copies_static" >"$d/out" 2>"$OUT/static.err"
+PAGELOCK_CUPTI_MAX_RATE=0 "$B/pagelock" run -o "$d/s.%p.trace" -- "$B/test_copies_static" >"$d/out" 2>"$OUT/static.err"
 eval "$(sed 's/ /;/g' "$d/out")"
 "$B/trace_check" "$d"/s.*.trace --pageable "${pageable:-x}" --pageable-bytes "${pageable_bytes:-x}" \
    --pinned "${pinned:-x}" --pinned-bytes "${pinned_bytes:-x}" --failed 0 --complete --simulated 0 >"$OUT/static.log" 2>&1
@@ -98,7 +101,7 @@ row "CUPTI: static cudart, all joined" "$([ $? = 0 ] && echo ok || echo FAIL)" "
 for py in torch cupy; do
   d=$(mktemp -d)
   if python3 -c "import $py" 2>/dev/null; then
-    "$B/pagelock" run -o "$d/p.%p.trace" -- python3 "$ROOT/tests/gpu/${py}_copies.py" >"$d/out" 2>"$OUT/$py.err"
+    PAGELOCK_CUPTI_MAX_RATE=0 "$B/pagelock" run -o "$d/p.%p.trace" -- python3 "$ROOT/tests/gpu/${py}_copies.py" >"$d/out" 2>"$OUT/$py.err"
     rc=$?
     pageable= pageable_bytes= pinned= pinned_bytes= copies= bytes=
     eval "$(grep -E '^(pageable|copies)=' "$d/out" | sed 's/ /;/g')"
@@ -187,11 +190,11 @@ CUDA_DEVICE_MAX_CONNECTIONS=1 PAGELOCK_MODE=stage PAGELOCK_POOL_SIZE=8M PAGELOCK
 row "stage e2e, D2H async, 1 queue" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/e2e_conn1.txt" | cut -c1-90)"
 
 # Staged chunks join their app call through LINK records.
-PAGELOCK_MODE=stage LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/sl.%p.trace" "$B/test_stage_e2e" >/dev/null 2>&1
+PAGELOCK_CUPTI_MAX_RATE=0 PAGELOCK_MODE=stage LD_PRELOAD="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/sl.%p.trace" "$B/test_stage_e2e" >/dev/null 2>&1
 python3 "$ROOT/tests/gpu/gpu_records.py" "$(ls "$d"/sl.*.trace | head -1)" --status 0 --joined-frac 1.0 --min-links 1 >"$OUT/stage.gpu.log" 2>&1
 row "CUPTI: staged copies joined via links" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/stage.gpu.log" | grep -o 'copies=.*' | cut -c1-90)"
 # Route 2: the driver's injection hook alone (no LD_PRELOAD).
-CUDA_INJECTION64_PATH="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/inj.%p.trace" "$B/test_copies" >/dev/null 2>&1
+PAGELOCK_CUPTI_MAX_RATE=0 CUDA_INJECTION64_PATH="$B/libpagelock.so" PAGELOCK_OUTPUT="$d/inj.%p.trace" "$B/test_copies" >/dev/null 2>&1
 python3 "$ROOT/tests/gpu/gpu_records.py" "$(ls "$d"/inj.*.trace | head -1)" --status 0 --min-gpu 42 >"$OUT/inject.gpu.log" 2>&1
 row "CUPTI: CUDA_INJECTION64_PATH alone" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(head -1 "$OUT/inject.gpu.log" | grep -o 'gpu=.*' | cut -c1-90)"
 
