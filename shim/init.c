@@ -68,20 +68,23 @@ void pl_exit_trace(void) {
 
 /* _exit or _Exit (hook_exit.c): the process ends without destructors
  * (Python's os._exit, in multiprocessing's children and in scripts that
- * skip their teardown), and the trace would lose its tail, its symbols
- * and its END.  Finished as the destructor would, where that is safe: in
- * the process whose memory this is, not inside the shim (a signal handler
- * that interrupted it may hold the trace's lock), not on a host
- * function's thread (CUPTI's flush calls the driver).  Elsewhere the
- * trace reads as cut short.  Registrations and threads end with the
- * process. */
+ * skip their teardown; a handler of SIGTERM), and the trace would lose its
+ * tail, its symbols and its END.  Finished as the destructor would, where
+ * that is safe: in the process whose memory this is, not inside the shim
+ * (a signal handler that interrupted it may hold the trace's lock), not
+ * on a host function's thread (CUPTI's flush calls the driver).
+ * Elsewhere the trace reads as cut short.  Registrations and threads end
+ * with the process. */
 #ifndef PL_UNIT_TEST
 static void pl_finish_early(void) {
   if (!pl_active() || (pid_t)syscall(SYS_getpid) != pl_owner || !pl_engines_may_wait() ||
       atomic_exchange(&pl_finished, true))
     return;
   pl_shim_enter();
-  pl_cupti_finish();
+  /* CUPTI's flush may wait on what an interrupted driver call holds: not
+   * from a handler, where the last GPU records are lost instead (at most
+   * PAGELOCK_CUPTI_FLUSH_MS of them).  The rest allocates nothing. */
+  if (!pl_stack_in_handler()) pl_cupti_finish();
   pl_exit_trace();
   pl_shim_leave();
 }

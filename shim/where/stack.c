@@ -346,6 +346,23 @@ __attribute__((noinline)) static int pl_unwind_from(const void *ra, int skip, in
   return n;
 }
 
+static _Unwind_Reason_Code pl_signal_frame_cb(struct _Unwind_Context *ctx, void *arg) {
+  int *left = arg, before = 0;
+  if (_Unwind_GetIPInfo(ctx, &before) == 0 || --*left <= 0) return _URC_END_OF_STACK;
+  /* The unwinder marks the frame the kernel built for a handler. */
+  if (before) {
+    *left = -1;
+    return _URC_END_OF_STACK;
+  }
+  return _URC_NO_REASON;
+}
+
+bool pl_stack_in_handler(void) {
+  int left = 128;
+  _Unwind_Backtrace(pl_signal_frame_cb, &left);
+  return left < 0;
+}
+
 static bool pl_py_same(const pl_pystack *a, const pl_pystack *b) {
   return a->depth == b->depth && a->flags == b->flags &&
          memcmp(a->f, b->f, a->depth * sizeof a->f[0]) == 0;
@@ -592,9 +609,29 @@ void pl_stack_emit(uint32_t id) {
   pthread_mutex_unlock(&pl_emit_lock);
 }
 
-static int pl_cmp_addr(const void *a, const void *b) {
-  uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
-  return x < y ? -1 : x > y;
+/* Sort a[0..n) in place, allocating nothing: this runs at exit, and from
+ * _exit's hook in a signal handler that may have interrupted malloc
+ * (glibc's qsort allocates a buffer for anything over 1 KiB, and then
+ * waited for the arena's lock its own thread held: preload exit_paths
+ * malloc).  Heapsort. */
+static void pl_sift(uintptr_t *a, size_t i, size_t n) {
+  for (size_t c; (c = 2 * i + 1) < n; i = c) {
+    if (c + 1 < n && a[c + 1] > a[c]) c++;
+    if (a[i] >= a[c]) return;
+    uintptr_t t = a[i];
+    a[i] = a[c];
+    a[c] = t;
+  }
+}
+static void pl_sort_addrs(uintptr_t *a, size_t n) {
+  for (size_t k = n / 2; k-- > 0;) pl_sift(a, k, n);
+  for (size_t end = n; end > 1;) {
+    end--;
+    uintptr_t t = a[0];
+    a[0] = a[end];
+    a[end] = t;
+    pl_sift(a, 0, end);
+  }
 }
 
 void pl_stack_write_symbols(void) {
@@ -618,7 +655,7 @@ void pl_stack_write_symbols(void) {
     for (uint32_t k = 0; k < s->depth; k++) addrs[n++] = (uintptr_t)s->frames[k];
   }
   pthread_mutex_unlock(&pl_emit_lock);
-  qsort(addrs, n, sizeof addrs[0], pl_cmp_addr);
+  pl_sort_addrs(addrs, n);
   for (size_t i = 0; i < n; i++) {
     if (i > 0 && addrs[i] == addrs[i - 1]) continue;
     Dl_info info;

@@ -39,6 +39,9 @@ void pl_stack_atfork_prepare(void);
 void pl_stack_atfork_parent(void);
 /* Write SYMBOL records for every interned frame (at exit). */
 void pl_stack_write_symbols(void);
+/* Whether this thread runs a signal handler: a frame the kernel built for
+ * one lies below the caller (up to 128 frames down). */
+bool pl_stack_in_handler(void);
 /* At exit too: the COST record, what the captures cost the program's
  * threads (none when nothing was captured). */
 void pl_stack_write_cost(void);

@@ -2,7 +2,7 @@
  * destructors that finish the trace (Python's os._exit ends
  * multiprocessing's children this way).
  *
- * usage: exit_paths child | self | vfork | handler
+ * usage: exit_paths child | self | vfork | handler | malloc
  *   child    a child forked before either touched CUDA (a child of a
  *            parent that did cannot use it) makes 4 pageable uploads and
  *            calls _exit(0); the parent makes 2 and returns 0
@@ -13,8 +13,14 @@
  *   handler  uploads in a loop while a 20 kHz SIGALRM handler runs; its
  *            2000th run calls _exit(7), perhaps inside the shim (which
  *            must neither hang nor crash then)
+ *   malloc   40 uploads from 40 call sites, then malloc and free in a
+ *            loop while the same
+ *            handler runs: its _exit most likely interrupts malloc, which
+ *            holds its arena's lock (finishing the trace must not
+ *            allocate)
  * Each upload is a cudaMemcpy from a malloc'd 1 MiB buffer. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -43,6 +49,25 @@ static int uploads(int n) {
   return 0;
 }
 
+/* 40 functions that upload: a call stack of its own for each, so that
+ * the trace has many frames to name at its end (more than a sort does
+ * without malloc). */
+static volatile int sink;
+#define PL_SITE(k)                                        \
+  __attribute__((noinline)) static int upload_##k(void) { \
+    int r = uploads(1);                                   \
+    sink = k;                                             \
+    return r;                                             \
+  }
+#define PL_SITES(X)                                                                             \
+  X(0)                                                                                          \
+  X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17)  \
+      X(18) X(19) X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31) X(32) \
+          X(33) X(34) X(35) X(36) X(37) X(38) X(39)
+PL_SITES(PL_SITE)
+#define PL_SITE_FN(k) upload_##k,
+static int (*const sites[])(void) = {PL_SITES(PL_SITE_FN)};
+
 static atomic_int runs;
 static void on_alarm(int sig) {
   (void)sig;
@@ -62,7 +87,14 @@ int main(int argc, char **argv) {
     printf("exit_paths: child %d\n", (int)pid);
     return bad;
   }
+  /* SIGALRM for the main thread only: the threads CUDA starts (and the
+   * shim's) inherit it blocked, so that the handler interrupts the loop. */
+  sigset_t alrm;
+  sigemptyset(&alrm);
+  sigaddset(&alrm, SIGALRM);
+  pthread_sigmask(SIG_BLOCK, &alrm, NULL);
   if (strcmp(how, "child") && setup()) return 2;
+  pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
   if (!strcmp(how, "self")) {
     if (uploads(3)) return 1;
     _Exit(5);
@@ -86,6 +118,22 @@ int main(int argc, char **argv) {
     for (;;)
       if (uploads(1)) return 1;
   }
-  fprintf(stderr, "usage: exit_paths child | self | vfork | handler\n");
+  if (!strcmp(how, "malloc")) {
+    for (size_t k = 0; k < sizeof sites / sizeof sites[0]; k++)
+      if (sites[k]()) return 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 50}, {0, 50}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    for (unsigned k = 0;; k++) {
+      void *p[8];
+      for (int i = 0; i < 8; i++) p[i] = malloc(64 + 4096 * ((k + i) % 16));
+      for (int i = 0; i < 8; i++) free(p[i]);
+    }
+  }
+  fprintf(stderr, "usage: exit_paths child | self | vfork | handler | malloc\n");
   return 2;
 }

@@ -942,6 +942,25 @@ static void test_py_page_cache(void **state) {
   assert_int_equal(munmap(a, 4 * pg), 0);
 }
 
+/* _exit's hook asks whether it runs in a signal handler (CUPTI's flush is
+ * skipped there): no on the test's own stack, yes inside a handler. */
+static volatile sig_atomic_t in_handler_seen = -1;
+static void note_handler(int sig) {
+  (void)sig;
+  in_handler_seen = pl_stack_in_handler();
+}
+static void test_stack_in_handler(void **state) {
+  (void)state;
+  assert_false(pl_stack_in_handler());
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = note_handler;
+  assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+  raise(SIGUSR1);
+  sigaction(SIGUSR1, &old, NULL);
+  assert_int_equal(in_handler_seen, 1);
+}
+
 int main(void) {
   /* test_copy_device copies on two devices; the fake reads this at load. */
   setenv("FAKECUDA_DEVICES", "2", 1);
@@ -969,6 +988,7 @@ int main(void) {
       cmocka_unit_test(test_classify_memo_sites),
       cmocka_unit_test(test_copy_device),
       cmocka_unit_test(test_py_page_cache),
+      cmocka_unit_test(test_stack_in_handler),
       cmocka_unit_test(test_stack_emit_reset),
   };
   int rc = cmocka_run_group_tests_name("shim", tests, NULL, NULL);
