@@ -35,17 +35,6 @@
 #include "trace.h"
 #include "trace_read.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TSAN 1
-#endif
-#endif
-#ifndef TSAN
-#define TSAN 0
-#endif
-
 /* ---- a test program ------------------------------------------------------- */
 
 /* The options every test program starts with (warnings off: faults are

@@ -84,4 +84,16 @@ void fill(void *p, size_t n, unsigned seed);
 /* Index of the first byte of p[0..n) that is not pattern `seed`, or n. */
 size_t check_pat(const void *p, size_t n, unsigned seed);
 
+/* 1 in a ThreadSanitizer build, whose timings the tests allow more for. */
+#if defined(__SANITIZE_THREAD__)
+#define TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSAN 1
+#endif
+#endif
+#ifndef TSAN
+#define TSAN 0
+#endif
+
 #endif

@@ -29,17 +29,6 @@
 #include "trace.h"
 #include "trace_read.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TSAN 1
-#endif
-#endif
-#ifndef TSAN
-#define TSAN 0
-#endif
-
 /* The shim's wrappers of the per-thread twins (cuda.h declares only some). */
 CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr, const void *, size_t);
 CUresult cuMemcpyDtoH_v2_ptds(void *, CUdeviceptr, size_t);
